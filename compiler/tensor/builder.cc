@@ -1,0 +1,278 @@
+#include "compiler/tensor/builder.h"
+
+#include "compiler/tensor/strings.h"
+#include "compiler/tensor/errors.h"
+
+namespace accy::tensor {
+namespace {
+
+Node makeNode(OpCode op, std::vector<std::string> names = {}, std::vector<int64_t> ints = {}) {
+  Node node;
+  node.op = op;
+  node.names = std::move(names);
+  node.ints = std::move(ints);
+  return node;
+}
+
+std::vector<std::string> toStrings(std::initializer_list<std::string_view> list) {
+  return std::vector<std::string>(list.begin(), list.end());
+}
+
+// The builder an op records into: the first operand that has one.
+Builder* ownerOf(absl::Span<const Value> operands) {
+  for (const Value& v : operands) {
+    if (v.builder() != nullptr) return v.builder();
+  }
+  return nullptr;
+}
+
+Value literalLike(const Value& like, double number) {
+  if (like.builder() == nullptr) return Value();
+  return like.builder()->constant(number, like.valid() ? like.dtype() : DType::f32);
+}
+
+}  // namespace
+
+Spec Value::spec() const {
+  if (!valid()) return Spec{};
+  return builder_->nodes()[id_].spec();
+}
+
+Value Builder::fail(absl::Status status) {
+  if (status_.ok()) status_ = std::move(status);
+  return Value(this, -1);
+}
+
+Value Builder::record(Node node, std::initializer_list<Value> operands) {
+  return record(std::move(node), absl::Span<const Value>(operands.begin(), operands.size()));
+}
+
+Value Builder::record(Node node, absl::Span<const Value> operands) {
+  if (!status_.ok()) return Value(this, -1);
+  node.operands.clear();
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const Value& v = operands[i];
+    if (v.builder() != nullptr && v.builder() != this) {
+      return fail(makeError(ErrorKind::kForeignValue,
+                            strCat(opName(node.op), ": operand ", i,
+                                         " was recorded by another builder")));
+    }
+    if (!v.valid()) {
+      return fail(makeError(ErrorKind::kInvalidValue,
+                            strCat(opName(node.op), ": operand ", i,
+                                         " is not a recorded value (default-constructed)")));
+    }
+    node.operands.push_back(v.id());
+  }
+  auto spec = inferNode(nodes_, node);
+  if (!spec.ok()) return fail(spec.status());
+  node.dtype = spec->dtype;
+  node.axes = std::move(spec->axes);
+  nodes_.push_back(std::move(node));
+  return Value(this, static_cast<int32_t>(nodes_.size() - 1));
+}
+
+Value Builder::input(const Spec& spec, int64_t index) {
+  Node node = makeNode(OpCode::kInput, {}, {index});
+  node.dtype = spec.dtype;
+  node.axes = spec.axes;
+  return record(std::move(node), {});
+}
+
+Value Builder::constant(double value, DType dtype) {
+  Node node = makeNode(OpCode::kConstant);
+  node.dtype = dtype;
+  node.scalar = value;
+  return record(std::move(node), {});
+}
+
+Value Builder::iota(std::string_view axis, int64_t extent, DType dtype) {
+  Node node = makeNode(OpCode::kIota, {std::string(axis)}, {extent});
+  node.dtype = dtype;
+  return record(std::move(node), {});
+}
+
+namespace {
+
+// Records a node whose operands may come from no builder at all (all
+// default-constructed): then there is nowhere to record and the result is an
+// invalid Value, which fails wherever it is recorded or returned.
+Value recordOp(Node node, absl::Span<const Value> operands) {
+  Builder* b = ownerOf(operands);
+  if (b == nullptr) return Value();
+  return b->record(std::move(node), operands);
+}
+
+Value recordOp(Node node, std::initializer_list<Value> operands) {
+  return recordOp(std::move(node), absl::Span<const Value>(operands.begin(), operands.size()));
+}
+
+}  // namespace
+
+#define ACCY_VALUE_BINARY(method, code)                                                  \
+  Value Value::method(const Value& o) const { return recordOp(makeNode(code), {*this, o}); } \
+  Value Value::method(double o) const { return method(literalLike(*this, o)); }
+ACCY_VALUE_BINARY(add, OpCode::kAdd)
+ACCY_VALUE_BINARY(sub, OpCode::kSub)
+ACCY_VALUE_BINARY(mul, OpCode::kMul)
+ACCY_VALUE_BINARY(div, OpCode::kDiv)
+ACCY_VALUE_BINARY(max, OpCode::kMax)
+ACCY_VALUE_BINARY(min, OpCode::kMin)
+ACCY_VALUE_BINARY(pow, OpCode::kPow)
+ACCY_VALUE_BINARY(lt, OpCode::kLt)
+ACCY_VALUE_BINARY(le, OpCode::kLe)
+ACCY_VALUE_BINARY(gt, OpCode::kGt)
+ACCY_VALUE_BINARY(ge, OpCode::kGe)
+ACCY_VALUE_BINARY(eq, OpCode::kEq)
+ACCY_VALUE_BINARY(ne, OpCode::kNe)
+#undef ACCY_VALUE_BINARY
+
+#define ACCY_VALUE_UNARY(method, code) \
+  Value Value::method() const { return recordOp(makeNode(code), {*this}); }
+ACCY_VALUE_UNARY(neg, OpCode::kNeg)
+ACCY_VALUE_UNARY(abs, OpCode::kAbs)
+ACCY_VALUE_UNARY(sin, OpCode::kSin)
+ACCY_VALUE_UNARY(cos, OpCode::kCos)
+ACCY_VALUE_UNARY(exp, OpCode::kExp)
+ACCY_VALUE_UNARY(log, OpCode::kLog)
+ACCY_VALUE_UNARY(sqrt, OpCode::kSqrt)
+ACCY_VALUE_UNARY(tanh, OpCode::kTanh)
+ACCY_VALUE_UNARY(sigmoid, OpCode::kSigmoid)
+#undef ACCY_VALUE_UNARY
+
+#define ACCY_VALUE_REDUCE(method, code)                                                 \
+  Value Value::method(std::string_view axis) const {                                    \
+    return recordOp(makeNode(code, {std::string(axis)}), {*this});                      \
+  }                                                                                     \
+  Value Value::method(std::initializer_list<std::string_view> axes) const {             \
+    return recordOp(makeNode(code, toStrings(axes)), {*this});                          \
+  }                                                                                     \
+  Value Value::method(const std::vector<std::string>& axes) const {                     \
+    return recordOp(makeNode(code, axes), {*this});                                     \
+  }
+ACCY_VALUE_REDUCE(sum, OpCode::kReduceSum)
+ACCY_VALUE_REDUCE(max, OpCode::kReduceMax)
+ACCY_VALUE_REDUCE(min, OpCode::kReduceMin)
+ACCY_VALUE_REDUCE(mean, OpCode::kReduceMean)
+ACCY_VALUE_REDUCE(prod, OpCode::kReduceProd)
+#undef ACCY_VALUE_REDUCE
+
+Value Value::where(const Value& a, const Value& b) const {
+  return recordOp(makeNode(OpCode::kWhere), {*this, a, b});
+}
+
+Value Value::cast(DType dtype) const {
+  Node node = makeNode(OpCode::kCast);
+  node.dtype = dtype;
+  return recordOp(std::move(node), {*this});
+}
+
+Value Value::dot(const Value& o, std::string_view k) const {
+  return recordOp(makeNode(OpCode::kDot, {std::string(k)}), {*this, o});
+}
+
+Value Value::transpose(std::initializer_list<std::string_view> order) const {
+  return recordOp(makeNode(OpCode::kTranspose, toStrings(order)), {*this});
+}
+
+Value Value::transpose(const std::vector<std::string>& order) const {
+  return recordOp(makeNode(OpCode::kTranspose, order), {*this});
+}
+
+Value Value::rename(std::string_view from, std::string_view to) const {
+  return recordOp(makeNode(OpCode::kRename, {std::string(from), std::string(to)}), {*this});
+}
+
+Value Value::broadcast(std::string_view axis, int64_t extent) const {
+  return recordOp(makeNode(OpCode::kBroadcast, {std::string(axis)}, {extent}), {*this});
+}
+
+Value Value::split(std::string_view axis, std::string_view outer, std::string_view inner,
+                   int64_t inner_extent) const {
+  return recordOp(makeNode(OpCode::kSplit,
+                           {std::string(axis), std::string(outer), std::string(inner)},
+                           {inner_extent}),
+                  {*this});
+}
+
+Value Value::merge(std::initializer_list<std::string_view> axes, std::string_view merged) const {
+  return merge(toStrings(axes), merged);
+}
+
+Value Value::merge(const std::vector<std::string>& axes, std::string_view merged) const {
+  std::vector<std::string> names = axes;
+  names.emplace_back(merged);
+  return recordOp(makeNode(OpCode::kMerge, std::move(names)), {*this});
+}
+
+Value Value::slice(std::string_view axis, int64_t start, int64_t stop, int64_t step) const {
+  return recordOp(makeNode(OpCode::kSlice, {std::string(axis)}, {start, stop, step}), {*this});
+}
+
+Value Value::concat(std::string_view axis, std::initializer_list<Value> others) const {
+  std::vector<Value> pieces{*this};
+  pieces.insert(pieces.end(), others.begin(), others.end());
+  return tensor::concat(axis, pieces);
+}
+
+Value concat(std::string_view axis, absl::Span<const Value> pieces) {
+  return recordOp(makeNode(OpCode::kConcat, {std::string(axis)}), pieces);
+}
+
+Value operator+(const Value& a, const Value& b) { return a.add(b); }
+Value operator-(const Value& a, const Value& b) { return a.sub(b); }
+Value operator*(const Value& a, const Value& b) { return a.mul(b); }
+Value operator/(const Value& a, const Value& b) { return a.div(b); }
+Value operator+(const Value& a, double b) { return a.add(b); }
+Value operator-(const Value& a, double b) { return a.sub(b); }
+Value operator*(const Value& a, double b) { return a.mul(b); }
+Value operator/(const Value& a, double b) { return a.div(b); }
+Value operator+(double a, const Value& b) { return add(a, b); }
+Value operator-(double a, const Value& b) { return sub(a, b); }
+Value operator*(double a, const Value& b) { return mul(a, b); }
+Value operator/(double a, const Value& b) { return div(a, b); }
+Value operator-(const Value& a) { return a.neg(); }
+
+absl::StatusOr<Program> defineProgram(std::string_view name, absl::Span<const Spec> inputs,
+                                      const RecordFn& fn) {
+  Builder builder;
+  std::vector<Value> args;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (auto st = checkAxes(strCat("define: input ", i), inputs[i].dtype, inputs[i].axes);
+        !st.ok()) {
+      return st;
+    }
+    args.push_back(builder.input(inputs[i], static_cast<int64_t>(i)));
+  }
+  auto results = fn(builder, std::span<const Value>(args.data(), args.size()));
+  if (!builder.status().ok()) return builder.status();
+  if (!results.ok()) return results.status();
+  if (results->empty()) {
+    return makeError(ErrorKind::kInvalidValue,
+                     strCat("define ", name, ": the function returned no values"));
+  }
+  Program program;
+  program.name = std::string(name);
+  for (size_t i = 0; i < results->size(); ++i) {
+    const Value& v = (*results)[i];
+    if (v.builder() != &builder || !v.valid()) {
+      return makeError(ErrorKind::kInvalidValue,
+                       strCat("define ", name, ": result ", i,
+                                    " is not a value recorded by this definition"));
+    }
+    program.outputs.push_back(v.id());
+  }
+  program.nodes = builder.nodes();
+  for (size_t i = 0; i < program.nodes.size(); ++i) {
+    if (program.nodes[i].op == OpCode::kInput) program.inputs.push_back(static_cast<int32_t>(i));
+  }
+  if (program.inputs.size() != inputs.size()) {
+    return makeError(ErrorKind::kInvalidValue,
+                     strCat("define ", name, ": the function recorded ",
+                                  static_cast<int64_t>(program.inputs.size() - inputs.size()),
+                                  " placeholder(s) of its own; inputs come from the specs"));
+  }
+  return program;
+}
+
+}  // namespace accy::tensor

@@ -1,0 +1,302 @@
+// Recording array programs on placeholders.
+//
+// `define` creates one placeholder Value per input Spec, calls the user's
+// function on them and keeps every operation the function performs as a
+// Program. Ops never throw and never return errors directly: a failing op
+// records the first error in its Builder (sticky) and returns a poisoned
+// Value, and every later op on a poisoned Value is poisoned too. `define`
+// then returns that first error, which names the op and the axes involved.
+//
+// Values are handles into their Builder and are valid only while the
+// recording function runs.
+#ifndef ACCY_COMPILER_TENSOR_BUILDER_H_
+#define ACCY_COMPILER_TENSOR_BUILDER_H_
+
+#include <functional>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "compiler/tensor/program.h"
+
+namespace accy::tensor {
+
+class Builder;
+
+class Value {
+ public:
+  Value() = default;  // an invalid value; ops on it fail with InvalidValue
+
+  // False for a default-constructed or poisoned value.
+  bool valid() const { return builder_ != nullptr && id_ >= 0; }
+  Builder* builder() const { return builder_; }
+  int32_t id() const { return id_; }
+  // The dtype and axes; a scalar f32 with no axes when not valid().
+  Spec spec() const;
+  DType dtype() const { return spec().dtype; }
+  std::vector<Axis> axes() const { return spec().axes; }
+
+  // Binary elementwise, broadcasting by axis name. A number adopts this
+  // value's dtype.
+  Value add(const Value& o) const;
+  Value sub(const Value& o) const;
+  Value mul(const Value& o) const;
+  Value div(const Value& o) const;
+  Value max(const Value& o) const;
+  Value min(const Value& o) const;
+  Value pow(const Value& o) const;
+  Value add(double o) const;
+  Value sub(double o) const;
+  Value mul(double o) const;
+  Value div(double o) const;
+  Value max(double o) const;
+  Value min(double o) const;
+  Value pow(double o) const;
+
+  // Unary elementwise. sin..sigmoid need f32 or f64.
+  Value neg() const;
+  Value abs() const;
+  Value sin() const;
+  Value cos() const;
+  Value exp() const;
+  Value log() const;
+  Value sqrt() const;
+  Value tanh() const;
+  Value sigmoid() const;
+
+  // Comparisons, giving bool.
+  Value lt(const Value& o) const;
+  Value le(const Value& o) const;
+  Value gt(const Value& o) const;
+  Value ge(const Value& o) const;
+  Value eq(const Value& o) const;
+  Value ne(const Value& o) const;
+  Value lt(double o) const;
+  Value le(double o) const;
+  Value gt(double o) const;
+  Value ge(double o) const;
+  Value eq(double o) const;
+  Value ne(double o) const;
+
+  // This value (bool) selects `a` where true and `b` where false.
+  Value where(const Value& a, const Value& b) const;
+  Value cast(DType dtype) const;
+
+  // Reductions over named axes.
+  Value sum(std::string_view axis) const;
+  Value sum(std::initializer_list<std::string_view> axes) const;
+  Value sum(const std::vector<std::string>& axes) const;
+  Value max(std::string_view axis) const;
+  Value max(std::initializer_list<std::string_view> axes) const;
+  Value max(const std::vector<std::string>& axes) const;
+  Value min(std::string_view axis) const;
+  Value min(std::initializer_list<std::string_view> axes) const;
+  Value min(const std::vector<std::string>& axes) const;
+  Value mean(std::string_view axis) const;
+  Value mean(std::initializer_list<std::string_view> axes) const;
+  Value mean(const std::vector<std::string>& axes) const;
+  Value prod(std::string_view axis) const;
+  Value prod(std::initializer_list<std::string_view> axes) const;
+  Value prod(const std::vector<std::string>& axes) const;
+
+  // Multiplies by `o` (broadcasting by name) and sums over axis `k`, which
+  // both operands must have.
+  Value dot(const Value& o, std::string_view k) const;
+
+  // Layout by name.
+  Value transpose(std::initializer_list<std::string_view> order) const;
+  Value transpose(const std::vector<std::string>& order) const;
+  Value rename(std::string_view from, std::string_view to) const;
+  // Repeats the value along a new last axis.
+  Value broadcast(std::string_view axis, int64_t extent) const;
+  // Replaces `axis` by `outer` (extent / inner_extent) then `inner`.
+  Value split(std::string_view axis, std::string_view outer, std::string_view inner,
+              int64_t inner_extent) const;
+  // Replaces the listed axes by one axis `merged` at the first one's place;
+  // merged index = row-major index over the listed axes in the listed order.
+  Value merge(std::initializer_list<std::string_view> axes, std::string_view merged) const;
+  Value merge(const std::vector<std::string>& axes, std::string_view merged) const;
+  // Elements start, start+step, ... < stop along `axis`.
+  Value slice(std::string_view axis, int64_t start, int64_t stop, int64_t step = 1) const;
+  // Joins this value and `others` along `axis`.
+  Value concat(std::string_view axis, std::initializer_list<Value> others) const;
+
+ private:
+  friend class Builder;
+  Value(Builder* builder, int32_t id) : builder_(builder), id_(id) {}
+  Builder* builder_ = nullptr;
+  int32_t id_ = -1;
+};
+
+Value operator+(const Value& a, const Value& b);
+Value operator-(const Value& a, const Value& b);
+Value operator*(const Value& a, const Value& b);
+Value operator/(const Value& a, const Value& b);
+Value operator+(const Value& a, double b);
+Value operator-(const Value& a, double b);
+Value operator*(const Value& a, double b);
+Value operator/(const Value& a, double b);
+Value operator+(double a, const Value& b);
+Value operator-(double a, const Value& b);
+Value operator*(double a, const Value& b);
+Value operator/(double a, const Value& b);
+Value operator-(const Value& a);
+
+class Builder {
+ public:
+  Builder() = default;
+  Builder(const Builder&) = delete;
+  Builder& operator=(const Builder&) = delete;
+
+  // A scalar constant of `dtype`.
+  Value constant(double value, DType dtype);
+  // 0, 1, ..., extent-1 along a new axis.
+  Value iota(std::string_view axis, int64_t extent, DType dtype = DType::i32);
+
+  // The first error recorded, or ok.
+  const absl::Status& status() const { return status_; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+
+  // Records `node` after type-checking it. Returns a poisoned Value if the
+  // builder already failed, an operand is invalid or foreign, or the check
+  // fails (the error is recorded). Used by ops and transforms.
+  Value record(Node node, std::initializer_list<Value> operands);
+  Value record(Node node, absl::Span<const Value> operands);
+  // Records an input placeholder; `index` is its position among inputs.
+  Value input(const Spec& spec, int64_t index);
+
+ private:
+  Value fail(absl::Status status);
+  std::vector<Node> nodes_;
+  absl::Status status_;
+};
+
+// Free-function forms of every op.
+#define ACCY_FREE_BINARY(name)                                                         \
+  inline Value name(const Value& a, const Value& b) { return a.name(b); }             \
+  inline Value name(const Value& a, double b) { return a.name(b); }                   \
+  inline Value name(double a, const Value& b) {                                       \
+    return b.builder() ? b.builder()->constant(a, b.dtype()).name(b) : Value().name(b); \
+  }
+ACCY_FREE_BINARY(add)
+ACCY_FREE_BINARY(sub)
+ACCY_FREE_BINARY(mul)
+ACCY_FREE_BINARY(div)
+ACCY_FREE_BINARY(max)
+ACCY_FREE_BINARY(min)
+ACCY_FREE_BINARY(pow)
+ACCY_FREE_BINARY(lt)
+ACCY_FREE_BINARY(le)
+ACCY_FREE_BINARY(gt)
+ACCY_FREE_BINARY(ge)
+ACCY_FREE_BINARY(eq)
+ACCY_FREE_BINARY(ne)
+#undef ACCY_FREE_BINARY
+
+#define ACCY_FREE_UNARY(name) \
+  inline Value name(const Value& a) { return a.name(); }
+ACCY_FREE_UNARY(neg)
+ACCY_FREE_UNARY(abs)
+ACCY_FREE_UNARY(sin)
+ACCY_FREE_UNARY(cos)
+ACCY_FREE_UNARY(exp)
+ACCY_FREE_UNARY(log)
+ACCY_FREE_UNARY(sqrt)
+ACCY_FREE_UNARY(tanh)
+ACCY_FREE_UNARY(sigmoid)
+#undef ACCY_FREE_UNARY
+
+#define ACCY_FREE_REDUCE(name)                                                           \
+  inline Value name(const Value& a, std::string_view axis) { return a.name(axis); }     \
+  inline Value name(const Value& a, std::initializer_list<std::string_view> axes) {     \
+    return a.name(axes);                                                               \
+  }                                                                                    \
+  inline Value name(const Value& a, const std::vector<std::string>& axes) {             \
+    return a.name(axes);                                                               \
+  }
+ACCY_FREE_REDUCE(sum)
+ACCY_FREE_REDUCE(max)
+ACCY_FREE_REDUCE(min)
+ACCY_FREE_REDUCE(mean)
+ACCY_FREE_REDUCE(prod)
+#undef ACCY_FREE_REDUCE
+
+inline Value where(const Value& cond, const Value& a, const Value& b) { return cond.where(a, b); }
+inline Value cast(const Value& a, DType dtype) { return a.cast(dtype); }
+inline Value dot(const Value& a, const Value& b, std::string_view k) { return a.dot(b, k); }
+inline Value transpose(const Value& a, std::initializer_list<std::string_view> order) {
+  return a.transpose(order);
+}
+inline Value transpose(const Value& a, const std::vector<std::string>& order) {
+  return a.transpose(order);
+}
+inline Value rename(const Value& a, std::string_view from, std::string_view to) {
+  return a.rename(from, to);
+}
+inline Value broadcast(const Value& a, std::string_view axis, int64_t extent) {
+  return a.broadcast(axis, extent);
+}
+inline Value split(const Value& a, std::string_view axis, std::string_view outer,
+                   std::string_view inner, int64_t inner_extent) {
+  return a.split(axis, outer, inner, inner_extent);
+}
+inline Value merge(const Value& a, std::initializer_list<std::string_view> axes,
+                   std::string_view merged) {
+  return a.merge(axes, merged);
+}
+inline Value slice(const Value& a, std::string_view axis, int64_t start, int64_t stop,
+                   int64_t step = 1) {
+  return a.slice(axis, start, stop, step);
+}
+// Joins `pieces` (at least one) along `axis`.
+Value concat(std::string_view axis, absl::Span<const Value> pieces);
+inline Value concat(std::string_view axis, std::initializer_list<Value> pieces) {
+  return concat(axis, absl::Span<const Value>(pieces.begin(), pieces.size()));
+}
+inline Value iota(Builder& b, std::string_view axis, int64_t extent, DType dtype = DType::i32) {
+  return b.iota(axis, extent, dtype);
+}
+
+// A recording function's type when it returns several values.
+using RecordFn =
+    std::function<absl::StatusOr<std::vector<Value>>(Builder&, std::span<const Value>)>;
+
+// Records `fn` on placeholders for `inputs`. Fails with the first recording
+// error, with the function's own error, with InvalidValue when it returns a
+// value of another recording, or on invalid specs.
+absl::StatusOr<Program> defineProgram(std::string_view name, absl::Span<const Spec> inputs,
+                                      const RecordFn& fn);
+
+// `fn` may return Value, std::vector<Value>, or absl::StatusOr of either.
+template <typename F>
+absl::StatusOr<Program> define(std::string_view name, absl::Span<const Spec> inputs, F&& fn) {
+  return defineProgram(
+      name, inputs,
+      [&fn](Builder& b, std::span<const Value> args) -> absl::StatusOr<std::vector<Value>> {
+        auto result = fn(b, args);
+        using R = std::decay_t<decltype(result)>;
+        if constexpr (std::is_same_v<R, Value>) {
+          return std::vector<Value>{result};
+        } else if constexpr (std::is_same_v<R, std::vector<Value>>) {
+          return result;
+        } else if constexpr (std::is_same_v<R, absl::StatusOr<Value>>) {
+          if (!result.ok()) return result.status();
+          return std::vector<Value>{*result};
+        } else {
+          static_assert(std::is_same_v<R, absl::StatusOr<std::vector<Value>>>,
+                        "a recording function returns Value, std::vector<Value> or "
+                        "absl::StatusOr of either");
+          return result;
+        }
+      });
+}
+
+}  // namespace accy::tensor
+
+#endif  // ACCY_COMPILER_TENSOR_BUILDER_H_

@@ -1,0 +1,355 @@
+#include "compiler/tensor/evaluate.h"
+
+#include <cmath>
+#include <cstring>
+#include <optional>
+
+#include "compiler/tensor/strings.h"
+#include "compiler/tensor/errors.h"
+#include "compiler/tensor/scalar_ops.h"
+#include "compiler/tensor/status_macros.h"
+
+namespace accy::tensor {
+namespace {
+
+// Visits every multi-index of `axes` in row-major order.
+template <typename F>
+void forEachIndex(const std::vector<Axis>& axes, F&& visit) {
+  int64_t count = 1;
+  for (const Axis& a : axes) count *= a.extent;
+  std::vector<int64_t> idx(axes.size(), 0);
+  for (int64_t flat = 0; flat < count; ++flat) {
+    visit(idx, flat);
+    for (size_t d = axes.size(); d-- > 0;) {
+      if (++idx[d] < axes[d].extent) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+std::optional<size_t> position(const std::vector<Axis>& axes, std::string_view name) {
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i].name == name) return i;
+  }
+  return std::nullopt;
+}
+
+// Flat row-major offset into `axes` of the element whose index along each
+// axis is `index_of(axis position, axis)`.
+template <typename F>
+int64_t offset(const std::vector<Axis>& axes, F&& index_of) {
+  int64_t flat = 0;
+  for (size_t j = 0; j < axes.size(); ++j) flat = flat * axes[j].extent + index_of(j, axes[j]);
+  return flat;
+}
+
+// Offset into `operand_axes` of the element that the result element at
+// `idx` (over `result_axes`) reads, matching axes by name. Operand axes that
+// the result lacks read index 0 (there are none for elementwise ops).
+int64_t byName(const std::vector<Axis>& operand_axes, const std::vector<Axis>& result_axes,
+               const std::vector<int64_t>& idx) {
+  return offset(operand_axes, [&](size_t, const Axis& a) -> int64_t {
+    auto p = position(result_axes, a.name);
+    return p ? idx[*p] : 0;
+  });
+}
+
+class Evaluator {
+ public:
+  explicit Evaluator(const Program& program) : program_(program) {}
+
+  absl::Status run(absl::Span<const std::span<const std::byte>> inputs) {
+    ACCY_RETURN_IF_ERROR(validateProgram(program_));
+    if (inputs.size() != program_.inputs.size()) {
+      return makeError(ErrorKind::kInvalidBuffer,
+                       strCat("evaluate ", program_.name, ": expected ",
+                                    program_.inputs.size(), " input buffers, got ", inputs.size()));
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Spec s = program_.nodes[program_.inputs[i]].spec();
+      if (static_cast<int64_t>(inputs[i].size()) != s.byteSize()) {
+        return makeError(ErrorKind::kInvalidBuffer,
+                         strCat("evaluate ", program_.name, ": input ", i, " (",
+                                      specText(s), ") needs ", s.byteSize(), " bytes, got ",
+                                      inputs[i].size()));
+      }
+    }
+    values_.resize(program_.nodes.size());
+    for (size_t i = 0; i < program_.nodes.size(); ++i) {
+      values_[i] = compute(program_.nodes[i], inputs);
+    }
+    return absl::OkStatus();
+  }
+
+  std::vector<std::vector<double>>& values() { return values_; }
+
+ private:
+  const std::vector<double>& in(const Node& node, size_t k) { return values_[node.operands[k]]; }
+  const Node& operandNode(const Node& node, size_t k) { return program_.nodes[node.operands[k]]; }
+
+  std::vector<double> compute(const Node& node,
+                              absl::Span<const std::span<const std::byte>> inputs) {
+    std::vector<double> out(node.spec().elementCount());
+    switch (opCategory(node.op)) {
+      case OpCategory::Leaf:
+        leaf(node, inputs, out);
+        break;
+      case OpCategory::Unary:
+      case OpCategory::Binary:
+      case OpCategory::Compare:
+      case OpCategory::Select:
+      case OpCategory::Cast:
+        elementwise(node, out);
+        break;
+      case OpCategory::Reduce:
+        reduce(node, out);
+        break;
+      case OpCategory::Dot:
+        dot(node, out);
+        break;
+      case OpCategory::Layout:
+        layout(node, out);
+        break;
+    }
+    return out;
+  }
+
+  void leaf(const Node& node, absl::Span<const std::span<const std::byte>> inputs,
+            std::vector<double>& out) {
+    if (node.op == OpCode::kInput) {
+      const auto& bytes = inputs[node.ints[0]];
+      const int64_t size = dtypeSize(node.dtype);
+      for (size_t e = 0; e < out.size(); ++e) out[e] = loadElement(node.dtype, &bytes[e * size]);
+    } else if (node.op == OpCode::kConstant) {
+      out[0] = convertValue(node.scalar, DType::f64, node.dtype);
+    } else {  // iota
+      for (size_t e = 0; e < out.size(); ++e) out[e] = static_cast<double>(e);
+    }
+  }
+
+  void elementwise(const Node& node, std::vector<double>& out) {
+    forEachIndex(node.axes, [&](const std::vector<int64_t>& idx, int64_t flat) {
+      auto arg = [&](size_t k) { return in(node, k)[byName(operandNode(node, k).axes, node.axes, idx)]; };
+      const DType t = operandNode(node, 0).dtype;
+      switch (opCategory(node.op)) {
+        case OpCategory::Unary:
+          out[flat] = applyUnary(node.op, t, arg(0));
+          break;
+        case OpCategory::Binary:
+        case OpCategory::Compare:
+          out[flat] = applyBinary(node.op, t, arg(0), arg(1));
+          break;
+        case OpCategory::Select:
+          out[flat] = arg(0) != 0 ? arg(1) : arg(2);
+          break;
+        case OpCategory::Cast:
+          out[flat] = convertValue(arg(0), t, node.dtype);
+          break;
+        case OpCategory::Leaf:
+        case OpCategory::Reduce:
+        case OpCategory::Dot:
+        case OpCategory::Layout:
+          break;
+      }
+    });
+  }
+
+  void reduce(const Node& node, std::vector<double>& out) {
+    const Node& a = operandNode(node, 0);
+    const std::vector<double>& x = in(node, 0);
+    std::vector<bool> started(out.size(), false);
+    std::vector<int64_t> count(out.size(), 0);
+    forEachIndex(a.axes, [&](const std::vector<int64_t>& idx, int64_t flat) {
+      const int64_t r = byName(node.axes, a.axes, idx);
+      const double v = x[flat];
+      ++count[r];
+      if (!started[r]) {
+        out[r] = v;
+        started[r] = true;
+        return;
+      }
+      switch (node.op) {
+        case OpCode::kReduceSum:
+        case OpCode::kReduceMean:
+          out[r] = applyBinary(OpCode::kAdd, node.dtype, out[r], v);
+          break;
+        case OpCode::kReduceProd:
+          out[r] = applyBinary(OpCode::kMul, node.dtype, out[r], v);
+          break;
+        case OpCode::kReduceMax:
+          out[r] = applyBinary(OpCode::kMax, node.dtype, out[r], v);
+          break;
+        case OpCode::kReduceMin:
+          out[r] = applyBinary(OpCode::kMin, node.dtype, out[r], v);
+          break;
+        default:
+          break;
+      }
+    });
+    if (node.op == OpCode::kReduceMean) {
+      for (size_t r = 0; r < out.size(); ++r) {
+        out[r] = isFloating(node.dtype)
+                     ? out[r] / static_cast<double>(count[r])
+                     : applyBinary(OpCode::kDiv, node.dtype, out[r], static_cast<double>(count[r]));
+      }
+    }
+  }
+
+  void dot(const Node& node, std::vector<double>& out) {
+    const Node& a = operandNode(node, 0);
+    const Node& b = operandNode(node, 1);
+    const std::string& k = node.names[0];
+    const int64_t extent = a.axes[*position(a.axes, k)].extent;
+    forEachIndex(node.axes, [&](const std::vector<int64_t>& idx, int64_t flat) {
+      double acc = 0;
+      for (int64_t kk = 0; kk < extent; ++kk) {
+        auto index_of = [&](size_t, const Axis& ax) -> int64_t {
+          return ax.name == k ? kk : idx[*position(node.axes, ax.name)];
+        };
+        const double product = applyBinary(OpCode::kMul, node.dtype, in(node, 0)[offset(a.axes, index_of)],
+                                           in(node, 1)[offset(b.axes, index_of)]);
+        acc = applyBinary(OpCode::kAdd, node.dtype, acc, product);
+      }
+      out[flat] = acc;
+    });
+  }
+
+  void layout(const Node& node, std::vector<double>& out) {
+    const Node& a = operandNode(node, 0);
+    if (node.op == OpCode::kConcat) {
+      const std::string& name = node.names[0];
+      int64_t start = 0;
+      for (size_t p = 0; p < node.operands.size(); ++p) {
+        const Node& piece = operandNode(node, p);
+        forEachIndex(piece.axes, [&](const std::vector<int64_t>& idx, int64_t flat) {
+          const int64_t r = offset(node.axes, [&](size_t, const Axis& ax) -> int64_t {
+            const int64_t i = idx[*position(piece.axes, ax.name)];
+            return ax.name == name ? start + i : i;
+          });
+          out[r] = in(node, p)[flat];
+        });
+        start += piece.axes[*position(piece.axes, name)].extent;
+      }
+      return;
+    }
+    // Every other layout op reads one operand element per result element;
+    // `source(idx, axis)` is the operand index along `axis` for result `idx`.
+    auto at = [&](const std::vector<int64_t>& idx, std::string_view name) {
+      return idx[*position(node.axes, name)];
+    };
+    forEachIndex(node.axes, [&](const std::vector<int64_t>& idx, int64_t flat) {
+      const int64_t src = offset(a.axes, [&](size_t, const Axis& ax) -> int64_t {
+        switch (node.op) {
+          case OpCode::kRename:
+            return at(idx, ax.name == node.names[0] ? node.names[1] : ax.name);
+          case OpCode::kSplit:
+            if (ax.name == node.names[0]) {
+              return at(idx, node.names[1]) * node.ints[0] + at(idx, node.names[2]);
+            }
+            return at(idx, ax.name);
+          case OpCode::kMerge: {
+            const size_t parts = node.names.size() - 1;
+            int64_t inner = 1;  // product of the extents of later listed axes
+            for (size_t p = parts; p-- > 0;) {
+              const int64_t e = a.axes[*position(a.axes, node.names[p])].extent;
+              if (node.names[p] == ax.name) return (at(idx, node.names.back()) / inner) % e;
+              inner *= e;
+            }
+            return at(idx, ax.name);
+          }
+          case OpCode::kSlice:
+            if (ax.name == node.names[0]) return node.ints[0] + at(idx, ax.name) * node.ints[2];
+            return at(idx, ax.name);
+          default:  // transpose and broadcast: same names
+            return at(idx, ax.name);
+        }
+      });
+      out[flat] = in(node, 0)[src];
+    });
+  }
+
+  const Program& program_;
+  std::vector<std::vector<double>> values_;
+};
+
+}  // namespace
+
+double loadElement(DType dtype, const std::byte* p) {
+  switch (dtype) {
+    case DType::f32: {
+      float v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::f64: {
+      double v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+    case DType::i32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    case DType::i64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<double>(v);
+    }
+    case DType::bool_:
+      return std::to_integer<uint8_t>(*p) != 0 ? 1.0 : 0.0;
+  }
+  return 0;
+}
+
+void storeElement(DType dtype, double value, std::byte* p) {
+  const double v = convertValue(value, isFloating(dtype) ? DType::f64 : dtype, dtype);
+  switch (dtype) {
+    case DType::f32: {
+      const float f = static_cast<float>(v);
+      std::memcpy(p, &f, 4);
+      return;
+    }
+    case DType::f64:
+      std::memcpy(p, &v, 8);
+      return;
+    case DType::i32: {
+      const int32_t i = static_cast<int32_t>(v);
+      std::memcpy(p, &i, 4);
+      return;
+    }
+    case DType::i64: {
+      const int64_t i = v >= 9223372036854775807.0 ? INT64_MAX : static_cast<int64_t>(v);
+      std::memcpy(p, &i, 8);
+      return;
+    }
+    case DType::bool_:
+      *p = std::byte{static_cast<uint8_t>(v != 0 ? 1 : 0)};
+      return;
+  }
+}
+
+absl::StatusOr<std::vector<std::vector<double>>> evaluateNodes(
+    const Program& program, absl::Span<const std::span<const std::byte>> inputs) {
+  Evaluator evaluator(program);
+  ACCY_RETURN_IF_ERROR(evaluator.run(inputs));
+  return std::move(evaluator.values());
+}
+
+absl::StatusOr<std::vector<std::vector<std::byte>>> evaluate(
+    const Program& program, absl::Span<const std::span<const std::byte>> inputs) {
+  ACCY_ASSIGN_OR_RETURN(auto values, evaluateNodes(program, inputs));
+  std::vector<std::vector<std::byte>> outputs;
+  for (int32_t id : program.outputs) {
+    const Node& node = program.nodes[id];
+    std::vector<std::byte> bytes(node.spec().byteSize());
+    const int64_t size = dtypeSize(node.dtype);
+    for (size_t e = 0; e < values[id].size(); ++e) {
+      storeElement(node.dtype, values[id][e], &bytes[e * size]);
+    }
+    outputs.push_back(std::move(bytes));
+  }
+  return outputs;
+}
+
+}  // namespace accy::tensor

@@ -1,0 +1,167 @@
+#include "compiler/tensor/scalar_ops.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "compiler/tensor/check.h"
+
+namespace accy::tensor {
+namespace {
+
+int64_t toInt(double v) { return static_cast<int64_t>(v); }
+
+double wrapInt(int64_t v, DType dtype) {
+  if (dtype == DType::i32) return static_cast<double>(static_cast<int32_t>(static_cast<uint32_t>(v)));
+  if (dtype == DType::bool_) return v != 0 ? 1.0 : 0.0;
+  return static_cast<double>(v);
+}
+
+int64_t intPow(int64_t base, int64_t exponent) {
+  if (exponent < 0) {
+    if (base == 1) return 1;
+    if (base == -1) return (exponent % 2 == 0) ? 1 : -1;
+    return 0;  // truncated 1/base^n, and 0 for a zero base (division by zero)
+  }
+  uint64_t result = 1;
+  uint64_t b = static_cast<uint64_t>(base);
+  while (exponent > 0) {
+    if (exponent & 1) result *= b;
+    b *= b;
+    exponent >>= 1;
+  }
+  return static_cast<int64_t>(result);
+}
+
+double nanAware(double a, double b, bool want_max) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  return want_max ? std::max(a, b) : std::min(a, b);
+}
+
+}  // namespace
+
+double wrapToDType(double v, DType dtype) {
+  if (isFloating(dtype)) return v;
+  if (dtype == DType::bool_) return v != 0 ? 1.0 : 0.0;
+  // Exact integers beyond the int64 range cannot occur: operands are wrapped.
+  const double two64 = 18446744073709551616.0;
+  double m = std::fmod(std::trunc(v), two64);
+  if (m < 0) m += two64;
+  const uint64_t bits = m >= 9223372036854775808.0
+                            ? static_cast<uint64_t>(m - 9223372036854775808.0) + (uint64_t{1} << 63)
+                            : static_cast<uint64_t>(m);
+  return wrapInt(static_cast<int64_t>(bits), dtype);
+}
+
+double applyUnary(OpCode op, DType dtype, double a) {
+  const bool integer = !isFloating(dtype);
+  switch (op) {
+    case OpCode::kNeg:
+      return integer ? wrapInt(static_cast<int64_t>(0ULL - static_cast<uint64_t>(toInt(a))), dtype)
+                     : -a;
+    case OpCode::kAbs:
+      return integer ? wrapInt(a < 0 ? static_cast<int64_t>(0ULL - static_cast<uint64_t>(toInt(a)))
+                                     : toInt(a),
+                               dtype)
+                     : std::fabs(a);
+    case OpCode::kSin:
+      return std::sin(a);
+    case OpCode::kCos:
+      return std::cos(a);
+    case OpCode::kExp:
+      return std::exp(a);
+    case OpCode::kLog:
+      return std::log(a);
+    case OpCode::kSqrt:
+      return std::sqrt(a);
+    case OpCode::kTanh:
+      return std::tanh(a);
+    case OpCode::kSigmoid:
+      return 1.0 / (1.0 + std::exp(-a));
+    case OpCode::kInput: case OpCode::kConstant: case OpCode::kIota:
+    case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul: case OpCode::kDiv:
+    case OpCode::kMax: case OpCode::kMin: case OpCode::kPow:
+    case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe:
+    case OpCode::kEq: case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast:
+    case OpCode::kReduceSum: case OpCode::kReduceMax: case OpCode::kReduceMin:
+    case OpCode::kReduceMean: case OpCode::kReduceProd: case OpCode::kDot:
+    case OpCode::kTranspose: case OpCode::kRename: case OpCode::kBroadcast:
+    case OpCode::kSplit: case OpCode::kMerge: case OpCode::kSlice: case OpCode::kConcat:
+      break;
+  }
+  ACCY_CHECK(false, "applyUnary: %s is not a unary op", std::string(opName(op)).c_str());
+  return 0;
+}
+
+double applyBinary(OpCode op, DType dtype, double a, double b) {
+  const bool integer = !isFloating(dtype);
+  const int64_t ia = integer ? toInt(a) : 0;
+  const int64_t ib = integer ? toInt(b) : 0;
+  auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+  switch (op) {
+    case OpCode::kAdd:
+      return integer ? wrapInt(static_cast<int64_t>(u(ia) + u(ib)), dtype) : a + b;
+    case OpCode::kSub:
+      return integer ? wrapInt(static_cast<int64_t>(u(ia) - u(ib)), dtype) : a - b;
+    case OpCode::kMul:
+      return integer ? wrapInt(static_cast<int64_t>(u(ia) * u(ib)), dtype) : a * b;
+    case OpCode::kDiv:
+      if (!integer) return a / b;
+      if (ib == 0) return 0;
+      if (ib == -1) return wrapInt(static_cast<int64_t>(0ULL - u(ia)), dtype);
+      return wrapInt(ia / ib, dtype);
+    case OpCode::kMax:
+      return integer ? static_cast<double>(std::max(ia, ib)) : nanAware(a, b, true);
+    case OpCode::kMin:
+      return integer ? static_cast<double>(std::min(ia, ib)) : nanAware(a, b, false);
+    case OpCode::kPow:
+      return integer ? wrapInt(intPow(ia, ib), dtype) : std::pow(a, b);
+    case OpCode::kLt:
+      return a < b;
+    case OpCode::kLe:
+      return a <= b;
+    case OpCode::kGt:
+      return a > b;
+    case OpCode::kGe:
+      return a >= b;
+    case OpCode::kEq:
+      return a == b;
+    case OpCode::kNe:
+      return a != b;
+    case OpCode::kInput: case OpCode::kConstant: case OpCode::kIota:
+    case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos:
+    case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh:
+    case OpCode::kSigmoid: case OpCode::kWhere: case OpCode::kCast:
+    case OpCode::kReduceSum: case OpCode::kReduceMax: case OpCode::kReduceMin:
+    case OpCode::kReduceMean: case OpCode::kReduceProd: case OpCode::kDot:
+    case OpCode::kTranspose: case OpCode::kRename: case OpCode::kBroadcast:
+    case OpCode::kSplit: case OpCode::kMerge: case OpCode::kSlice: case OpCode::kConcat:
+      break;
+  }
+  ACCY_CHECK(false, "applyBinary: %s is not a binary op", std::string(opName(op)).c_str());
+  return 0;
+}
+
+double convertValue(double v, DType from, DType to) {
+  switch (to) {
+    case DType::f64:
+      return v;
+    case DType::f32:
+      return static_cast<double>(static_cast<float>(v));
+    case DType::bool_:
+      return v != 0 ? 1.0 : 0.0;
+    case DType::i32:
+    case DType::i64: {
+      if (!isFloating(from)) return wrapToDType(v, to);
+      if (std::isnan(v)) return 0;
+      const double lo = to == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
+      const double hi = to == DType::i32 ? 2147483647.0 : 9223372036854775807.0;
+      const double t = std::trunc(v);
+      return t < lo ? lo : (t > hi ? hi : t);
+    }
+  }
+  return v;
+}
+
+}  // namespace accy::tensor

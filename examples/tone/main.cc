@@ -1,0 +1,36 @@
+// The demo: records the tone mismatch and evaluates it for guesses 2.5 and 3.
+#include <cstdio>
+#include <cstring>
+
+#include "accy/accy.h"
+#include "examples/tone/tone.h"
+
+namespace tensor = accy::tensor;
+
+int main() {
+  const tensor::Spec one_guess[] = {
+      tensor::spec(tensor::DType::f32, {}),
+      tensor::spec(tensor::DType::f32, {{"point", tone::kPoints}}),
+      tensor::spec(tensor::DType::f32, {{"point", tone::kPoints}}),
+  };
+  auto program = tensor::define("mismatch", one_guess, tone::mismatch);
+  if (!program.ok()) {
+    std::fprintf(stderr, "recording failed: %s\n", program.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("%s\n", tensor::toText(*program).c_str());
+  const tone::Samples data = tone::samples();
+  for (float guess : {2.5f, 3.0f}) {
+    const float frequency[1] = {guess};
+    auto outputs = tensor::evaluate(
+        *program, {accy::bytes(frequency), accy::bytes(data.time), accy::bytes(data.sample)});
+    if (!outputs.ok()) {
+      std::fprintf(stderr, "evaluation failed: %s\n", outputs.status().ToString().c_str());
+      return 1;
+    }
+    float value;
+    std::memcpy(&value, (*outputs)[0].data(), sizeof value);
+    std::printf("reference evaluator: mismatch for frequency %.1f = %.4f\n", guess, value);
+  }
+  return 0;
+}

@@ -1,0 +1,47 @@
+// The tone example: recovering the frequency of a sampled sine.
+//
+// Sixteen samples of sin(3 * time), a quarter time unit apart. A candidate
+// frequency predicts sin(frequency * time) at each sample time; the mismatch
+// is the sum over `point` of the squared gaps. Guess 2.5 gives about 8.656,
+// guess 3 gives zero.
+#ifndef ACCY_EXAMPLES_TONE_TONE_H_
+#define ACCY_EXAMPLES_TONE_TONE_H_
+
+#include <array>
+#include <cmath>
+#include <span>
+
+#include "accy/accy.h"
+
+namespace tone {
+
+inline constexpr int kPoints = 16;
+
+// args: frequency (scalar or with extra axes), time[point], sample[point].
+inline absl::StatusOr<accy::tensor::Value> mismatch(accy::tensor::Builder&,
+                                                    std::span<const accy::tensor::Value> args) {
+  const accy::tensor::Value& frequency = args[0];
+  const accy::tensor::Value& time = args[1];
+  const accy::tensor::Value& sample = args[2];
+  const accy::tensor::Value predicted = frequency.mul(time).sin();
+  const accy::tensor::Value difference = predicted.sub(sample);
+  return difference.mul(difference).sum("point");
+}
+
+struct Samples {
+  std::array<float, kPoints> time;
+  std::array<float, kPoints> sample;
+};
+
+inline Samples samples() {
+  Samples s{};
+  for (int i = 0; i < kPoints; ++i) {
+    s.time[i] = 0.25f * static_cast<float>(i);
+    s.sample[i] = std::sin(3.0f * s.time[i]);
+  }
+  return s;
+}
+
+}  // namespace tone
+
+#endif  // ACCY_EXAMPLES_TONE_TONE_H_
