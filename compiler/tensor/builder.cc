@@ -1,5 +1,7 @@
 #include "compiler/tensor/builder.h"
 
+#include <atomic>
+
 #include "compiler/tensor/strings.h"
 #include "compiler/tensor/errors.h"
 
@@ -38,9 +40,14 @@ Spec Value::spec() const {
   return builder_->nodes()[id_].spec();
 }
 
+uint64_t Builder::nextSerial() {
+  static std::atomic<uint64_t> counter{1};
+  return counter.fetch_add(1, std::memory_order_relaxed);
+}
+
 Value Builder::fail(absl::Status status) {
   if (status_.ok()) status_ = std::move(status);
-  return Value(this, -1);
+  return make(-1);
 }
 
 Value Builder::record(Node node, std::initializer_list<Value> operands) {
@@ -48,11 +55,11 @@ Value Builder::record(Node node, std::initializer_list<Value> operands) {
 }
 
 Value Builder::record(Node node, absl::Span<const Value> operands) {
-  if (!status_.ok()) return Value(this, -1);
+  if (!status_.ok()) return make(-1);
   node.operands.clear();
   for (size_t i = 0; i < operands.size(); ++i) {
     const Value& v = operands[i];
-    if (v.builder() != nullptr && v.builder() != this) {
+    if (v.builder() != nullptr && !owns(v)) {
       return fail(makeError(ErrorKind::kForeignValue,
                             strCat(opName(node.op), ": operand ", i,
                                          " was recorded by another builder")));
@@ -69,7 +76,7 @@ Value Builder::record(Node node, absl::Span<const Value> operands) {
   node.dtype = spec->dtype;
   node.axes = std::move(spec->axes);
   nodes_.push_back(std::move(node));
-  return Value(this, static_cast<int32_t>(nodes_.size() - 1));
+  return make(static_cast<int32_t>(nodes_.size() - 1));
 }
 
 Value Builder::input(const Spec& spec, int64_t index) {
@@ -255,7 +262,7 @@ absl::StatusOr<Program> defineProgram(std::string_view name, absl::Span<const Sp
   program.name = std::string(name);
   for (size_t i = 0; i < results->size(); ++i) {
     const Value& v = (*results)[i];
-    if (v.builder() != &builder || !v.valid()) {
+    if (!builder.owns(v) || !v.valid()) {
       return makeError(ErrorKind::kInvalidValue,
                        strCat("define ", name, ": result ", i,
                                     " is not a value recorded by this definition"));

@@ -129,8 +129,10 @@ class Value {
 
  private:
   friend class Builder;
-  Value(Builder* builder, int32_t id) : builder_(builder), id_(id) {}
+  Value(Builder* builder, uint64_t serial, int32_t id)
+      : builder_(builder), serial_(serial), id_(id) {}
   Builder* builder_ = nullptr;
+  uint64_t serial_ = 0;  // the recording's serial number; see Builder
   int32_t id_ = -1;
 };
 
@@ -159,6 +161,9 @@ class Builder {
   // 0, 1, ..., extent-1 along a new axis.
   Value iota(std::string_view axis, int64_t extent, DType dtype = DType::i32);
 
+  // True when `v` was recorded by this builder.
+  bool owns(const Value& v) const { return v.builder_ == this && v.serial_ == serial_; }
+
   // The first error recorded, or ok.
   const absl::Status& status() const { return status_; }
   const std::vector<Node>& nodes() const { return nodes_; }
@@ -173,6 +178,12 @@ class Builder {
 
  private:
   Value fail(absl::Status status);
+  Value make(int32_t id) { return Value(this, serial_, id); }
+  // Unique per Builder in the process, so a Value kept from an earlier
+  // recording is recognised as foreign even if a new Builder reuses the
+  // same address.
+  const uint64_t serial_ = nextSerial();
+  static uint64_t nextSerial();
   std::vector<Node> nodes_;
   absl::Status status_;
 };

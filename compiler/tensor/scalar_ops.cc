@@ -44,9 +44,11 @@ double nanAware(double a, double b, bool want_max) {
 double wrapToDType(double v, DType dtype) {
   if (isFloating(dtype)) return v;
   if (dtype == DType::bool_) return v != 0 ? 1.0 : 0.0;
-  // Exact integers beyond the int64 range cannot occur: operands are wrapped.
+  const double t = std::trunc(v);
+  if (std::fabs(t) < 9223372036854775808.0) return wrapInt(static_cast<int64_t>(t), dtype);
+  // Beyond the int64 range: reduce modulo 2^64 first.
   const double two64 = 18446744073709551616.0;
-  double m = std::fmod(std::trunc(v), two64);
+  double m = std::fmod(t, two64);
   if (m < 0) m += two64;
   const uint64_t bits = m >= 9223372036854775808.0
                             ? static_cast<uint64_t>(m - 9223372036854775808.0) + (uint64_t{1} << 63)

@@ -1,4 +1,5 @@
 // The demo: records the tone mismatch and evaluates it for guesses 2.5 and 3.
+// `tone_demo --dot` prints the recorded program as a Graphviz graph instead.
 #include <cstdio>
 #include <cstring>
 
@@ -7,7 +8,8 @@
 
 namespace tensor = accy::tensor;
 
-int main() {
+int main(int argc, char** argv) {
+  const bool dot = argc > 1 && std::strcmp(argv[1], "--dot") == 0;
   const tensor::Spec one_guess[] = {
       tensor::spec(tensor::DType::f32, {}),
       tensor::spec(tensor::DType::f32, {{"point", tone::kPoints}}),
@@ -17,6 +19,10 @@ int main() {
   if (!program.ok()) {
     std::fprintf(stderr, "recording failed: %s\n", program.status().ToString().c_str());
     return 1;
+  }
+  if (dot) {
+    std::printf("%s", tensor::toDot(*program).c_str());
+    return 0;
   }
   std::printf("%s\n", tensor::toText(*program).c_str());
   const tone::Samples data = tone::samples();

@@ -1,0 +1,264 @@
+// Every op against hand-computed results, including the axis-order rule,
+// scalar broadcasting and odd extents.
+#include <cmath>
+#include <vector>
+
+#include "accy/accy.h"
+#include "compiler/tensor/testing.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace accy::tensor {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using ::testing::Pointwise;
+using ::testing::DoubleNear;
+
+Spec f32(std::vector<Axis> axes) { return spec(DType::f32, std::move(axes)); }
+
+// Records `fn` over `specs`, evaluates on `inputs` (floats, one vector per
+// input) and returns output 0 as doubles, with its spec in `out_spec`.
+template <typename F>
+std::vector<double> run(std::vector<Spec> specs, const std::vector<std::vector<float>>& inputs,
+                        F fn, Spec* out_spec = nullptr) {
+  auto program = define("t", specs, fn);
+  EXPECT_TRUE(program.ok()) << program.status();
+  if (!program.ok()) return {};
+  std::vector<std::span<const std::byte>> views;
+  for (const auto& v : inputs) views.push_back(accy::bytes(v));
+  auto out = testing::evalDoubles(*program, views);
+  EXPECT_TRUE(out.ok()) << out.status();
+  if (out_spec) *out_spec = program->outputSpecs()[0];
+  return out.ok() ? (*out)[0] : std::vector<double>{};
+}
+
+using Args = std::span<const Value>;
+
+TEST(Ops, BinaryElementwiseSameAxes) {
+  const std::vector<float> a = {1, 2, 3}, b = {4, 5, 6};
+  auto specs = std::vector<Spec>{f32({{"i", 3}}), f32({{"i", 3}})};
+  EXPECT_THAT(run(specs, {a, b}, [](Builder&, Args x) { return x[0] + x[1]; }), ElementsAre(5, 7, 9));
+  EXPECT_THAT(run(specs, {a, b}, [](Builder&, Args x) { return x[0] - x[1]; }), ElementsAre(-3, -3, -3));
+  EXPECT_THAT(run(specs, {a, b}, [](Builder&, Args x) { return x[0] * x[1]; }), ElementsAre(4, 10, 18));
+  EXPECT_THAT(run(specs, {a, b}, [](Builder&, Args x) { return x[0] / x[1]; }),
+              Pointwise(DoubleNear(1e-6), std::vector<double>{0.25, 0.4, 0.5}));
+  EXPECT_THAT(run(specs, {a, {0, 5, 1}}, [](Builder&, Args x) { return x[0].max(x[1]); }), ElementsAre(1, 5, 3));
+  EXPECT_THAT(run(specs, {a, {0, 5, 1}}, [](Builder&, Args x) { return tensor::min(x[0], x[1]); }), ElementsAre(0, 2, 1));
+  EXPECT_THAT(run(specs, {a, {2, 0, 0.5}}, [](Builder&, Args x) { return x[0].pow(x[1]); }),
+              Pointwise(DoubleNear(1e-6), std::vector<double>{1, 1, std::sqrt(3.0)}));
+}
+
+TEST(Ops, AxisOrderIsLeftThenRightsNewAxes) {
+  // a[i=2, j=3] + b[k=2, j=3] -> (i, j, k): left's axes, then k.
+  std::vector<float> a = {0, 1, 2, 10, 11, 12};
+  std::vector<float> b = {100, 200, 300, 400, 500, 600};
+  Spec out;
+  auto got = run({f32({{"i", 2}, {"j", 3}}), f32({{"k", 2}, {"j", 3}})}, {a, b},
+                 [](Builder&, Args x) { return x[0] + x[1]; }, &out);
+  EXPECT_EQ(out.axes, (std::vector<Axis>{{"i", 2}, {"j", 3}, {"k", 2}}));
+  std::vector<double> want;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 2; ++k) want.push_back(a[i * 3 + j] + b[k * 3 + j]);
+  EXPECT_THAT(got, ElementsAreArray(want));
+  // Swapping operands swaps the order: (k, j, i).
+  run({f32({{"i", 2}, {"j", 3}}), f32({{"k", 2}, {"j", 3}})}, {a, b},
+      [](Builder&, Args x) { return x[1] + x[0]; }, &out);
+  EXPECT_EQ(out.axes, (std::vector<Axis>{{"k", 2}, {"j", 3}, {"i", 2}}));
+}
+
+TEST(Ops, ScalarBroadcastsAndLiteralsAdoptDType) {
+  Spec out;
+  auto got = run({f32({}), f32({{"point", 3}})}, {{2}, {1, 2, 3}},
+                 [](Builder&, Args x) { return x[0] * x[1] + 1; }, &out);
+  EXPECT_THAT(got, ElementsAre(3, 5, 7));
+  EXPECT_EQ(out.axes, (std::vector<Axis>{{"point", 3}}));
+  auto program = define("lit", std::vector<Spec>{spec(DType::f64, {{"i", 2}})},
+                        [](Builder&, Args x) { return 2.0 * x[0] - 0.5; });
+  ASSERT_TRUE(program.ok());
+  EXPECT_EQ(program->outputSpecs()[0].dtype, DType::f64);
+  auto ints = define("ilit", std::vector<Spec>{spec(DType::i32, {{"i", 2}})},
+                     [](Builder&, Args x) { return x[0] / 2; });
+  ASSERT_TRUE(ints.ok()) << ints.status();
+  std::vector<int32_t> in = {7, -7};
+  auto r = testing::evalDoubles(*ints, {accy::bytes(in)});
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT((*r)[0], ElementsAre(3, -3));  // truncating integer division
+}
+
+TEST(Ops, Unary) {
+  const std::vector<float> x = {0.5f, -1.25f, 2.0f};
+  auto specs = std::vector<Spec>{f32({{"i", 3}})};
+  auto check = [&](auto fn, double (*ref)(double)) {
+    auto got = run(specs, {x}, fn);
+    ASSERT_EQ(got.size(), 3u);
+    for (int i = 0; i < 3; ++i) EXPECT_NEAR(got[i], ref(x[i]), 1e-6) << i;
+  };
+  check([](Builder&, Args a) { return -a[0]; }, [](double v) { return -v; });
+  check([](Builder&, Args a) { return a[0].abs(); }, [](double v) { return std::fabs(v); });
+  check([](Builder&, Args a) { return tensor::sin(a[0]); }, [](double v) { return std::sin(v); });
+  check([](Builder&, Args a) { return a[0].cos(); }, [](double v) { return std::cos(v); });
+  check([](Builder&, Args a) { return a[0].exp(); }, [](double v) { return std::exp(v); });
+  check([](Builder&, Args a) { return a[0].abs().log(); }, [](double v) { return std::log(std::fabs(v)); });
+  check([](Builder&, Args a) { return a[0].abs().sqrt(); }, [](double v) { return std::sqrt(std::fabs(v)); });
+  check([](Builder&, Args a) { return a[0].tanh(); }, [](double v) { return std::tanh(v); });
+  check([](Builder&, Args a) { return a[0].sigmoid(); }, [](double v) { return 1 / (1 + std::exp(-v)); });
+}
+
+TEST(Ops, ComparisonsGiveBoolAndWhereSelects) {
+  auto specs = std::vector<Spec>{f32({{"i", 3}}), f32({{"i", 3}})};
+  const std::vector<float> a = {1, 2, 3}, b = {2, 2, 2};
+  Spec out;
+  EXPECT_THAT(run(specs, {a, b}, [](Builder&, Args x) { return x[0].lt(x[1]); }, &out), ElementsAre(1, 0, 0));
+  EXPECT_EQ(out.dtype, DType::bool_);
+  EXPECT_THAT(run(specs, {a, b}, [](Builder&, Args x) { return x[0].le(x[1]); }), ElementsAre(1, 1, 0));
+  EXPECT_THAT(run(specs, {a, b}, [](Builder&, Args x) { return x[0].gt(x[1]); }), ElementsAre(0, 0, 1));
+  EXPECT_THAT(run(specs, {a, b}, [](Builder&, Args x) { return x[0].ge(x[1]); }), ElementsAre(0, 1, 1));
+  EXPECT_THAT(run(specs, {a, b}, [](Builder&, Args x) { return x[0].eq(x[1]); }), ElementsAre(0, 1, 0));
+  EXPECT_THAT(run(specs, {a, b}, [](Builder&, Args x) { return tensor::ne(x[0], x[1]); }), ElementsAre(1, 0, 1));
+  EXPECT_THAT(run(specs, {a, b},
+                  [](Builder&, Args x) { return where(x[0].gt(x[1]), x[0], x[1] * 10); }),
+              ElementsAre(20, 20, 3));
+}
+
+TEST(Ops, Cast) {
+  auto program = define("c", std::vector<Spec>{f32({{"i", 4}})},
+                        [](Builder&, Args x) -> std::vector<Value> {
+                          return {x[0].cast(DType::i32), x[0].cast(DType::bool_),
+                                  x[0].cast(DType::f64)};
+                        });
+  ASSERT_TRUE(program.ok()) << program.status();
+  std::vector<float> in = {2.75f, -2.75f, 0.0f, 3e10f};
+  auto r = testing::evalDoubles(*program, {accy::bytes(in)});
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT((*r)[0], ElementsAre(2, -2, 0, 2147483647));  // truncates, saturates
+  EXPECT_THAT((*r)[1], ElementsAre(1, 1, 0, 1));
+  EXPECT_THAT((*r)[2], ElementsAre(2.75, -2.75, 0, double(3e10f)));
+}
+
+TEST(Ops, ReductionsOverOneAndSeveralAxes) {
+  // x[a=2, b=3] = 1..6
+  std::vector<float> x = {1, 2, 3, 4, 5, 6};
+  auto specs = std::vector<Spec>{f32({{"a", 2}, {"b", 3}})};
+  Spec out;
+  EXPECT_THAT(run(specs, {x}, [](Builder&, Args v) { return v[0].sum("b"); }, &out), ElementsAre(6, 15));
+  EXPECT_EQ(out.axes, (std::vector<Axis>{{"a", 2}}));
+  EXPECT_THAT(run(specs, {x}, [](Builder&, Args v) { return sum(v[0], "a"); }), ElementsAre(5, 7, 9));
+  EXPECT_THAT(run(specs, {x}, [](Builder&, Args v) { return v[0].max("b"); }), ElementsAre(3, 6));
+  EXPECT_THAT(run(specs, {x}, [](Builder&, Args v) { return tensor::min(v[0], "a"); }), ElementsAre(1, 2, 3));
+  EXPECT_THAT(run(specs, {x}, [](Builder&, Args v) { return v[0].mean("b"); }), ElementsAre(2, 5));
+  EXPECT_THAT(run(specs, {x}, [](Builder&, Args v) { return v[0].prod("a"); }), ElementsAre(4, 10, 18));
+  EXPECT_THAT(run(specs, {x}, [](Builder&, Args v) { return mean(v[0], {"a", "b"}); }, &out), ElementsAre(3.5));
+  EXPECT_TRUE(out.axes.empty());
+  EXPECT_THAT(run(specs, {x}, [](Builder&, Args v) { return v[0].sum(std::vector<std::string>{"b", "a"}); }),
+              ElementsAre(21));
+}
+
+TEST(Ops, DotContractsTheNamedAxis) {
+  // m[i=2, k=3] . w[k=3, j=2]
+  std::vector<float> m = {1, 2, 3, 4, 5, 6};
+  std::vector<float> w = {1, 0, 0, 1, 1, 1};
+  Spec out;
+  auto got = run({f32({{"i", 2}, {"k", 3}}), f32({{"k", 3}, {"j", 2}})}, {m, w},
+                 [](Builder&, Args v) { return dot(v[0], v[1], "k"); }, &out);
+  EXPECT_EQ(out.axes, (std::vector<Axis>{{"i", 2}, {"j", 2}}));
+  EXPECT_THAT(got, ElementsAre(4, 5, 10, 11));
+}
+
+TEST(Ops, LayoutOps) {
+  std::vector<float> x = {0, 1, 2, 3, 4, 5};  // x[a=2, b=3]
+  auto specs = std::vector<Spec>{f32({{"a", 2}, {"b", 3}})};
+  Spec out;
+  EXPECT_THAT(run(specs, {x}, [](Builder&, Args v) { return v[0].transpose({"b", "a"}); }, &out),
+              ElementsAre(0, 3, 1, 4, 2, 5));
+  EXPECT_EQ(out.axes, (std::vector<Axis>{{"b", 3}, {"a", 2}}));
+  EXPECT_THAT(run(specs, {x}, [](Builder&, Args v) { return v[0].rename("a", "row"); }, &out),
+              ElementsAreArray(x.begin(), x.end()));
+  EXPECT_EQ(out.axes, (std::vector<Axis>{{"row", 2}, {"b", 3}}));
+  EXPECT_THAT(run(specs, {x}, [](Builder&, Args v) { return v[0].broadcast("c", 2); }, &out),
+              ElementsAre(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5));
+  EXPECT_EQ(out.axes, (std::vector<Axis>{{"a", 2}, {"b", 3}, {"c", 2}}));
+  EXPECT_THAT(run(specs, {x}, [](Builder&, Args v) { return v[0].merge({"a", "b"}, "ab"); }, &out),
+              ElementsAreArray(x.begin(), x.end()));
+  EXPECT_EQ(out.axes, (std::vector<Axis>{{"ab", 6}}));
+  // Merging in the other order walks b first.
+  EXPECT_THAT(run(specs, {x}, [](Builder&, Args v) { return v[0].merge({"b", "a"}, "ba"); }),
+              ElementsAre(0, 3, 1, 4, 2, 5));
+  EXPECT_THAT(run(specs, {x}, [](Builder&, Args v) { return v[0].slice("b", 0, 3, 2); }, &out),
+              ElementsAre(0, 2, 3, 5));
+  EXPECT_EQ(out.axes, (std::vector<Axis>{{"a", 2}, {"b", 2}}));
+  EXPECT_THAT(run(specs, {x}, [](Builder&, Args v) { return v[0].slice("a", 1, 2); }), ElementsAre(3, 4, 5));
+  // split b=6 of a flat value into (hi=2, lo=3), then merge back.
+  auto split_specs = std::vector<Spec>{f32({{"n", 6}})};
+  EXPECT_THAT(run(split_specs, {x}, [](Builder&, Args v) { return v[0].split("n", "hi", "lo", 3).transpose({"lo", "hi"}); }, &out),
+              ElementsAre(0, 3, 1, 4, 2, 5));
+  EXPECT_EQ(out.axes, (std::vector<Axis>{{"lo", 3}, {"hi", 2}}));
+}
+
+TEST(Ops, ConcatAndIota) {
+  Spec out;
+  auto got = run({f32({{"a", 2}, {"b", 1}}), f32({{"b", 2}, {"a", 2}})}, {{1, 2}, {3, 4, 5, 6}},
+                 [](Builder&, Args v) { return concat("b", {v[0], v[1]}); }, &out);
+  EXPECT_EQ(out.axes, (std::vector<Axis>{{"a", 2}, {"b", 3}}));
+  EXPECT_THAT(got, ElementsAre(1, 3, 5, 2, 4, 6));
+  got = run({f32({{"i", 3}})}, {{10, 20, 30}},
+            [](Builder& b, Args v) { return v[0] + iota(b, "i", 3, DType::f32); });
+  EXPECT_THAT(got, ElementsAre(10, 21, 32));
+  got = run({f32({{"i", 2}})}, {{1, 2}}, [](Builder&, Args v) { return v[0].concat("i", {v[0] * 10}); });
+  EXPECT_THAT(got, ElementsAre(1, 2, 10, 20));
+}
+
+TEST(Ops, OddExtents) {
+  for (int64_t n : {1, 3, 17}) {
+    std::vector<float> x(n), y(n);
+    for (int64_t i = 0; i < n; ++i) {
+      x[i] = 0.5f * i - 1;
+      y[i] = 2.0f - i;
+    }
+    auto got = run({f32({{"p", n}}), f32({{"q", 3}, {"p", n}})}, {x, [&] {
+                     std::vector<float> q(3 * n);
+                     for (int64_t i = 0; i < 3 * n; ++i) q[i] = float(i % 7);
+                     return q;
+                   }()},
+                   [](Builder&, Args v) { return (v[0] * v[1]).sum("p"); });
+    ASSERT_EQ(got.size(), 3u);
+    for (int q = 0; q < 3; ++q) {
+      double want = 0;
+      for (int64_t i = 0; i < n; ++i) want += double(x[i]) * double((q * n + i) % 7);
+      EXPECT_NEAR(got[q], want, 1e-9) << "n=" << n << " q=" << q;
+    }
+  }
+}
+
+TEST(Ops, MultipleOutputs) {
+  auto program = define("two", std::vector<Spec>{f32({{"i", 2}})},
+                        [](Builder&, Args v) -> absl::StatusOr<std::vector<Value>> {
+                          return std::vector<Value>{v[0].sum("i"), v[0] * 2};
+                        });
+  ASSERT_TRUE(program.ok());
+  std::vector<float> x = {1, 2};
+  auto r = testing::evalDoubles(*program, {accy::bytes(x)});
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT((*r)[0], ElementsAre(3));
+  EXPECT_THAT((*r)[1], ElementsAre(2, 4));
+}
+
+TEST(Ops, IntegerSemantics) {
+  auto program = define("ints", std::vector<Spec>{spec(DType::i32, {{"i", 4}}), spec(DType::i32, {{"i", 4}})},
+                        [](Builder&, Args v) -> std::vector<Value> {
+                          return {v[0] / v[1], v[0] * v[1], v[0].pow(v[1]), v[0].sum("i")};
+                        });
+  ASSERT_TRUE(program.ok()) << program.status();
+  std::vector<int32_t> a = {7, -7, 5, 2147483647}, b = {2, 0, 3, 2};
+  auto r = testing::evalDoubles(*program, {accy::bytes(a), accy::bytes(b)});
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT((*r)[0], ElementsAre(3, 0, 1, 1073741823));  // x/0 is 0
+  EXPECT_THAT((*r)[1], ElementsAre(14, 0, 15, -2));       // wraps
+  EXPECT_THAT((*r)[2], ElementsAre(49, 1, 125, 1));        // (2^31-1)^2 wraps to 1
+  EXPECT_THAT((*r)[3], ElementsAre(-2147483644.0));        // 7-7+5+(2^31-1) wraps
+}
+
+}  // namespace
+}  // namespace accy::tensor
