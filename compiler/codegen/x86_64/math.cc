@@ -1,0 +1,1 @@
+#include "compiler/codegen/x86_64/math.h"

@@ -1,0 +1,27 @@
+// Inline vector math: sin, cos, exp, log, tanh, sigmoid and pow emitted as
+// polynomial instruction sequences (no calls into libm), for f32 and f64
+// lanes at every width a Simd supports, scalar included.
+//
+// Each function emits d = f(a) lane-wise; inputs are not modified; `d` may
+// alias an input. Accuracy, ranges and the behaviour for inf and NaN are
+// measured by math_test.cc and recorded in docs/MATH_ACCURACY.md.
+#ifndef ACCY_COMPILER_CODEGEN_X86_64_MATH_H_
+#define ACCY_COMPILER_CODEGEN_X86_64_MATH_H_
+
+#include "compiler/codegen/x86_64/simd.h"
+
+namespace accy::x64 {
+
+void emitSin(Simd& s, asmjit::x86::Vec d, asmjit::x86::Vec a);
+void emitCos(Simd& s, asmjit::x86::Vec d, asmjit::x86::Vec a);
+void emitExp(Simd& s, asmjit::x86::Vec d, asmjit::x86::Vec a);
+void emitLog(Simd& s, asmjit::x86::Vec d, asmjit::x86::Vec a);
+void emitTanh(Simd& s, asmjit::x86::Vec d, asmjit::x86::Vec a);
+// 1 / (1 + exp(-a))
+void emitSigmoid(Simd& s, asmjit::x86::Vec d, asmjit::x86::Vec a);
+// a^b with the C pow conventions for the cases listed in MATH_ACCURACY.md.
+void emitPow(Simd& s, asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
+
+}  // namespace accy::x64
+
+#endif  // ACCY_COMPILER_CODEGEN_X86_64_MATH_H_

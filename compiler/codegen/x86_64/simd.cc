@@ -1,0 +1,509 @@
+#include "compiler/codegen/x86_64/simd.h"
+
+#include <cstring>
+#include <vector>
+
+#include "compiler/tensor/check.h"
+
+namespace accy::x64 {
+
+namespace x86 = asmjit::x86;
+using asmjit::InstId;
+using x86::Vec;
+
+Isa detectIsa() {
+  const asmjit::CpuFeatures::X86& f = asmjit::CpuInfo::host().features().x86();
+  if (f.hasAVX512_F() && f.hasAVX512_VL() && f.hasAVX512_DQ() && f.hasAVX512_BW()) {
+    return Isa::kAvx512;
+  }
+  if (f.hasAVX2() && f.hasFMA()) return Isa::kAvx2;
+  return Isa::kSse41;
+}
+
+const char* isaName(Isa isa) {
+  switch (isa) {
+    case Isa::kSse41:
+      return "sse4.1";
+    case Isa::kAvx2:
+      return "avx2+fma";
+    case Isa::kAvx512:
+      return "avx512";
+  }
+  return "?";
+}
+
+int vectorBytes(Isa isa) {
+  switch (isa) {
+    case Isa::kSse41:
+      return 16;
+    case Isa::kAvx2:
+      return 32;
+    case Isa::kAvx512:
+      return 64;
+  }
+  return 16;
+}
+
+Simd::Simd(x86::Compiler& cc, Isa isa, Lane lane, int width_bytes, bool scalar)
+    : cc_(cc), isa_(isa), lane_(lane), width_(scalar ? 16 : width_bytes), scalar_(scalar) {
+  ACCY_CHECK(width_ == 16 || width_ == 32 || width_ == 64, "bad width %d", width_);
+  ACCY_CHECK(width_ <= vectorBytes(isa), "width %d beyond the ISA", width_);
+}
+
+Vec Simd::newVec(const char* name) {
+  switch (width_) {
+    case 64:
+      return cc_.newZmm(name);
+    case 32:
+      return cc_.newYmm(name);
+    default:
+      return cc_.newXmm(name);
+  }
+}
+
+Vec Simd::fit(Vec v) const {
+  switch (width_) {
+    case 64:
+      return v.zmm();
+    case 32:
+      return v.ymm();
+    default:
+      return v.xmm();
+  }
+}
+
+namespace {
+
+struct Ids {
+  InstId sse_ps, sse_pd, vex_ps, vex_pd;
+};
+
+}  // namespace
+
+// Emits d = a OP b for a lane-typed instruction, handling the legacy SSE
+// two-operand form (and operand order when d aliases b).
+#define ACCY_SIMD_BINARY(method, sps, spd, vps, vpd, commutative)                      \
+  void Simd::method(Vec d, Vec a, Vec b) {                                             \
+    d = fit(d), a = fit(a), b = fit(b);                                                \
+    if (vex()) {                                                                       \
+      cc_.emit(f32() ? x86::Inst::vps : x86::Inst::vpd, d, a, b);                      \
+      return;                                                                          \
+    }                                                                                  \
+    const InstId id = f32() ? x86::Inst::sps : x86::Inst::spd;                         \
+    if (d == b && d != a) {                                                            \
+      if (commutative) {                                                               \
+        cc_.emit(id, d, a);                                                            \
+        return;                                                                        \
+      }                                                                                \
+      Vec t = newVec("t");                                                             \
+      cc_.emit(x86::Inst::kIdMovaps, t, a);                                            \
+      cc_.emit(id, t, b);                                                              \
+      cc_.emit(x86::Inst::kIdMovaps, d, t);                                            \
+      return;                                                                          \
+    }                                                                                  \
+    if (d != a) cc_.emit(x86::Inst::kIdMovaps, d, a);                                  \
+    cc_.emit(id, d, b);                                                                \
+  }
+
+ACCY_SIMD_BINARY(add, kIdAddps, kIdAddpd, kIdVaddps, kIdVaddpd, true)
+ACCY_SIMD_BINARY(sub, kIdSubps, kIdSubpd, kIdVsubps, kIdVsubpd, false)
+ACCY_SIMD_BINARY(mul, kIdMulps, kIdMulpd, kIdVmulps, kIdVmulpd, true)
+ACCY_SIMD_BINARY(div, kIdDivps, kIdDivpd, kIdVdivps, kIdVdivpd, false)
+ACCY_SIMD_BINARY(minRaw, kIdMinps, kIdMinpd, kIdVminps, kIdVminpd, false)
+ACCY_SIMD_BINARY(maxRaw, kIdMaxps, kIdMaxpd, kIdVmaxps, kIdVmaxpd, false)
+#undef ACCY_SIMD_BINARY
+
+// Integer and bitwise ops: the instruction depends on the encoding only.
+#define ACCY_SIMD_INT_BINARY(method, sse32, sse64, vex32, vex64, evex32, evex64, commutative) \
+  void Simd::method(Vec d, Vec a, Vec b) {                                             \
+    d = fit(d), a = fit(a), b = fit(b);                                                \
+    if (isa_ == Isa::kAvx512) {                                                        \
+      cc_.emit(f32() ? x86::Inst::evex32 : x86::Inst::evex64, d, a, b);                \
+      return;                                                                          \
+    }                                                                                  \
+    if (vex()) {                                                                       \
+      cc_.emit(f32() ? x86::Inst::vex32 : x86::Inst::vex64, d, a, b);                  \
+      return;                                                                          \
+    }                                                                                  \
+    const InstId id = f32() ? x86::Inst::sse32 : x86::Inst::sse64;                     \
+    if (d == b && d != a) {                                                            \
+      if (commutative) {                                                               \
+        cc_.emit(id, d, a);                                                            \
+        return;                                                                        \
+      }                                                                                \
+      Vec t = newVec("t");                                                             \
+      cc_.emit(x86::Inst::kIdMovaps, t, a);                                            \
+      cc_.emit(id, t, b);                                                              \
+      cc_.emit(x86::Inst::kIdMovaps, d, t);                                            \
+      return;                                                                          \
+    }                                                                                  \
+    if (d != a) cc_.emit(x86::Inst::kIdMovaps, d, a);                                  \
+    cc_.emit(id, d, b);                                                                \
+  }
+
+ACCY_SIMD_INT_BINARY(bitAnd, kIdAndps, kIdAndpd, kIdVandps, kIdVandpd, kIdVpandd, kIdVpandq, true)
+ACCY_SIMD_INT_BINARY(bitOr, kIdOrps, kIdOrpd, kIdVorps, kIdVorpd, kIdVpord, kIdVporq, true)
+ACCY_SIMD_INT_BINARY(bitXor, kIdXorps, kIdXorpd, kIdVxorps, kIdVxorpd, kIdVpxord, kIdVpxorq, true)
+ACCY_SIMD_INT_BINARY(bitAndNot, kIdAndnps, kIdAndnpd, kIdVandnps, kIdVandnpd, kIdVpandnd,
+                     kIdVpandnq, false)
+ACCY_SIMD_INT_BINARY(intAdd, kIdPaddd, kIdPaddq, kIdVpaddd, kIdVpaddq, kIdVpaddd, kIdVpaddq, true)
+ACCY_SIMD_INT_BINARY(intSub, kIdPsubd, kIdPsubq, kIdVpsubd, kIdVpsubq, kIdVpsubd, kIdVpsubq, false)
+#undef ACCY_SIMD_INT_BINARY
+
+void Simd::mov(Vec d, Vec a) {
+  d = fit(d), a = fit(a);
+  if (d == a) return;
+  cc_.emit(vex() ? x86::Inst::kIdVmovaps : x86::Inst::kIdMovaps, d, a);
+}
+
+void Simd::fma(Vec d, Vec a, Vec b, Vec c) {
+  if (!vex()) {
+    Vec t = newVec("fma");
+    mul(t, a, b);
+    add(d, t, c);
+    return;
+  }
+  d = fit(d), a = fit(a), b = fit(b), c = fit(c);
+  // vfmadd231: d = a*b + d, so d must hold c first; use a temporary when d
+  // aliases a or b.
+  Vec acc = (d == a || d == b) ? newVec("fma") : d;
+  mov(acc, c);
+  cc_.emit(f32() ? x86::Inst::kIdVfmadd231ps : x86::Inst::kIdVfmadd231pd, acc, a, b);
+  mov(d, acc);
+}
+
+void Simd::min(Vec d, Vec a, Vec b) {
+  // minps returns b when either is NaN: fix the lanes where a is NaN.
+  Vec r = newVec("min");
+  minRaw(r, a, b);
+  Mask nan = cmp(Cmp::kUnordered, a, a);
+  select(d, nan, a, r);
+}
+
+void Simd::max(Vec d, Vec a, Vec b) {
+  Vec r = newVec("max");
+  maxRaw(r, a, b);
+  Mask nan = cmp(Cmp::kUnordered, a, a);
+  select(d, nan, a, r);
+}
+
+void Simd::sqrt(Vec d, Vec a) {
+  d = fit(d), a = fit(a);
+  if (vex()) {
+    cc_.emit(f32() ? x86::Inst::kIdVsqrtps : x86::Inst::kIdVsqrtpd, d, a);
+  } else {
+    cc_.emit(f32() ? x86::Inst::kIdSqrtps : x86::Inst::kIdSqrtpd, d, a);
+  }
+}
+
+void Simd::abs(Vec d, Vec a) {
+  Vec m = newVec("absmask");
+  constantBits(m, f32() ? 0x7fffffffu : 0x7fffffffffffffffull);
+  bitAnd(d, a, m);
+}
+
+void Simd::neg(Vec d, Vec a) {
+  Vec m = newVec("signmask");
+  constantBits(m, f32() ? 0x80000000u : 0x8000000000000000ull);
+  bitXor(d, a, m);
+}
+
+namespace {
+
+void roundWith(x86::Compiler& cc, Isa isa, bool f32, Vec d, Vec a, int mode) {
+  if (isa == Isa::kAvx512) {
+    cc.emit(f32 ? x86::Inst::kIdVrndscaleps : x86::Inst::kIdVrndscalepd, d, a, 0x08 | mode);
+  } else if (isa == Isa::kAvx2) {
+    cc.emit(f32 ? x86::Inst::kIdVroundps : x86::Inst::kIdVroundpd, d, a, 0x08 | mode);
+  } else {
+    cc.emit(f32 ? x86::Inst::kIdRoundps : x86::Inst::kIdRoundpd, d, a, 0x08 | mode);
+  }
+}
+
+}  // namespace
+
+void Simd::round(Vec d, Vec a) { roundWith(cc_, isa_, f32(), fit(d), fit(a), 0); }
+void Simd::trunc(Vec d, Vec a) { roundWith(cc_, isa_, f32(), fit(d), fit(a), 3); }
+
+void Simd::constantBits(Vec d, uint64_t bits) {
+  uint8_t data[64];
+  const int size = laneBytes();
+  for (int i = 0; i < width_; i += size) std::memcpy(data + i, &bits, size);
+  x86::Mem m = cc_.newConst(asmjit::ConstPoolScope::kLocal, data, width_);
+  cc_.emit(vex() ? x86::Inst::kIdVmovups : x86::Inst::kIdMovups, fit(d), m);
+}
+
+void Simd::constant(Vec d, double v) {
+  uint64_t bits;
+  if (f32()) {
+    const float f = static_cast<float>(v);
+    uint32_t b32;
+    std::memcpy(&b32, &f, 4);
+    bits = b32;
+  } else {
+    std::memcpy(&bits, &v, 8);
+  }
+  constantBits(d, bits);
+}
+
+void Simd::zero(Vec d) {
+  d = fit(d);
+  if (isa_ == Isa::kAvx512) {
+    cc_.emit(x86::Inst::kIdVpxord, d, d, d);
+  } else if (vex()) {
+    cc_.emit(x86::Inst::kIdVxorps, d, d, d);
+  } else {
+    cc_.emit(x86::Inst::kIdXorps, d, d);
+  }
+}
+
+void Simd::intShl(Vec d, Vec a, int bits) {
+  d = fit(d), a = fit(a);
+  if (vex()) {
+    cc_.emit(f32() ? x86::Inst::kIdVpslld : x86::Inst::kIdVpsllq, d, a, bits);
+    return;
+  }
+  mov(d, a);
+  cc_.emit(f32() ? x86::Inst::kIdPslld : x86::Inst::kIdPsllq, d, bits);
+}
+
+void Simd::intShr(Vec d, Vec a, int bits) {
+  d = fit(d), a = fit(a);
+  if (vex()) {
+    cc_.emit(f32() ? x86::Inst::kIdVpsrld : x86::Inst::kIdVpsrlq, d, a, bits);
+    return;
+  }
+  mov(d, a);
+  cc_.emit(f32() ? x86::Inst::kIdPsrld : x86::Inst::kIdPsrlq, d, bits);
+}
+
+void Simd::intSar(Vec d, Vec a, int bits) {
+  d = fit(d), a = fit(a);
+  ACCY_CHECK(f32() || isa_ == Isa::kAvx512, "64-bit arithmetic shift needs AVX-512");
+  if (isa_ == Isa::kAvx512) {
+    cc_.emit(f32() ? x86::Inst::kIdVpsrad : x86::Inst::kIdVpsraq, d, a, bits);
+  } else if (vex()) {
+    cc_.emit(x86::Inst::kIdVpsrad, d, a, bits);
+  } else {
+    mov(d, a);
+    cc_.emit(x86::Inst::kIdPsrad, d, bits);
+  }
+}
+
+Mask Simd::newMask() {
+  Mask m;
+  if (isa_ == Isa::kAvx512) {
+    m.k = cc_.newKw("k");
+  } else {
+    m.v = newVec("mask");
+  }
+  return m;
+}
+
+Mask Simd::cmp(Cmp pred, Vec a, Vec b) {
+  a = fit(a), b = fit(b);
+  Mask m = newMask();
+  int imm = 0;
+  switch (pred) {
+    case Cmp::kLt:
+      imm = 0x11;
+      break;
+    case Cmp::kLe:
+      imm = 0x12;
+      break;
+    case Cmp::kGt:
+      imm = 0x1E;
+      break;
+    case Cmp::kGe:
+      imm = 0x1D;
+      break;
+    case Cmp::kEq:
+      imm = 0x00;
+      break;
+    case Cmp::kNe:
+      imm = 0x04;
+      break;
+    case Cmp::kUnordered:
+      imm = 0x03;
+      break;
+  }
+  const InstId vcmp = f32() ? x86::Inst::kIdVcmpps : x86::Inst::kIdVcmppd;
+  if (isa_ == Isa::kAvx512) {
+    cc_.emit(vcmp, m.k, a, b, imm);
+  } else if (vex()) {
+    cc_.emit(vcmp, fit(m.v), a, b, imm);
+  } else {
+    // Legacy predicates 0..7 only: swap operands for > and >=.
+    Vec x = a, y = b;
+    int legacy = 0;
+    switch (pred) {
+      case Cmp::kLt: legacy = 1; break;
+      case Cmp::kLe: legacy = 2; break;
+      case Cmp::kGt: legacy = 1; std::swap(x, y); break;
+      case Cmp::kGe: legacy = 2; std::swap(x, y); break;
+      case Cmp::kEq: legacy = 0; break;
+      case Cmp::kNe: legacy = 4; break;
+      case Cmp::kUnordered: legacy = 3; break;
+    }
+    Vec d = fit(m.v);
+    cc_.emit(x86::Inst::kIdMovaps, d, x);
+    cc_.emit(f32() ? x86::Inst::kIdCmpps : x86::Inst::kIdCmppd, d, y, legacy);
+  }
+  return m;
+}
+
+Mask Simd::maskAnd(const Mask& a, const Mask& b) {
+  Mask m = newMask();
+  if (isa_ == Isa::kAvx512) {
+    cc_.kandw(m.k, a.k, b.k);
+  } else {
+    bitAnd(m.v, a.v, b.v);
+  }
+  return m;
+}
+
+Mask Simd::maskOr(const Mask& a, const Mask& b) {
+  Mask m = newMask();
+  if (isa_ == Isa::kAvx512) {
+    cc_.korw(m.k, a.k, b.k);
+  } else {
+    bitOr(m.v, a.v, b.v);
+  }
+  return m;
+}
+
+void Simd::select(Vec d, const Mask& m, Vec t, Vec f) {
+  d = fit(d), t = fit(t), f = fit(f);
+  if (isa_ == Isa::kAvx512) {
+    cc_.k(m.k).emit(f32() ? x86::Inst::kIdVblendmps : x86::Inst::kIdVblendmpd, d, f, t);
+  } else if (vex()) {
+    cc_.emit(f32() ? x86::Inst::kIdVblendvps : x86::Inst::kIdVblendvpd, d, f, t, fit(m.v));
+  } else {
+    Vec a = newVec("sel_t");
+    Vec b = newVec("sel_f");
+    bitAnd(a, m.v, t);
+    bitAndNot(b, m.v, f);
+    bitOr(d, a, b);
+  }
+}
+
+void Simd::load(Vec d, const x86::Mem& m) {
+  x86::Mem mem = m;
+  if (scalar_) {
+    mem.setSize(laneBytes());
+    const InstId id = f32() ? (vex() ? x86::Inst::kIdVmovss : x86::Inst::kIdMovss)
+                            : (vex() ? x86::Inst::kIdVmovsd : x86::Inst::kIdMovsd);
+    cc_.emit(id, d.xmm(), mem);
+    return;
+  }
+  mem.setSize(width_);
+  cc_.emit(vex() ? x86::Inst::kIdVmovups : x86::Inst::kIdMovups, fit(d), mem);
+}
+
+void Simd::store(const x86::Mem& m, Vec a) {
+  x86::Mem mem = m;
+  if (scalar_) {
+    mem.setSize(laneBytes());
+    const InstId id = f32() ? (vex() ? x86::Inst::kIdVmovss : x86::Inst::kIdMovss)
+                            : (vex() ? x86::Inst::kIdVmovsd : x86::Inst::kIdMovsd);
+    cc_.emit(id, mem, a.xmm());
+    return;
+  }
+  mem.setSize(width_);
+  cc_.emit(vex() ? x86::Inst::kIdVmovups : x86::Inst::kIdMovups, mem, fit(a));
+}
+
+void Simd::broadcastLoad(Vec d, const x86::Mem& m) {
+  x86::Mem mem = m;
+  mem.setSize(laneBytes());
+  if (scalar_) {
+    load(d, m);
+    return;
+  }
+  if (vex()) {
+    if (f32()) {
+      cc_.emit(x86::Inst::kIdVbroadcastss, fit(d), mem);
+    } else if (width_ == 16) {
+      cc_.emit(x86::Inst::kIdVmovddup, fit(d), mem);
+    } else {
+      cc_.emit(x86::Inst::kIdVbroadcastsd, fit(d), mem);
+    }
+    return;
+  }
+  if (f32()) {
+    cc_.emit(x86::Inst::kIdMovss, d.xmm(), mem);
+    cc_.emit(x86::Inst::kIdShufps, d.xmm(), d.xmm(), 0);
+  } else {
+    cc_.emit(x86::Inst::kIdMovddup, d.xmm(), mem);
+  }
+}
+
+void Simd::combine(Horizontal op, Vec d, Vec a, Vec b) {
+  switch (op) {
+    case Horizontal::kSum:
+      add(d, a, b);
+      return;
+    case Horizontal::kProd:
+      mul(d, a, b);
+      return;
+    case Horizontal::kMin:
+      min(d, a, b);
+      return;
+    case Horizontal::kMax:
+      max(d, a, b);
+      return;
+  }
+}
+
+void Simd::horizontal(Horizontal op, Vec d, Vec a) {
+  Vec cur = fit(a);
+  if (width_ == 64) {
+    Simd half(cc_, isa_, lane_, 32);
+    Vec hi = cc_.newYmm("hi");
+    cc_.vextractf64x4(hi, cur.zmm(), 1);
+    Vec r = cc_.newYmm("h256");
+    half.combine(op, r, cur.ymm(), hi);
+    half.horizontal(op, d, r);
+    return;
+  }
+  if (width_ == 32) {
+    Simd half(cc_, isa_, lane_, 16);
+    Vec hi = cc_.newXmm("hi");
+    if (isa_ == Isa::kAvx512) {
+      cc_.vextractf32x4(hi, cur.ymm(), 1);
+    } else {
+      cc_.vextractf128(hi, cur.ymm(), 1);
+    }
+    Vec r = cc_.newXmm("h128");
+    half.combine(op, r, cur.xmm(), hi);
+    half.horizontal(op, d, r);
+    return;
+  }
+  // 16 bytes: fold lanes pairwise down to lane 0.
+  Simd x(cc_, isa_, lane_, 16);
+  Vec acc = cur.xmm();
+  auto shuffled = [&](int imm, bool pd) {
+    Vec t = cc_.newXmm("sh");
+    if (vex()) {
+      cc_.emit(pd ? x86::Inst::kIdVshufpd : x86::Inst::kIdVshufps, t, acc, acc, imm);
+    } else {
+      cc_.emit(x86::Inst::kIdMovaps, t, acc);
+      cc_.emit(pd ? x86::Inst::kIdShufpd : x86::Inst::kIdShufps, t, t, imm);
+    }
+    return t;
+  };
+  if (f32()) {
+    Vec r1 = cc_.newXmm("h64");
+    x.combine(op, r1, acc, shuffled(0x4E, false));
+    acc = r1;
+    Vec r2 = cc_.newXmm("h32");
+    x.combine(op, r2, acc, shuffled(0xB1, false));
+    x.mov(d.xmm(), r2);
+  } else {
+    Vec r1 = cc_.newXmm("h64");
+    x.combine(op, r1, acc, shuffled(0x1, true));
+    x.mov(d.xmm(), r1);
+  }
+}
+
+}  // namespace accy::x64

@@ -1,0 +1,138 @@
+// Simd: one face over SSE4.1, AVX2+FMA and AVX-512 for floating lanes.
+//
+// The x86-64 emitter and the inline math library (math.h) write every
+// vector sequence once against this class; it picks the encoding (legacy
+// SSE two-operand, VEX or EVEX three-operand) and the register width.
+//
+// A Simd works on one lane type (f32 or f64) at one width: 16, 32 or 64
+// bytes. Scalar code is the 16-byte form with only lane 0 meaningful (loads
+// and stores then move one element); every op is lane-wise, so the same
+// sequences serve scalar tails. Integer ops act on same-width integer lanes
+// (i32 lanes for f32, i64 lanes for f64), as the bit tricks in math need.
+#ifndef ACCY_COMPILER_CODEGEN_X86_64_SIMD_H_
+#define ACCY_COMPILER_CODEGEN_X86_64_SIMD_H_
+
+#include <asmjit/x86.h>
+
+#include <cstdint>
+
+namespace accy::x64 {
+
+// Instruction sets the emitter targets, in increasing order. kSse41 is the
+// baseline (SSE4.1 gives roundps and blendvps); kAvx2 also requires FMA;
+// kAvx512 requires AVX512F, VL, DQ and BW.
+enum class Isa : uint8_t { kSse41, kAvx2, kAvx512 };
+
+// The best Isa of the host CPU (asmjit's CpuInfo).
+Isa detectIsa();
+const char* isaName(Isa isa);
+// Widest vector register in bytes: 16, 32, 64.
+int vectorBytes(Isa isa);
+
+enum class Lane : uint8_t { kF32, kF64 };
+
+enum class Cmp : uint8_t { kLt, kLe, kGt, kGe, kEq, kNe, kUnordered };
+
+// A comparison result: an AVX-512 mask register, or an all-ones/all-zeros
+// vector on SSE and AVX2.
+struct Mask {
+  asmjit::x86::KReg k;
+  asmjit::x86::Vec v;
+};
+
+class Simd {
+ public:
+  // `width_bytes` is 16, 32 or 64 and at most vectorBytes(isa). `scalar`
+  // makes loads and stores move one element (lane 0).
+  Simd(asmjit::x86::Compiler& cc, Isa isa, Lane lane, int width_bytes, bool scalar = false);
+
+  Isa isa() const { return isa_; }
+  Lane lane() const { return lane_; }
+  int widthBytes() const { return width_; }
+  bool scalar() const { return scalar_; }
+  int lanes() const { return scalar_ ? 1 : width_ / (lane_ == Lane::kF32 ? 4 : 8); }
+  int laneBytes() const { return lane_ == Lane::kF32 ? 4 : 8; }
+  asmjit::x86::Compiler& cc() { return cc_; }
+
+  asmjit::x86::Vec newVec(const char* name = "v");
+
+  // Floating arithmetic; `d` may alias any input.
+  void mov(asmjit::x86::Vec d, asmjit::x86::Vec a);
+  void add(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
+  void sub(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
+  void mul(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
+  void div(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
+  // d = a * b + c, fused where the ISA has FMA (AVX2, AVX-512).
+  void fma(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b, asmjit::x86::Vec c);
+  // Hardware min/max: if either input is NaN the result is `b`.
+  void minRaw(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
+  void maxRaw(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
+  // min/max that return NaN when either input is NaN.
+  void min(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
+  void max(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
+  void sqrt(asmjit::x86::Vec d, asmjit::x86::Vec a);
+  void abs(asmjit::x86::Vec d, asmjit::x86::Vec a);
+  void neg(asmjit::x86::Vec d, asmjit::x86::Vec a);
+  // Round to nearest, ties to even.
+  void round(asmjit::x86::Vec d, asmjit::x86::Vec a);
+  // Round toward zero.
+  void trunc(asmjit::x86::Vec d, asmjit::x86::Vec a);
+
+  // Every lane = v (from the constant pool).
+  void constant(asmjit::x86::Vec d, double v);
+  // Every integer lane = bits.
+  void constantBits(asmjit::x86::Vec d, uint64_t bits);
+  void zero(asmjit::x86::Vec d);
+
+  // Bitwise.
+  void bitAnd(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
+  void bitOr(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
+  void bitXor(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
+  // d = ~a & b
+  void bitAndNot(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
+
+  // Integer lanes (i32 for f32, i64 for f64).
+  void intAdd(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
+  void intSub(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
+  void intShl(asmjit::x86::Vec d, asmjit::x86::Vec a, int bits);
+  void intShr(asmjit::x86::Vec d, asmjit::x86::Vec a, int bits);  // logical
+  void intSar(asmjit::x86::Vec d, asmjit::x86::Vec a, int bits);  // arithmetic (i32 lanes only below AVX-512)
+
+  Mask newMask();
+  // Ordered comparisons (false on NaN) except kNe, which is true on NaN.
+  Mask cmp(Cmp pred, asmjit::x86::Vec a, asmjit::x86::Vec b);
+  Mask maskAnd(const Mask& a, const Mask& b);
+  Mask maskOr(const Mask& a, const Mask& b);
+  // d = m ? t : f, lane-wise.
+  void select(asmjit::x86::Vec d, const Mask& m, asmjit::x86::Vec t, asmjit::x86::Vec f);
+
+  // Memory: width-wide unaligned (or one element when scalar()).
+  void load(asmjit::x86::Vec d, const asmjit::x86::Mem& m);
+  void store(const asmjit::x86::Mem& m, asmjit::x86::Vec a);
+  // Every lane = the element at m.
+  void broadcastLoad(asmjit::x86::Vec d, const asmjit::x86::Mem& m);
+
+  // Horizontal combine of every lane of `a` into lane 0 of `d` (width 16
+  // register). Sum adds pairwise; min/max propagate NaN like min()/max().
+  enum class Horizontal : uint8_t { kSum, kProd, kMin, kMax };
+  void horizontal(Horizontal op, asmjit::x86::Vec d, asmjit::x86::Vec a);
+
+  // A Simd of the same ISA and lane at 16 bytes, scalar loads/stores.
+  Simd scalarForm() const { return Simd(cc_, isa_, lane_, 16, true); }
+
+ private:
+  asmjit::x86::Vec fit(asmjit::x86::Vec v) const;  // view at this width
+  bool vex() const { return isa_ != Isa::kSse41; }
+  bool f32() const { return lane_ == Lane::kF32; }
+  void combine(Horizontal op, asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
+
+  asmjit::x86::Compiler& cc_;
+  Isa isa_;
+  Lane lane_;
+  int width_;
+  bool scalar_;
+};
+
+}  // namespace accy::x64
+
+#endif  // ACCY_COMPILER_CODEGEN_X86_64_SIMD_H_
