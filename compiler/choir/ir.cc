@@ -1,0 +1,159 @@
+#include "compiler/choir/ir.h"
+
+#include <algorithm>
+
+namespace accy::choir {
+namespace {
+
+Affine normalize(Affine a) {
+  std::sort(a.terms.begin(), a.terms.end(),
+            [](const Affine::Term& x, const Affine::Term& y) { return x.var < y.var; });
+  std::vector<Affine::Term> merged;
+  for (const Affine::Term& t : a.terms) {
+    if (!merged.empty() && merged.back().var == t.var) {
+      merged.back().coeff += t.coeff;
+    } else {
+      merged.push_back(t);
+    }
+  }
+  std::erase_if(merged, [](const Affine::Term& t) { return t.coeff == 0; });
+  a.terms = std::move(merged);
+  return a;
+}
+
+}  // namespace
+
+int64_t Affine::coeffOf(int v) const {
+  for (const Term& t : terms) {
+    if (t.var == v) return t.coeff;
+  }
+  return 0;
+}
+
+Affine add(const Affine& a, const Affine& b) {
+  Affine r = a;
+  r.terms.insert(r.terms.end(), b.terms.begin(), b.terms.end());
+  r.constant += b.constant;
+  return normalize(std::move(r));
+}
+
+Affine scale(const Affine& a, int64_t k) {
+  Affine r = a;
+  for (Affine::Term& t : r.terms) t.coeff *= k;
+  r.constant *= k;
+  return normalize(std::move(r));
+}
+
+void Substitution::set(int var, Affine a) {
+  if (present.size() <= static_cast<size_t>(var)) {
+    present.resize(var + 1, false);
+    value.resize(var + 1);
+  }
+  present[var] = true;
+  value[var] = std::move(a);
+}
+
+Affine substitute(const Affine& a, const Substitution& s) {
+  Affine r = Affine::constantOf(a.constant);
+  for (const Affine::Term& t : a.terms) {
+    if (static_cast<size_t>(t.var) < s.present.size() && s.present[t.var]) {
+      r = add(r, scale(s.value[t.var], t.coeff));
+    } else {
+      r = add(r, Affine::var(t.var, t.coeff));
+    }
+  }
+  return r;
+}
+
+int64_t Buffer::elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::vector<int64_t> Buffer::strides() const {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
+  return s;
+}
+
+ExprRef makeLoad(DType dtype, int buffer, std::vector<Affine> index) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::kLoad;
+  e->dtype = dtype;
+  e->buffer = buffer;
+  e->index = std::move(index);
+  return e;
+}
+
+ExprRef makeConstant(DType dtype, double value) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::kConstant;
+  e->dtype = dtype;
+  e->constant = value;
+  return e;
+}
+
+ExprRef makeIndex(DType dtype, Affine index) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::kIndex;
+  e->dtype = dtype;
+  e->index = {std::move(index)};
+  return e;
+}
+
+ExprRef makeOp(OpCode op, DType dtype, std::vector<ExprRef> args) {
+  auto e = std::make_shared<Expr>();
+  e->kind = ExprKind::kOp;
+  e->op = op;
+  e->dtype = dtype;
+  e->args = std::move(args);
+  return e;
+}
+
+const char* loopTagName(LoopTag tag) {
+  switch (tag) {
+    case LoopTag::kSerial:
+      return "serial";
+    case LoopTag::kUnrolled:
+      return "unrolled";
+    case LoopTag::kVectorized:
+      return "vectorized";
+    case LoopTag::kCpuParallel:
+      return "cpu_parallel";
+    case LoopTag::kGpuBlock:
+      return "gpu_block";
+    case LoopTag::kGpuThread:
+      return "gpu_thread";
+  }
+  return "?";
+}
+
+Stmt Stmt::loopOf(LoopHeader header, std::vector<Stmt> body) {
+  Stmt s;
+  s.kind = StmtKind::kLoop;
+  s.loop = header;
+  s.body = std::move(body);
+  return s;
+}
+
+Stmt Stmt::store(int buffer, std::vector<Affine> index, ExprRef value) {
+  Stmt s;
+  s.kind = StmtKind::kStore;
+  s.buffer = buffer;
+  s.index = std::move(index);
+  s.value = std::move(value);
+  return s;
+}
+
+int Module::inputCount() const {
+  return static_cast<int>(std::count_if(buffers.begin(), buffers.end(),
+                                        [](const Buffer& b) { return b.role == BufferRole::kInput; }));
+}
+
+int Module::outputCount() const {
+  return static_cast<int>(std::count_if(buffers.begin(), buffers.end(),
+                                        [](const Buffer& b) { return b.role == BufferRole::kOutput; }));
+}
+
+}  // namespace accy::choir

@@ -1,0 +1,184 @@
+// Choir: Accy's target-neutral loop IR.
+//
+// A Module holds buffers and kernels run in order. A kernel is a tree of
+// statements: loops over index variables bound to extents, stores of scalar
+// expressions to buffer elements, and first-class reductions. Buffer
+// accesses index every buffer dimension with an affine expression of loop
+// variables, which keeps fusion a substitution and lets passes reason about
+// contiguity. Nothing here names a target; a schedule (loop tags, vector
+// widths, tiles, GPU mapping) annotates loops and the emitters honour it.
+//
+// Scalar ops are tensor::OpCode values from the one op table
+// (compiler/tensor/ops.inc); each emitter maps every op or refuses it by
+// name.
+#ifndef ACCY_COMPILER_CHOIR_IR_H_
+#define ACCY_COMPILER_CHOIR_IR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/tensor/dtype.h"
+#include "compiler/tensor/program.h"
+
+namespace accy::choir {
+
+using tensor::DType;
+using tensor::OpCode;
+
+// sum over terms of coeff * var, plus constant. Terms are sorted by var and
+// have non-zero coefficients (see normalize()).
+struct Affine {
+  struct Term {
+    int var = 0;
+    int64_t coeff = 0;
+    friend bool operator==(const Term&, const Term&) = default;
+  };
+  std::vector<Term> terms;
+  int64_t constant = 0;
+  friend bool operator==(const Affine&, const Affine&) = default;
+
+  static Affine var(int v, int64_t coeff = 1) { return Affine{{{v, coeff}}, 0}; }
+  static Affine constantOf(int64_t c) { return Affine{{}, c}; }
+  int64_t coeffOf(int var) const;
+  bool uses(int var) const { return coeffOf(var) != 0; }
+};
+
+Affine add(const Affine& a, const Affine& b);
+Affine scale(const Affine& a, int64_t k);
+// Replaces every variable v that has an entry in `subst` (indexed by var id,
+// empty Affine::terms with `present` false meaning keep) by its expression.
+struct Substitution {
+  std::vector<bool> present;
+  std::vector<Affine> value;
+  void set(int var, Affine a);
+};
+Affine substitute(const Affine& a, const Substitution& s);
+
+enum class MemorySpace : uint8_t { kGlobal, kWorkgroup, kPrivate };
+enum class BufferRole : uint8_t { kInput, kOutput, kTemp };
+
+struct Buffer {
+  std::string name;
+  DType dtype = DType::f32;
+  std::vector<int64_t> shape;  // row-major; empty for a scalar
+  MemorySpace space = MemorySpace::kGlobal;
+  BufferRole role = BufferRole::kTemp;
+  int io_index = -1;  // input or output number for kInput / kOutput
+
+  int64_t elements() const;
+  int64_t bytes() const { return elements() * tensor::dtypeSize(dtype); }
+  // Row-major element strides.
+  std::vector<int64_t> strides() const;
+};
+
+enum class ExprKind : uint8_t {
+  kLoad,      // buffer[index...]
+  kConstant,  // number, of dtype
+  kIndex,     // the value of an affine index expression, converted to dtype
+  kOp,        // unary, binary, compare, select (tensor::OpCode kWhere), cast
+};
+
+struct Expr;
+using ExprRef = std::shared_ptr<const Expr>;
+
+struct Expr {
+  ExprKind kind = ExprKind::kConstant;
+  DType dtype = DType::f32;
+  OpCode op = OpCode::kConstant;  // for kOp
+  int buffer = -1;                // for kLoad
+  std::vector<Affine> index;      // for kLoad: one per buffer dimension; kIndex: one
+  double constant = 0;            // for kConstant
+  std::vector<ExprRef> args;      // for kOp
+};
+
+ExprRef makeLoad(DType dtype, int buffer, std::vector<Affine> index);
+ExprRef makeConstant(DType dtype, double value);
+ExprRef makeIndex(DType dtype, Affine index);
+ExprRef makeOp(OpCode op, DType dtype, std::vector<ExprRef> args);
+
+// How a loop runs. Emitters that cannot honour a tag refuse the kernel.
+enum class LoopTag : uint8_t {
+  kSerial,
+  kUnrolled,
+  kVectorized,   // vector_width lanes per step, with a correct tail
+  kCpuParallel,  // iterations split across CPU threads (outermost only)
+  kGpuBlock,     // mapped to a grid dimension (gpu_dim)
+  kGpuThread,    // mapped to a thread/invocation dimension (gpu_dim)
+};
+const char* loopTagName(LoopTag tag);
+
+struct LoopHeader {
+  int var = 0;
+  int64_t extent = 1;
+  LoopTag tag = LoopTag::kSerial;
+  int vector_width = 1;  // lanes, for kVectorized
+  int unroll = 1;        // for kUnrolled
+  int gpu_dim = 0;       // for kGpuBlock / kGpuThread
+};
+
+enum class StmtKind : uint8_t {
+  kLoop,     // for header.var in [0, extent): body
+  kStore,    // buffer[index...] = value
+  kReduce,   // buffer[index...] = combine over domain of value (see below)
+  kBarrier,  // workgroup barrier (GPU targets)
+};
+
+// A Stmt is a small tree. kReduce is a first-class reduction: an
+// accumulator of `dtype` starting at the identity of `combiner` (kAdd, kMul,
+// kMax, kMin), combined with `value` over every point of `domain` (loops
+// nested in order, outermost first), then divided by `mean_count` when it is
+// non-zero (mean), then stored to buffer[index]. Targets choose how to
+// combine: sequential, vector lanes, tree, subgroup or atomics.
+struct Stmt {
+  StmtKind kind = StmtKind::kStore;
+  LoopHeader loop;          // kLoop
+  std::vector<Stmt> body;   // kLoop
+  int buffer = -1;          // kStore, kReduce
+  std::vector<Affine> index;
+  ExprRef value;
+  OpCode combiner = OpCode::kAdd;       // kReduce
+  std::vector<LoopHeader> domain;       // kReduce
+  int64_t mean_count = 0;               // kReduce
+
+  static Stmt loopOf(LoopHeader header, std::vector<Stmt> body);
+  static Stmt store(int buffer, std::vector<Affine> index, ExprRef value);
+};
+
+struct Kernel {
+  std::string name;
+  std::vector<Stmt> body;
+};
+
+struct Module {
+  std::string name;
+  std::vector<Buffer> buffers;
+  std::vector<Kernel> kernels;
+  int num_vars = 0;  // variable ids are unique across the module
+  int newVar() { return num_vars++; }
+
+  int inputCount() const;
+  int outputCount() const;
+};
+
+// Visits every expression node reachable from `e` (pre-order, shared nodes
+// visited once per path).
+template <typename F>
+void visitExpr(const ExprRef& e, F&& f) {
+  f(*e);
+  for (const ExprRef& a : e->args) visitExpr(a, f);
+}
+
+// Visits every statement (pre-order).
+template <typename F>
+void visitStmts(const std::vector<Stmt>& stmts, F&& f) {
+  for (const Stmt& s : stmts) {
+    f(s);
+    if (s.kind == StmtKind::kLoop) visitStmts(s.body, f);
+  }
+}
+
+}  // namespace accy::choir
+
+#endif  // ACCY_COMPILER_CHOIR_IR_H_

@@ -1,0 +1,287 @@
+#include "compiler/choir/lower.h"
+
+#include <map>
+#include <optional>
+
+#include "compiler/tensor/errors.h"
+#include "compiler/tensor/status_macros.h"
+#include "compiler/tensor/strings.h"
+
+namespace accy::choir {
+namespace {
+
+using tensor::Node;
+using tensor::OpCategory;
+using IndexMap = std::map<std::string, Affine, std::less<>>;
+
+bool isView(const Node& n) {
+  switch (n.op) {
+    case OpCode::kInput:
+    case OpCode::kConstant:
+    case OpCode::kIota:
+    case OpCode::kTranspose:
+    case OpCode::kRename:
+    case OpCode::kBroadcast:
+    case OpCode::kSlice:
+    case OpCode::kSplit:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::vector<int64_t> shapeOf(const Node& n) {
+  std::vector<int64_t> s;
+  for (const tensor::Axis& a : n.axes) s.push_back(a.extent);
+  return s;
+}
+
+OpCode combinerOf(OpCode reduce) {
+  switch (reduce) {
+    case OpCode::kReduceMax:
+      return OpCode::kMax;
+    case OpCode::kReduceMin:
+      return OpCode::kMin;
+    case OpCode::kReduceProd:
+      return OpCode::kMul;
+    default:
+      return OpCode::kAdd;
+  }
+}
+
+class Lowering {
+ public:
+  explicit Lowering(const tensor::Program& p) : p_(p) {}
+
+  absl::StatusOr<Module> run() {
+    ACCY_RETURN_IF_ERROR(tensor::validateProgram(p_));
+    m_.name = p_.name;
+    buffer_of_.assign(p_.nodes.size(), -1);
+    markLive();
+    for (size_t i = 0; i < p_.inputs.size(); ++i) {
+      const Node& n = p_.nodes[p_.inputs[i]];
+      buffer_of_[p_.inputs[i]] = addBuffer(strCat("in", i), n, BufferRole::kInput, int(i));
+    }
+    std::vector<int> output_buffers;
+    for (size_t k = 0; k < p_.outputs.size(); ++k) {
+      const int32_t id = p_.outputs[k];
+      const int b = addBuffer(strCat("out", k), p_.nodes[id], BufferRole::kOutput, int(k));
+      output_buffers.push_back(b);
+      if (buffer_of_[id] < 0 && !isView(p_.nodes[id])) buffer_of_[id] = b;
+    }
+    for (size_t i = 0; i < p_.nodes.size(); ++i) {
+      const Node& n = p_.nodes[i];
+      if (!live_[i] || isView(n)) continue;
+      if (buffer_of_[i] < 0) buffer_of_[i] = addBuffer(strCat("t", i), n, BufferRole::kTemp, -1);
+      ACCY_RETURN_IF_ERROR(lowerNode(static_cast<int32_t>(i)));
+    }
+    // Outputs that are views, or that another output buffer already holds.
+    for (size_t k = 0; k < p_.outputs.size(); ++k) {
+      const int32_t id = p_.outputs[k];
+      if (buffer_of_[id] == output_buffers[k]) continue;
+      const Node& n = p_.nodes[id];
+      IndexMap idx;
+      std::vector<LoopHeader> loops = newLoops(n.axes, idx);
+      emitNest(strCat("k_out", k, "_copy"), loops,
+               Stmt::store(output_buffers[k], indexFor(n.axes, idx), access(id, idx)));
+    }
+    return std::move(m_);
+  }
+
+ private:
+  void markLive() {
+    live_.assign(p_.nodes.size(), false);
+    for (int32_t id : p_.outputs) live_[id] = true;
+    for (size_t i = p_.nodes.size(); i-- > 0;) {
+      if (!live_[i]) continue;
+      for (int32_t o : p_.nodes[i].operands) live_[o] = true;
+    }
+  }
+
+  int addBuffer(std::string name, const Node& n, BufferRole role, int io) {
+    Buffer b;
+    b.name = std::move(name);
+    b.dtype = n.dtype;
+    b.shape = shapeOf(n);
+    b.role = role;
+    b.io_index = io;
+    m_.buffers.push_back(std::move(b));
+    return static_cast<int>(m_.buffers.size() - 1);
+  }
+
+  // A fresh variable per axis, recorded in `idx` by axis name.
+  std::vector<LoopHeader> newLoops(const std::vector<tensor::Axis>& axes, IndexMap& idx) {
+    std::vector<LoopHeader> loops;
+    for (const tensor::Axis& a : axes) {
+      LoopHeader h;
+      h.var = m_.newVar();
+      h.extent = a.extent;
+      idx[a.name] = Affine::var(h.var);
+      loops.push_back(h);
+    }
+    return loops;
+  }
+
+  static std::vector<Affine> indexFor(const std::vector<tensor::Axis>& axes, const IndexMap& idx) {
+    std::vector<Affine> out;
+    for (const tensor::Axis& a : axes) out.push_back(idx.find(a.name)->second);
+    return out;
+  }
+
+  // Wraps `inner` in `loops` (outermost first) and appends the kernel.
+  void emitNest(std::string name, const std::vector<LoopHeader>& loops, Stmt inner) {
+    Stmt s = std::move(inner);
+    for (size_t i = loops.size(); i-- > 0;) s = Stmt::loopOf(loops[i], {std::move(s)});
+    m_.kernels.push_back(Kernel{std::move(name), {std::move(s)}});
+  }
+
+  // The scalar expression for element `idx` (affine per axis name) of node
+  // `id`: a load for materialized nodes, index arithmetic through views.
+  ExprRef access(int32_t id, const IndexMap& idx) {
+    const Node& n = p_.nodes[id];
+    if (buffer_of_[id] >= 0) return makeLoad(n.dtype, buffer_of_[id], indexFor(n.axes, idx));
+    auto at = [&](const std::string& name) { return idx.find(name)->second; };
+    const int32_t src = n.operands.empty() ? -1 : n.operands[0];
+    IndexMap inner;
+    switch (n.op) {
+      case OpCode::kConstant:
+        return makeConstant(n.dtype, n.scalar);
+      case OpCode::kIota:
+        return makeIndex(n.dtype, at(n.names[0]));
+      case OpCode::kTranspose:
+      case OpCode::kBroadcast:
+        for (const tensor::Axis& a : p_.nodes[src].axes) inner[a.name] = at(a.name);
+        return access(src, inner);
+      case OpCode::kRename:
+        for (const tensor::Axis& a : p_.nodes[src].axes) {
+          inner[a.name] = at(a.name == n.names[0] ? n.names[1] : a.name);
+        }
+        return access(src, inner);
+      case OpCode::kSlice:
+        for (const tensor::Axis& a : p_.nodes[src].axes) {
+          inner[a.name] = a.name == n.names[0]
+                              ? add(Affine::constantOf(n.ints[0]), scale(at(a.name), n.ints[2]))
+                              : at(a.name);
+        }
+        return access(src, inner);
+      case OpCode::kSplit:
+        for (const tensor::Axis& a : p_.nodes[src].axes) {
+          inner[a.name] = a.name == n.names[0]
+                              ? add(scale(at(n.names[1]), n.ints[0]), at(n.names[2]))
+                              : at(a.name);
+        }
+        return access(src, inner);
+      default:
+        break;
+    }
+    // Unreachable for validated programs: every other node has a buffer.
+    return makeConstant(n.dtype, 0);
+  }
+
+  absl::Status lowerNode(int32_t id) {
+    const Node& n = p_.nodes[id];
+    const int out = buffer_of_[id];
+    const std::string name = strCat("k", id, "_", tensor::opName(n.op));
+    switch (tensor::opCategory(n.op)) {
+      case OpCategory::Unary:
+      case OpCategory::Binary:
+      case OpCategory::Compare:
+      case OpCategory::Select:
+      case OpCategory::Cast: {
+        IndexMap idx;
+        auto loops = newLoops(n.axes, idx);
+        std::vector<ExprRef> args;
+        for (int32_t o : n.operands) args.push_back(access(o, idx));
+        emitNest(name, loops, Stmt::store(out, indexFor(n.axes, idx), makeOp(n.op, n.dtype, args)));
+        return absl::OkStatus();
+      }
+      case OpCategory::Reduce:
+      case OpCategory::Dot: {
+        IndexMap idx;
+        auto loops = newLoops(n.axes, idx);
+        Stmt r;
+        r.kind = StmtKind::kReduce;
+        r.buffer = out;
+        r.index = indexFor(n.axes, idx);
+        if (n.op == OpCode::kDot) {
+          const Node& a = p_.nodes[n.operands[0]];
+          std::vector<tensor::Axis> k_axis;
+          for (const tensor::Axis& ax : a.axes) {
+            if (ax.name == n.names[0]) k_axis.push_back(ax);
+          }
+          r.domain = newLoops(k_axis, idx);
+          r.value = makeOp(OpCode::kMul, n.dtype,
+                           {access(n.operands[0], idx), access(n.operands[1], idx)});
+          r.combiner = OpCode::kAdd;
+        } else {
+          const Node& a = p_.nodes[n.operands[0]];
+          std::vector<tensor::Axis> reduced;
+          int64_t count = 1;
+          for (const tensor::Axis& ax : a.axes) {
+            if (std::find(n.names.begin(), n.names.end(), ax.name) != n.names.end()) {
+              reduced.push_back(ax);
+              count *= ax.extent;
+            }
+          }
+          r.domain = newLoops(reduced, idx);
+          r.value = access(n.operands[0], idx);
+          r.combiner = combinerOf(n.op);
+          r.mean_count = n.op == OpCode::kReduceMean ? count : 0;
+        }
+        emitNest(name, loops, std::move(r));
+        return absl::OkStatus();
+      }
+      case OpCategory::Layout:
+        if (n.op == OpCode::kMerge) {
+          const Node& a = p_.nodes[n.operands[0]];
+          IndexMap idx;
+          auto loops = newLoops(a.axes, idx);
+          // merged index = row-major index over the listed axes.
+          Affine merged;
+          for (size_t p = 0; p + 1 < n.names.size(); ++p) {
+            int64_t extent = 1;
+            for (const tensor::Axis& ax : a.axes) {
+              if (ax.name == n.names[p]) extent = ax.extent;
+            }
+            merged = add(scale(merged, extent), idx[n.names[p]]);
+          }
+          IndexMap out_idx = idx;
+          out_idx[n.names.back()] = merged;
+          emitNest(name, loops, Stmt::store(out, indexFor(n.axes, out_idx), access(n.operands[0], idx)));
+          return absl::OkStatus();
+        }
+        if (n.op == OpCode::kConcat) {
+          int64_t offset = 0;
+          for (size_t piece = 0; piece < n.operands.size(); ++piece) {
+            const Node& a = p_.nodes[n.operands[piece]];
+            IndexMap idx;
+            auto loops = newLoops(a.axes, idx);
+            IndexMap out_idx = idx;
+            out_idx[n.names[0]] = add(idx[n.names[0]], Affine::constantOf(offset));
+            emitNest(strCat(name, "_", piece), loops,
+                     Stmt::store(out, indexFor(n.axes, out_idx), access(n.operands[piece], idx)));
+            for (const tensor::Axis& ax : a.axes) {
+              if (ax.name == n.names[0]) offset += ax.extent;
+            }
+          }
+          return absl::OkStatus();
+        }
+        break;
+      case OpCategory::Leaf:
+        break;
+    }
+    return makeError(ErrorKind::kUnimplemented,
+                     strCat("lowering: no kernel form for ", tensor::opName(n.op)));
+  }
+
+  const tensor::Program& p_;
+  Module m_;
+  std::vector<int> buffer_of_;
+  std::vector<bool> live_;
+};
+
+}  // namespace
+
+absl::StatusOr<Module> lowerProgram(const tensor::Program& program) { return Lowering(program).run(); }
+
+}  // namespace accy::choir

@@ -1,0 +1,77 @@
+#include "compiler/choir/passes/vectorize.h"
+
+#include "compiler/choir/rewrite.h"
+
+namespace accy::choir {
+namespace {
+
+// The one floating dtype of every value in `e`, or nullopt when the values
+// mix types or hold anything the vector path does not take.
+bool uniformFloat(const Module& m, const ExprRef& e, int var, DType* lane) {
+  bool ok = true;
+  visitExpr(e, [&](const Expr& x) {
+    if (!ok) return;
+    if (x.kind == ExprKind::kIndex || (x.kind == ExprKind::kOp && x.op == OpCode::kCast)) {
+      ok = false;
+      return;
+    }
+    const bool is_compare = x.kind == ExprKind::kOp &&
+                            tensor::opCategory(x.op) == tensor::OpCategory::Compare;
+    if (!is_compare) {
+      if (x.dtype != DType::f32 && x.dtype != DType::f64) {
+        ok = false;
+        return;
+      }
+      if (*lane != x.dtype) {
+        ok = false;
+        return;
+      }
+    }
+    if (x.kind == ExprKind::kLoad) {
+      const int64_t c = flatIndex(m.buffers[x.buffer], x.index).coeffOf(var);
+      if (c != 0 && c != 1) ok = false;
+    }
+  });
+  return ok;
+}
+
+void visit(const Module& m, std::vector<Stmt>& stmts, const VectorizeOptions& o) {
+  for (Stmt& s : stmts) {
+    if (s.kind == StmtKind::kLoop) {
+      const bool innermost = s.body.size() == 1 && s.body[0].kind == StmtKind::kStore;
+      if (!innermost) {
+        visit(m, s.body, o);
+        continue;
+      }
+      const Stmt& st = s.body[0];
+      DType lane = m.buffers[st.buffer].dtype;
+      const int width = o.vector_bytes / static_cast<int>(tensor::dtypeSize(lane));
+      if (s.loop.tag == LoopTag::kSerial && isFloating(lane) && s.loop.extent >= width &&
+          flatIndex(m.buffers[st.buffer], st.index).coeffOf(s.loop.var) == 1 &&
+          uniformFloat(m, st.value, s.loop.var, &lane)) {
+        s.loop.tag = LoopTag::kVectorized;
+        s.loop.vector_width = width;
+      }
+      continue;
+    }
+    if (s.kind == StmtKind::kReduce) {
+      LoopHeader& h = s.domain.back();
+      DType lane = m.buffers[s.buffer].dtype;
+      const int width = o.vector_bytes / static_cast<int>(tensor::dtypeSize(lane));
+      if (h.tag == LoopTag::kSerial && isFloating(lane) && h.extent >= width &&
+          uniformFloat(m, s.value, h.var, &lane)) {
+        h.tag = LoopTag::kVectorized;
+        h.vector_width = width;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<Module> vectorizeLoops(Module m, const VectorizeOptions& options) {
+  for (Kernel& k : m.kernels) visit(m, k.body, options);
+  return m;
+}
+
+}  // namespace accy::choir

@@ -1,0 +1,24 @@
+// Vectorization: tags innermost loops whose body can run as SIMD lanes.
+#ifndef ACCY_COMPILER_CHOIR_PASSES_VECTORIZE_H_
+#define ACCY_COMPILER_CHOIR_PASSES_VECTORIZE_H_
+
+#include "absl/status/statusor.h"
+#include "compiler/choir/ir.h"
+
+namespace accy::choir {
+
+struct VectorizeOptions {
+  int vector_bytes = 16;  // the target's widest vector register
+};
+
+// An innermost store loop, or the innermost loop of a reduction domain, is
+// tagged kVectorized with vector_bytes / element-size lanes when: every
+// value in the statement is f32, or every value is f64 (comparisons giving
+// bool may feed `where`); it has no index values or casts; every load walks
+// the loop's variable with stride 0 or 1; a store walks it with stride 1;
+// and the extent is at least one vector. The emitter adds the tail.
+absl::StatusOr<Module> vectorizeLoops(Module module, const VectorizeOptions& options);
+
+}  // namespace accy::choir
+
+#endif  // ACCY_COMPILER_CHOIR_PASSES_VECTORIZE_H_

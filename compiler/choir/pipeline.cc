@@ -1,0 +1,40 @@
+#include "compiler/choir/pipeline.h"
+
+#include "compiler/choir/lower.h"
+#include "compiler/choir/passes/fuse.h"
+#include "compiler/choir/passes/loop_order.h"
+#include "compiler/choir/verifier.h"
+#include "compiler/tensor/status_macros.h"
+
+namespace accy::choir {
+
+absl::StatusOr<Module> compileToChoir(const tensor::Program& program, const PipelineOptions& options) {
+#ifdef NDEBUG
+  const bool verify = options.verify_each_pass;
+#else
+  const bool verify = true;
+#endif
+  auto after = [&](std::string_view pass, const Module& m) -> absl::Status {
+    if (options.dump) options.dump(pass, m);
+    if (verify) return verifyModule(m);
+    return absl::OkStatus();
+  };
+
+  ACCY_ASSIGN_OR_RETURN(Module m, lowerProgram(program));
+  ACCY_RETURN_IF_ERROR(after("lower", m));
+  if (options.fuse) {
+    ACCY_ASSIGN_OR_RETURN(m, fuseKernels(std::move(m)));
+    ACCY_RETURN_IF_ERROR(after("fuse", m));
+  }
+  ACCY_ASSIGN_OR_RETURN(m, orderLoops(std::move(m)));
+  ACCY_RETURN_IF_ERROR(after("loop-order", m));
+  ACCY_ASSIGN_OR_RETURN(m, tileReductions(std::move(m), options.tile));
+  ACCY_RETURN_IF_ERROR(after("tile", m));
+  ACCY_ASSIGN_OR_RETURN(m, vectorizeLoops(std::move(m), options.vectorize));
+  ACCY_RETURN_IF_ERROR(after("vectorize", m));
+  ACCY_ASSIGN_OR_RETURN(m, parallelizeLoops(std::move(m), options.parallelize));
+  ACCY_RETURN_IF_ERROR(after("parallelize", m));
+  return m;
+}
+
+}  // namespace accy::choir

@@ -1,0 +1,103 @@
+// The pipeline on the tone program and on shapes that exercise each pass.
+#include "compiler/choir/pipeline.h"
+
+#include "accy/accy.h"
+#include "compiler/choir/printer.h"
+#include "compiler/choir/verifier.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace accy::choir {
+namespace {
+
+using ::testing::HasSubstr;
+using tensor::Builder;
+using tensor::DType;
+using tensor::Spec;
+using tensor::Value;
+using Args = std::span<const Value>;
+
+tensor::Program tone(int64_t guesses) {
+  std::vector<Spec> specs = {guesses ? tensor::spec(DType::f32, {{"guess", guesses}})
+                                     : tensor::spec(DType::f32, {}),
+                             tensor::spec(DType::f32, {{"point", 16}}),
+                             tensor::spec(DType::f32, {{"point", 16}})};
+  auto p = tensor::define("mismatch", specs, [](Builder&, Args a) {
+    Value d = a[0].mul(a[1]).sin().sub(a[2]);
+    return d.mul(d).sum("point");
+  });
+  EXPECT_TRUE(p.ok());
+  return *p;
+}
+
+TEST(Pipeline, ToneFusesIntoOneReduction) {
+  PipelineOptions o;
+  o.vectorize.vector_bytes = 64;
+  o.verify_each_pass = true;
+  std::vector<std::string> passes;
+  o.dump = [&](std::string_view pass, const Module&) { passes.emplace_back(pass); };
+  auto m = compileToChoir(tone(8), o);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(passes, (std::vector<std::string>{"lower", "fuse", "loop-order", "tile", "vectorize",
+                                              "parallelize"}));
+  ASSERT_EQ(m->kernels.size(), 1u) << toText(*m);
+  const std::string text = toText(*m);
+  EXPECT_THAT(text, HasSubstr("reduce add out0["));
+  EXPECT_THAT(text, HasSubstr("[vectorized x16]"));
+  EXPECT_THAT(text, HasSubstr("sin(mul(in0[")) << text;
+}
+
+TEST(Pipeline, UnfusedLoweringHasAKernelPerOp) {
+  PipelineOptions o;
+  o.fuse = false;
+  auto m = compileToChoir(tone(0), o);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->kernels.size(), 5u) << toText(*m);
+  EXPECT_TRUE(verifyModule(*m).ok());
+}
+
+TEST(Pipeline, LargeSumIsTiledAndParallel) {
+  auto p = tensor::define("big", std::vector<Spec>{tensor::spec(DType::f32, {{"n", 1 << 20}})},
+                          [](Builder&, Args a) { return a[0].sum("n"); });
+  ASSERT_TRUE(p.ok());
+  PipelineOptions o;
+  o.vectorize.vector_bytes = 32;
+  o.parallelize.threads = 2;
+  auto m = compileToChoir(*p, o);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->kernels.size(), 2u) << toText(*m);
+  const std::string text = toText(*m);
+  EXPECT_THAT(text, HasSubstr("[cpu_parallel]"));
+  EXPECT_THAT(text, HasSubstr("[vectorized x8]"));
+  EXPECT_THAT(text, HasSubstr("out0_tiles"));
+}
+
+TEST(Pipeline, LoopOrderPutsContiguousStoreInnermost) {
+  // A transposed copy: out[b][a] = x[a][b]; the store is contiguous in b.
+  auto p = tensor::define("t", std::vector<Spec>{tensor::spec(DType::f32, {{"a", 4}, {"b", 8}})},
+                          [](Builder&, Args a) { return (a[0] * 2).transpose({"b", "a"}); });
+  ASSERT_TRUE(p.ok());
+  auto m = compileToChoir(*p, PipelineOptions{});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(verifyModule(*m).ok());
+}
+
+TEST(Verifier, CatchesOutOfBoundsAndUnboundVariables) {
+  Module m;
+  m.buffers.push_back(Buffer{"o", DType::f32, {4}, MemorySpace::kGlobal, BufferRole::kOutput, 0});
+  LoopHeader h;
+  h.var = m.newVar();
+  h.extent = 5;
+  m.kernels.push_back(Kernel{"k", {Stmt::loopOf(h, {Stmt::store(0, {Affine::var(h.var)},
+                                                                 makeConstant(DType::f32, 1))})}});
+  auto st = verifyModule(m);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(st.message(), HasSubstr("outside [0, 4)"));
+  m.kernels[0].body[0].loop.extent = 4;
+  EXPECT_TRUE(verifyModule(m).ok());
+  m.kernels[0].body[0].body[0].index = {Affine::var(7)};
+  EXPECT_FALSE(verifyModule(m).ok());
+}
+
+}  // namespace
+}  // namespace accy::choir

@@ -1,0 +1,122 @@
+#include "compiler/choir/printer.h"
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "compiler/tensor/strings.h"
+
+namespace accy::choir {
+namespace {
+
+std::string headerText(const LoopHeader& h) {
+  std::string s = strCat("i", h.var, " < ", h.extent);
+  switch (h.tag) {
+    case LoopTag::kSerial:
+      break;
+    case LoopTag::kVectorized:
+      strAppend(&s, " [vectorized x", h.vector_width, "]");
+      break;
+    case LoopTag::kUnrolled:
+      strAppend(&s, " [unrolled x", h.unroll, "]");
+      break;
+    case LoopTag::kGpuBlock:
+    case LoopTag::kGpuThread:
+      strAppend(&s, " [", loopTagName(h.tag), " ", h.gpu_dim, "]");
+      break;
+    case LoopTag::kCpuParallel:
+      strAppend(&s, " [cpu_parallel]");
+      break;
+  }
+  return s;
+}
+
+std::string indexText(const std::vector<Affine>& index) {
+  return strCat("[", absl::StrJoin(index, ", ", [](std::string* out, const Affine& a) {
+                  out->append(toText(a));
+                }),
+                "]");
+}
+
+void printStmts(const Module& m, const std::vector<Stmt>& stmts, int depth, std::string* out) {
+  const std::string pad(2 * depth, ' ');
+  for (const Stmt& s : stmts) {
+    switch (s.kind) {
+      case StmtKind::kLoop:
+        strAppend(out, pad, "for ", headerText(s.loop), " {\n");
+        printStmts(m, s.body, depth + 1, out);
+        strAppend(out, pad, "}\n");
+        break;
+      case StmtKind::kStore:
+        strAppend(out, pad, m.buffers[s.buffer].name, indexText(s.index), " = ",
+                  toText(m, s.value), "\n");
+        break;
+      case StmtKind::kReduce:
+        strAppend(out, pad, "reduce ", tensor::opName(s.combiner), " ", m.buffers[s.buffer].name,
+                  indexText(s.index), " over (",
+                  absl::StrJoin(s.domain, ", ",
+                                [](std::string* o, const LoopHeader& h) { o->append(headerText(h)); }),
+                  ")", s.mean_count ? strCat(" / ", s.mean_count) : "", " = ",
+                  toText(m, s.value), "\n");
+        break;
+      case StmtKind::kBarrier:
+        strAppend(out, pad, "barrier\n");
+        break;
+    }
+  }
+}
+
+}  // namespace
+
+std::string toText(const Affine& a) {
+  std::string s;
+  for (const Affine::Term& t : a.terms) {
+    if (!s.empty()) s += " + ";
+    if (t.coeff != 1) strAppend(&s, t.coeff, "*");
+    strAppend(&s, "i", t.var);
+  }
+  if (a.constant != 0 || s.empty()) {
+    if (!s.empty()) s += " + ";
+    strAppend(&s, a.constant);
+  }
+  return s;
+}
+
+std::string toText(const Module& m, const ExprRef& e) {
+  switch (e->kind) {
+    case ExprKind::kLoad:
+      return strCat(m.buffers[e->buffer].name, indexText(e->index));
+    case ExprKind::kConstant:
+      return absl::StrFormat("%g:%s", e->constant, tensor::dtypeName(e->dtype));
+    case ExprKind::kIndex:
+      return strCat("index:", tensor::dtypeName(e->dtype), "(", toText(e->index[0]), ")");
+    case ExprKind::kOp: {
+      std::string name(tensor::opName(e->op));
+      if (e->op == OpCode::kCast) name = strCat("cast:", tensor::dtypeName(e->dtype));
+      return strCat(name, "(",
+                    absl::StrJoin(e->args, ", ",
+                                  [&](std::string* o, const ExprRef& a) { o->append(toText(m, a)); }),
+                    ")");
+    }
+  }
+  return "?";
+}
+
+std::string toText(const Module& m) {
+  std::string out = strCat("module ", m.name, "\n");
+  for (size_t b = 0; b < m.buffers.size(); ++b) {
+    const Buffer& buf = m.buffers[b];
+    const char* role = buf.role == BufferRole::kInput    ? "input"
+                       : buf.role == BufferRole::kOutput ? "output"
+                                                         : "temp";
+    strAppend(&out, "  buffer ", buf.name, ": ", role,
+              buf.io_index >= 0 ? strCat(" ", buf.io_index) : "", " ", tensor::dtypeName(buf.dtype),
+              "[", absl::StrJoin(buf.shape, ", "), "]\n");
+  }
+  for (const Kernel& k : m.kernels) {
+    strAppend(&out, "  kernel ", k.name, " {\n");
+    printStmts(m, k.body, 2, &out);
+    strAppend(&out, "  }\n");
+  }
+  return out;
+}
+
+}  // namespace accy::choir

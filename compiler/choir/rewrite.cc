@@ -1,0 +1,121 @@
+#include "compiler/choir/rewrite.h"
+
+namespace accy::choir {
+
+ExprRef substituteExpr(const ExprRef& e, const Substitution& s) {
+  if (e->kind == ExprKind::kConstant) return e;
+  auto copy = std::make_shared<Expr>(*e);
+  for (Affine& a : copy->index) a = substitute(a, s);
+  for (ExprRef& a : copy->args) a = substituteExpr(a, s);
+  return copy;
+}
+
+ExprRef replaceLoads(const ExprRef& e, const std::function<ExprRef(const ExprRef&)>& f) {
+  if (e->kind == ExprKind::kLoad) return f(e);
+  if (e->args.empty()) return e;
+  auto copy = std::make_shared<Expr>(*e);
+  for (ExprRef& a : copy->args) a = replaceLoads(a, f);
+  return copy;
+}
+
+void forEachValue(std::vector<Stmt>& stmts, const std::function<void(ExprRef&)>& f) {
+  for (Stmt& s : stmts) {
+    if (s.kind == StmtKind::kLoop) forEachValue(s.body, f);
+    if (s.value) f(s.value);
+  }
+}
+
+namespace {
+
+bool readsIn(const ExprRef& e, int buffer) {
+  if (e->kind == ExprKind::kLoad && e->buffer == buffer) return true;
+  for (const ExprRef& a : e->args) {
+    if (readsIn(a, buffer)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool kernelReads(const Kernel& k, int buffer) {
+  bool found = false;
+  visitStmts(k.body, [&](const Stmt& s) {
+    if (s.value && readsIn(s.value, buffer)) found = true;
+  });
+  return found;
+}
+
+bool kernelWrites(const Kernel& k, int buffer) {
+  bool found = false;
+  visitStmts(k.body, [&](const Stmt& s) {
+    if ((s.kind == StmtKind::kStore || s.kind == StmtKind::kReduce) && s.buffer == buffer) found = true;
+  });
+  return found;
+}
+
+Affine flatIndex(const Buffer& b, const std::vector<Affine>& index) {
+  const std::vector<int64_t> strides = b.strides();
+  Affine flat;
+  for (size_t d = 0; d < index.size(); ++d) flat = add(flat, scale(index[d], strides[d]));
+  return flat;
+}
+
+int exprSize(const ExprRef& e) {
+  int n = 0;
+  visitExpr(e, [&](const Expr&) { ++n; });
+  return n;
+}
+
+bool exprIsExpensive(const ExprRef& e) {
+  bool expensive = false;
+  visitExpr(e, [&](const Expr& x) {
+    if (x.kind != ExprKind::kOp) return;
+    switch (x.op) {
+      case OpCode::kSin:
+      case OpCode::kCos:
+      case OpCode::kExp:
+      case OpCode::kLog:
+      case OpCode::kTanh:
+      case OpCode::kSigmoid:
+      case OpCode::kPow:
+      case OpCode::kDiv:
+      case OpCode::kSqrt:
+        expensive = true;
+        break;
+      default:
+        break;
+    }
+  });
+  return expensive;
+}
+
+void dropUnusedTemps(Module& m) {
+  std::vector<int> remap(m.buffers.size(), -1);
+  std::vector<Buffer> kept;
+  for (size_t b = 0; b < m.buffers.size(); ++b) {
+    bool used = m.buffers[b].role != BufferRole::kTemp;
+    for (const Kernel& k : m.kernels) used = used || kernelReads(k, int(b)) || kernelWrites(k, int(b));
+    if (used) {
+      remap[b] = static_cast<int>(kept.size());
+      kept.push_back(m.buffers[b]);
+    }
+  }
+  std::function<ExprRef(const ExprRef&)> renumber = [&](const ExprRef& e) -> ExprRef {
+    if (e->kind != ExprKind::kLoad && e->args.empty()) return e;
+    auto copy = std::make_shared<Expr>(*e);
+    if (copy->kind == ExprKind::kLoad) copy->buffer = remap[copy->buffer];
+    for (ExprRef& a : copy->args) a = renumber(a);
+    return copy;
+  };
+  std::function<void(std::vector<Stmt>&)> walk = [&](std::vector<Stmt>& stmts) {
+    for (Stmt& s : stmts) {
+      if (s.kind == StmtKind::kLoop) walk(s.body);
+      if (s.buffer >= 0) s.buffer = remap[s.buffer];
+      if (s.value) s.value = renumber(s.value);
+    }
+  };
+  for (Kernel& k : m.kernels) walk(k.body);
+  m.buffers = std::move(kept);
+}
+
+}  // namespace accy::choir

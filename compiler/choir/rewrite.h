@@ -1,0 +1,39 @@
+// Small rewriting utilities shared by passes: substitution of variables in
+// expressions, buffer-use queries and statement cost estimates.
+#ifndef ACCY_COMPILER_CHOIR_REWRITE_H_
+#define ACCY_COMPILER_CHOIR_REWRITE_H_
+
+#include <functional>
+#include <vector>
+
+#include "compiler/choir/ir.h"
+
+namespace accy::choir {
+
+// `e` with every affine index rewritten through `s`.
+ExprRef substituteExpr(const ExprRef& e, const Substitution& s);
+
+// `e` with every load rewritten by `f` (which returns the replacement, or
+// the load itself to keep it).
+ExprRef replaceLoads(const ExprRef& e, const std::function<ExprRef(const ExprRef&)>& f);
+
+// Every expression a statement list evaluates (store and reduce values).
+void forEachValue(std::vector<Stmt>& stmts, const std::function<void(ExprRef&)>& f);
+
+bool kernelReads(const Kernel& k, int buffer);
+bool kernelWrites(const Kernel& k, int buffer);
+
+// Flattened element offset of an access: sum over dims of index * stride.
+Affine flatIndex(const Buffer& b, const std::vector<Affine>& index);
+
+// Number of expression nodes, and whether any is expensive (transcendental,
+// division, pow).
+int exprSize(const ExprRef& e);
+bool exprIsExpensive(const ExprRef& e);
+
+// Drops buffers no kernel touches (temps only) and renumbers the rest.
+void dropUnusedTemps(Module& m);
+
+}  // namespace accy::choir
+
+#endif  // ACCY_COMPILER_CHOIR_REWRITE_H_
