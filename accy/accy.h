@@ -10,6 +10,7 @@
 #define ACCY_ACCY_ACCY_H_
 
 #include "accy/bytes.h"
+#include "accy/cpu.h"
 #include "accy/function.h"
 #include "compiler/tensor/builder.h"
 #include "compiler/tensor/dtype.h"

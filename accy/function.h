@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "accy/cpu.h"
 #include "compiler/tensor/builder.h"
 #include "compiler/tensor/program.h"
 
@@ -28,6 +29,11 @@ class Function {
   static absl::StatusOr<Function> fromProgram(Program program);
 
   const Program& program() const { return *program_; }
+
+  // Compiles the program for this CPU (see accy/cpu.h).
+  absl::StatusOr<CpuExecutable> compileCpu(const CpuOptions& options = {}) const {
+    return CpuExecutable::compile(*program_, options);
+  }
 
  private:
   explicit Function(Program program)

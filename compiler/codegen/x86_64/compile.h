@@ -1,0 +1,34 @@
+// Program -> x86-64 Executable: the Choir pipeline configured for the
+// host (or a chosen ISA), then the emitter, then the plans.
+#ifndef ACCY_COMPILER_CODEGEN_X86_64_COMPILE_H_
+#define ACCY_COMPILER_CODEGEN_X86_64_COMPILE_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "compiler/codegen/x86_64/simd.h"
+#include "compiler/executable/executable.h"
+#include "compiler/tensor/program.h"
+
+namespace accy::x64 {
+
+struct CompileOptions {
+  // Threads a launch may use; 0 means every hardware thread. 1 compiles
+  // without parallel loops.
+  int threads = 0;
+  // Instruction set; the host's best when unset.
+  std::optional<Isa> isa;
+  // Receive the final Choir module and the assembly listing, when set.
+  std::string* choir_text = nullptr;
+  std::string* assembly = nullptr;
+};
+
+int resolveThreads(int threads);
+
+absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& program,
+                                                      const CompileOptions& options);
+
+}  // namespace accy::x64
+
+#endif  // ACCY_COMPILER_CODEGEN_X86_64_COMPILE_H_

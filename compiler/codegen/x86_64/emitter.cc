@@ -1,0 +1,108 @@
+#include "compiler/codegen/x86_64/emitter.h"
+
+#include "compiler/codegen/x86_64/kernel_emitter.h"
+#include "compiler/tensor/errors.h"
+#include "compiler/tensor/status_macros.h"
+#include "compiler/tensor/strings.h"
+
+namespace accy::x64 {
+namespace {
+
+int64_t powI64(int64_t base, int64_t exponent) {
+  if (exponent < 0) {
+    if (base == 1) return 1;
+    if (base == -1) return (exponent % 2 == 0) ? 1 : -1;
+    return 0;
+  }
+  uint64_t result = 1;
+  uint64_t b = static_cast<uint64_t>(base);
+  while (exponent > 0) {
+    if (exponent & 1) result *= b;
+    b *= b;
+    exponent >>= 1;
+  }
+  return static_cast<int64_t>(result);
+}
+
+const void* const kRuntimeTable[kRtSlotCount] = {
+    reinterpret_cast<const void*>(&powI64),
+};
+
+int64_t points(const std::vector<choir::Stmt>& stmts) {
+  int64_t total = 0;
+  for (const choir::Stmt& s : stmts) {
+    if (s.kind == choir::StmtKind::kLoop) {
+      total += s.loop.extent * points(s.body);
+    } else {
+      int64_t p = 1;
+      for (const choir::LoopHeader& h : s.domain) p *= h.extent;
+      total += p;
+    }
+  }
+  return total;
+}
+
+class ErrorCollector : public asmjit::ErrorHandler {
+ public:
+  void handleError(asmjit::Error err, const char* message, asmjit::BaseEmitter*) override {
+    if (first == asmjit::kErrorOk) {
+      first = err;
+      text = message;
+    }
+  }
+  asmjit::Error first = asmjit::kErrorOk;
+  std::string text;
+};
+
+}  // namespace
+
+const void* const* runtimeTable() { return kRuntimeTable; }
+
+absl::StatusOr<CpuArtifact> emitModule(const choir::Module& module, const EmitOptions& options) {
+  asmjit::CodeHolder code;
+  asmjit::Environment env(asmjit::Arch::kX64);
+  code.init(env);
+  ErrorCollector errors;
+  code.setErrorHandler(&errors);
+  asmjit::StringLogger logger;
+  if (options.assembly != nullptr) code.setLogger(&logger);
+  asmjit::x86::Compiler cc(&code);
+
+  CpuArtifact artifact;
+  artifact.isa = options.isa;
+  std::vector<asmjit::Label> entries;
+  for (const choir::Kernel& k : module.kernels) {
+    if (options.assembly != nullptr) cc.commentf("kernel %s", k.name.c_str());
+    asmjit::Label entry;
+    KernelEmitter emitter(cc, module, options.isa);
+    ACCY_RETURN_IF_ERROR(emitter.emit(k, &entry));
+    entries.push_back(entry);
+    KernelEntry e;
+    e.name = k.name;
+    e.work = points(k.body);
+    if (k.body.size() == 1 && k.body[0].kind == choir::StmtKind::kLoop &&
+        k.body[0].loop.tag == choir::LoopTag::kCpuParallel) {
+      e.parallel_extent = k.body[0].loop.extent;
+    }
+    artifact.kernels.push_back(e);
+  }
+  cc.finalize();
+  if (errors.first == asmjit::kErrorOk) code.flatten();
+  if (errors.first == asmjit::kErrorOk) code.resolveUnresolvedLinks();
+  if (errors.first == asmjit::kErrorOk) code.relocateToBase(0);
+  if (errors.first != asmjit::kErrorOk) {
+    return makeError(ErrorKind::kCompileFailed,
+                     strCat("x86-64 emitter: asmjit: ", errors.text, " (",
+                            asmjit::DebugUtils::errorAsString(errors.first), ")"));
+  }
+  artifact.code.resize(code.codeSize());
+  code.copyFlattenedData(artifact.code.data(), artifact.code.size(),
+                         asmjit::CopySectionFlags::kPadSectionBuffer);
+  for (size_t k = 0; k < entries.size(); ++k) {
+    artifact.kernels[k].offset = code.labelOffsetFromBase(entries[k]);
+  }
+  if (options.assembly != nullptr) *options.assembly = logger.data();
+  return artifact;
+}
+
+}  // namespace accy::x64

@@ -1,0 +1,959 @@
+#include "compiler/codegen/x86_64/kernel_emitter.h"
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "compiler/choir/printer.h"
+#include "compiler/choir/rewrite.h"
+#include "compiler/codegen/x86_64/emitter.h"
+#include "compiler/codegen/x86_64/math.h"
+#include "compiler/tensor/check.h"
+#include "compiler/tensor/errors.h"
+#include "compiler/tensor/scalar_ops.h"
+#include "compiler/tensor/status_macros.h"
+#include "compiler/tensor/strings.h"
+
+namespace accy::x64 {
+
+namespace x86 = asmjit::x86;
+using asmjit::Label;
+using choir::Affine;
+using choir::DType;
+using choir::Expr;
+using choir::ExprKind;
+using choir::ExprRef;
+using choir::LoopTag;
+using choir::OpCode;
+using choir::Stmt;
+using choir::StmtKind;
+using tensor::OpCategory;
+
+namespace {
+
+Lane laneOf(DType d) { return d == DType::f64 ? Lane::kF64 : Lane::kF32; }
+bool isFloat(DType d) { return d == DType::f32 || d == DType::f64; }
+int shiftOf(DType d) {
+  switch (tensor::dtypeSize(d)) {
+    case 8:
+      return 3;
+    case 4:
+      return 2;
+    default:
+      return 0;
+  }
+}
+bool fitsImm32(int64_t v) {
+  return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
+}
+
+Cmp cmpOf(OpCode op) {
+  switch (op) {
+    case OpCode::kLt:
+      return Cmp::kLt;
+    case OpCode::kLe:
+      return Cmp::kLe;
+    case OpCode::kGt:
+      return Cmp::kGt;
+    case OpCode::kGe:
+      return Cmp::kGe;
+    case OpCode::kEq:
+      return Cmp::kEq;
+    default:
+      return Cmp::kNe;
+  }
+}
+
+absl::Status unimplemented(std::string_view what) {
+  return makeError(ErrorKind::kUnimplemented, strCat("x86-64 emitter: ", what));
+}
+
+}  // namespace
+
+KernelEmitter::KernelEmitter(x86::Compiler& cc, const choir::Module& module, Isa isa)
+    : cc_(cc),
+      m_(module),
+      isa_(isa),
+      scalar32_(cc, isa, Lane::kF32, 16, true),
+      scalar64_(cc, isa, Lane::kF64, 16, true) {}
+
+Simd& KernelEmitter::scalarSimd(DType dtype) { return dtype == DType::f64 ? scalar64_ : scalar32_; }
+
+absl::Status KernelEmitter::emit(const choir::Kernel& kernel, Label* entry) {
+  asmjit::FuncNode* f = cc_.addFunc(
+      asmjit::FuncSignatureT<void, void* const*, int64_t, int64_t, const void* const*>(
+          asmjit::CallConvId::kHost));
+  if (isa_ != Isa::kSse41) f->frame().setAvxEnabled();
+  if (isa_ == Isa::kAvx512) f->frame().setAvx512Enabled();
+  *entry = f->label();
+  buffers_ = cc_.newIntPtr("buffers");
+  begin_ = cc_.newInt64("begin");
+  end_ = cc_.newInt64("end");
+  runtime_ = cc_.newIntPtr("runtime");
+  f->setArg(0, buffers_);
+  f->setArg(1, begin_);
+  f->setArg(2, end_);
+  f->setArg(3, runtime_);
+  // Load every buffer pointer the kernel touches up front, so no path
+  // through the code can use one before it is loaded.
+  std::set<int> used;
+  choir::visitStmts(kernel.body, [&](const Stmt& s) {
+    if (s.buffer >= 0) used.insert(s.buffer);
+    if (s.value) {
+      choir::visitExpr(s.value, [&](const Expr& e) {
+        if (e.kind == ExprKind::kLoad) used.insert(e.buffer);
+      });
+    }
+  });
+  for (int b : used) {
+    x86::Gp r = cc_.newIntPtr("base");
+    cc_.mov(r, x86::qword_ptr(buffers_, b * 8));
+    base_[b] = r;
+  }
+  absl::Status st = stmts(kernel.body, /*outermost=*/true);
+  cc_.endFunc();
+  return st;
+}
+
+x86::Gp KernelEmitter::bufferBase(int buffer) {
+  auto it = base_.find(buffer);
+  ACCY_CHECK(it != base_.end(), "buffer %d not preloaded", buffer);
+  return it->second;
+}
+
+absl::Status KernelEmitter::stmts(const std::vector<Stmt>& body, bool outermost) {
+  for (const Stmt& s : body) {
+    switch (s.kind) {
+      case StmtKind::kLoop:
+        ACCY_RETURN_IF_ERROR(loop(s, outermost));
+        break;
+      case StmtKind::kStore:
+        cse_.clear();
+        ACCY_RETURN_IF_ERROR(store(s, Mode{}));
+        break;
+      case StmtKind::kReduce:
+        ACCY_RETURN_IF_ERROR(reduce(s));
+        break;
+      case StmtKind::kBarrier:
+        return unimplemented("workgroup barriers have no CPU form");
+    }
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Emits `for (i = start; i < limit; i += step)` around `body`.
+template <typename Body>
+absl::Status countedLoop(x86::Compiler& cc, x86::Gp i, x86::Gp limit, int64_t step, Body&& body) {
+  Label top = cc.newLabel(), done = cc.newLabel();
+  cc.cmp(i, limit);
+  cc.jge(done);
+  cc.bind(top);
+  ACCY_RETURN_IF_ERROR(body());
+  cc.add(i, step);
+  cc.cmp(i, limit);
+  cc.jl(top);
+  cc.bind(done);
+  return absl::OkStatus();
+}
+
+x86::Gp constantReg(x86::Compiler& cc, int64_t v) {
+  x86::Gp r = cc.newInt64("c");
+  cc.mov(r, v);
+  return r;
+}
+
+}  // namespace
+
+absl::Status KernelEmitter::loop(const Stmt& s, bool outermost) {
+  switch (s.loop.tag) {
+    case LoopTag::kGpuBlock:
+    case LoopTag::kGpuThread:
+      return unimplemented(strCat("loop i", s.loop.var, " is mapped to a GPU dimension"));
+    case LoopTag::kSerial:
+    case LoopTag::kUnrolled:
+    case LoopTag::kVectorized:
+    case LoopTag::kCpuParallel:
+      break;
+  }
+  if (s.body.size() == 1 && s.body[0].kind == StmtKind::kStore) return innermostStore(s, outermost);
+  x86::Gp i = cc_.newInt64("i");
+  vars_[s.loop.var] = i;
+  x86::Gp limit;
+  if (outermost && s.loop.tag == LoopTag::kCpuParallel) {
+    cc_.mov(i, begin_);
+    limit = end_;
+  } else {
+    cc_.xor_(i, i);
+    limit = constantReg(cc_, s.loop.extent);
+  }
+  return countedLoop(cc_, i, limit, 1, [&] { return stmts(s.body, false); });
+}
+
+absl::Status KernelEmitter::innermostStore(const Stmt& l, bool outermost) {
+  const Stmt& st = l.body[0];
+  const DType dtype = m_.buffers[st.buffer].dtype;
+  x86::Gp i = cc_.newInt64("i");
+  vars_[l.loop.var] = i;
+  const bool parallel = outermost && l.loop.tag == LoopTag::kCpuParallel;
+  const bool vectorized = l.loop.tag == LoopTag::kVectorized ||
+                          (parallel && l.loop.vector_width > 1);
+  x86::Gp limit;
+  if (parallel) {
+    cc_.mov(i, begin_);
+    limit = end_;
+  } else {
+    cc_.xor_(i, i);
+    limit = constantReg(cc_, l.loop.extent);
+  }
+  rows_.clear();
+  rows_active_ = true;
+  prepareRowBases(st, l.loop.var);
+  Mode scalar{false, nullptr, l.loop.var, i};
+  absl::Status status;
+  if (vectorized && isFloat(dtype)) {
+    const int width = l.loop.vector_width;
+    Simd simd(cc_, isa_, laneOf(dtype), width * static_cast<int>(tensor::dtypeSize(dtype)));
+    Mode vec{true, &simd, l.loop.var, i};
+    x86::Gp vlimit = cc_.newInt64("vlimit");
+    cc_.mov(vlimit, limit);
+    cc_.sub(vlimit, width - 1);
+    status = countedLoop(cc_, i, vlimit, width, [&] {
+      cse_.clear();
+      return store(st, vec);
+    });
+    if (status.ok()) {
+      status = countedLoop(cc_, i, limit, 1, [&] {
+        cse_.clear();
+        return store(st, scalar);
+      });
+    }
+  } else {
+    status = countedLoop(cc_, i, limit, 1, [&] {
+      cse_.clear();
+      return store(st, scalar);
+    });
+  }
+  rows_active_ = false;
+  rows_.clear();
+  return status;
+}
+
+absl::Status KernelEmitter::store(const Stmt& s, const Mode& mode) {
+  ACCY_ASSIGN_OR_RETURN(Val v, expr(s.value, mode));
+  const DType dtype = m_.buffers[s.buffer].dtype;
+  x86::Mem mem = address(s.buffer, s.index, mode);
+  if (mode.vector) {
+    mode.simd->store(mem, v.v);
+  } else {
+    storeScalar(dtype, mem, v);
+  }
+  return absl::OkStatus();
+}
+
+void KernelEmitter::prepareRowBases(const ExprRef& e, int inner_var) {
+  choir::visitExpr(e, [&](const Expr& x) {
+    if (x.kind != ExprKind::kLoad) return;
+    Affine flat = choir::flatIndex(m_.buffers[x.buffer], x.index);
+    Affine rest = choir::add(flat, Affine::var(inner_var, -flat.coeffOf(inner_var)));
+    rowBase(x.buffer, rest);
+  });
+}
+
+void KernelEmitter::prepareRowBases(const Stmt& s, int inner_var) {
+  if (s.value) prepareRowBases(s.value, inner_var);
+  if (s.kind == StmtKind::kStore) {
+    Affine flat = choir::flatIndex(m_.buffers[s.buffer], s.index);
+    rowBase(s.buffer, choir::add(flat, Affine::var(inner_var, -flat.coeffOf(inner_var))));
+  }
+}
+
+x86::Gp KernelEmitter::affineValue(const Affine& a) {
+  x86::Gp r = cc_.newInt64("idx");
+  cc_.mov(r, a.constant);
+  for (const Affine::Term& t : a.terms) {
+    auto it = vars_.find(t.var);
+    ACCY_CHECK(it != vars_.end(), "variable i%d is not bound", t.var);
+    if (t.coeff == 1) {
+      cc_.add(r, it->second);
+      continue;
+    }
+    x86::Gp p = cc_.newInt64("term");
+    if (fitsImm32(t.coeff)) {
+      cc_.imul(p, it->second, t.coeff);
+    } else {
+      cc_.mov(p, t.coeff);
+      cc_.imul(p, it->second);
+    }
+    cc_.add(r, p);
+  }
+  return r;
+}
+
+x86::Gp KernelEmitter::rowBase(int buffer, const Affine& rest) {
+  const std::string key = strCat(buffer, ":", choir::toText(rest));
+  if (rows_active_) {
+    auto it = rows_.find(key);
+    if (it != rows_.end()) return it->second;
+  }
+  const DType dtype = m_.buffers[buffer].dtype;
+  x86::Gp r = cc_.newIntPtr("row");
+  if (rest.terms.empty() && fitsImm32(rest.constant * tensor::dtypeSize(dtype))) {
+    cc_.lea(r, x86::ptr(bufferBase(buffer), static_cast<int32_t>(rest.constant * tensor::dtypeSize(dtype))));
+  } else {
+    x86::Gp off = affineValue(rest);
+    cc_.lea(r, x86::ptr(bufferBase(buffer), off, shiftOf(dtype)));
+  }
+  if (rows_active_) rows_[key] = r;
+  return r;
+}
+
+x86::Mem KernelEmitter::address(int buffer, const std::vector<Affine>& index, const Mode& mode) {
+  const DType dtype = m_.buffers[buffer].dtype;
+  Affine flat = choir::flatIndex(m_.buffers[buffer], index);
+  const int64_t c = mode.inner_var >= 0 ? flat.coeffOf(mode.inner_var) : 0;
+  Affine rest = mode.inner_var >= 0 ? choir::add(flat, Affine::var(mode.inner_var, -c)) : flat;
+  x86::Gp base = rowBase(buffer, rest);
+  if (c == 0) return x86::ptr(base);
+  if (c == 1) return x86::ptr(base, mode.inner, shiftOf(dtype));
+  x86::Gp scaled = cc_.newInt64("scaled");
+  if (fitsImm32(c)) {
+    cc_.imul(scaled, mode.inner, c);
+  } else {
+    cc_.mov(scaled, c);
+    cc_.imul(scaled, mode.inner);
+  }
+  return x86::ptr(base, scaled, shiftOf(dtype));
+}
+
+void KernelEmitter::sext32(x86::Gp r, DType dtype) {
+  if (dtype == DType::i32) cc_.movsxd(r, r.r32());
+}
+
+KernelEmitter::Val KernelEmitter::loadScalar(DType dtype, const x86::Mem& mem) {
+  Val v;
+  x86::Mem m = mem;
+  switch (dtype) {
+    case DType::f32:
+    case DType::f64: {
+      Simd& s = scalarSimd(dtype);
+      v.kind = Val::Kind::kVec;
+      v.v = s.newVec("ld");
+      s.load(v.v, m);
+      return v;
+    }
+    case DType::i32:
+      v.g = cc_.newInt64("ld");
+      m.setSize(4);
+      cc_.movsxd(v.g, m);
+      return v;
+    case DType::i64:
+      v.g = cc_.newInt64("ld");
+      m.setSize(8);
+      cc_.mov(v.g, m);
+      return v;
+    case DType::bool_:
+      v.g = cc_.newInt64("ld");
+      m.setSize(1);
+      cc_.movzx(v.g.r32(), m);
+      return v;
+  }
+  return v;
+}
+
+void KernelEmitter::storeScalar(DType dtype, const x86::Mem& mem, const Val& v) {
+  x86::Mem m = mem;
+  switch (dtype) {
+    case DType::f32:
+    case DType::f64:
+      scalarSimd(dtype).store(m, v.v);
+      return;
+    case DType::i32:
+      m.setSize(4);
+      cc_.mov(m, v.g.r32());
+      return;
+    case DType::i64:
+      m.setSize(8);
+      cc_.mov(m, v.g);
+      return;
+    case DType::bool_:
+      m.setSize(1);
+      cc_.mov(m, v.g.r8());
+      return;
+  }
+}
+
+x86::Gp KernelEmitter::maskToBool(const Mask& m, Simd& s) {
+  x86::Gp r = cc_.newInt64("bool");
+  if (s.isa() == Isa::kAvx512) {
+    cc_.kmovw(r.r32(), m.k);
+  } else if (s.isa() == Isa::kAvx2) {
+    cc_.vmovd(r.r32(), m.v.xmm());
+  } else {
+    cc_.movd(r.r32(), m.v.xmm());
+  }
+  cc_.and_(r.r32(), 1);
+  return r;
+}
+
+absl::StatusOr<KernelEmitter::Val> KernelEmitter::expr(const ExprRef& e, const Mode& mode) {
+  const std::string key = choir::toText(m_, e);
+  if (auto it = cse_.find(key); it != cse_.end()) return it->second;
+  Val v;
+  switch (e->kind) {
+    case ExprKind::kLoad: {
+      x86::Mem mem = address(e->buffer, e->index, mode);
+      if (mode.vector) {
+        v.kind = Val::Kind::kVec;
+        v.v = mode.simd->newVec("ld");
+        const int64_t c = choir::flatIndex(m_.buffers[e->buffer], e->index).coeffOf(mode.inner_var);
+        if (c == 0) {
+          mode.simd->broadcastLoad(v.v, mem);
+        } else {
+          mode.simd->load(v.v, mem);
+        }
+      } else {
+        v = loadScalar(e->dtype, mem);
+      }
+      break;
+    }
+    case ExprKind::kConstant: {
+      const double c = tensor::convertValue(e->constant, DType::f64, e->dtype);
+      if (isFloat(e->dtype)) {
+        Simd& s = mode.vector ? *mode.simd : scalarSimd(e->dtype);
+        v.kind = Val::Kind::kVec;
+        v.v = s.newVec("k");
+        s.constant(v.v, c);
+      } else {
+        if (mode.vector) return unimplemented("integer constant in a vector loop");
+        v.g = cc_.newInt64("k");
+        cc_.mov(v.g, static_cast<int64_t>(c));
+      }
+      break;
+    }
+    case ExprKind::kIndex: {
+      if (mode.vector) return unimplemented("index values in a vector loop");
+      x86::Gp g = affineValue(e->index[0]);
+      Val iv;
+      iv.g = g;
+      ACCY_ASSIGN_OR_RETURN(v, cast(iv, DType::i64, e->dtype));
+      break;
+    }
+    case ExprKind::kOp: {
+      std::vector<Val> args;
+      std::vector<DType> types;
+      for (const ExprRef& a : e->args) {
+        ACCY_ASSIGN_OR_RETURN(Val av, expr(a, mode));
+        args.push_back(av);
+        types.push_back(a->dtype);
+      }
+      ACCY_ASSIGN_OR_RETURN(v, op(*e, args, types, mode));
+      break;
+    }
+  }
+  cse_[key] = v;
+  return v;
+}
+
+absl::StatusOr<KernelEmitter::Val> KernelEmitter::op(const Expr& e, const std::vector<Val>& a,
+                                                     const std::vector<DType>& types,
+                                                     const Mode& mode) {
+  switch (tensor::opCategory(e.op)) {
+    case OpCategory::Unary:
+    case OpCategory::Binary:
+      if (isFloat(e.dtype)) return floatOp(e, a, mode.vector ? *mode.simd : scalarSimd(e.dtype));
+      if (mode.vector) return unimplemented(strCat(tensor::opName(e.op), " on integers in a vector loop"));
+      return intOp(e, a, e.dtype);
+    case OpCategory::Compare:
+      if (isFloat(types[0])) {
+        Simd& s = mode.vector ? *mode.simd : scalarSimd(types[0]);
+        Mask m = s.cmp(cmpOf(e.op), a[0].v, a[1].v);
+        Val v;
+        if (mode.vector) {
+          v.kind = Val::Kind::kMask;
+          v.m = m;
+        } else {
+          v.g = maskToBool(m, s);
+        }
+        return v;
+      }
+      if (mode.vector) return unimplemented("integer comparison in a vector loop");
+      return intOp(e, a, types[0]);
+    case OpCategory::Select:
+      return select(a[0], a[1], a[2], e.dtype, mode);
+    case OpCategory::Cast:
+      if (mode.vector) return unimplemented("cast in a vector loop");
+      return cast(a[0], types[0], e.dtype);
+    case OpCategory::Leaf:
+    case OpCategory::Reduce:
+    case OpCategory::Dot:
+    case OpCategory::Layout:
+      break;
+  }
+  return unimplemented(strCat("op ", tensor::opName(e.op), " is not a scalar op"));
+}
+
+absl::StatusOr<KernelEmitter::Val> KernelEmitter::floatOp(const Expr& e, const std::vector<Val>& a,
+                                                          Simd& s) {
+  Val v;
+  v.kind = Val::Kind::kVec;
+  v.v = s.newVec(std::string(tensor::opName(e.op)).c_str());
+  switch (e.op) {
+    case OpCode::kNeg:
+      s.neg(v.v, a[0].v);
+      return v;
+    case OpCode::kAbs:
+      s.abs(v.v, a[0].v);
+      return v;
+    case OpCode::kSqrt:
+      s.sqrt(v.v, a[0].v);
+      return v;
+    case OpCode::kSin:
+      emitSin(s, v.v, a[0].v);
+      return v;
+    case OpCode::kCos:
+      emitCos(s, v.v, a[0].v);
+      return v;
+    case OpCode::kExp:
+      emitExp(s, v.v, a[0].v);
+      return v;
+    case OpCode::kLog:
+      emitLog(s, v.v, a[0].v);
+      return v;
+    case OpCode::kTanh:
+      emitTanh(s, v.v, a[0].v);
+      return v;
+    case OpCode::kSigmoid:
+      emitSigmoid(s, v.v, a[0].v);
+      return v;
+    case OpCode::kAdd:
+      s.add(v.v, a[0].v, a[1].v);
+      return v;
+    case OpCode::kSub:
+      s.sub(v.v, a[0].v, a[1].v);
+      return v;
+    case OpCode::kMul:
+      s.mul(v.v, a[0].v, a[1].v);
+      return v;
+    case OpCode::kDiv:
+      s.div(v.v, a[0].v, a[1].v);
+      return v;
+    case OpCode::kMax:
+      s.max(v.v, a[0].v, a[1].v);
+      return v;
+    case OpCode::kMin:
+      s.min(v.v, a[0].v, a[1].v);
+      return v;
+    case OpCode::kPow:
+      emitPow(s, v.v, a[0].v, a[1].v);
+      return v;
+    default:
+      break;
+  }
+  return unimplemented(strCat("floating ", tensor::opName(e.op)));
+}
+
+absl::StatusOr<KernelEmitter::Val> KernelEmitter::intOp(const Expr& e, const std::vector<Val>& a,
+                                                        DType t) {
+  Val v;
+  x86::Gp r = cc_.newInt64(std::string(tensor::opName(e.op)).c_str());
+  v.g = r;
+  const bool cmp_op = tensor::opCategory(e.op) == OpCategory::Compare;
+  if (cmp_op) {
+    cc_.xor_(r.r32(), r.r32());
+    cc_.cmp(a[0].g, a[1].g);
+    switch (e.op) {
+      case OpCode::kLt:
+        cc_.setl(r.r8());
+        break;
+      case OpCode::kLe:
+        cc_.setle(r.r8());
+        break;
+      case OpCode::kGt:
+        cc_.setg(r.r8());
+        break;
+      case OpCode::kGe:
+        cc_.setge(r.r8());
+        break;
+      case OpCode::kEq:
+        cc_.sete(r.r8());
+        break;
+      default:
+        cc_.setne(r.r8());
+        break;
+    }
+    return v;
+  }
+  switch (e.op) {
+    case OpCode::kNeg:
+      cc_.mov(r, a[0].g);
+      cc_.neg(r);
+      sext32(r, t);
+      return v;
+    case OpCode::kAbs:
+      cc_.mov(r, a[0].g);
+      cc_.neg(r);
+      cc_.cmovs(r, a[0].g);
+      sext32(r, t);
+      return v;
+    case OpCode::kAdd:
+      cc_.mov(r, a[0].g);
+      cc_.add(r, a[1].g);
+      sext32(r, t);
+      return v;
+    case OpCode::kSub:
+      cc_.mov(r, a[0].g);
+      cc_.sub(r, a[1].g);
+      sext32(r, t);
+      return v;
+    case OpCode::kMul:
+      cc_.mov(r, a[0].g);
+      cc_.imul(r, a[1].g);
+      sext32(r, t);
+      return v;
+    case OpCode::kMax:
+      cc_.mov(r, a[0].g);
+      cc_.cmp(a[0].g, a[1].g);
+      cc_.cmovl(r, a[1].g);
+      return v;
+    case OpCode::kMin:
+      cc_.mov(r, a[0].g);
+      cc_.cmp(a[0].g, a[1].g);
+      cc_.cmovg(r, a[1].g);
+      return v;
+    case OpCode::kDiv: {
+      // x / 0 = 0; x / -1 = -x (wrapping); otherwise truncating idiv.
+      Label zero = cc_.newLabel(), minus_one = cc_.newLabel(), done = cc_.newLabel();
+      cc_.test(a[1].g, a[1].g);
+      cc_.jz(zero);
+      cc_.cmp(a[1].g, -1);
+      cc_.je(minus_one);
+      x86::Gp lo = cc_.newInt64("lo"), hi = cc_.newInt64("hi");
+      cc_.mov(lo, a[0].g);
+      cc_.cqo(hi, lo);
+      cc_.idiv(hi, lo, a[1].g);
+      cc_.mov(r, lo);
+      cc_.jmp(done);
+      cc_.bind(zero);
+      cc_.xor_(r, r);
+      cc_.jmp(done);
+      cc_.bind(minus_one);
+      cc_.mov(r, a[0].g);
+      cc_.neg(r);
+      sext32(r, t);
+      cc_.bind(done);
+      return v;
+    }
+    case OpCode::kPow: {
+      x86::Gp fn = cc_.newIntPtr("pow_fn");
+      cc_.mov(fn, x86::qword_ptr(runtime_, kRtPowI64 * 8));
+      asmjit::InvokeNode* call;
+      cc_.invoke(&call, fn, asmjit::FuncSignatureT<int64_t, int64_t, int64_t>(asmjit::CallConvId::kHost));
+      call->setArg(0, a[0].g);
+      call->setArg(1, a[1].g);
+      call->setRet(0, r);
+      sext32(r, t);
+      return v;
+    }
+    default:
+      break;
+  }
+  return unimplemented(strCat(tensor::dtypeName(t), " ", tensor::opName(e.op)));
+}
+
+KernelEmitter::Val KernelEmitter::select(const Val& c, const Val& t, const Val& f, DType type,
+                                         const Mode& mode) {
+  Val v;
+  if (mode.vector) {
+    v.kind = Val::Kind::kVec;
+    v.v = mode.simd->newVec("sel");
+    mode.simd->select(v.v, c.m, t.v, f.v);
+    return v;
+  }
+  if (isFloat(type)) {
+    Simd& s = scalarSimd(type);
+    v.kind = Val::Kind::kVec;
+    v.v = s.newVec("sel");
+    Label use_f = cc_.newLabel(), done = cc_.newLabel();
+    cc_.test(c.g, c.g);
+    cc_.jz(use_f);
+    s.mov(v.v, t.v);
+    cc_.jmp(done);
+    cc_.bind(use_f);
+    s.mov(v.v, f.v);
+    cc_.bind(done);
+    return v;
+  }
+  v.g = cc_.newInt64("sel");
+  cc_.mov(v.g, f.g);
+  cc_.test(c.g, c.g);
+  cc_.cmovnz(v.g, t.g);
+  return v;
+}
+
+absl::StatusOr<KernelEmitter::Val> KernelEmitter::cast(const Val& a, DType from, DType to) {
+  Val v;
+  const bool vex = isa_ != Isa::kSse41;
+  if (from == to) return a;
+  if (isFloat(from)) {
+    if (isFloat(to)) {
+      Simd& s = scalarSimd(to);
+      v.kind = Val::Kind::kVec;
+      v.v = s.newVec("cvt");
+      s.zero(v.v);
+      if (from == DType::f32) {
+        vex ? cc_.vcvtss2sd(v.v.xmm(), v.v.xmm(), a.v.xmm()) : cc_.cvtss2sd(v.v.xmm(), a.v.xmm());
+      } else {
+        vex ? cc_.vcvtsd2ss(v.v.xmm(), v.v.xmm(), a.v.xmm()) : cc_.cvtsd2ss(v.v.xmm(), a.v.xmm());
+      }
+      return v;
+    }
+    Simd& s = scalarSimd(from);
+    x86::Vec zero = s.newVec("zero");
+    s.zero(zero);
+    const bool f32 = from == DType::f32;
+    auto ucomi = [&](x86::Vec x, x86::Vec y) {
+      if (f32) {
+        vex ? cc_.vucomiss(x.xmm(), y.xmm()) : cc_.ucomiss(x.xmm(), y.xmm());
+      } else {
+        vex ? cc_.vucomisd(x.xmm(), y.xmm()) : cc_.ucomisd(x.xmm(), y.xmm());
+      }
+    };
+    if (to == DType::bool_) {
+      // x != 0, NaN counting as true.
+      x86::Gp r = cc_.newInt64("b"), p = cc_.newInt64("p");
+      cc_.xor_(r.r32(), r.r32());
+      cc_.xor_(p.r32(), p.r32());
+      ucomi(a.v, zero);
+      cc_.setne(r.r8());
+      cc_.setp(p.r8());
+      cc_.or_(r.r32(), p.r32());
+      v.g = r;
+      return v;
+    }
+    // Truncate, saturate at the integer range, NaN -> 0.
+    const bool i64 = to == DType::i64;
+    x86::Gp r = cc_.newInt64("i");
+    if (i64) {
+      if (f32) {
+        vex ? cc_.vcvttss2si(r, a.v.xmm()) : cc_.cvttss2si(r, a.v.xmm());
+      } else {
+        vex ? cc_.vcvttsd2si(r, a.v.xmm()) : cc_.cvttsd2si(r, a.v.xmm());
+      }
+    } else {
+      if (f32) {
+        vex ? cc_.vcvttss2si(r.r32(), a.v.xmm()) : cc_.cvttss2si(r.r32(), a.v.xmm());
+      } else {
+        vex ? cc_.vcvttsd2si(r.r32(), a.v.xmm()) : cc_.cvttsd2si(r.r32(), a.v.xmm());
+      }
+      cc_.movsxd(r, r.r32());
+    }
+    x86::Vec limit = s.newVec("limit");
+    s.constant(limit, i64 ? 9223372036854775808.0 : 2147483648.0);
+    x86::Gp max = constantReg(cc_, i64 ? std::numeric_limits<int64_t>::max()
+                                       : std::numeric_limits<int32_t>::max());
+    ucomi(a.v, limit);
+    cc_.cmovae(r, max);  // CF=0: a >= limit (never for NaN)
+    x86::Gp z = constantReg(cc_, 0);
+    ucomi(a.v, a.v);
+    cc_.cmovp(r, z);  // unordered: NaN
+    v.g = r;
+    return v;
+  }
+  // From an integer or bool held sign-extended in 64 bits.
+  if (isFloat(to)) {
+    Simd& s = scalarSimd(to);
+    v.kind = Val::Kind::kVec;
+    v.v = s.newVec("cvt");
+    s.zero(v.v);
+    if (to == DType::f32) {
+      vex ? cc_.vcvtsi2ss(v.v.xmm(), v.v.xmm(), a.g) : cc_.cvtsi2ss(v.v.xmm(), a.g);
+    } else {
+      vex ? cc_.vcvtsi2sd(v.v.xmm(), v.v.xmm(), a.g) : cc_.cvtsi2sd(v.v.xmm(), a.g);
+    }
+    return v;
+  }
+  v.g = cc_.newInt64("cvt");
+  if (to == DType::bool_) {
+    cc_.xor_(v.g.r32(), v.g.r32());
+    cc_.test(a.g, a.g);
+    cc_.setne(v.g.r8());
+    return v;
+  }
+  cc_.mov(v.g, a.g);
+  sext32(v.g, to);
+  return v;
+}
+
+KernelEmitter::Val KernelEmitter::identity(OpCode combiner, DType dtype, Simd* simd) {
+  double id = 0;
+  switch (combiner) {
+    case OpCode::kMul:
+      id = 1;
+      break;
+    case OpCode::kMax:
+      id = isFloat(dtype) ? -std::numeric_limits<double>::infinity()
+           : dtype == DType::i32 ? std::numeric_limits<int32_t>::min()
+           : dtype == DType::bool_ ? 0
+                                   : static_cast<double>(std::numeric_limits<int64_t>::min());
+      break;
+    case OpCode::kMin:
+      id = isFloat(dtype) ? std::numeric_limits<double>::infinity()
+           : dtype == DType::i32 ? std::numeric_limits<int32_t>::max()
+           : dtype == DType::bool_ ? 1
+                                   : 9.2233720368547748e18;
+      break;
+    default:
+      break;
+  }
+  Val v;
+  if (isFloat(dtype)) {
+    Simd& s = simd ? *simd : scalarSimd(dtype);
+    v.kind = Val::Kind::kVec;
+    v.v = s.newVec("acc");
+    s.constant(v.v, id);
+    return v;
+  }
+  v.g = cc_.newInt64("acc");
+  if (combiner == OpCode::kMin && dtype == DType::i64) {
+    cc_.mov(v.g, std::numeric_limits<int64_t>::max());
+  } else {
+    cc_.mov(v.g, static_cast<int64_t>(id));
+  }
+  return v;
+}
+
+void KernelEmitter::combine(OpCode combiner, DType dtype, Val& acc, const Val& x, Simd* simd) {
+  if (isFloat(dtype)) {
+    Simd& s = simd ? *simd : scalarSimd(dtype);
+    switch (combiner) {
+      case OpCode::kMul:
+        s.mul(acc.v, acc.v, x.v);
+        return;
+      case OpCode::kMax:
+        s.max(acc.v, acc.v, x.v);
+        return;
+      case OpCode::kMin:
+        s.min(acc.v, acc.v, x.v);
+        return;
+      default:
+        s.add(acc.v, acc.v, x.v);
+        return;
+    }
+  }
+  switch (combiner) {
+    case OpCode::kMul:
+      cc_.imul(acc.g, x.g);
+      break;
+    case OpCode::kMax:
+      cc_.cmp(acc.g, x.g);
+      cc_.cmovl(acc.g, x.g);
+      break;
+    case OpCode::kMin:
+      cc_.cmp(acc.g, x.g);
+      cc_.cmovg(acc.g, x.g);
+      break;
+    default:
+      cc_.add(acc.g, x.g);
+      break;
+  }
+  sext32(acc.g, dtype);
+}
+
+absl::Status KernelEmitter::reduce(const Stmt& s) {
+  const DType dtype = m_.buffers[s.buffer].dtype;
+  Val acc = identity(s.combiner, dtype, nullptr);
+  const choir::LoopHeader& inner = s.domain.back();
+  const bool vectorized = inner.tag == LoopTag::kVectorized && isFloat(dtype);
+  const int width = vectorized ? inner.vector_width : 1;
+  Simd vsimd(cc_, isa_, laneOf(dtype),
+             vectorized ? width * static_cast<int>(tensor::dtypeSize(dtype)) : 16);
+  constexpr int kUnroll = 4;
+  std::vector<Val> vacc;
+  if (vectorized) {
+    for (int u = 0; u < kUnroll; ++u) vacc.push_back(identity(s.combiner, dtype, &vsimd));
+  }
+  // Domain loops, outermost first; the innermost evaluates the value.
+  std::function<absl::Status(size_t)> level = [&](size_t d) -> absl::Status {
+    const choir::LoopHeader& h = s.domain[d];
+    x86::Gp i = cc_.newInt64("r");
+    vars_[h.var] = i;
+    cc_.xor_(i, i);
+    if (d + 1 < s.domain.size()) {
+      return countedLoop(cc_, i, constantReg(cc_, h.extent), 1, [&] { return level(d + 1); });
+    }
+    rows_.clear();
+    rows_active_ = true;
+    prepareRowBases(s.value, h.var);
+    Mode scalar{false, nullptr, h.var, i};
+    if (vectorized) {
+      Mode vec{true, &vsimd, h.var, i};
+      if (h.extent >= kUnroll * width) {
+        x86::Gp ulimit = constantReg(cc_, h.extent - (kUnroll * width - 1));
+        ACCY_RETURN_IF_ERROR(countedLoop(cc_, i, ulimit, kUnroll * width, [&]() -> absl::Status {
+          // Lanes u*width.. of this step: advance the inner register
+          // between copies and restore it after.
+          for (int u = 0; u < kUnroll; ++u) {
+            cse_.clear();
+            if (u > 0) cc_.add(i, width);
+            ACCY_ASSIGN_OR_RETURN(Val x, expr(s.value, vec));
+            combine(s.combiner, dtype, vacc[u], x, &vsimd);
+          }
+          cc_.sub(i, (kUnroll - 1) * width);
+          return absl::OkStatus();
+        }));
+      }
+      x86::Gp vlimit = constantReg(cc_, h.extent - (width - 1));
+      ACCY_RETURN_IF_ERROR(countedLoop(cc_, i, vlimit, width, [&]() -> absl::Status {
+        cse_.clear();
+        ACCY_ASSIGN_OR_RETURN(Val x, expr(s.value, vec));
+        combine(s.combiner, dtype, vacc[0], x, &vsimd);
+        return absl::OkStatus();
+      }));
+    }
+    ACCY_RETURN_IF_ERROR(countedLoop(cc_, i, constantReg(cc_, h.extent), 1, [&]() -> absl::Status {
+      cse_.clear();
+      ACCY_ASSIGN_OR_RETURN(Val x, expr(s.value, scalar));
+      combine(s.combiner, dtype, acc, x, nullptr);
+      return absl::OkStatus();
+    }));
+    rows_active_ = false;
+    rows_.clear();
+    return absl::OkStatus();
+  };
+  ACCY_RETURN_IF_ERROR(level(0));
+  if (vectorized) {
+    for (int u = 1; u < kUnroll; ++u) combine(s.combiner, dtype, vacc[0], vacc[u], &vsimd);
+    Val h;
+    h.kind = Val::Kind::kVec;
+    h.v = cc_.newXmm("h");
+    Simd::Horizontal op = s.combiner == OpCode::kMul   ? Simd::Horizontal::kProd
+                          : s.combiner == OpCode::kMax ? Simd::Horizontal::kMax
+                          : s.combiner == OpCode::kMin ? Simd::Horizontal::kMin
+                                                       : Simd::Horizontal::kSum;
+    vsimd.horizontal(op, h.v, vacc[0].v);
+    combine(s.combiner, dtype, acc, h, nullptr);
+  }
+  if (s.mean_count != 0) {
+    if (isFloat(dtype)) {
+      Simd& sc = scalarSimd(dtype);
+      x86::Vec n = sc.newVec("count");
+      sc.constant(n, static_cast<double>(s.mean_count));
+      sc.div(acc.v, acc.v, n);
+    } else {
+      Expr div;
+      div.kind = ExprKind::kOp;
+      div.op = OpCode::kDiv;
+      div.dtype = dtype;
+      Val n;
+      n.g = constantReg(cc_, s.mean_count);
+      ACCY_ASSIGN_OR_RETURN(acc, intOp(div, {acc, n}, dtype));
+    }
+  }
+  cse_.clear();
+  storeScalar(dtype, address(s.buffer, s.index, Mode{}), acc);
+  return absl::OkStatus();
+}
+
+}  // namespace accy::x64

@@ -1,0 +1,89 @@
+// Emits one Choir kernel as one asmjit function (see emitter.h for the ABI).
+#ifndef ACCY_COMPILER_CODEGEN_X86_64_KERNEL_EMITTER_H_
+#define ACCY_COMPILER_CODEGEN_X86_64_KERNEL_EMITTER_H_
+
+#include <asmjit/x86.h>
+
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "compiler/choir/ir.h"
+#include "compiler/codegen/x86_64/simd.h"
+
+namespace accy::x64 {
+
+class KernelEmitter {
+ public:
+  KernelEmitter(asmjit::x86::Compiler& cc, const choir::Module& module, Isa isa);
+
+  // Emits `kernel` as a function whose entry is bound to `entry`.
+  absl::Status emit(const choir::Kernel& kernel, asmjit::Label* entry);
+
+ private:
+  // An emitted scalar or vector value: floats in vector registers, integers
+  // and scalar bools in general registers, vector bools as masks.
+  struct Val {
+    enum class Kind { kVec, kGp, kMask } kind = Kind::kGp;
+    asmjit::x86::Vec v;
+    asmjit::x86::Gp g;
+    Mask m;
+  };
+
+  // Where an expression is evaluated: scalar, or `simd` lanes of the
+  // innermost loop variable `inner_var` held in `inner`.
+  struct Mode {
+    bool vector = false;
+    Simd* simd = nullptr;  // vector mode only
+    int inner_var = -1;
+    asmjit::x86::Gp inner;
+  };
+
+  absl::Status stmts(const std::vector<choir::Stmt>& body, bool outermost);
+  absl::Status loop(const choir::Stmt& s, bool outermost);
+  absl::Status innermostStore(const choir::Stmt& loop_stmt, bool outermost);
+  absl::Status store(const choir::Stmt& s, const Mode& mode);
+  absl::Status reduce(const choir::Stmt& s);
+
+  absl::StatusOr<Val> expr(const choir::ExprRef& e, const Mode& mode);
+  absl::StatusOr<Val> op(const choir::Expr& e, const std::vector<Val>& args,
+                         const std::vector<choir::DType>& arg_types, const Mode& mode);
+  absl::StatusOr<Val> floatOp(const choir::Expr& e, const std::vector<Val>& a, Simd& s);
+  absl::StatusOr<Val> intOp(const choir::Expr& e, const std::vector<Val>& a,
+                            choir::DType arg_type);
+  absl::StatusOr<Val> cast(const Val& a, choir::DType from, choir::DType to);
+  Val select(const Val& c, const Val& t, const Val& f, choir::DType type, const Mode& mode);
+
+  // Row bases: base + (flat index without the inner variable) * size,
+  // computed before an innermost loop for every access in its body.
+  void prepareRowBases(const choir::ExprRef& e, int inner_var);
+  void prepareRowBases(const choir::Stmt& s, int inner_var);
+  asmjit::x86::Gp rowBase(int buffer, const choir::Affine& rest);
+  asmjit::x86::Mem address(int buffer, const std::vector<choir::Affine>& index, const Mode& mode);
+  asmjit::x86::Gp affineValue(const choir::Affine& a);
+  asmjit::x86::Gp bufferBase(int buffer);
+
+  Simd& scalarSimd(choir::DType dtype);
+  Val loadScalar(choir::DType dtype, const asmjit::x86::Mem& m);
+  void storeScalar(choir::DType dtype, const asmjit::x86::Mem& m, const Val& v);
+  void combine(choir::OpCode combiner, choir::DType dtype, Val& acc, const Val& v, Simd* simd);
+  Val identity(choir::OpCode combiner, choir::DType dtype, Simd* simd);
+  asmjit::x86::Gp maskToBool(const Mask& m, Simd& s);
+  void sext32(asmjit::x86::Gp r, choir::DType dtype);
+
+  asmjit::x86::Compiler& cc_;
+  const choir::Module& m_;
+  Isa isa_;
+  Simd scalar32_;
+  Simd scalar64_;
+  asmjit::x86::Gp buffers_, begin_, end_, runtime_;
+  std::map<int, asmjit::x86::Gp> base_;
+  std::map<int, asmjit::x86::Gp> vars_;
+  std::map<std::string, asmjit::x86::Gp> rows_;  // valid inside one innermost loop
+  bool rows_active_ = false;
+  std::map<std::string, Val> cse_;                // one evaluation point
+};
+
+}  // namespace accy::x64
+
+#endif  // ACCY_COMPILER_CODEGEN_X86_64_KERNEL_EMITTER_H_

@@ -1,0 +1,122 @@
+// The CPU backend's contract: deterministic code, in-place launches from
+// many threads, clear errors for bad buffers and unsupported schedules, and
+// a way to look at the Choir and the assembly.
+#include <cstring>
+#include <thread>
+
+#include "accy/accy.h"
+#include "backends/cpu/cpu_backend.h"
+#include "compiler/choir/lower.h"
+#include "compiler/codegen/x86_64/emitter.h"
+#include "examples/tone/tone.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace accy {
+namespace {
+
+using ::testing::HasSubstr;
+namespace tensor = accy::tensor;
+
+tensor::Program tone8() {
+  const tensor::Spec specs[] = {
+      tensor::spec(tensor::DType::f32, {{"guess", 8}}),
+      tensor::spec(tensor::DType::f32, {{"point", tone::kPoints}}),
+      tensor::spec(tensor::DType::f32, {{"point", tone::kPoints}}),
+  };
+  return *tensor::define("mismatch", specs, tone::mismatch);
+}
+
+TEST(CpuBackend, CompilingTwiceGivesTheSameBytes) {
+  auto a = tensor::CpuExecutable::compile(tone8());
+  auto b = tensor::CpuExecutable::compile(tone8());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_FALSE(a->executable().code.empty());
+  EXPECT_EQ(a->executable().code, b->executable().code);
+}
+
+TEST(CpuBackend, LaunchesFromManyThreadsAtOnce) {
+  auto exe = tensor::CpuExecutable::compile(tone8());
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  const tone::Samples data = tone::samples();
+  float reference[8];
+  const float freq0[8] = {0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5};
+  ASSERT_TRUE(exe->launch({bytes(freq0), bytes(data.time), bytes(data.sample)}, {writableBytes(reference)}).ok());
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int n = 0; n < 200; ++n) {
+        float out[8];
+        if (!exe->launch({bytes(freq0), bytes(data.time), bytes(data.sample)}, {writableBytes(out)}).ok() ||
+            std::memcmp(out, reference, sizeof out) != 0) {
+          ++mismatches;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+TEST(CpuBackend, BadBuffersAreRefusedAndOutputsUntouched) {
+  auto exe = tensor::CpuExecutable::compile(tone8());
+  ASSERT_TRUE(exe.ok());
+  const tone::Samples data = tone::samples();
+  float freq[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  float out[8];
+  for (float& o : out) o = -1;
+  auto expectInvalid = [&](absl::Status st, const char* text) {
+    EXPECT_EQ(errorKind(st), ErrorKind::kInvalidBuffer) << st;
+    EXPECT_THAT(st.message(), HasSubstr(text));
+    for (float o : out) EXPECT_EQ(o, -1);
+  };
+  expectInvalid(exe->launch({bytes(freq), bytes(data.time)}, {writableBytes(out)}), "expected 3 input");
+  expectInvalid(exe->launch({bytes(freq), bytes(data.time), bytes(data.sample)}, {}), "expected 1 output");
+  std::span<const std::byte> short_freq = std::as_bytes(std::span(freq, 7));
+  expectInvalid(exe->launch({short_freq, bytes(data.time), bytes(data.sample)}, {writableBytes(out)}),
+                "needs 32 bytes, got 28");
+  alignas(8) std::byte raw[40];
+  std::span<const std::byte> misaligned(raw + 1, 32);
+  expectInvalid(exe->launch({misaligned, bytes(data.time), bytes(data.sample)}, {writableBytes(out)}),
+                "not aligned");
+  std::span<std::byte> aliasing = writableBytes(freq);
+  EXPECT_EQ(errorKind(exe->launch({bytes(freq), bytes(data.time), bytes(data.sample)}, {aliasing})),
+            ErrorKind::kInvalidBuffer);
+}
+
+TEST(CpuBackend, GpuScheduleIsUnimplementedNotWrong) {
+  auto module = choir::lowerProgram(tone8());
+  ASSERT_TRUE(module.ok());
+  module->kernels.back().body[0].loop.tag = choir::LoopTag::kGpuBlock;
+  x64::EmitOptions o;
+  o.isa = x64::Isa::kSse41;
+  auto artifact = x64::emitModule(*module, o);
+  EXPECT_EQ(errorKind(artifact.status()), ErrorKind::kUnimplemented);
+  EXPECT_THAT(artifact.status().message(), HasSubstr("GPU"));
+}
+
+TEST(CpuBackend, ChoirAndAssemblyCanBeInspected) {
+  auto choir = tensor::choirText(tone8());
+  ASSERT_TRUE(choir.ok()) << choir.status();
+  EXPECT_THAT(*choir, HasSubstr("reduce add out0["));
+  EXPECT_THAT(*choir, HasSubstr("vectorized"));
+  auto assembly = tensor::cpuAssembly(tone8());
+  ASSERT_TRUE(assembly.ok()) << assembly.status();
+  EXPECT_THAT(*assembly, HasSubstr("kernel k7_sum"));
+  EXPECT_THAT(*assembly, HasSubstr("ret"));
+}
+
+TEST(CpuBackend, LoadRejectsInconsistentExecutables) {
+  auto exe = tensor::CpuExecutable::compile(tone8());
+  ASSERT_TRUE(exe.ok());
+  executable::Executable broken = exe->executable();
+  broken.launch_plan.steps[0].entry_offset = broken.code.size() + 10;
+  EXPECT_EQ(errorKind(cpu::LoadedExecutable::load(broken, 1).status()), ErrorKind::kInvalidProgram);
+  broken = exe->executable();
+  broken.outputs[0].axes[0].extent = 9;
+  EXPECT_EQ(errorKind(cpu::LoadedExecutable::load(broken, 1).status()), ErrorKind::kInvalidProgram);
+}
+
+}  // namespace
+}  // namespace accy
