@@ -1,6 +1,8 @@
 #include "compiler/codegen/x86_64/math.h"
 
+#include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 
 namespace accy::x64 {
@@ -9,6 +11,9 @@ namespace {
 
 namespace x86 = asmjit::x86;
 using x86::Vec;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // Polynomial coefficients, lowest degree first. Each set is a weighted
 // minimax fit (Remez exchange in 50-digit arithmetic) minimizing the relative
@@ -356,10 +361,10 @@ Vec sinCos(Ops& o, Vec x, bool cosine) {
 // log(x) with its special values: log(+-0) = -inf, log(x < 0) = NaN,
 // log(+inf) = +inf, NaN stays NaN.
 Vec logSpecial(Ops& o, Vec x, Vec finite_result) {
-  Vec inf = o.num(__builtin_inf());
+  Vec inf = o.num(kInf);
   const Mask ok = o.both(o.cmp(Cmp::kGt, x, o.zero()), o.cmp(Cmp::kLt, x, inf));
-  Vec other = o.select(o.cmp(Cmp::kLt, x, o.zero()), o.num(__builtin_nan("")), x);
-  other = o.select(o.cmp(Cmp::kEq, x, o.zero()), o.num(-__builtin_inf()), other);
+  Vec other = o.select(o.cmp(Cmp::kLt, x, o.zero()), o.num(kNaN), x);
+  other = o.select(o.cmp(Cmp::kEq, x, o.zero()), o.num(-kInf), other);
   return o.select(ok, finite_result, other);
 }
 
@@ -414,7 +419,7 @@ void emitSigmoid(Simd& s, Vec d, Vec a) {
 void emitPow(Simd& s, Vec d, Vec a, Vec b) {
   Ops o(s);
   const LaneMath& c = o.c();
-  Vec inf = o.num(__builtin_inf());
+  Vec inf = o.num(kInf);
   Vec zero = o.zero();
   Vec one = o.num(1.0);
   Vec ax = o.abs(a);
@@ -442,7 +447,7 @@ void emitPow(Simd& s, Vec d, Vec a, Vec b) {
   const Mask negative_finite =
       o.both(o.cmp(Cmp::kLt, a, zero), o.cmp(Cmp::kGt, a, o.neg(inf)));
   const Mask fractional = o.cmp(Cmp::kNe, o.round(b), b);
-  v = o.select(o.both(negative_finite, fractional), o.num(__builtin_nan("")), v);
+  v = o.select(o.both(negative_finite, fractional), o.num(kNaN), v);
 
   // pow(1, b) = pow(a, 0) = pow(-1, +-inf) = 1, even for NaN a or b.
   const Mask unit = o.either(o.either(o.cmp(Cmp::kEq, a, one), o.cmp(Cmp::kEq, b, zero)),

@@ -1,0 +1,611 @@
+// Accuracy and special values of the inline math (math.h), JIT-compiled for
+// every ISA the host has, every width and the scalar form, f32 and f64.
+//
+// Errors are in ulps of the output type at the exact value: |got - ref| /
+// ulp(ref), with ref from libm in double (f32) or long double (f64). The
+// measured maxima are printed; docs/MATH_ACCURACY.md records them.
+//
+// ACCY_MATH_EXHAUSTIVE=1 also runs every f32 input of the unary functions
+// (minutes; pass it with --test_env).
+#include "compiler/codegen/x86_64/math.h"
+
+#include <asmjit/x86.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace accy::x64 {
+namespace {
+
+namespace x86 = asmjit::x86;
+
+enum class Fn : uint8_t { kSin, kCos, kExp, kLog, kTanh, kSigmoid, kPow };
+
+const char* fnName(Fn fn) {
+  switch (fn) {
+    case Fn::kSin:
+      return "sin";
+    case Fn::kCos:
+      return "cos";
+    case Fn::kExp:
+      return "exp";
+    case Fn::kLog:
+      return "log";
+    case Fn::kTanh:
+      return "tanh";
+    case Fn::kSigmoid:
+      return "sigmoid";
+    case Fn::kPow:
+      return "pow";
+  }
+  return "?";
+}
+
+struct Config {
+  Isa isa;
+  int width;
+  bool scalar;
+};
+
+std::string configName(const Config& c) {
+  return std::string(isaName(c.isa)) + (c.scalar ? "/scalar" : "/" + std::to_string(c.width));
+}
+
+// Every ISA up to the host's, every width, and the scalar form.
+std::vector<Config> allConfigs() {
+  std::vector<Config> out;
+  const Isa best = detectIsa();
+  for (Isa isa : {Isa::kSse41, Isa::kAvx2, Isa::kAvx512}) {
+    if (isa > best) break;
+    for (int w = 16; w <= vectorBytes(isa); w *= 2) out.push_back({isa, w, false});
+    out.push_back({isa, 16, true});
+  }
+  return out;
+}
+
+// What a kernel stores: the result, the result computed into the first
+// input's register, or an input register after the emit (to catch clobbers).
+enum class Mode : uint8_t { kResult, kAliased, kFirstInput, kSecondInput };
+
+template <typename T>
+constexpr Lane laneOf() {
+  return std::is_same_v<T, float> ? Lane::kF32 : Lane::kF64;
+}
+
+// out[i] = fn(in0[i], in1[i]) for i < n, n a multiple of lanes().
+template <typename T>
+class Kernel {
+ public:
+  using Entry = void (*)(const T*, const T*, T*, int64_t);
+
+  Kernel(asmjit::JitRuntime& rt, const Config& c, Fn fn, Mode mode) : rt_(rt) {
+    asmjit::CodeHolder code;
+    code.init(rt.environment());
+    x86::Compiler cc(&code);
+    asmjit::FuncNode* func =
+        cc.addFunc(asmjit::FuncSignatureT<void, const T*, const T*, T*, int64_t>());
+    if (c.isa != Isa::kSse41) func->frame().setAvxEnabled();
+    if (c.isa == Isa::kAvx512) func->frame().setAvx512Enabled();
+    x86::Gp in0 = cc.newIntPtr("in0");
+    x86::Gp in1 = cc.newIntPtr("in1");
+    x86::Gp out = cc.newIntPtr("out");
+    x86::Gp n = cc.newInt64("n");
+    x86::Gp i = cc.newInt64("i");
+    func->setArg(0, in0);
+    func->setArg(1, in1);
+    func->setArg(2, out);
+    func->setArg(3, n);
+
+    Simd s(cc, c.isa, laneOf<T>(), c.width, c.scalar);
+    lanes_ = s.lanes();
+    const int shift = sizeof(T) == 4 ? 2 : 3;
+    x86::Vec a = s.newVec("a");
+    x86::Vec b = s.newVec("b");
+    x86::Vec r = s.newVec("r");
+    asmjit::Label loop = cc.newLabel();
+    asmjit::Label done = cc.newLabel();
+    cc.xor_(i, i);
+    cc.test(n, n);
+    cc.jle(done);
+    cc.bind(loop);
+    s.load(a, x86::ptr(in0, i, shift));
+    s.load(b, x86::ptr(in1, i, shift));
+    const x86::Vec d = mode == Mode::kAliased ? a : r;
+    emit(s, fn, d, a, b);
+    const x86::Vec stored = mode == Mode::kFirstInput ? a : mode == Mode::kSecondInput ? b : d;
+    s.store(x86::ptr(out, i, shift), stored);
+    cc.add(i, lanes_);
+    cc.cmp(i, n);
+    cc.jl(loop);
+    cc.bind(done);
+    cc.endFunc();
+    ok_ = cc.finalize() == asmjit::kErrorOk && rt.add(&entry_, &code) == asmjit::kErrorOk;
+  }
+  ~Kernel() {
+    if (entry_ != nullptr) rt_.release(entry_);
+  }
+  Kernel(const Kernel&) = delete;
+  Kernel& operator=(const Kernel&) = delete;
+
+  bool ok() const { return ok_; }
+
+  // Pads to a whole number of lanes with 1.
+  std::vector<T> run(const std::vector<T>& a, const std::vector<T>& b) const {
+    const size_t n = (a.size() + lanes_ - 1) / lanes_ * lanes_;
+    std::vector<T> in0(a), in1(b), out(n);
+    in0.resize(n, T(1));
+    in1.resize(n, T(1));
+    entry_(in0.data(), in1.data(), out.data(), int64_t(n));
+    out.resize(a.size());
+    return out;
+  }
+
+ private:
+  static void emit(Simd& s, Fn fn, x86::Vec d, x86::Vec a, x86::Vec b) {
+    switch (fn) {
+      case Fn::kSin:
+        return emitSin(s, d, a);
+      case Fn::kCos:
+        return emitCos(s, d, a);
+      case Fn::kExp:
+        return emitExp(s, d, a);
+      case Fn::kLog:
+        return emitLog(s, d, a);
+      case Fn::kTanh:
+        return emitTanh(s, d, a);
+      case Fn::kSigmoid:
+        return emitSigmoid(s, d, a);
+      case Fn::kPow:
+        return emitPow(s, d, a, b);
+    }
+  }
+
+  asmjit::JitRuntime& rt_;
+  Entry entry_ = nullptr;
+  int lanes_ = 1;
+  bool ok_ = false;
+};
+
+// The reference type: double for f32 results, long double for f64.
+template <typename T>
+using Ref = std::conditional_t<std::is_same_v<T, float>, double, long double>;
+
+template <typename T>
+Ref<T> reference(Fn fn, Ref<T> a, Ref<T> b) {
+  switch (fn) {
+    case Fn::kSin:
+      return std::sin(a);
+    case Fn::kCos:
+      return std::cos(a);
+    case Fn::kExp:
+      return std::exp(a);
+    case Fn::kLog:
+      return std::log(a);
+    case Fn::kTanh:
+      return std::tanh(a);
+    case Fn::kSigmoid:
+      return 1 / (1 + std::exp(-a));
+    case Fn::kPow:
+      return std::pow(a, b);
+  }
+  return 0;
+}
+
+// |got - ref| in ulps of T at ref. NaN must meet NaN; a result that rounds
+// to infinity must be that infinity; a finite ref against an infinite result
+// counts the infinity as the next power of two past the largest finite.
+template <typename T>
+double ulpError(T got, Ref<T> ref) {
+  using L = std::numeric_limits<T>;
+  const double kFail = std::numeric_limits<double>::infinity();
+  if (std::isnan(ref) || std::isnan(got)) return std::isnan(ref) && std::isnan(got) ? 0 : kFail;
+  const T rounded = T(ref);
+  if (std::isinf(rounded)) return got == rounded ? 0 : kFail;
+  long double g = got;
+  if (std::isinf(got)) g = std::copysign(std::ldexp(1.0L, L::max_exponent), (long double)got);
+  const int exponent = ref == 0 ? L::min_exponent - 1 : std::max(std::ilogb(ref), L::min_exponent - 1);
+  const long double ulp = std::ldexp(1.0L, exponent - (L::digits - 1));
+  return double(std::fabs(g - (long double)ref) / ulp);
+}
+
+template <typename T>
+using Bits = std::conditional_t<std::is_same_v<T, float>, uint32_t, uint64_t>;
+
+// `count` values spread evenly over the bit patterns of [lo, hi], 0 <= lo <
+// hi: every binade gets its share (log-uniform), subnormals included.
+template <typename T>
+void addBitSpread(std::vector<T>& v, T lo, T hi, size_t count, bool both_signs) {
+  const Bits<T> a = std::bit_cast<Bits<T>>(lo);
+  const Bits<T> b = std::bit_cast<Bits<T>>(hi);
+  for (size_t i = 0; i <= count; ++i) {
+    const T x = std::bit_cast<T>(Bits<T>(a + (long double)(b - a) * i / count));
+    v.push_back(x);
+    if (both_signs) v.push_back(-x);
+  }
+}
+
+template <typename T>
+void addLinear(std::vector<T>& v, double lo, double hi, size_t count) {
+  for (size_t i = 0; i <= count; ++i) v.push_back(T(lo + (hi - lo) * double(i) / double(count)));
+}
+
+// Floats next to multiples of pi/2, where the reduced argument is tiniest.
+template <typename T>
+void addNearHalfPiMultiples(std::vector<T>& v, double max_abs, int every) {
+  const long double half_pi = 1.570796326794896619231321691639751442L;
+  for (int64_t j = 1; j * half_pi <= max_abs; j += (j < 20000 ? 1 : every)) {
+    T x = T(j * half_pi);
+    for (int k = 0; k < 2; ++k) x = std::nextafter(x, T(0));
+    for (int k = 0; k < 5; ++k, x = std::nextafter(x, T(max_abs))) {
+      v.push_back(x);
+      v.push_back(-x);
+    }
+  }
+}
+
+template <typename T>
+constexpr bool kF32 = std::is_same_v<T, float>;
+
+template <typename T>
+const char* laneName() {
+  return kF32<T> ? "f32" : "f64";
+}
+
+struct Worst {
+  double ulp = 0;
+  size_t at = 0;
+};
+
+template <typename T>
+Worst worstError(const std::vector<T>& got, const std::vector<Ref<T>>& ref) {
+  Worst w;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double e = ulpError<T>(got[i], ref[i]);
+    if (!(e <= w.ulp)) w = {e, i};
+  }
+  return w;
+}
+
+// Runs fn over (a, b) on every config and checks the max error <= bound.
+template <typename T>
+void checkAccuracy(Fn fn, const std::vector<T>& a, const std::vector<T>& b, double bound) {
+  std::vector<Ref<T>> ref(a.size());
+  for (size_t i = 0; i < a.size(); ++i) ref[i] = reference<T>(fn, a[i], b[i]);
+  asmjit::JitRuntime rt;
+  for (const Config& c : allConfigs()) {
+    Kernel<T> k(rt, c, fn, Mode::kResult);
+    ASSERT_TRUE(k.ok()) << configName(c);
+    const std::vector<T> got = k.run(a, b);
+    const Worst w = worstError(got, ref);
+    const size_t i = w.at;
+    std::printf("%s %-7s %-16s %9zu points  max %.3f ulp  at a=%.17g b=%.17g got %.17g want %.17Lg\n",
+                laneName<T>(), fnName(fn), configName(c).c_str(), a.size(), w.ulp, double(a[i]),
+                double(b[i]), double(got[i]), (long double)ref[i]);
+    EXPECT_LE(w.ulp, bound) << laneName<T>() << " " << fnName(fn) << " " << configName(c)
+                            << " at a=" << a[i] << " b=" << b[i];
+  }
+}
+
+template <typename T>
+void checkUnary(Fn fn, const std::vector<T>& a, double bound) {
+  checkAccuracy<T>(fn, a, std::vector<T>(a.size(), T(1)), bound);
+}
+
+// Documented bounds (docs/MATH_ACCURACY.md).
+constexpr double kBoundF32 = 4;
+constexpr double kBoundF64 = 4;
+
+template <typename T>
+constexpr double bound() {
+  return kF32<T> ? kBoundF32 : kBoundF64;
+}
+
+template <typename T>
+constexpr size_t density() {
+  return kF32<T> ? 400000 : 150000;
+}
+
+template <typename T>
+constexpr double trigRange() {
+  return kF32<T> ? 8192.0 : 1048576.0;
+}
+
+template <typename T>
+std::vector<T> trigInputs() {
+  std::vector<T> v;
+  addBitSpread<T>(v, T(0), T(trigRange<T>()), density<T>(), true);
+  addLinear<T>(v, -trigRange<T>(), trigRange<T>(), 2 * density<T>());
+  addLinear<T>(v, -8, 8, density<T>());
+  addNearHalfPiMultiples<T>(v, trigRange<T>(), 97);
+  return v;
+}
+
+template <typename T>
+std::vector<T> everywhereInputs(double linear) {
+  std::vector<T> v;
+  addBitSpread<T>(v, T(0), std::numeric_limits<T>::max(), 2 * density<T>(), true);
+  addLinear<T>(v, -linear, linear, 2 * density<T>());
+  return v;
+}
+
+template <typename T>
+void testSin() {
+  checkUnary<T>(Fn::kSin, trigInputs<T>(), bound<T>());
+}
+template <typename T>
+void testCos() {
+  checkUnary<T>(Fn::kCos, trigInputs<T>(), bound<T>());
+}
+template <typename T>
+void testExp() {
+  // The whole line: overflow, underflow and subnormal results included.
+  std::vector<T> v = everywhereInputs<T>(kF32<T> ? 110.0 : 750.0);
+  addLinear<T>(v, -1, 1, density<T>());
+  checkUnary<T>(Fn::kExp, v, bound<T>());
+}
+template <typename T>
+void testLog() {
+  // Every positive float (subnormals included) and densely around 1.
+  std::vector<T> v;
+  addBitSpread<T>(v, std::numeric_limits<T>::denorm_min(), std::numeric_limits<T>::max(),
+                  4 * density<T>(), false);
+  addLinear<T>(v, 0.5, 2, 2 * density<T>());
+  addLinear<T>(v, 0.99, 1.01, density<T>());
+  checkUnary<T>(Fn::kLog, v, bound<T>());
+}
+template <typename T>
+void testTanh() {
+  std::vector<T> v = everywhereInputs<T>(kF32<T> ? 10.0 : 20.0);
+  addLinear<T>(v, -1, 1, density<T>());
+  checkUnary<T>(Fn::kTanh, v, bound<T>());
+}
+template <typename T>
+void testSigmoid() {
+  std::vector<T> v = everywhereInputs<T>(kF32<T> ? 110.0 : 750.0);
+  addLinear<T>(v, -20, 20, density<T>());
+  checkUnary<T>(Fn::kSigmoid, v, bound<T>());
+}
+
+// a in (0, 1e4], |b log a| <= kPowLogMax: a spread over the bit patterns and
+// b = y / log a for y uniform; also a near 1 with large b and integral b.
+template <typename T>
+constexpr double powLogMax() {
+  return kF32<T> ? 80.0 : 700.0;
+}
+
+template <typename T>
+void testPow() {
+  std::vector<T> a, b;
+  std::mt19937_64 rng(42);
+  std::uniform_int_distribution<Bits<T>> pattern(std::bit_cast<Bits<T>>(std::numeric_limits<T>::denorm_min()),
+                                                 std::bit_cast<Bits<T>>(T(1e4)));
+  std::uniform_real_distribution<double> y(-powLogMax<T>(), powLogMax<T>());
+  std::uniform_real_distribution<double> near1(0.5, 2);
+  const size_t n = 2 * density<T>();
+  auto push = [&](T x, double target) {
+    const Ref<T> lg = std::log(Ref<T>(x));
+    if (lg == 0) return;
+    const T e = T(target / lg);
+    if (std::fabs(e * lg) > powLogMax<T>()) return;
+    a.push_back(x);
+    b.push_back(e);
+  };
+  for (size_t i = 0; i < n; ++i) push(std::bit_cast<T>(pattern(rng)), y(rng));
+  for (size_t i = 0; i < n; ++i) push(T(near1(rng)), y(rng));
+  for (int k = -300; k <= 300; ++k) {
+    for (T x : {T(0.5), T(0.75), T(1.5), T(2), T(3), T(10), T(1e4)}) {
+      if (std::fabs(k * std::log(Ref<T>(x))) > powLogMax<T>()) continue;
+      a.push_back(x);
+      b.push_back(T(k));
+    }
+  }
+  checkAccuracy<T>(Fn::kPow, a, b, bound<T>());
+}
+
+TEST(MathF32, Sin) { testSin<float>(); }
+TEST(MathF32, Cos) { testCos<float>(); }
+TEST(MathF32, Exp) { testExp<float>(); }
+TEST(MathF32, Log) { testLog<float>(); }
+TEST(MathF32, Tanh) { testTanh<float>(); }
+TEST(MathF32, Sigmoid) { testSigmoid<float>(); }
+TEST(MathF32, Pow) { testPow<float>(); }
+TEST(MathF64, Sin) { testSin<double>(); }
+TEST(MathF64, Cos) { testCos<double>(); }
+TEST(MathF64, Exp) { testExp<double>(); }
+TEST(MathF64, Log) { testLog<double>(); }
+TEST(MathF64, Tanh) { testTanh<double>(); }
+TEST(MathF64, Sigmoid) { testSigmoid<double>(); }
+TEST(MathF64, Pow) { testPow<double>(); }
+
+// ---------------------------------------------------------------------------
+// Special values: exact, with the sign of zeros and infinities.
+
+struct Special {
+  Fn fn;
+  double a, b, want;
+};
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::vector<Special> specialsFor(bool f32) {
+  const double big = f32 ? 200 : 2000;  // 2^big overflows, 2^-big underflows
+  const double huge_exp = f32 ? 89 : 710;
+  const double tiny_exp = f32 ? -104 : -746;
+  return {
+      {Fn::kSin, kNaN, 1, kNaN},        {Fn::kSin, kInf, 1, kNaN},
+      {Fn::kSin, -kInf, 1, kNaN},       {Fn::kSin, 0.0, 1, 0.0},
+      {Fn::kSin, -0.0, 1, -0.0},        {Fn::kSin, 1e-30, 1, 1e-30},
+      {Fn::kCos, kNaN, 1, kNaN},        {Fn::kCos, kInf, 1, kNaN},
+      {Fn::kCos, -kInf, 1, kNaN},       {Fn::kCos, 0.0, 1, 1},
+      {Fn::kCos, -0.0, 1, 1},
+
+      {Fn::kExp, kNaN, 1, kNaN},        {Fn::kExp, kInf, 1, kInf},
+      {Fn::kExp, -kInf, 1, 0.0},        {Fn::kExp, 0.0, 1, 1},
+      {Fn::kExp, -0.0, 1, 1},           {Fn::kExp, huge_exp, 1, kInf},
+      {Fn::kExp, tiny_exp, 1, 0.0},     {Fn::kExp, 1e30, 1, kInf},
+      {Fn::kExp, -1e30, 1, 0.0},
+
+      {Fn::kLog, kNaN, 1, kNaN},        {Fn::kLog, kInf, 1, kInf},
+      {Fn::kLog, -kInf, 1, kNaN},       {Fn::kLog, 0.0, 1, -kInf},
+      {Fn::kLog, -0.0, 1, -kInf},       {Fn::kLog, -1, 1, kNaN},
+      {Fn::kLog, -1e-30, 1, kNaN},      {Fn::kLog, 1, 1, 0.0},
+
+      {Fn::kTanh, kNaN, 1, kNaN},       {Fn::kTanh, kInf, 1, 1},
+      {Fn::kTanh, -kInf, 1, -1},        {Fn::kTanh, 0.0, 1, 0.0},
+      {Fn::kTanh, -0.0, 1, -0.0},       {Fn::kTanh, 30, 1, 1},
+      {Fn::kTanh, -30, 1, -1},          {Fn::kTanh, 1e-30, 1, 1e-30},
+      {Fn::kTanh, -1e-30, 1, -1e-30},
+
+      {Fn::kSigmoid, kNaN, 1, kNaN},    {Fn::kSigmoid, kInf, 1, 1},
+      {Fn::kSigmoid, -kInf, 1, 0.0},    {Fn::kSigmoid, 0.0, 1, 0.5},
+      {Fn::kSigmoid, -0.0, 1, 0.5},     {Fn::kSigmoid, 1e30, 1, 1},
+      {Fn::kSigmoid, -1e30, 1, 0.0},
+
+      // pow(x, +-0) = 1 and pow(1, y) = 1 for every x and y, NaN included.
+      {Fn::kPow, 2, 0.0, 1},            {Fn::kPow, kNaN, 0.0, 1},
+      {Fn::kPow, kInf, -0.0, 1},        {Fn::kPow, 0.0, 0.0, 1},
+      {Fn::kPow, -3, -0.0, 1},          {Fn::kPow, 1, kNaN, 1},
+      {Fn::kPow, 1, kInf, 1},           {Fn::kPow, 1, -kInf, 1},
+      {Fn::kPow, -1, kInf, 1},          {Fn::kPow, -1, -kInf, 1},
+      {Fn::kPow, kNaN, 2, kNaN},        {Fn::kPow, 2, kNaN, kNaN},
+      // Zero base.
+      {Fn::kPow, 0.0, 3, 0.0},          {Fn::kPow, -0.0, 3, -0.0},
+      {Fn::kPow, -0.0, 2, 0.0},         {Fn::kPow, -0.0, 0.5, 0.0},
+      {Fn::kPow, 0.0, -3, kInf},        {Fn::kPow, -0.0, -3, -kInf},
+      {Fn::kPow, -0.0, -2, kInf},       {Fn::kPow, 0.0, -0.5, kInf},
+      {Fn::kPow, 0.0, kInf, 0.0},       {Fn::kPow, 0.0, -kInf, kInf},
+      // Negative base: integral exponents only.
+      {Fn::kPow, -2, 3, -8},            {Fn::kPow, -2, 2, 4},
+      {Fn::kPow, -2, -1, -0.5},         {Fn::kPow, -2, 0.5, kNaN},
+      {Fn::kPow, -kInf, 3, -kInf},      {Fn::kPow, -kInf, 2, kInf},
+      {Fn::kPow, -kInf, -3, -0.0},      {Fn::kPow, -kInf, 0.5, kInf},
+      {Fn::kPow, -kInf, -0.5, 0.0},     {Fn::kPow, -0.5, kInf, 0.0},
+      {Fn::kPow, -2, kInf, kInf},
+      // Infinities.
+      {Fn::kPow, 0.5, kInf, 0.0},       {Fn::kPow, 2, kInf, kInf},
+      {Fn::kPow, 0.5, -kInf, kInf},     {Fn::kPow, 2, -kInf, 0.0},
+      {Fn::kPow, kInf, 2, kInf},        {Fn::kPow, kInf, -2, 0.0},
+      // Overflow and underflow.
+      {Fn::kPow, 2, big, kInf},         {Fn::kPow, 2, -big, 0.0},
+      {Fn::kPow, -2, big + 1, -kInf},   {Fn::kPow, 10, 1e30, kInf},
+      // Ordinary values (within the accuracy bound).
+      {Fn::kPow, 2, 10, 1024},          {Fn::kPow, 9, 0.5, 3},
+  };
+}
+
+template <typename T>
+bool sameSpecial(T got, double want) {
+  if (std::isnan(want)) return std::isnan(got);
+  if (std::isinf(want) || want == 0 || std::fabs(want) == 1) {
+    return got == T(want) && std::signbit(got) == std::signbit(want);
+  }
+  return ulpError<T>(got, Ref<T>(want)) <= bound<T>() && std::signbit(got) == std::signbit(want);
+}
+
+template <typename T>
+void checkSpecials() {
+  asmjit::JitRuntime rt;
+  const std::vector<Special> specials = specialsFor(kF32<T>);
+  for (const Config& c : allConfigs()) {
+    for (Fn fn : {Fn::kSin, Fn::kCos, Fn::kExp, Fn::kLog, Fn::kTanh, Fn::kSigmoid, Fn::kPow}) {
+      std::vector<T> a, b;
+      std::vector<double> want;
+      for (const Special& s : specials) {
+        if (s.fn != fn) continue;
+        a.push_back(T(s.a));
+        b.push_back(T(s.b));
+        want.push_back(s.want);
+      }
+      // d aliasing the first input must give the same results.
+      for (Mode mode : {Mode::kResult, Mode::kAliased}) {
+        Kernel<T> k(rt, c, fn, mode);
+        ASSERT_TRUE(k.ok());
+        const std::vector<T> got = k.run(a, b);
+        for (size_t i = 0; i < a.size(); ++i) {
+          EXPECT_TRUE(sameSpecial(got[i], want[i]))
+              << laneName<T>() << " " << fnName(fn) << "(" << a[i] << ", " << b[i] << ") on "
+              << configName(c) << (mode == Mode::kAliased ? " aliased" : "") << ": got " << got[i]
+              << ", want " << want[i];
+        }
+      }
+    }
+  }
+}
+
+TEST(MathF32, SpecialValues) { checkSpecials<float>(); }
+TEST(MathF64, SpecialValues) { checkSpecials<double>(); }
+
+// The emitters leave their input registers as they were.
+template <typename T>
+void checkInputsKept() {
+  asmjit::JitRuntime rt;
+  std::vector<T> a, b;
+  addLinear<T>(a, -20, 20, 63);
+  addLinear<T>(b, 3, -3, 63);
+  for (const Config& c : allConfigs()) {
+    for (Fn fn : {Fn::kSin, Fn::kCos, Fn::kExp, Fn::kLog, Fn::kTanh, Fn::kSigmoid, Fn::kPow}) {
+      Kernel<T> first(rt, c, fn, Mode::kFirstInput);
+      Kernel<T> second(rt, c, fn, Mode::kSecondInput);
+      ASSERT_TRUE(first.ok() && second.ok());
+      EXPECT_EQ(first.run(a, b), a) << fnName(fn) << " " << configName(c);
+      EXPECT_EQ(second.run(a, b), b) << fnName(fn) << " " << configName(c);
+    }
+  }
+}
+
+TEST(MathF32, InputsKept) { checkInputsKept<float>(); }
+TEST(MathF64, InputsKept) { checkInputsKept<double>(); }
+
+// Every f32 input of the unary functions (sin and cos within the documented
+// range) on the widest vector of the best ISA and on SSE4.1, which has no FMA.
+TEST(MathF32, Exhaustive) {
+  const char* env = std::getenv("ACCY_MATH_EXHAUSTIVE");
+  if (env == nullptr || std::string(env) != "1") GTEST_SKIP() << "set ACCY_MATH_EXHAUSTIVE=1";
+  const Isa best = detectIsa();
+  const std::vector<Config> configs = {{best, vectorBytes(best), false}, {Isa::kSse41, 16, false}};
+  asmjit::JitRuntime rt;
+  for (Fn fn : {Fn::kSin, Fn::kCos, Fn::kExp, Fn::kLog, Fn::kTanh, Fn::kSigmoid}) {
+    const bool trig = fn == Fn::kSin || fn == Fn::kCos;
+    const uint64_t limit = trig ? std::bit_cast<uint32_t>(8192.0f) : 0x7f800000u;  // +inf
+    std::vector<Worst> worst(configs.size());
+    std::vector<float> worst_at(configs.size());
+    std::vector<std::unique_ptr<Kernel<float>>> kernels;
+    for (const Config& c : configs) kernels.push_back(std::make_unique<Kernel<float>>(rt, c, fn, Mode::kResult));
+    const uint64_t chunk = 1 << 22;
+    std::vector<float> a, ones(chunk, 1.0f);
+    std::vector<double> ref;
+    for (uint64_t sign : {uint64_t{0}, uint64_t{0x80000000u}}) {
+      for (uint64_t start = 0; start <= limit; start += chunk) {
+        a.clear();
+        for (uint64_t u = start; u < start + chunk && u <= limit; ++u) a.push_back(std::bit_cast<float>(uint32_t(u | sign)));
+        ref.resize(a.size());
+        for (size_t i = 0; i < a.size(); ++i) ref[i] = reference<float>(fn, a[i], 1);
+        ones.resize(a.size());
+        for (size_t k = 0; k < configs.size(); ++k) {
+          const Worst w = worstError(kernels[k]->run(a, ones), ref);
+          if (!(w.ulp <= worst[k].ulp)) worst[k] = w, worst_at[k] = a[w.at];
+        }
+      }
+    }
+    for (size_t k = 0; k < configs.size(); ++k) {
+      std::printf("f32 %-7s %-16s exhaustive  max %.3f ulp  at a=%.9g\n", fnName(fn),
+                  configName(configs[k]).c_str(), worst[k].ulp, double(worst_at[k]));
+      EXPECT_LE(worst[k].ulp, kBoundF32) << fnName(fn) << " " << configName(configs[k]);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace accy::x64
