@@ -20,6 +20,12 @@ std::span<std::byte> writableBytes(Range& range) {
   return std::as_writable_bytes(std::span(std::data(range), std::size(range)));
 }
 
+// A span is a view already; a temporary one is fine.
+template <typename T, size_t N>
+std::span<std::byte> writableBytes(std::span<T, N> range) {
+  return std::as_writable_bytes(std::span<T>(range.data(), range.size()));
+}
+
 }  // namespace accy
 
 #endif  // ACCY_ACCY_BYTES_H_

@@ -1,5 +1,8 @@
 #include "compiler/choir/passes/loop_order.h"
 
+#include <cmath>
+#include <functional>
+
 #include "compiler/choir/rewrite.h"
 
 namespace accy::choir {
@@ -29,7 +32,80 @@ void orderReduce(const Module& m, Stmt& r) {
   r.domain.push_back(h);
 }
 
-void orderKernel(const Module& m, Kernel& k) {
+double identityOf(OpCode combiner, DType dtype) {
+  const bool f = tensor::isFloating(dtype);
+  switch (combiner) {
+    case OpCode::kMul:
+      return 1;
+    case OpCode::kMax:
+      return f ? -HUGE_VAL : dtype == DType::i32 ? -2147483648.0 : dtype == DType::bool_ ? 0 : -9223372036854775808.0;
+    case OpCode::kMin:
+      return f ? HUGE_VAL : dtype == DType::i32 ? 2147483647.0 : dtype == DType::bool_ ? 1 : 9223372036854775807.0;
+    default:
+      return 0;
+  }
+}
+
+// Loads in `e` that walk `var` with a stride other than 0 and 1.
+int stridedLoads(const Module& m, const ExprRef& e, int var) {
+  int n = 0;
+  visitExpr(e, [&](const Expr& x) {
+    if (x.kind != ExprKind::kLoad) return;
+    const int64_t c = flatIndex(m.buffers[x.buffer], x.index).coeffOf(var);
+    if (c != 0 && c != 1) ++n;
+  });
+  return n;
+}
+
+// A loop over a fresh copy of `h` around `body`, with h.var renamed.
+Stmt freshLoop(Module& m, const LoopHeader& h, Stmt body) {
+  LoopHeader copy = h;
+  copy.var = m.newVar();
+  Substitution s;
+  s.set(h.var, Affine::var(copy.var));
+  std::function<void(Stmt&)> rename = [&](Stmt& st) {
+    for (Affine& a : st.index) a = substitute(a, s);
+    if (st.value) st.value = substituteExpr(st.value, s);
+    for (Stmt& c : st.body) rename(c);
+  };
+  rename(body);
+  return Stmt::loopOf(copy, {std::move(body)});
+}
+
+// Rewrites `loops { reduce buf[idx] over (r...) = v }` whose reduction
+// cannot walk memory contiguously, but whose innermost output loop can, into
+// accumulation in the output:
+//   loops[:-1] { for o: buf = identity;
+//                for r...: for o: buf = combine(buf, v);
+//                [for o: buf = buf / count] }
+// so the output loop becomes the contiguous (vectorizable) innermost loop.
+// This is the i-k-j order of a matrix product.
+bool accumulateInOutput(Module& m, Kernel& k, const std::vector<LoopHeader>& loops, const Stmt& r) {
+  if (loops.empty()) return false;
+  const LoopHeader& o = loops.back();
+  const Buffer& out = m.buffers[r.buffer];
+  if (flatIndex(out, r.index).coeffOf(o.var) != 1) return false;
+  if (stridedLoads(m, r.value, r.domain.back().var) == 0) return false;
+  if (stridedLoads(m, r.value, o.var) != 0) return false;
+  const DType dtype = out.dtype;
+  auto load_out = [&] { return makeLoad(dtype, r.buffer, r.index); };
+  std::vector<Stmt> body;
+  body.push_back(freshLoop(m, o, Stmt::store(r.buffer, r.index, makeConstant(dtype, identityOf(r.combiner, dtype)))));
+  Stmt acc = freshLoop(m, o, Stmt::store(r.buffer, r.index, makeOp(r.combiner, dtype, {load_out(), r.value})));
+  for (size_t d = r.domain.size(); d-- > 0;) acc = Stmt::loopOf(r.domain[d], {std::move(acc)});
+  body.push_back(std::move(acc));
+  if (r.mean_count != 0) {
+    body.push_back(freshLoop(m, o, Stmt::store(r.buffer, r.index,
+                                                makeOp(OpCode::kDiv, dtype,
+                                                       {load_out(), makeConstant(dtype, double(r.mean_count))}))));
+  }
+  std::vector<Stmt> nest = std::move(body);
+  for (size_t i = loops.size() - 1; i-- > 0;) nest = {Stmt::loopOf(loops[i], std::move(nest))};
+  k.body = std::move(nest);
+  return true;
+}
+
+void orderKernel(Module& m, Kernel& k) {
   if (k.body.size() != 1) return;
   // Collect a perfect nest.
   std::vector<LoopHeader> loops;
@@ -38,7 +114,11 @@ void orderKernel(const Module& m, Kernel& k) {
     loops.push_back(s->loop);
     s = &s->body[0];
   }
-  if (s->kind == StmtKind::kReduce) orderReduce(m, *s);
+  if (s->kind == StmtKind::kReduce) {
+    orderReduce(m, *s);
+    const Stmt r = *s;
+    if (accumulateInOutput(m, k, loops, r)) return;
+  }
   if (s->kind != StmtKind::kStore || loops.size() < 2) return;
   const Affine flat = flatIndex(m.buffers[s->buffer], s->index);
   size_t unit = loops.size();

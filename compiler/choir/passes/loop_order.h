@@ -10,8 +10,11 @@ namespace accy::choir {
 // For a perfect nest ending in a store, the loop whose variable has stride
 // 1 in the stored buffer moves innermost (the others keep their order). For
 // a reduction, the domain loop with the most unit-stride loads moves
-// innermost. Loops are only reordered, never changed, so results are
-// identical up to the reassociation of floating reductions.
+// innermost. When no reduction loop walks memory contiguously but the
+// innermost output loop does (a matrix product's j), the reduction is
+// rewritten to accumulate in the output buffer with that loop innermost
+// (i-k-j order). Results are identical up to the reassociation of floating
+// reductions.
 absl::StatusOr<Module> orderLoops(Module module);
 
 }  // namespace accy::choir

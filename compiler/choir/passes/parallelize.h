@@ -19,6 +19,8 @@ struct ParallelizeOptions {
 // extent >= 2 and the kernel visits at least min_points iteration points
 // (reduction domains included). Iterations of such a loop touch disjoint
 // outputs, which lowering guarantees: the loop indexes the stored buffer.
+// A kernel that is a single vectorized loop is first split into tiles (a
+// divisor of its extent, at most 256) so the tile loop can go parallel.
 absl::StatusOr<Module> parallelizeLoops(Module module, const ParallelizeOptions& options);
 
 }  // namespace accy::choir

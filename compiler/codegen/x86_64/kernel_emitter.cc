@@ -215,6 +215,7 @@ absl::Status KernelEmitter::innermostStore(const Stmt& l, bool outermost) {
   if (vectorized && isFloat(dtype)) {
     const int width = l.loop.vector_width;
     Simd simd(cc_, isa_, laneOf(dtype), width * static_cast<int>(tensor::dtypeSize(dtype)));
+    beginHoist({&simd, &scalar32_, &scalar64_});
     Mode vec{true, &simd, l.loop.var, i};
     x86::Gp vlimit = cc_.newInt64("vlimit");
     cc_.mov(vlimit, limit);
@@ -229,15 +230,31 @@ absl::Status KernelEmitter::innermostStore(const Stmt& l, bool outermost) {
         return store(st, scalar);
       });
     }
+    endHoist();
   } else {
+    beginHoist({&scalar32_, &scalar64_});
     status = countedLoop(cc_, i, limit, 1, [&] {
       cse_.clear();
       return store(st, scalar);
     });
+    endHoist();
   }
   rows_active_ = false;
   rows_.clear();
   return status;
+}
+
+void KernelEmitter::beginHoist(std::initializer_list<Simd*> simds) {
+  hoist_ = Hoist{};
+  hoist_.point = cc_.cursor();
+  hoisting_.assign(simds.begin(), simds.end());
+  for (Simd* s : hoisting_) s->setHoist(&hoist_);
+}
+
+void KernelEmitter::endHoist() {
+  for (Simd* s : hoisting_) s->setHoist(nullptr);
+  hoisting_.clear();
+  hoist_ = Hoist{};
 }
 
 absl::Status KernelEmitter::store(const Stmt& s, const Mode& mode) {
@@ -409,7 +426,7 @@ absl::StatusOr<KernelEmitter::Val> KernelEmitter::expr(const ExprRef& e, const M
         v.v = mode.simd->newVec("ld");
         const int64_t c = choir::flatIndex(m_.buffers[e->buffer], e->index).coeffOf(mode.inner_var);
         if (c == 0) {
-          mode.simd->broadcastLoad(v.v, mem);
+          mode.simd->hoisted(strCat("load:", key), v.v, [&](x86::Vec r) { mode.simd->broadcastLoad(r, mem); });
         } else {
           mode.simd->load(v.v, mem);
         }
@@ -441,6 +458,24 @@ absl::StatusOr<KernelEmitter::Val> KernelEmitter::expr(const ExprRef& e, const M
       break;
     }
     case ExprKind::kOp: {
+      // add(mul(a, b), c) in floating point becomes one fused multiply-add
+      // where the ISA has FMA (one rounding instead of two).
+      if (e->op == OpCode::kAdd && isFloat(e->dtype) && isa_ != Isa::kSse41) {
+        for (int side = 0; side < 2; ++side) {
+          const ExprRef& m = e->args[side];
+          if (m->kind != ExprKind::kOp || m->op != OpCode::kMul) continue;
+          if (cse_.count(choir::toText(m_, m)) != 0) continue;
+          ACCY_ASSIGN_OR_RETURN(Val a, expr(m->args[0], mode));
+          ACCY_ASSIGN_OR_RETURN(Val b, expr(m->args[1], mode));
+          ACCY_ASSIGN_OR_RETURN(Val c, expr(e->args[1 - side], mode));
+          Simd& s = mode.vector ? *mode.simd : scalarSimd(e->dtype);
+          v.kind = Val::Kind::kVec;
+          v.v = s.newVec("fma");
+          s.fma(v.v, a.v, b.v, c.v);
+          cse_[key] = v;
+          return v;
+        }
+      }
       std::vector<Val> args;
       std::vector<DType> types;
       for (const ExprRef& a : e->args) {
@@ -886,6 +921,7 @@ absl::Status KernelEmitter::reduce(const Stmt& s) {
     rows_.clear();
     rows_active_ = true;
     prepareRowBases(s.value, h.var);
+    beginHoist({&vsimd, &scalar32_, &scalar64_});
     Mode scalar{false, nullptr, h.var, i};
     if (vectorized) {
       Mode vec{true, &vsimd, h.var, i};
@@ -918,6 +954,7 @@ absl::Status KernelEmitter::reduce(const Stmt& s) {
       combine(s.combiner, dtype, acc, x, nullptr);
       return absl::OkStatus();
     }));
+    endHoist();
     rows_active_ = false;
     rows_.clear();
     return absl::OkStatus();

@@ -82,6 +82,11 @@ class KernelEmitter {
   std::map<std::string, asmjit::x86::Gp> rows_;  // valid inside one innermost loop
   bool rows_active_ = false;
   std::map<std::string, Val> cse_;                // one evaluation point
+  // Preheader of the innermost loop being emitted; shared by every Simd.
+  void beginHoist(std::initializer_list<Simd*> simds);
+  void endHoist();
+  Hoist hoist_;
+  std::vector<Simd*> hoisting_;
 };
 
 }  // namespace accy::x64

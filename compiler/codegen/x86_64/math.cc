@@ -29,14 +29,14 @@ constexpr double kExpF64[] = {0.5000000000000011,     0.16666666666666405,
                               2.480149213568412e-05,  2.755758916443948e-06,
                               2.7630621013728803e-07, 2.4999781231785314e-08};
 
-// sin(r) ~ r + r * z * P(z), z = r^2, |r| <= 0.788.
+// sin(r) ~ r + r * z * P(z), z = r^2, |r| <= kTrigReduced.
 constexpr double kSinF32[] = {-0.16666653752326965, 0.008332106284797192,
                               -0.00019507882825564593};
 constexpr double kSinF64[] = {-0.1666666666666663,    0.00833333333332181,
                               -0.00019841269829319,   2.7557313521379448e-06,
                               -2.5050731307319135e-08, 1.5895236337365907e-10};
 
-// cos(r) ~ 1 - z / 2 + z^2 * P(z), z = r^2, |r| <= 0.788.
+// cos(r) ~ 1 - z / 2 + z^2 * P(z), z = r^2, |r| <= kTrigReduced.
 constexpr double kCosF32[] = {0.04166664555668831, -0.001388730714097619,
                               2.4431870770058595e-05};
 constexpr double kCosF64[] = {0.04166666666666659,    -0.0013888888888872186,
@@ -62,6 +62,8 @@ constexpr double kTanhF64[] = {-0.33333333333333315,   0.1333333333332996,
                                -0.00023702398046040682, 9.157829768025825e-05,
                                -3.020586355882922e-05, 6.050148845089078e-06};
 constexpr double kTanhSmall = 0.625;
+// The sin and cos polynomials are fitted for |r| <= kTrigReduced.
+constexpr double kTrigReduced = 0.788;
 
 // Cody-Waite pieces of pi/2: every piece but the last has few enough bits
 // that j * piece is exact for the quadrant counts j of the documented range
@@ -336,6 +338,9 @@ Vec sinCos(Ops& o, Vec x, bool cosine) {
   Vec j = o.sub(t, magic);
   Vec r = a;
   for (double piece : c.pio2) r = o.fma(j, o.num(-piece), r);
+  // A no-op within the documented range; beyond it the reduction is inexact
+  // and this keeps the result in [-1, 1] (NaN from +-inf passes).
+  r = o.minRaw(o.num(kTrigReduced), o.maxRaw(o.num(-kTrigReduced), r));
 
   Vec one = o.num(1.0);
   Vec z = o.mul(r, r);
@@ -353,9 +358,7 @@ Vec sinCos(Ops& o, Vec x, bool cosine) {
   Vec v = o.select(odd, cos_r, sin_r);
   Vec sign = o.bitAnd(o.shl(q, c.lane_bits - 2), o.bits(c.sign_mask));
   if (!cosine) sign = o.bitXor(sign, o.bitAnd(x, o.bits(c.sign_mask)));
-  v = o.bitXor(v, sign);
-  // Beyond the reduction's range keep the result in [-1, 1] (NaN passes).
-  return o.minRaw(one, o.maxRaw(o.num(-1.0), v));
+  return o.bitXor(v, sign);
 }
 
 // log(x) with its special values: log(+-0) = -inf, log(x < 0) = NaN,

@@ -410,8 +410,40 @@ void testPow() {
       b.push_back(T(k));
     }
   }
+  // Negative bases with integral exponents.
+  std::uniform_real_distribution<double> base(-1e4, 0);
+  for (size_t i = 0; i < n / 8; ++i) {
+    const T x = T(base(rng));
+    const Ref<T> lg = std::log(-Ref<T>(x));
+    if (lg == 0) continue;
+    const T e = T(std::nearbyint(y(rng) / lg));
+    if (std::fabs(e * lg) > powLogMax<T>()) continue;
+    a.push_back(x);
+    b.push_back(e);
+  }
   checkAccuracy<T>(Fn::kPow, a, b, bound<T>());
 }
+
+// Beyond the documented range sin and cos lose accuracy but stay in [-1, 1].
+template <typename T>
+void checkTrigBounded() {
+  std::vector<T> v;
+  addBitSpread<T>(v, T(trigRange<T>()), std::numeric_limits<T>::max(), 20000, true);
+  asmjit::JitRuntime rt;
+  for (const Config& c : allConfigs()) {
+    for (Fn fn : {Fn::kSin, Fn::kCos}) {
+      Kernel<T> k(rt, c, fn, Mode::kResult);
+      ASSERT_TRUE(k.ok());
+      const std::vector<T> got = k.run(v, v);
+      for (size_t i = 0; i < v.size(); ++i) {
+        ASSERT_LE(std::fabs(got[i]), T(1)) << fnName(fn) << "(" << v[i] << ") on " << configName(c);
+      }
+    }
+  }
+}
+
+TEST(MathF32, TrigBoundedOutsideRange) { checkTrigBounded<float>(); }
+TEST(MathF64, TrigBoundedOutsideRange) { checkTrigBounded<double>(); }
 
 TEST(MathF32, Sin) { testSin<float>(); }
 TEST(MathF32, Cos) { testCos<float>(); }

@@ -225,12 +225,33 @@ void roundWith(x86::Compiler& cc, Isa isa, bool f32, Vec d, Vec a, int mode) {
 void Simd::round(Vec d, Vec a) { roundWith(cc_, isa_, f32(), fit(d), fit(a), 0); }
 void Simd::trunc(Vec d, Vec a) { roundWith(cc_, isa_, f32(), fit(d), fit(a), 3); }
 
+void Simd::hoisted(const std::string& key, Vec d, const std::function<void(Vec)>& emit) {
+  if (hoist_ == nullptr || hoist_->point == nullptr) {
+    emit(fit(d));
+    return;
+  }
+  const std::string full = key + "/" + std::to_string(width_) + "/" + std::to_string(laneBytes());
+  auto it = hoist_->cache.find(full);
+  if (it == hoist_->cache.end()) {
+    Vec r = newVec("hoisted");
+    asmjit::BaseNode* here = cc_.cursor();
+    cc_.setCursor(hoist_->point);
+    emit(fit(r));
+    hoist_->point = cc_.cursor();
+    cc_.setCursor(here);
+    it = hoist_->cache.emplace(full, r).first;
+  }
+  mov(d, it->second);
+}
+
 void Simd::constantBits(Vec d, uint64_t bits) {
-  uint8_t data[64];
-  const int size = laneBytes();
-  for (int i = 0; i < width_; i += size) std::memcpy(data + i, &bits, size);
-  x86::Mem m = cc_.newConst(asmjit::ConstPoolScope::kLocal, data, width_);
-  cc_.emit(vex() ? x86::Inst::kIdVmovups : x86::Inst::kIdMovups, fit(d), m);
+  hoisted("const:" + std::to_string(bits), d, [&](Vec r) {
+    uint8_t data[64];
+    const int size = laneBytes();
+    for (int i = 0; i < width_; i += size) std::memcpy(data + i, &bits, size);
+    x86::Mem m = cc_.newConst(asmjit::ConstPoolScope::kLocal, data, width_);
+    cc_.emit(vex() ? x86::Inst::kIdVmovups : x86::Inst::kIdMovups, r, m);
+  });
 }
 
 void Simd::constant(Vec d, double v) {

@@ -15,6 +15,9 @@
 #include <asmjit/x86.h>
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
 
 namespace accy::x64 {
 
@@ -30,6 +33,14 @@ const char* isaName(Isa isa);
 int vectorBytes(Isa isa);
 
 enum class Lane : uint8_t { kF32, kF64 };
+
+// A loop preheader: code that does not change inside a loop (constants,
+// loads of loop-invariant elements) is emitted at `point` instead of in
+// the loop body, once per key.
+struct Hoist {
+  asmjit::BaseNode* point = nullptr;
+  std::map<std::string, asmjit::x86::Vec> cache;
+};
 
 enum class Cmp : uint8_t { kLt, kLe, kGt, kGe, kEq, kNe, kUnordered };
 
@@ -117,6 +128,14 @@ class Simd {
   enum class Horizontal : uint8_t { kSum, kProd, kMin, kMax };
   void horizontal(Horizontal op, asmjit::x86::Vec d, asmjit::x86::Vec a);
 
+  // While set, constants are loaded once at the hoist point.
+  void setHoist(Hoist* hoist) { hoist_ = hoist; }
+  Hoist* hoist() const { return hoist_; }
+  // Emits `emit(v)` into a fresh register at the hoist point (once per
+  // `key`) and copies it into `d`; emits in place when no hoist is set.
+  void hoisted(const std::string& key, asmjit::x86::Vec d,
+               const std::function<void(asmjit::x86::Vec)>& emit);
+
   // A Simd of the same ISA and lane at 16 bytes, scalar loads/stores.
   Simd scalarForm() const { return Simd(cc_, isa_, lane_, 16, true); }
 
@@ -131,6 +150,7 @@ class Simd {
   Lane lane_;
   int width_;
   bool scalar_;
+  Hoist* hoist_ = nullptr;
 };
 
 }  // namespace accy::x64
