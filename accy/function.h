@@ -5,14 +5,35 @@
 #define ACCY_ACCY_FUNCTION_H_
 
 #include <memory>
+#include <span>
+#include <string>
+#include <vector>
 #include <string_view>
 
 #include "absl/status/statusor.h"
 #include "accy/cpu.h"
 #include "compiler/tensor/builder.h"
 #include "compiler/tensor/program.h"
+#include "compiler/transforms/vmap.h"
 
 namespace accy::tensor {
+
+// vmap's per-input placement of the batch axis.
+using InAxis = transforms::InAxis;
+// The input gains the batch axis at position k.
+inline InAxis mappedAxis(int k) { return InAxis{k}; }
+// The input is shared by every batch element.
+inline constexpr InAxis unmapped{};
+
+struct GradOptions {
+  std::vector<int> wrt;  // input indices to differentiate with respect to
+};
+
+struct VmapOptions {
+  int64_t axis_size = 0;
+  std::vector<InAxis> in_axes;  // one per input
+  std::string axis_name;
+};
 
 class Function {
  public:
@@ -29,6 +50,19 @@ class Function {
   static absl::StatusOr<Function> fromProgram(Program program);
 
   const Program& program() const { return *program_; }
+
+  // The value and the gradients of the one floating scalar output with
+  // respect to the inputs in `wrt` (see compiler/transforms/grad.h).
+  absl::StatusOr<Function> valueAndGrad(const GradOptions& options) const;
+  // Only the gradients.
+  absl::StatusOr<Function> grad(const GradOptions& options) const;
+  // Batched over a new axis (see compiler/transforms/vmap.h).
+  absl::StatusOr<Function> vmap(const VmapOptions& options) const;
+
+  // Records this function's operations into `b` on `args`, as if its body
+  // were written there; returns its outputs. Errors (wrong argument count,
+  // mismatched axes) poison `b` like any op.
+  std::vector<Value> call(Builder& b, std::span<const Value> args) const;
 
   // Compiles the program for this CPU (see accy/cpu.h).
   absl::StatusOr<CpuExecutable> compileCpu(const CpuOptions& options = {}) const {

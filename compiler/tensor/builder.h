@@ -173,6 +173,9 @@ class Builder {
   // fails (the error is recorded). Used by ops and transforms.
   Value record(Node node, std::initializer_list<Value> operands);
   Value record(Node node, absl::Span<const Value> operands);
+  // Records `status` as the builder's error (if it has none yet) and
+  // returns a poisoned value: for composite ops written outside this class.
+  Value poison(absl::Status status) { return fail(std::move(status)); }
   // Records an input placeholder; `index` is its position among inputs.
   Value input(const Spec& spec, int64_t index);
 

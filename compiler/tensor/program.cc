@@ -88,7 +88,7 @@ absl::Status noDuplicates(std::string_view op, const std::vector<std::string>& n
 
 std::string_view opName(OpCode op) {
   switch (op) {
-#define ACCY_OP(e, name, cat) \
+#define ACCY_OP(e, name, cat, grad) \
   case OpCode::e:             \
     return name;
 #include "compiler/tensor/ops.inc"
@@ -99,13 +99,24 @@ std::string_view opName(OpCode op) {
 
 OpCategory opCategory(OpCode op) {
   switch (op) {
-#define ACCY_OP(e, name, cat) \
+#define ACCY_OP(e, name, cat, grad) \
   case OpCode::e:             \
     return OpCategory::cat;
 #include "compiler/tensor/ops.inc"
 #undef ACCY_OP
   }
   return OpCategory::Leaf;
+}
+
+GradKind gradKind(OpCode op) {
+  switch (op) {
+#define ACCY_OP(e, name, cat, grad) \
+  case OpCode::e:                   \
+    return GradKind::grad;
+#include "compiler/tensor/ops.inc"
+#undef ACCY_OP
+  }
+  return GradKind::None;
 }
 
 int64_t Spec::elementCount() const {

@@ -1,0 +1,285 @@
+#include "compiler/transforms/grad.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "compiler/tensor/builder.h"
+#include "compiler/tensor/errors.h"
+#include "compiler/tensor/status_macros.h"
+#include "compiler/tensor/strings.h"
+#include "compiler/transforms/replay.h"
+
+namespace accy::transforms {
+
+using tensor::Axis;
+using tensor::Builder;
+using tensor::DType;
+using tensor::Node;
+using tensor::OpCode;
+using tensor::Value;
+
+namespace {
+
+bool hasAxis(const std::vector<Axis>& axes, const std::string& name) {
+  return std::any_of(axes.begin(), axes.end(), [&](const Axis& a) { return a.name == name; });
+}
+
+std::vector<std::string> names(const std::vector<Axis>& axes) {
+  std::vector<std::string> out;
+  for (const Axis& a : axes) out.push_back(a.name);
+  return out;
+}
+
+// Gives `g` exactly the axes of `target`, in order: sums the axes `target`
+// lacks, broadcasts the ones `g` lacks, and transposes.
+Value fitTo(Value g, const std::vector<Axis>& target) {
+  std::vector<std::string> extra;
+  for (const Axis& a : g.axes()) {
+    if (!hasAxis(target, a.name)) extra.push_back(a.name);
+  }
+  if (!extra.empty()) g = g.sum(extra);
+  for (const Axis& a : target) {
+    if (!hasAxis(g.axes(), a.name)) g = g.broadcast(a.name, a.extent);
+  }
+  if (names(g.axes()) != names(target)) g = g.transpose(names(target));
+  return g;
+}
+
+Value zerosLike(Builder& b, const tensor::Spec& spec) {
+  Value z = b.constant(0, spec.dtype);
+  for (const Axis& a : spec.axes) z = z.broadcast(a.name, a.extent);
+  return z;
+}
+
+// A name not used by any axis of the program.
+std::string freshName(const tensor::Program& p, int k) {
+  for (int n = 0;; ++n) {
+    std::string name = strCat("grad_", k, "_", n);
+    bool used = false;
+    for (const Node& node : p.nodes) used = used || hasAxis(node.axes, name);
+    if (!used) return name;
+  }
+}
+
+class Reverse {
+ public:
+  Reverse(Builder& b, const tensor::Program& p, std::vector<Value> v)
+      : b_(b), p_(p), v_(std::move(v)), adj_(p.nodes.size()) {}
+
+  void seed(int32_t id, Value g) { adj_[id] = g; }
+  std::optional<Value> adjoint(int32_t id) const { return adj_[id]; }
+
+  void run() {
+    for (size_t i = p_.nodes.size(); i-- > 0;) {
+      if (adj_[i].has_value() && tensor::isFloating(p_.nodes[i].dtype)) rule(static_cast<int32_t>(i), *adj_[i]);
+    }
+  }
+
+ private:
+  void add(int32_t id, Value contribution) {
+    const Node& n = p_.nodes[id];
+    if (!tensor::isFloating(n.dtype)) return;
+    contribution = fitTo(contribution, n.axes);
+    adj_[id] = adj_[id].has_value() ? *adj_[id] + contribution : contribution;
+  }
+
+  // The rule for each op: adds the adjoint of every operand given the
+  // adjoint `g` of node `id` (whose forward value is v_[id]).
+  void rule(int32_t id, Value g) {
+    const Node& n = p_.nodes[id];
+    const Value z = v_[id];
+    auto x = [&](size_t k) { return v_[n.operands[k]]; };
+    auto op = [&](size_t k) { return n.operands[k]; };
+    switch (n.op) {
+      case OpCode::kInput:
+      case OpCode::kConstant:
+      case OpCode::kIota:
+      case OpCode::kLt:
+      case OpCode::kLe:
+      case OpCode::kGt:
+      case OpCode::kGe:
+      case OpCode::kEq:
+      case OpCode::kNe:
+        return;
+      case OpCode::kNeg:
+        return add(op(0), -g);
+      case OpCode::kAbs:  // sign(x) * g, with sign(0) = 0
+        return add(op(0), tensor::where(x(0).gt(0.0), g, tensor::where(x(0).lt(0.0), -g, g * 0.0)));
+      case OpCode::kSin:
+        return add(op(0), g * x(0).cos());
+      case OpCode::kCos:
+        return add(op(0), -(g * x(0).sin()));
+      case OpCode::kExp:
+        return add(op(0), g * z);
+      case OpCode::kLog:
+        return add(op(0), g / x(0));
+      case OpCode::kSqrt:
+        return add(op(0), g * 0.5 / z);
+      case OpCode::kTanh:
+        return add(op(0), g * (1.0 - z * z));
+      case OpCode::kSigmoid:
+        return add(op(0), g * z * (1.0 - z));
+      case OpCode::kAdd:
+        add(op(0), g);
+        return add(op(1), g);
+      case OpCode::kSub:
+        add(op(0), g);
+        return add(op(1), -g);
+      case OpCode::kMul:
+        add(op(0), g * x(1));
+        return add(op(1), g * x(0));
+      case OpCode::kDiv:
+        add(op(0), g / x(1));
+        return add(op(1), -(g * z / x(1)));
+      case OpCode::kMax: {  // ties go to the left operand
+        Value left = x(0).ge(x(1));
+        add(op(0), tensor::where(left, g, g * 0.0));
+        return add(op(1), tensor::where(left, g * 0.0, g));
+      }
+      case OpCode::kMin: {
+        Value left = x(0).le(x(1));
+        add(op(0), tensor::where(left, g, g * 0.0));
+        return add(op(1), tensor::where(left, g * 0.0, g));
+      }
+      case OpCode::kPow:  // d/dy uses log(x), taken as 0 where x <= 0
+        add(op(0), g * x(1) * x(0).pow(x(1) - 1.0));
+        return add(op(1), tensor::where(x(0).gt(0.0), g * z * x(0).log(), g * 0.0));
+      case OpCode::kWhere:
+        add(op(1), tensor::where(x(0), g, g * 0.0));
+        return add(op(2), tensor::where(x(0), g * 0.0, g));
+      case OpCode::kCast:
+        if (tensor::isFloating(p_.nodes[op(0)].dtype)) add(op(0), g.cast(p_.nodes[op(0)].dtype));
+        return;
+      case OpCode::kReduceSum:
+        return add(op(0), g);  // fitTo broadcasts over the reduced axes
+      case OpCode::kReduceMean: {
+        int64_t count = 1;
+        for (const Axis& a : p_.nodes[op(0)].axes) {
+          if (std::find(n.names.begin(), n.names.end(), a.name) != n.names.end()) count *= a.extent;
+        }
+        return add(op(0), g / static_cast<double>(count));
+      }
+      case OpCode::kReduceProd:  // g * prod / x: undefined where x == 0
+        return add(op(0), fitTo(g * z, p_.nodes[op(0)].axes) / x(0));
+      case OpCode::kReduceMax:
+      case OpCode::kReduceMin: {  // every element equal to the extreme gets g
+        const auto& axes = p_.nodes[op(0)].axes;
+        Value hit = x(0).eq(fitTo(z, axes));
+        return add(op(0), tensor::where(hit, fitTo(g, axes), fitTo(g, axes) * 0.0));
+      }
+      case OpCode::kDot:
+        add(op(0), g * x(1));
+        return add(op(1), g * x(0));
+      case OpCode::kTranspose:
+      case OpCode::kBroadcast:
+        return add(op(0), g);  // fitTo transposes or sums the new axis
+      case OpCode::kRename:
+        return add(op(0), g.rename(n.names[1], n.names[0]));
+      case OpCode::kSplit:
+        return add(op(0), g.merge({n.names[1], n.names[2]}, n.names[0]));
+      case OpCode::kMerge: {
+        // Split the merged axis back, innermost part last.
+        const auto& axes = p_.nodes[op(0)].axes;
+        Value r = g;
+        std::string rest = n.names.back();
+        for (size_t part = 0; part + 2 < n.names.size(); ++part) {
+          int64_t inner = 1;
+          for (size_t q = part + 1; q + 1 < n.names.size(); ++q) {
+            for (const Axis& a : axes) {
+              if (a.name == n.names[q]) inner *= a.extent;
+            }
+          }
+          const std::string next = part + 3 == n.names.size() ? n.names[part + 1] : freshName(p_, part);
+          r = r.split(rest, n.names[part], next, inner);
+          rest = next;
+        }
+        return add(op(0), r);
+      }
+      case OpCode::kSlice: {
+        // Scatter back: g_x[i] = sum_j g[j] * (i == start + step * j).
+        const std::string& axis = n.names[0];
+        const auto& axes = p_.nodes[op(0)].axes;
+        int64_t extent = 0;
+        for (const Axis& a : axes) {
+          if (a.name == axis) extent = a.extent;
+        }
+        int64_t taken = 0;
+        for (const Axis& a : n.axes) {
+          if (a.name == axis) taken = a.extent;
+        }
+        const std::string j = freshName(p_, 0);
+        Value i_index = b_.iota(axis, extent, DType::i64);
+        Value j_index = b_.iota(j, taken, DType::i64) * static_cast<double>(n.ints[2]) + static_cast<double>(n.ints[0]);
+        Value hit = i_index.eq(j_index).cast(n.dtype);
+        return add(op(0), g.rename(axis, j).dot(hit, j));
+      }
+      case OpCode::kConcat: {
+        int64_t offset = 0;
+        for (size_t k = 0; k < n.operands.size(); ++k) {
+          int64_t extent = 0;
+          for (const Axis& a : p_.nodes[op(k)].axes) {
+            if (a.name == n.names[0]) extent = a.extent;
+          }
+          add(op(k), g.slice(n.names[0], offset, offset + extent));
+          offset += extent;
+        }
+        return;
+      }
+    }
+  }
+
+  Builder& b_;
+  const tensor::Program& p_;
+  std::vector<Value> v_;
+  std::vector<std::optional<Value>> adj_;
+};
+
+}  // namespace
+
+absl::StatusOr<tensor::Program> gradient(const tensor::Program& p, const std::vector<int>& wrt, bool with_value) {
+  ACCY_RETURN_IF_ERROR(tensor::validateProgram(p));
+  if (p.outputs.size() != 1) {
+    return makeError(ErrorKind::kNonScalarOutput,
+                     strCat("grad of ", p.name, ": needs exactly one output, the program has ", p.outputs.size()));
+  }
+  const tensor::Spec out = p.nodes[p.outputs[0]].spec();
+  if (!out.axes.empty() || !tensor::isFloating(out.dtype)) {
+    return makeError(ErrorKind::kNonScalarOutput,
+                     strCat("grad of ", p.name, ": the output must be a floating scalar, it is ",
+                            tensor::specText(out)));
+  }
+  if (wrt.empty()) {
+    return makeError(ErrorKind::kInvalidArgument, strCat("grad of ", p.name, ": wrt lists no inputs"));
+  }
+  const std::vector<tensor::Spec> specs = p.inputSpecs();
+  for (int w : wrt) {
+    if (w < 0 || static_cast<size_t>(w) >= specs.size()) {
+      return makeError(ErrorKind::kInvalidArgument,
+                       strCat("grad of ", p.name, ": wrt ", w, " is not an input (the program has ",
+                              specs.size(), ")"));
+    }
+    if (!tensor::isFloating(specs[w].dtype)) {
+      return makeError(ErrorKind::kUnsupportedDType,
+                       strCat("grad of ", p.name, ": input ", w, " is ", tensor::dtypeName(specs[w].dtype),
+                              "; gradients need f32 or f64 inputs"));
+    }
+  }
+  const std::string name = strCat(with_value ? "value_and_grad_" : "grad_", p.name);
+  auto derived = tensor::define(name, specs, [&](Builder& b, std::span<const Value> args) {
+    std::vector<Value> v = replayNodes(b, p, args);
+    Reverse reverse(b, p, v);
+    reverse.seed(p.outputs[0], b.constant(1, out.dtype));
+    reverse.run();
+    std::vector<Value> results;
+    if (with_value) results.push_back(v[p.outputs[0]]);
+    for (int w : wrt) {
+      auto g = reverse.adjoint(p.inputs[w]);
+      results.push_back(g.has_value() ? *g : zerosLike(b, specs[w]));
+    }
+    return results;
+  });
+  if (!derived.ok()) return derived.status();
+  return simplify(*derived);
+}
+
+}  // namespace accy::transforms
