@@ -4,7 +4,8 @@
 //     vs an Eigen array expression vs a plain std::sin loop;
 //   - sum over 2^24 f32: Accy vs an AVX-512 intrinsics loop, one thread;
 //   - 1024^3 f32 matrix product: Accy vs Eigen vs OpenBLAS (one thread);
-//   - the tone program: compile latency and launch latency.
+//   - the tone program: compile latency and launch latency, and the launch
+//     of its value-and-gradient program against the plain one.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 #include <immintrin.h>
@@ -215,6 +216,22 @@ void BM_Tone_Launch(benchmark::State& state) {
   }
 }
 
+void BM_ToneValueAndGrad_Launch(benchmark::State& state) {
+  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {}),
+                                tensor::spec(tensor::DType::f32, {{"point", tone::kPoints}}),
+                                tensor::spec(tensor::DType::f32, {{"point", tone::kPoints}})};
+  auto f = tensor::Function::define("mismatch", specs, tone::mismatch);
+  auto exe = f->valueAndGrad({.wrt = {0}})->compileCpu();
+  const tone::Samples data = tone::samples();
+  const float frequency[1] = {2.5f};
+  float value[1], slope[1];
+  for (auto _ : state) {
+    auto st = exe->launch({accy::bytes(frequency), accy::bytes(data.time), accy::bytes(data.sample)},
+                          {accy::writableBytes(value), accy::writableBytes(slope)});
+    benchmark::DoNotOptimize(slope[0]);
+  }
+}
+
 }  // namespace
 
 BENCHMARK(BM_SinAffine_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -228,5 +245,6 @@ BENCHMARK(BM_Matmul1024_Eigen_1Thread)->Unit(benchmark::kMillisecond)->UseRealTi
 BENCHMARK(BM_Matmul1024_OpenBLAS_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Tone_Compile)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Tone_Launch)->Unit(benchmark::kNanosecond);
+BENCHMARK(BM_ToneValueAndGrad_Launch)->Unit(benchmark::kNanosecond);
 
 BENCHMARK_MAIN();

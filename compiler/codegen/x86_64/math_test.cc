@@ -636,6 +636,7 @@ TEST(MathF32, Exhaustive) {
                   configName(configs[k]).c_str(), worst[k].ulp, double(worst_at[k]));
       EXPECT_LE(worst[k].ulp, kBoundF32) << fnName(fn) << " " << configName(configs[k]);
     }
+    std::fflush(stdout);
   }
 }
 
