@@ -17,5 +17,6 @@
 #include "compiler/tensor/errors.h"
 #include "compiler/tensor/evaluate.h"
 #include "compiler/tensor/program.h"
+#include "compiler/wire/wire.h"
 
 #endif  // ACCY_ACCY_ACCY_H_

@@ -1,0 +1,226 @@
+#include "client/session.h"
+
+#include <cmath>
+
+#include "backends/cpu/cpu_backend.h"
+#include "compiler/codegen/x86_64/compile.h"
+#include "compiler/tensor/errors.h"
+#include "compiler/tensor/evaluate.h"
+#include "compiler/tensor/status_macros.h"
+#include "compiler/tensor/strings.h"
+#include "compiler/wire/wire.h"
+
+namespace accy::session {
+
+struct Session::Entry {
+  tensor::Program program;
+  std::optional<cpu::LoadedExecutable> loaded;
+  std::vector<Descriptor> inputs;
+  std::vector<Descriptor> outputs;
+};
+
+namespace {
+
+ErrorKind kindOf(Status s) {
+  switch (s) {
+    case Status::ok:
+      return ErrorKind::kNone;
+    case Status::invalid_program:
+      return ErrorKind::kInvalidProgram;
+    case Status::unsupported_version:
+      return ErrorKind::kUnsupportedVersion;
+    case Status::invalid_handle:
+      return ErrorKind::kInvalidHandle;
+    case Status::invalid_buffer:
+      return ErrorKind::kInvalidBuffer;
+    case Status::too_many_programs:
+      return ErrorKind::kTooManyPrograms;
+    case Status::out_of_memory:
+      return ErrorKind::kOutOfMemory;
+    case Status::compile_failed:
+      return ErrorKind::kCompileFailed;
+    case Status::launch_failed:
+      return ErrorKind::kLaunchFailed;
+  }
+  return ErrorKind::kNone;
+}
+
+std::vector<Descriptor> describe(const std::vector<tensor::Spec>& specs) {
+  std::vector<Descriptor> out;
+  for (const tensor::Spec& s : specs) {
+    out.push_back(Descriptor{s.dtype, s.axes, static_cast<uint64_t>(s.byteSize()),
+                             static_cast<uint32_t>(tensor::dtypeSize(s.dtype))});
+  }
+  return out;
+}
+
+}  // namespace
+
+Status statusOf(const absl::Status& status) {
+  if (status.ok()) return Status::ok;
+  switch (errorKind(status)) {
+    case ErrorKind::kInvalidProgram:
+      return Status::invalid_program;
+    case ErrorKind::kUnsupportedVersion:
+      return Status::unsupported_version;
+    case ErrorKind::kInvalidHandle:
+      return Status::invalid_handle;
+    case ErrorKind::kInvalidBuffer:
+      return Status::invalid_buffer;
+    case ErrorKind::kTooManyPrograms:
+      return Status::too_many_programs;
+    case ErrorKind::kOutOfMemory:
+      return Status::out_of_memory;
+    case ErrorKind::kCompileFailed:
+      return Status::compile_failed;
+    case ErrorKind::kLaunchFailed:
+      return Status::launch_failed;
+    default:
+      return status.code() == absl::StatusCode::kResourceExhausted ? Status::out_of_memory
+                                                                     : Status::compile_failed;
+  }
+}
+
+const char* statusName(Status s) {
+  switch (s) {
+    case Status::ok:
+      return "ok";
+    case Status::invalid_program:
+      return "invalid_program";
+    case Status::unsupported_version:
+      return "unsupported_version";
+    case Status::invalid_handle:
+      return "invalid_handle";
+    case Status::invalid_buffer:
+      return "invalid_buffer";
+    case Status::too_many_programs:
+      return "too_many_programs";
+    case Status::out_of_memory:
+      return "out_of_memory";
+    case Status::compile_failed:
+      return "compile_failed";
+    case Status::launch_failed:
+      return "launch_failed";
+  }
+  return "?";
+}
+
+Session::Session(const SessionOptions& options) : options_(options) {}
+Session::~Session() = default;
+
+absl::Status Session::fail(Status as, const absl::Status& cause) {
+  last_cause_ = cause;
+  if (errorKind(cause) == kindOf(as)) return cause;
+  return makeError(kindOf(as), std::string(cause.message()));
+}
+
+absl::StatusOr<uint32_t> Session::indexOf(Handle handle) const {
+  if (handle.index >= kMaxPrograms || entries_[handle.index] == nullptr ||
+      generations_[handle.index] != handle.generation) {
+    return makeError(ErrorKind::kInvalidHandle,
+                     strCat("session: no live program for handle {index ", handle.index, ", generation ",
+                            handle.generation, "}"));
+  }
+  return handle.index;
+}
+
+absl::StatusOr<Handle> Session::compile(std::string_view bytes) {
+  uint32_t index = kMaxPrograms;
+  for (uint32_t i = 0; i < kMaxPrograms; ++i) {
+    if (entries_[i] == nullptr) {
+      index = i;
+      break;
+    }
+  }
+  if (index == kMaxPrograms) {
+    return makeError(ErrorKind::kTooManyPrograms,
+                     strCat("session: all ", kMaxPrograms, " program slots are in use; release one"));
+  }
+  auto program = wire::decode(bytes);
+  if (!program.ok()) {
+    return fail(statusOf(program.status()) == Status::unsupported_version ? Status::unsupported_version
+                                                                          : Status::invalid_program,
+                program.status());
+  }
+  if (static_cast<int64_t>(program->nodes.size()) > options_.max_compile_nodes) {
+    return fail(Status::compile_failed,
+                makeError(ErrorKind::kCompileFailed,
+                          strCat("session: the program has ", program->nodes.size(),
+                                 " nodes; this session compiles at most ", options_.max_compile_nodes)));
+  }
+  x64::CompileOptions o;
+  o.threads = options_.threads;
+  auto exe = x64::compileProgram(*program, o);
+  if (!exe.ok()) {
+    return fail(errorKind(exe.status()) == ErrorKind::kOutOfMemory ? Status::out_of_memory : Status::compile_failed,
+                exe.status());
+  }
+  if (exe->artifact_plan.scratch_bytes > options_.max_scratch_bytes) {
+    return fail(Status::out_of_memory,
+                makeError(ErrorKind::kOutOfMemory,
+                          strCat("session: the program needs ", exe->artifact_plan.scratch_bytes,
+                                 " bytes of scratch; this session allows ", options_.max_scratch_bytes)));
+  }
+  auto loaded = cpu::LoadedExecutable::load(std::move(*exe), x64::resolveThreads(options_.threads));
+  if (!loaded.ok()) {
+    return fail(statusOf(loaded.status()) == Status::out_of_memory ? Status::out_of_memory : Status::compile_failed,
+                loaded.status());
+  }
+  auto entry = std::make_unique<Entry>();
+  entry->inputs = describe(program->inputSpecs());
+  entry->outputs = describe(program->outputSpecs());
+  entry->program = std::move(*program);
+  entry->loaded.emplace(std::move(*loaded));
+  entries_[index] = std::move(entry);
+  return Handle{index, generations_[index]};
+}
+
+absl::StatusOr<std::span<const Descriptor>> Session::inputDescriptors(Handle handle) const {
+  ACCY_ASSIGN_OR_RETURN(uint32_t i, indexOf(handle));
+  return std::span<const Descriptor>(entries_[i]->inputs);
+}
+
+absl::StatusOr<std::span<const Descriptor>> Session::outputDescriptors(Handle handle) const {
+  ACCY_ASSIGN_OR_RETURN(uint32_t i, indexOf(handle));
+  return std::span<const Descriptor>(entries_[i]->outputs);
+}
+
+absl::Status Session::invoke(Handle handle, absl::Span<const std::span<const std::byte>> inputs,
+                             absl::Span<const std::span<std::byte>> outputs) {
+  ACCY_ASSIGN_OR_RETURN(uint32_t i, indexOf(handle));
+  const Entry& e = *entries_[i];
+  if (inputs.size() != e.inputs.size() || outputs.size() != e.outputs.size()) {
+    return makeError(ErrorKind::kInvalidBuffer,
+                     strCat("session: the program takes ", e.inputs.size(), " inputs and ", e.outputs.size(),
+                            " outputs; got ", inputs.size(), " and ", outputs.size()));
+  }
+  if (absl::Status st = e.loaded->launch(inputs, outputs); !st.ok()) {
+    const Status as = statusOf(st);
+    return fail(as == Status::invalid_buffer || as == Status::out_of_memory ? as : Status::launch_failed, st);
+  }
+  if (options_.check_numerics) {
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      const tensor::DType t = e.outputs[k].dtype;
+      if (!tensor::isFloating(t)) continue;
+      const int64_t size = tensor::dtypeSize(t);
+      for (size_t el = 0; el < outputs[k].size() / size; ++el) {
+        const double v = tensor::loadElement(t, &outputs[k][el * size]);
+        if (!std::isfinite(v)) {
+          return fail(Status::launch_failed,
+                      makeError(ErrorKind::kLaunchFailed,
+                                strCat("session: check_numerics: output ", k, " element ", el, " is ", v)));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Session::release(Handle handle) {
+  ACCY_ASSIGN_OR_RETURN(uint32_t i, indexOf(handle));
+  entries_[i].reset();
+  ++generations_[i];
+  return absl::OkStatus();
+}
+
+}  // namespace accy::session

@@ -1,0 +1,39 @@
+// The versioned byte encoding of tensor programs.
+//
+//   bytes = "ACCY" | u16 major | u16 minor (little endian) | protobuf Program
+//
+// Encoding is deterministic: the same program always gives the same bytes.
+// Decoding copies and validates everything (op and dtype numbers, names,
+// extents, every node's type against its operands, inputs and outputs) and
+// never trusts a size it has not bounded. Bad bytes fail with
+// InvalidProgram, a major version this build does not know with
+// UnsupportedVersion, each with a message saying what was wrong.
+#ifndef ACCY_COMPILER_WIRE_WIRE_H_
+#define ACCY_COMPILER_WIRE_WIRE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "compiler/tensor/program.h"
+
+namespace accy::wire {
+
+inline constexpr uint16_t kMajorVersion = 1;
+inline constexpr uint16_t kMinorVersion = 0;
+inline constexpr size_t kHeaderBytes = 8;
+
+struct DecodeLimits {
+  int64_t max_bytes = int64_t{256} << 20;        // whole encoding
+  int64_t max_nodes = int64_t{1} << 20;
+  int64_t max_value_bytes = int64_t{16} << 30;  // any one value, once decoded
+};
+
+std::string encode(const tensor::Program& program);
+
+absl::StatusOr<tensor::Program> decode(std::string_view bytes, const DecodeLimits& limits = {});
+
+}  // namespace accy::wire
+
+#endif  // ACCY_COMPILER_WIRE_WIRE_H_
