@@ -1,0 +1,151 @@
+// Round trips over the conformance corpus (transformed programs included),
+// determinism, versions, and refusal of truncated, bit-flipped and
+// oversized inputs.
+#include "compiler/wire/wire.h"
+
+#include <random>
+
+#include "accy/accy.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/conformance.h"
+#include "tests/random_programs.h"
+
+namespace accy::wire {
+namespace {
+
+using ::testing::HasSubstr;
+namespace tensor = accy::tensor;
+
+std::vector<tensor::Program> corpus() {
+  std::vector<tensor::Program> out;
+  for (uint32_t seed = 1; seed <= 300; ++seed) {
+    testing::RandomOptions o;
+    o.dtype = seed % 2 ? tensor::DType::f32 : tensor::DType::f64;
+    out.push_back(testing::randomProgram(seed, o).program);
+  }
+  // Transformed programs: the tone value-and-gradient, batched.
+  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {}),
+                                tensor::spec(tensor::DType::f32, {{"point", 16}}),
+                                tensor::spec(tensor::DType::f32, {{"point", 16}})};
+  auto f = tensor::Function::define("mismatch", specs, [](tensor::Builder&, std::span<const tensor::Value> a) {
+    tensor::Value d = a[0].mul(a[1]).sin().sub(a[2]);
+    return d.mul(d).sum("point");
+  });
+  auto g = f->valueAndGrad({.wrt = {0, 1}});
+  out.push_back(g->program());
+  out.push_back(g->vmap({.axis_size = 8, .in_axes = {tensor::mappedAxis(0), tensor::unmapped, tensor::unmapped},
+                         .axis_name = "guess"})
+                    ->program());
+  return out;
+}
+
+TEST(Wire, RoundTripDecodesToTheSameProgramAndRunsTheSame) {
+  int n = 0;
+  for (const tensor::Program& p : corpus()) {
+    const std::string bytes = encode(p);
+    auto back = decode(bytes);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, p);
+    EXPECT_EQ(encode(*back), bytes);  // deterministic
+    // Same results on the CPU.
+    std::mt19937 rng(n++);
+    std::vector<std::vector<std::byte>> inputs;
+    for (const tensor::Spec& s : p.inputSpecs()) {
+      std::vector<std::byte> b(s.byteSize());
+      for (int64_t e = 0; e < s.elementCount(); ++e) {
+        tensor::storeElement(s.dtype, std::uniform_real_distribution<double>(-2, 2)(rng),
+                             &b[e * tensor::dtypeSize(s.dtype)]);
+      }
+      inputs.push_back(std::move(b));
+    }
+    auto a = tensor::CpuExecutable::compile(p, {.threads = 1});
+    auto c = tensor::CpuExecutable::compile(*back, {.threads = 1});
+    ASSERT_TRUE(a.ok() && c.ok());
+    EXPECT_EQ(a->executable().code, c->executable().code);
+    std::vector<std::vector<std::byte>> oa, oc;
+    std::vector<std::span<std::byte>> va, vc;
+    for (const tensor::Spec& s : p.outputSpecs()) {
+      oa.emplace_back(s.byteSize());
+      oc.emplace_back(s.byteSize());
+    }
+    for (size_t k = 0; k < oa.size(); ++k) {
+      va.emplace_back(oa[k]);
+      vc.emplace_back(oc[k]);
+    }
+    auto in = testing::views(inputs);
+    ASSERT_TRUE(a->launch(in, va).ok());
+    ASSERT_TRUE(c->launch(in, vc).ok());
+    EXPECT_EQ(oa, oc);
+  }
+}
+
+TEST(Wire, HeaderAndVersions) {
+  const std::string bytes = encode(corpus()[0]);
+  EXPECT_EQ(bytes.substr(0, 4), "ACCY");
+  EXPECT_EQ(bytes[4], 1);
+  EXPECT_EQ(bytes[5], 0);
+  std::string newer_minor = bytes;
+  newer_minor[6] = 7;  // a later minor version of major 1 still decodes
+  EXPECT_TRUE(decode(newer_minor).ok());
+  std::string major2 = bytes;
+  major2[4] = 2;
+  auto st = decode(major2).status();
+  EXPECT_EQ(errorKind(st), ErrorKind::kUnsupportedVersion);
+  EXPECT_THAT(st.message(), HasSubstr("version 2.0"));
+  std::string bad_magic = bytes;
+  bad_magic[0] = 'X';
+  EXPECT_EQ(errorKind(decode(bad_magic).status()), ErrorKind::kInvalidProgram);
+}
+
+TEST(Wire, TruncatedBitFlippedAndOversizedInputsAreRefused) {
+  const std::vector<tensor::Program> programs = corpus();
+  std::mt19937 rng(1);
+  int refused = 0, accepted = 0;
+  for (size_t i = 0; i < programs.size(); i += 7) {
+    const std::string bytes = encode(programs[i]);
+    for (size_t cut = 0; cut < bytes.size(); cut += 1 + bytes.size() / 40) {
+      auto r = decode(bytes.substr(0, cut));
+      if (!r.ok()) {
+        EXPECT_EQ(errorKind(r.status()), ErrorKind::kInvalidProgram) << r.status();
+        ++refused;
+      }
+    }
+    for (int flip = 0; flip < 200; ++flip) {
+      std::string b = bytes;
+      const size_t at = std::uniform_int_distribution<size_t>(0, b.size() - 1)(rng);
+      b[at] = static_cast<char>(b[at] ^ (1 << std::uniform_int_distribution<int>(0, 7)(rng)));
+      auto r = decode(b);
+      if (r.ok()) {
+        // A flip that still decodes gives a well-typed program.
+        EXPECT_TRUE(tensor::validateProgram(*r).ok());
+        ++accepted;
+      } else {
+        const ErrorKind k = errorKind(r.status());
+        EXPECT_TRUE(k == ErrorKind::kInvalidProgram || k == ErrorKind::kUnsupportedVersion) << r.status();
+        ++refused;
+      }
+    }
+  }
+  EXPECT_GT(refused, 100);
+  // Oversized: more bytes than the limit, and a value beyond the value cap.
+  DecodeLimits small;
+  small.max_bytes = 32;
+  EXPECT_THAT(decode(encode(programs[0]), small).status().message(), HasSubstr("exceed the limit"));
+  tensor::Program huge;
+  huge.name = "huge";
+  tensor::Node input;
+  input.op = tensor::OpCode::kInput;
+  input.ints = {0};
+  input.axes = {{"a", int64_t{1} << 36}};
+  huge.nodes = {input};
+  huge.inputs = {0};
+  huge.outputs = {0};
+  auto st = decode(encode(huge)).status();
+  EXPECT_EQ(errorKind(st), ErrorKind::kInvalidProgram);
+  EXPECT_THAT(st.message(), HasSubstr("above the limit"));
+  EXPECT_EQ(errorKind(decode("").status()), ErrorKind::kInvalidProgram);
+}
+
+}  // namespace
+}  // namespace accy::wire
