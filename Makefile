@@ -20,3 +20,6 @@ test-ubsan: setup
 
 test-tsan: setup
 	bash tools/run_tests.sh --config=tsan
+
+bench: setup
+	bash tools/bench.sh

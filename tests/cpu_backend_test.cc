@@ -59,6 +59,38 @@ TEST(CpuBackend, LaunchesFromManyThreadsAtOnce) {
   EXPECT_EQ(mismatches.load(), 0);
 }
 
+TEST(CpuBackend, ParallelKernelsLaunchedFromManyThreads) {
+  // Large enough for tiled, thread-pool-split kernels; several callers at once.
+  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"n", 1 << 18}})};
+  auto program = tensor::define("big", specs, [](tensor::Builder&, std::span<const tensor::Value> v) {
+    return std::vector<tensor::Value>{v[0].sin().sum("n"), v[0] * 2};
+  });
+  ASSERT_TRUE(program.ok());
+  auto exe = tensor::CpuExecutable::compile(*program, {.threads = 2});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  std::vector<float> x(1 << 18);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.001f * static_cast<float>(i % 1000);
+  float ref_sum = 0;
+  std::vector<float> ref_twice(x.size());
+  ASSERT_TRUE(exe->launch({bytes(x)}, {writableBytes(std::span(&ref_sum, 1)), writableBytes(ref_twice)}).ok());
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&] {
+      for (int n = 0; n < 10; ++n) {
+        float sum = 0;
+        std::vector<float> twice(x.size());
+        if (!exe->launch({bytes(x)}, {writableBytes(std::span(&sum, 1)), writableBytes(twice)}).ok() ||
+            sum != ref_sum || twice != ref_twice) {
+          ++mismatches;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
 TEST(CpuBackend, BadBuffersAreRefusedAndOutputsUntouched) {
   auto exe = tensor::CpuExecutable::compile(tone8());
   ASSERT_TRUE(exe.ok());
