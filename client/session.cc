@@ -114,6 +114,13 @@ absl::Status Session::fail(Status as, const absl::Status& cause) {
   return makeError(kindOf(as), std::string(cause.message()));
 }
 
+absl::StatusOr<cpu::LoadedExecutable> Session::compileForCpu(const tensor::Program& program) const {
+  x64::CompileOptions o;
+  o.threads = options_.threads;
+  ACCY_ASSIGN_OR_RETURN(executable::Executable exe, x64::compileProgram(program, o));
+  return cpu::LoadedExecutable::load(std::move(exe), x64::resolveThreads(options_.threads));
+}
+
 absl::StatusOr<uint32_t> Session::indexOf(Handle handle) const {
   if (handle.index >= kMaxPrograms || entries_[handle.index] == nullptr ||
       generations_[handle.index] != handle.generation) {
@@ -124,7 +131,7 @@ absl::StatusOr<uint32_t> Session::indexOf(Handle handle) const {
   return handle.index;
 }
 
-absl::StatusOr<Handle> Session::compile(std::string_view bytes) {
+absl::StatusOr<Handle> Session::compile(std::string_view bytes, CompileInfo* info) {
   uint32_t index = kMaxPrograms;
   for (uint32_t i = 0; i < kMaxPrograms; ++i) {
     if (entries_[i] == nullptr) {
@@ -148,23 +155,18 @@ absl::StatusOr<Handle> Session::compile(std::string_view bytes) {
                           strCat("session: the program has ", program->nodes.size(),
                                  " nodes; this session compiles at most ", options_.max_compile_nodes)));
   }
-  x64::CompileOptions o;
-  o.threads = options_.threads;
-  auto exe = x64::compileProgram(*program, o);
-  if (!exe.ok()) {
-    return fail(errorKind(exe.status()) == ErrorKind::kOutOfMemory ? Status::out_of_memory : Status::compile_failed,
-                exe.status());
-  }
-  if (exe->artifact_plan.scratch_bytes > options_.max_scratch_bytes) {
-    return fail(Status::out_of_memory,
-                makeError(ErrorKind::kOutOfMemory,
-                          strCat("session: the program needs ", exe->artifact_plan.scratch_bytes,
-                                 " bytes of scratch; this session allows ", options_.max_scratch_bytes)));
-  }
-  auto loaded = cpu::LoadedExecutable::load(std::move(*exe), x64::resolveThreads(options_.threads));
+  CompileInfo ignored;
+  auto loaded = options_.compiler ? options_.compiler(*program, bytes, info ? info : &ignored)
+                                  : compileForCpu(*program);
   if (!loaded.ok()) {
     return fail(statusOf(loaded.status()) == Status::out_of_memory ? Status::out_of_memory : Status::compile_failed,
                 loaded.status());
+  }
+  if (loaded->executable().artifact_plan.scratch_bytes > options_.max_scratch_bytes) {
+    return fail(Status::out_of_memory,
+                makeError(ErrorKind::kOutOfMemory,
+                          strCat("session: the program needs ", loaded->executable().artifact_plan.scratch_bytes,
+                                 " bytes of scratch; this session allows ", options_.max_scratch_bytes)));
   }
   auto entry = std::make_unique<Entry>();
   entry->inputs = describe(program->inputSpecs());

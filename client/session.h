@@ -14,6 +14,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <memory>
 #include <optional>
 #include <span>
@@ -63,6 +65,17 @@ struct Descriptor {
   uint32_t alignment = 1;
 };
 
+// What a compile produced, for hosts that care (accyd reports it).
+struct CompileInfo {
+  bool cache_hit = false;
+  std::string cache_level;  // "memory", "disk" or "" for a fresh compile
+};
+
+// Turns a decoded program (and its wire bytes) into a loaded executable.
+// The default compiles for this CPU; accyd plugs in its cached compiler.
+using Compiler = std::function<absl::StatusOr<cpu::LoadedExecutable>(
+    const tensor::Program& program, std::string_view bytes, CompileInfo* info)>;
+
 struct SessionOptions {
   // Threads one run may use; 0 means every hardware thread.
   int threads = 0;
@@ -74,6 +87,9 @@ struct SessionOptions {
   // After each run, scan floating outputs and fail with launch_failed on a
   // NaN or infinity (like JAX's debug_nans).
   bool check_numerics = false;
+  // When set, compiles programs instead of the built-in CPU compiler. Its
+  // failures map to compile_failed, or out_of_memory for OutOfMemory.
+  Compiler compiler;
 };
 
 class Session {
@@ -87,7 +103,7 @@ class Session {
   // Decodes, compiles and loads `bytes` into a free slot. The caller may
   // free `bytes` when this returns. Errors: invalid_program,
   // unsupported_version, compile_failed, out_of_memory, too_many_programs.
-  absl::StatusOr<Handle> compile(std::string_view bytes);
+  absl::StatusOr<Handle> compile(std::string_view bytes, CompileInfo* info = nullptr);
 
   // Descriptors stay valid until the program is released. invalid_handle
   // for a stale or unknown handle.
@@ -113,6 +129,7 @@ class Session {
   struct Entry;
   absl::StatusOr<uint32_t> indexOf(Handle handle) const;
   absl::Status fail(Status as, const absl::Status& cause);
+  absl::StatusOr<cpu::LoadedExecutable> compileForCpu(const tensor::Program& program) const;
 
   SessionOptions options_;
   std::array<std::unique_ptr<Entry>, kMaxPrograms> entries_;

@@ -1,0 +1,148 @@
+// accyd: the Accy compile-and-run daemon.
+//
+//   accyd [--listen=unix:/run/accyd/accyd.sock | --listen=tcp:HOST:PORT --tls-cert=F --tls-key=F
+//          [--tls-client-ca=F]] [--cache-dir=DIR] [--cache-max-bytes=N] [--threads=N]
+//         [--lease-seconds=N] [--max-sessions=N] [--max-regions-per-session=N]
+//         [--max-region-bytes=N] [--max-message-bytes=N] [--devices=cpu]
+//
+// Unix socket by default (mode 0600); TCP only with TLS. SIGTERM or SIGINT
+// stops accepting calls, drains the ones in flight (up to 10 s) and exits 0.
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "compiler/executable/build_record.h"
+#include "server/compile_cache.h"
+#include "server/regions.h"
+#include "server/service.h"
+
+namespace {
+
+std::string readFile(const std::string& path, bool* ok) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  *ok = static_cast<bool>(in);
+  return s.str();
+}
+
+int usage(const char* why) {
+  std::fprintf(stderr, "accyd: %s\nrun accyd --help for usage\n", why);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::map<std::string, std::string> flags = {
+      {"listen", "unix:/run/accyd/accyd.sock"}, {"cache-dir", ""}, {"cache-max-bytes", "1073741824"},
+      {"threads", "0"}, {"lease-seconds", "30"}, {"max-sessions", "256"}, {"max-regions-per-session", "64"},
+      {"max-region-bytes", "4294967296"}, {"max-message-bytes", "268435456"}, {"devices", "cpu"},
+      {"tls-cert", ""}, {"tls-key", ""}, {"tls-client-ca", ""}};
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::printf("usage: accyd [--listen=unix:PATH|tcp:HOST:PORT] [--tls-cert=F --tls-key=F [--tls-client-ca=F]]\n"
+                  "             [--cache-dir=DIR] [--cache-max-bytes=N] [--threads=N] [--lease-seconds=N]\n"
+                  "             [--max-sessions=N] [--max-regions-per-session=N] [--max-region-bytes=N]\n"
+                  "             [--max-message-bytes=N] [--devices=cpu]\n");
+      return 0;
+    }
+    const size_t eq = arg.find('=');
+    if (arg.rfind("--", 0) != 0 || eq == std::string::npos) return usage(("bad argument: " + arg).c_str());
+    const std::string key = arg.substr(2, eq - 2);
+    if (!flags.count(key)) return usage(("unknown flag --" + key).c_str());
+    flags[key] = arg.substr(eq + 1);
+  }
+  if (flags["devices"] != "cpu") return usage("only the cpu device is available in this build");
+  auto number = [&](const char* key) { return std::strtoll(flags[key].c_str(), nullptr, 10); };
+
+  // Signals go to one waiting thread, never to gRPC's threads.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  const std::string listen = flags["listen"];
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  std::string address, socket_path;
+  if (listen.rfind("unix:", 0) == 0) {
+    socket_path = listen.substr(5);
+    address = listen;
+    credentials = grpc::InsecureServerCredentials();
+  } else if (listen.rfind("tcp:", 0) == 0) {
+    if (flags["tls-cert"].empty() || flags["tls-key"].empty()) {
+      return usage("TCP listening needs TLS: pass --tls-cert and --tls-key");
+    }
+    bool ok1, ok2, ok3 = true;
+    grpc::SslServerCredentialsOptions tls;
+    tls.pem_key_cert_pairs.push_back({readFile(flags["tls-key"], &ok1), readFile(flags["tls-cert"], &ok2)});
+    if (!flags["tls-client-ca"].empty()) {
+      tls.pem_root_certs = readFile(flags["tls-client-ca"], &ok3);
+      tls.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    }
+    if (!ok1 || !ok2 || !ok3) return usage("cannot read the TLS files");
+    credentials = grpc::SslServerCredentials(tls);
+    address = listen.substr(4);
+    socket_path = "/tmp/accyd-" + std::to_string(getpid()) + ".sock";
+  } else {
+    return usage("--listen takes unix:PATH or tcp:HOST:PORT");
+  }
+
+  accy::server::CacheOptions cache_options;
+  cache_options.disk_dir = flags["cache-dir"];
+  cache_options.disk_max_bytes = number("cache-max-bytes");
+  cache_options.threads = static_cast<int>(number("threads"));
+  accy::server::CompileCache cache(cache_options, accy::executable::buildRecord());
+  accy::server::RegionSocket regions(socket_path + ".fd", static_cast<size_t>(number("max-region-bytes")));
+  if (absl::Status st = regions.start(); !st.ok()) {
+    std::fprintf(stderr, "accyd: %s\n", std::string(st.message()).c_str());
+    return 1;
+  }
+  accy::server::Limits limits;
+  limits.max_sessions = number("max-sessions");
+  limits.max_regions_per_session = number("max-regions-per-session");
+  limits.max_region_bytes = number("max-region-bytes");
+  limits.max_message_bytes = number("max-message-bytes");
+  limits.lease_seconds = static_cast<int>(number("lease-seconds"));
+  accy::server::AccydService service(cache, regions, limits, static_cast<int>(number("threads")));
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, credentials);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(limits.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(limits.max_message_bytes));
+  const mode_t old_mask = umask(0077);  // the socket file: owner only
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  umask(old_mask);
+  if (!server) {
+    std::fprintf(stderr, "accyd: cannot listen on %s\n", listen.c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "accyd: listening on %s (regions on %s.fd), build %s, disk cache %s\n", listen.c_str(),
+               socket_path.c_str(), accy::executable::buildRecord().stamped ? "stamped" : "unstamped",
+               cache.stats().disk_enabled ? "on" : ("off: " + cache.stats().disk_disabled_reason).c_str());
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    std::fprintf(stderr, "accyd: signal %d: draining\n", sig);
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  });
+  server->Wait();
+  waiter.join();
+  regions.stop();
+  std::fprintf(stderr, "accyd: stopped\n");
+  return 0;
+}

@@ -1,0 +1,346 @@
+#include "server/service.h"
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/codegen/x86_64/compile.h"
+#include "compiler/tensor/errors.h"
+#include "compiler/tensor/strings.h"
+#include "compiler/wire/wire.h"
+
+namespace accy::server {
+
+namespace pb = accy::v1;
+using Clock = std::chrono::steady_clock;
+
+struct AccydService::ClientSession {
+  std::mutex mu;  // one call at a time per session
+  std::unique_ptr<session::Session> table;
+  std::map<uint64_t, std::shared_ptr<Mapping>> regions;
+  uint64_t next_region = 1;
+  std::atomic<int64_t> deadline;  // Clock ticks
+};
+
+grpc::StatusCode grpcCodeOf(session::Status s) {
+  switch (s) {
+    case session::Status::ok:
+      return grpc::StatusCode::OK;
+    case session::Status::invalid_program:
+      return grpc::StatusCode::INVALID_ARGUMENT;
+    case session::Status::unsupported_version:
+      return grpc::StatusCode::FAILED_PRECONDITION;
+    case session::Status::invalid_handle:
+      return grpc::StatusCode::NOT_FOUND;
+    case session::Status::invalid_buffer:
+      return grpc::StatusCode::OUT_OF_RANGE;
+    case session::Status::too_many_programs:
+      return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case session::Status::out_of_memory:
+      return grpc::StatusCode::UNAVAILABLE;
+    case session::Status::compile_failed:
+      return grpc::StatusCode::INTERNAL;
+    case session::Status::launch_failed:
+      return grpc::StatusCode::ABORTED;
+  }
+  return grpc::StatusCode::UNKNOWN;
+}
+
+namespace {
+
+// Fills the reply's status and message and returns the matching gRPC
+// status, with the number in the `accy-status` trailer.
+template <typename Reply>
+grpc::Status finish(grpc::ServerContext* ctx, Reply* reply, const absl::Status& st) {
+  const session::Status s = session::statusOf(st);
+  reply->set_status(static_cast<uint32_t>(s));
+  reply->set_message(std::string(st.message()));
+  if (s == session::Status::ok) return grpc::Status::OK;
+  ctx->AddTrailingMetadata("accy-status", std::to_string(static_cast<uint32_t>(s)));
+  return grpc::Status(grpcCodeOf(s), std::string(st.message()));
+}
+
+absl::Status noSession(const std::string& id) {
+  return makeError(ErrorKind::kInvalidHandle, strCat("accyd: no open session '", id, "' (closed, or its lease lapsed)"));
+}
+
+void describe(std::span<const session::Descriptor> ds, google::protobuf::RepeatedPtrField<pb::Descriptor>* out) {
+  for (const session::Descriptor& d : ds) {
+    pb::Descriptor* p = out->Add();
+    p->set_dtype(static_cast<uint32_t>(d.dtype));
+    for (const tensor::Axis& a : d.axes) {
+      pb::Axis* ax = p->add_axes();
+      ax->set_name(a.name);
+      ax->set_extent(a.extent);
+    }
+    p->set_byte_size(d.byte_size);
+    p->set_alignment(d.alignment);
+  }
+}
+
+}  // namespace
+
+AccydService::AccydService(CompileCache& cache, RegionSocket& regions, const Limits& limits, int threads)
+    : cache_(cache), regions_(regions), limits_(limits), threads_(threads) {
+  reaper_ = std::thread([this] { reapLoop(); });
+}
+
+AccydService::~AccydService() {
+  stopping_ = true;
+  reap_cv_.notify_all();
+  reaper_.join();
+}
+
+void AccydService::reapLoop() {
+  std::unique_lock<std::mutex> lock(reap_mu_);
+  while (!stopping_) {
+    reap_cv_.wait_for(lock, std::chrono::milliseconds(200));
+    const int64_t now = Clock::now().time_since_epoch().count();
+    std::lock_guard<std::mutex> g(mu_);
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      it = it->second->deadline.load() < now ? sessions_.erase(it) : std::next(it);
+    }
+  }
+}
+
+size_t AccydService::sessionCount() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return sessions_.size();
+}
+
+std::shared_ptr<AccydService::ClientSession> AccydService::find(const std::string& id) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return nullptr;
+  it->second->deadline = (Clock::now() + std::chrono::seconds(limits_.lease_seconds)).time_since_epoch().count();
+  return it->second;
+}
+
+grpc::Status AccydService::Negotiate(grpc::ServerContext* ctx, const pb::NegotiateRequest* req,
+                                     pb::NegotiateReply* reply) {
+  for (uint32_t v : req->versions()) {
+    if (v == kProtocolVersion) {
+      reply->set_version(v);
+      return finish(ctx, reply, absl::OkStatus());
+    }
+  }
+  return finish(ctx, reply,
+                makeError(ErrorKind::kUnsupportedVersion,
+                          strCat("accyd: speaks protocol version ", kProtocolVersion, "; the client offered none of it")));
+}
+
+grpc::Status AccydService::ServerInfo(grpc::ServerContext* ctx, const pb::ServerInfoRequest*,
+                                      pb::ServerInfoReply* reply) {
+  const executable::BuildRecord& record = executable::buildRecord();
+  reply->mutable_build_record()->set_stamped(record.stamped);
+  for (const auto& [k, v] : record.entries) (*reply->mutable_build_record()->mutable_entries())[k] = v;
+  reply->add_devices("cpu");
+  reply->add_targets("x86_64");
+  const CacheStats s = cache_.stats();
+  pb::CacheStats* c = reply->mutable_cache();
+  c->set_memory_entries(s.memory_entries);
+  c->set_memory_hits(s.memory_hits);
+  c->set_disk_entries(s.disk_entries);
+  c->set_disk_hits(s.disk_hits);
+  c->set_disk_bytes(s.disk_bytes);
+  c->set_misses(s.misses);
+  c->set_corrupt_entries(s.corrupt_entries);
+  c->set_disk_enabled(s.disk_enabled);
+  c->set_disk_disabled_reason(s.disk_disabled_reason);
+  reply->set_protocol_version(kProtocolVersion);
+  reply->set_sessions(sessionCount());
+  return finish(ctx, reply, absl::OkStatus());
+}
+
+grpc::Status AccydService::OpenSession(grpc::ServerContext* ctx, const pb::OpenSessionRequest*,
+                                       pb::OpenSessionReply* reply) {
+  auto s = std::make_shared<ClientSession>();
+  session::SessionOptions options;
+  options.threads = threads_;
+  options.compiler = [this](const tensor::Program& program, std::string_view bytes,
+                            session::CompileInfo* info) -> absl::StatusOr<cpu::LoadedExecutable> {
+    x64::CompileOptions o;
+    o.threads = threads_;
+    std::string level;
+    auto loaded = cache_.get(program, bytes, "x86_64", strCat("threads=", threads_),
+                             [&](const tensor::Program& p) { return x64::compileProgram(p, o); }, &level);
+    info->cache_hit = !level.empty();
+    info->cache_level = level;
+    return loaded;
+  };
+  s->table = std::make_unique<session::Session>(options);
+  s->deadline = (Clock::now() + std::chrono::seconds(limits_.lease_seconds)).time_since_epoch().count();
+  std::random_device rd;
+  std::string id;
+  for (int i = 0; i < 4; ++i) id += absl::StrCat(absl::Hex(rd(), absl::kZeroPad8));
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (static_cast<int64_t>(sessions_.size()) >= limits_.max_sessions) {
+      return finish(ctx, reply,
+                    makeError(ErrorKind::kTooManyPrograms,
+                              strCat("accyd: ", sessions_.size(), " sessions are open, the limit is ",
+                                     limits_.max_sessions)));
+    }
+    sessions_[id] = s;
+  }
+  reply->set_session_id(id);
+  reply->set_lease_seconds(limits_.lease_seconds);
+  return finish(ctx, reply, absl::OkStatus());
+}
+
+grpc::Status AccydService::KeepAlive(grpc::ServerContext* ctx, const pb::KeepAliveRequest* req,
+                                     pb::KeepAliveReply* reply) {
+  if (!find(req->session_id())) return finish(ctx, reply, noSession(req->session_id()));
+  return finish(ctx, reply, absl::OkStatus());
+}
+
+grpc::Status AccydService::CloseSession(grpc::ServerContext* ctx, const pb::CloseSessionRequest* req,
+                                        pb::CloseSessionReply* reply) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (sessions_.erase(req->session_id()) == 0) return finish(ctx, reply, noSession(req->session_id()));
+  return finish(ctx, reply, absl::OkStatus());
+}
+
+grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRequest* req, pb::CompileReply* reply) {
+  auto s = find(req->session_id());
+  if (!s) return finish(ctx, reply, noSession(req->session_id()));
+  if (!req->target().empty() && req->target() != "x86_64") {
+    return finish(ctx, reply,
+                  makeError(ErrorKind::kCompileFailed,
+                            strCat("accyd: target '", req->target(), "' is not served here; targets: x86_64")));
+  }
+  std::lock_guard<std::mutex> lock(s->mu);
+  const auto start = Clock::now();
+  session::CompileInfo info;
+  auto handle = s->table->compile(req->program(), &info);
+  reply->set_compile_micros(
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
+  if (!handle.ok()) return finish(ctx, reply, handle.status());
+  reply->mutable_handle()->set_index(handle->index);
+  reply->mutable_handle()->set_generation(handle->generation);
+  describe(*s->table->inputDescriptors(*handle), reply->mutable_inputs());
+  describe(*s->table->outputDescriptors(*handle), reply->mutable_outputs());
+  reply->set_cache_hit(info.cache_hit);
+  reply->set_cache_level(info.cache_level);
+  return finish(ctx, reply, absl::OkStatus());
+}
+
+grpc::Status AccydService::Release(grpc::ServerContext* ctx, const pb::ReleaseRequest* req, pb::ReleaseReply* reply) {
+  auto s = find(req->session_id());
+  if (!s) return finish(ctx, reply, noSession(req->session_id()));
+  std::lock_guard<std::mutex> lock(s->mu);
+  return finish(ctx, reply, s->table->release(session::Handle{req->handle().index(), req->handle().generation()}));
+}
+
+grpc::Status AccydService::RegisterRegion(grpc::ServerContext* ctx, const pb::RegisterRegionRequest* req,
+                                          pb::RegisterRegionReply* reply) {
+  auto s = find(req->session_id());
+  if (!s) return finish(ctx, reply, noSession(req->session_id()));
+  std::lock_guard<std::mutex> lock(s->mu);
+  if (static_cast<int64_t>(s->regions.size()) >= limits_.max_regions_per_session) {
+    return finish(ctx, reply,
+                  makeError(ErrorKind::kTooManyPrograms,
+                            strCat("accyd: the session holds ", s->regions.size(), " regions, the limit is ",
+                                   limits_.max_regions_per_session)));
+  }
+  auto mapping = regions_.claim(req->token());
+  if (!mapping.ok()) return finish(ctx, reply, mapping.status());
+  const uint64_t id = s->next_region++;
+  reply->set_region(id);
+  reply->set_size((*mapping)->size());
+  s->regions[id] = std::move(*mapping);
+  return finish(ctx, reply, absl::OkStatus());
+}
+
+grpc::Status AccydService::UnregisterRegion(grpc::ServerContext* ctx, const pb::UnregisterRegionRequest* req,
+                                            pb::UnregisterRegionReply* reply) {
+  auto s = find(req->session_id());
+  if (!s) return finish(ctx, reply, noSession(req->session_id()));
+  std::lock_guard<std::mutex> lock(s->mu);
+  if (s->regions.erase(req->region()) == 0) {
+    return finish(ctx, reply, makeError(ErrorKind::kInvalidBuffer, strCat("accyd: no region ", req->region())));
+  }
+  return finish(ctx, reply, absl::OkStatus());
+}
+
+grpc::Status AccydService::ListRegions(grpc::ServerContext* ctx, const pb::ListRegionsRequest* req,
+                                       pb::ListRegionsReply* reply) {
+  auto s = find(req->session_id());
+  if (!s) return finish(ctx, reply, noSession(req->session_id()));
+  std::lock_guard<std::mutex> lock(s->mu);
+  for (const auto& [id, m] : s->regions) {
+    pb::RegionInfo* r = reply->add_regions();
+    r->set_region(id);
+    r->set_size(m->size());
+  }
+  return finish(ctx, reply, absl::OkStatus());
+}
+
+grpc::Status AccydService::Invoke(grpc::ServerContext* ctx, const pb::InvokeRequest* req, pb::InvokeReply* reply) {
+  auto s = find(req->session_id());
+  if (!s) return finish(ctx, reply, noSession(req->session_id()));
+  std::lock_guard<std::mutex> lock(s->mu);
+  const session::Handle handle{req->handle().index(), req->handle().generation()};
+  auto outs = s->table->outputDescriptors(handle);
+  if (!outs.ok()) return finish(ctx, reply, outs.status());
+  // Resolve a region reference, bounds-checked against the mapping.
+  auto resolve = [&](const pb::RegionRef& r, std::span<std::byte>* out) -> absl::Status {
+    auto it = s->regions.find(r.region());
+    if (it == s->regions.end()) {
+      return makeError(ErrorKind::kInvalidBuffer, strCat("accyd: the session has no region ", r.region()));
+    }
+    const uint64_t size = it->second->size();
+    if (r.offset() > size || r.size() > size - r.offset()) {
+      return makeError(ErrorKind::kInvalidBuffer, strCat("accyd: bytes [", r.offset(), ", +", r.size(),
+                                                        ") lie outside region ", r.region(), " of ", size, " bytes"));
+    }
+    *out = std::span<std::byte>(it->second->data() + r.offset(), r.size());
+    return absl::OkStatus();
+  };
+  std::vector<std::span<const std::byte>> inputs;
+  std::vector<std::vector<std::byte>> aligned_copies;
+  for (const pb::Buffer& b : req->inputs()) {
+    if (b.has_region()) {
+      std::span<std::byte> view;
+      if (absl::Status st = resolve(b.region(), &view); !st.ok()) return finish(ctx, reply, st);
+      inputs.emplace_back(view);
+    } else {
+      const std::string& bytes = b.inline_bytes();
+      if (reinterpret_cast<uintptr_t>(bytes.data()) % 8 != 0) {
+        aligned_copies.emplace_back(reinterpret_cast<const std::byte*>(bytes.data()),
+                                    reinterpret_cast<const std::byte*>(bytes.data()) + bytes.size());
+        inputs.emplace_back(aligned_copies.back());
+      } else {
+        inputs.emplace_back(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size());
+      }
+    }
+  }
+  if (req->outputs_size() != 0 && static_cast<size_t>(req->outputs_size()) != outs->size()) {
+    return finish(ctx, reply,
+                  makeError(ErrorKind::kInvalidBuffer, strCat("accyd: ", req->outputs_size(), " output places for ",
+                                                              outs->size(), " outputs")));
+  }
+  std::vector<std::span<std::byte>> outputs;
+  std::vector<std::string> inline_outputs(outs->size());
+  for (size_t k = 0; k < outs->size(); ++k) {
+    if (k < static_cast<size_t>(req->outputs_size()) && req->outputs(k).has_region()) {
+      std::span<std::byte> view;
+      if (absl::Status st = resolve(req->outputs(k).region(), &view); !st.ok()) return finish(ctx, reply, st);
+      outputs.push_back(view);
+    } else {
+      inline_outputs[k].resize((*outs)[k].byte_size);
+      outputs.emplace_back(reinterpret_cast<std::byte*>(inline_outputs[k].data()), inline_outputs[k].size());
+    }
+  }
+  const auto start = Clock::now();
+  absl::Status st = s->table->invoke(handle, inputs, outputs);
+  reply->set_run_micros(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
+  if (!st.ok()) return finish(ctx, reply, st);
+  for (size_t k = 0; k < outs->size(); ++k) {
+    if (!(k < static_cast<size_t>(req->outputs_size()) && req->outputs(k).has_region())) {
+      reply->add_inline_outputs(std::move(inline_outputs[k]));
+    }
+  }
+  return finish(ctx, reply, absl::OkStatus());
+}
+
+}  // namespace accy::server

@@ -1,0 +1,79 @@
+// The accyd gRPC service: per-client sessions with leases, compile through
+// the cache, shared-memory regions, invoke.
+#ifndef ACCY_SERVER_SERVICE_H_
+#define ACCY_SERVER_SERVICE_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "accy/v1/accyd.grpc.pb.h"
+#include "client/session.h"
+#include "server/compile_cache.h"
+#include "server/regions.h"
+
+namespace accy::server {
+
+struct Limits {
+  int64_t max_sessions = 256;
+  int64_t max_regions_per_session = 64;
+  int64_t max_region_bytes = int64_t{4} << 30;
+  int64_t max_message_bytes = int64_t{256} << 20;
+  int lease_seconds = 30;
+};
+
+// The protocol versions this daemon speaks.
+inline constexpr uint32_t kProtocolVersion = 1;
+
+class AccydService final : public accy::v1::Accyd::Service {
+ public:
+  AccydService(CompileCache& cache, RegionSocket& regions, const Limits& limits, int threads);
+  ~AccydService() override;
+
+  grpc::Status Negotiate(grpc::ServerContext*, const accy::v1::NegotiateRequest*, accy::v1::NegotiateReply*) override;
+  grpc::Status ServerInfo(grpc::ServerContext*, const accy::v1::ServerInfoRequest*, accy::v1::ServerInfoReply*) override;
+  grpc::Status OpenSession(grpc::ServerContext*, const accy::v1::OpenSessionRequest*,
+                           accy::v1::OpenSessionReply*) override;
+  grpc::Status KeepAlive(grpc::ServerContext*, const accy::v1::KeepAliveRequest*, accy::v1::KeepAliveReply*) override;
+  grpc::Status CloseSession(grpc::ServerContext*, const accy::v1::CloseSessionRequest*,
+                            accy::v1::CloseSessionReply*) override;
+  grpc::Status Compile(grpc::ServerContext*, const accy::v1::CompileRequest*, accy::v1::CompileReply*) override;
+  grpc::Status Release(grpc::ServerContext*, const accy::v1::ReleaseRequest*, accy::v1::ReleaseReply*) override;
+  grpc::Status RegisterRegion(grpc::ServerContext*, const accy::v1::RegisterRegionRequest*,
+                              accy::v1::RegisterRegionReply*) override;
+  grpc::Status UnregisterRegion(grpc::ServerContext*, const accy::v1::UnregisterRegionRequest*,
+                                accy::v1::UnregisterRegionReply*) override;
+  grpc::Status ListRegions(grpc::ServerContext*, const accy::v1::ListRegionsRequest*,
+                           accy::v1::ListRegionsReply*) override;
+  grpc::Status Invoke(grpc::ServerContext*, const accy::v1::InvokeRequest*, accy::v1::InvokeReply*) override;
+
+  size_t sessionCount() const;
+
+ private:
+  struct ClientSession;
+  std::shared_ptr<ClientSession> find(const std::string& id);
+  void reapLoop();
+
+  CompileCache& cache_;
+  RegionSocket& regions_;
+  Limits limits_;
+  int threads_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<ClientSession>> sessions_;
+  std::atomic<bool> stopping_{false};
+  std::mutex reap_mu_;
+  std::condition_variable reap_cv_;
+  std::thread reaper_;
+};
+
+// The gRPC code that corresponds one to one to a session status number.
+grpc::StatusCode grpcCodeOf(session::Status status);
+
+}  // namespace accy::server
+
+#endif  // ACCY_SERVER_SERVICE_H_
