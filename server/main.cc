@@ -1,9 +1,10 @@
 // accyd: the Accy compile-and-run daemon.
 //
 //   accyd [--listen=unix:/run/accyd/accyd.sock | --listen=tcp:HOST:PORT --tls-cert=F --tls-key=F
-//          [--tls-client-ca=F]] [--cache-dir=DIR] [--cache-max-bytes=N] [--threads=N]
+//          [--tls-client-ca=F]] (--listen may repeat) [--socket-mode=0600|0660] [--cache-dir=DIR] [--cache-max-bytes=N] [--threads=N]
 //         [--lease-seconds=N] [--max-sessions=N] [--max-regions-per-session=N]
-//         [--max-region-bytes=N] [--max-message-bytes=N] [--devices=cpu]
+//         [--max-region-bytes=N] [--max-message-bytes=N] [--max-scratch-bytes=N]
+//         [--check-numerics=0|1] [--devices=cpu]
 //
 // Unix socket by default (mode 0600); TCP only with TLS. SIGTERM or SIGINT
 // stops accepting calls, drains the ones in flight (up to 10 s) and exits 0.
@@ -19,6 +20,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "compiler/executable/build_record.h"
 #include "server/compile_cache.h"
@@ -47,22 +49,27 @@ int main(int argc, char** argv) {
       {"listen", "unix:/run/accyd/accyd.sock"}, {"cache-dir", ""}, {"cache-max-bytes", "1073741824"},
       {"threads", "0"}, {"lease-seconds", "30"}, {"max-sessions", "256"}, {"max-regions-per-session", "64"},
       {"max-region-bytes", "4294967296"}, {"max-message-bytes", "268435456"}, {"devices", "cpu"},
-      {"tls-cert", ""}, {"tls-key", ""}, {"tls-client-ca", ""}};
+      {"tls-cert", ""}, {"tls-key", ""}, {"tls-client-ca", ""}, {"max-scratch-bytes", "17179869184"},
+      {"check-numerics", "0"}, {"socket-mode", "0600"}};
+  std::vector<std::string> listens;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       std::printf("usage: accyd [--listen=unix:PATH|tcp:HOST:PORT] [--tls-cert=F --tls-key=F [--tls-client-ca=F]]\n"
                   "             [--cache-dir=DIR] [--cache-max-bytes=N] [--threads=N] [--lease-seconds=N]\n"
                   "             [--max-sessions=N] [--max-regions-per-session=N] [--max-region-bytes=N]\n"
-                  "             [--max-message-bytes=N] [--devices=cpu]\n");
+                  "             [--max-message-bytes=N] [--max-scratch-bytes=N] [--check-numerics=0|1]\n"
+                  "             [--socket-mode=0600|0660] [--devices=cpu]   (--listen may repeat)\n");
       return 0;
     }
     const size_t eq = arg.find('=');
     if (arg.rfind("--", 0) != 0 || eq == std::string::npos) return usage(("bad argument: " + arg).c_str());
     const std::string key = arg.substr(2, eq - 2);
     if (!flags.count(key)) return usage(("unknown flag --" + key).c_str());
+    if (key == "listen") listens.push_back(arg.substr(eq + 1));
     flags[key] = arg.substr(eq + 1);
   }
+  if (listens.empty()) listens.push_back(flags["listen"]);
   if (flags["devices"] != "cpu") return usage("only the cpu device is available in this build");
   auto number = [&](const char* key) { return std::strtoll(flags[key].c_str(), nullptr, 10); };
 
@@ -73,32 +80,37 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  const std::string listen = flags["listen"];
-  std::shared_ptr<grpc::ServerCredentials> credentials;
-  std::string address, socket_path;
-  if (listen.rfind("unix:", 0) == 0) {
-    socket_path = listen.substr(5);
-    address = listen;
-    credentials = grpc::InsecureServerCredentials();
-  } else if (listen.rfind("tcp:", 0) == 0) {
-    if (flags["tls-cert"].empty() || flags["tls-key"].empty()) {
-      return usage("TCP listening needs TLS: pass --tls-cert and --tls-key");
+  // Every --listen: unix:PATH (plain, local) or tcp:HOST:PORT (TLS only).
+  std::vector<std::pair<std::string, std::shared_ptr<grpc::ServerCredentials>>> ports;
+  std::vector<std::string> unix_paths;
+  for (const std::string& listen : listens) {
+    if (listen.rfind("unix:", 0) == 0) {
+      const std::string path = listen.substr(5);
+      unlink(path.c_str());  // a socket left by a killed daemon
+      unix_paths.push_back(path);
+      ports.emplace_back(listen, grpc::InsecureServerCredentials());
+    } else if (listen.rfind("tcp:", 0) == 0) {
+      if (flags["tls-cert"].empty() || flags["tls-key"].empty()) {
+        return usage("TCP listening needs TLS: pass --tls-cert and --tls-key");
+      }
+      bool ok1, ok2, ok3 = true;
+      grpc::SslServerCredentialsOptions tls;
+      tls.pem_key_cert_pairs.push_back({readFile(flags["tls-key"], &ok1), readFile(flags["tls-cert"], &ok2)});
+      if (!flags["tls-client-ca"].empty()) {
+        tls.pem_root_certs = readFile(flags["tls-client-ca"], &ok3);
+        tls.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+      }
+      if (!ok1 || !ok2 || !ok3) return usage("cannot read the TLS files");
+      ports.emplace_back(listen.substr(4), grpc::SslServerCredentials(tls));
+    } else {
+      return usage("--listen takes unix:PATH or tcp:HOST:PORT");
     }
-    bool ok1, ok2, ok3 = true;
-    grpc::SslServerCredentialsOptions tls;
-    tls.pem_key_cert_pairs.push_back({readFile(flags["tls-key"], &ok1), readFile(flags["tls-cert"], &ok2)});
-    if (!flags["tls-client-ca"].empty()) {
-      tls.pem_root_certs = readFile(flags["tls-client-ca"], &ok3);
-      tls.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
-    }
-    if (!ok1 || !ok2 || !ok3) return usage("cannot read the TLS files");
-    credentials = grpc::SslServerCredentials(tls);
-    address = listen.substr(4);
-    socket_path = "/tmp/accyd-" + std::to_string(getpid()) + ".sock";
-  } else {
-    return usage("--listen takes unix:PATH or tcp:HOST:PORT");
   }
-
+  // Shared-memory regions are passed next to the first Unix socket.
+  const std::string socket_path =
+      unix_paths.empty() ? "/tmp/accyd-" + std::to_string(getpid()) + ".sock" : unix_paths.front();
+  const mode_t socket_mode = static_cast<mode_t>(std::strtol(flags["socket-mode"].c_str(), nullptr, 8));
+  if (socket_mode != 0600 && socket_mode != 0660) return usage("--socket-mode takes 0600 or 0660");
   accy::server::CacheOptions cache_options;
   cache_options.disk_dir = flags["cache-dir"];
   cache_options.disk_max_bytes = number("cache-max-bytes");
@@ -115,12 +127,14 @@ int main(int argc, char** argv) {
   limits.max_region_bytes = number("max-region-bytes");
   limits.max_message_bytes = number("max-message-bytes");
   limits.lease_seconds = static_cast<int>(number("lease-seconds"));
+  limits.max_scratch_bytes = number("max-scratch-bytes");
+  limits.check_numerics = flags["check-numerics"] == "1";
   accy::server::AccydService service(cache, regions, limits, static_cast<int>(number("threads")));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, credentials);
+  for (const auto& [address, credentials] : ports) builder.AddListeningPort(address, credentials);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(static_cast<int>(limits.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(limits.max_message_bytes));
@@ -128,10 +142,12 @@ int main(int argc, char** argv) {
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   umask(old_mask);
   if (!server) {
-    std::fprintf(stderr, "accyd: cannot listen on %s\n", listen.c_str());
+    std::fprintf(stderr, "accyd: cannot listen on %s\n", flags["listen"].c_str());
     return 1;
   }
-  std::fprintf(stderr, "accyd: listening on %s (regions on %s.fd), build %s, disk cache %s\n", listen.c_str(),
+  for (const std::string& path : unix_paths) chmod(path.c_str(), socket_mode);
+  chmod((socket_path + ".fd").c_str(), socket_mode);
+  std::fprintf(stderr, "accyd: listening on %s (regions on %s.fd), build %s, disk cache %s\n", flags["listen"].c_str(),
                socket_path.c_str(), accy::executable::buildRecord().stamped ? "stamped" : "unstamped",
                cache.stats().disk_enabled ? "on" : ("off: " + cache.stats().disk_disabled_reason).c_str());
   std::thread waiter([&] {

@@ -156,6 +156,8 @@ grpc::Status AccydService::OpenSession(grpc::ServerContext* ctx, const pb::OpenS
   auto s = std::make_shared<ClientSession>();
   session::SessionOptions options;
   options.threads = threads_;
+  options.max_scratch_bytes = limits_.max_scratch_bytes;
+  options.check_numerics = limits_.check_numerics;
   options.compiler = [this](const tensor::Program& program, std::string_view bytes,
                             session::CompileInfo* info) -> absl::StatusOr<cpu::LoadedExecutable> {
     x64::CompileOptions o;

@@ -25,6 +25,8 @@ struct Limits {
   int64_t max_region_bytes = int64_t{4} << 30;
   int64_t max_message_bytes = int64_t{256} << 20;
   int lease_seconds = 30;
+  int64_t max_scratch_bytes = int64_t{16} << 30;  // per program
+  bool check_numerics = false;                     // NaN/inf outputs fail the run
 };
 
 // The protocol versions this daemon speaks.

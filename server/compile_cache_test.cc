@@ -1,0 +1,132 @@
+// The compile cache: memory hits, disk entries that survive a restart, a
+// corrupted entry detected and recompiled, another build record never
+// hitting, and an unstamped build refusing the disk.
+#include "server/compile_cache.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "accy/accy.h"
+#include "compiler/codegen/x86_64/compile.h"
+#include "examples/tone/tone.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace accy::server {
+namespace {
+
+namespace tensor = accy::tensor;
+
+executable::BuildRecord stamped(const std::string& source) {
+  return executable::BuildRecord{true, {{"SOURCE_HASH", source}, {"COMPILER", "gcc"}}};
+}
+
+struct Fixture {
+  tensor::Program program;
+  std::string wire;
+  int compiles = 0;
+  CompileCache::CompileFn compile = [this](const tensor::Program& p) {
+    ++compiles;
+    x64::CompileOptions o;
+    o.threads = 1;
+    return x64::compileProgram(p, o);
+  };
+  Fixture() {
+    const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {}),
+                                  tensor::spec(tensor::DType::f32, {{"point", 16}}),
+                                  tensor::spec(tensor::DType::f32, {{"point", 16}})};
+    program = *tensor::define("mismatch", specs, tone::mismatch);
+    wire = wire::encode(program);
+  }
+};
+
+CacheOptions diskAt(const std::string& dir) {
+  CacheOptions o;
+  o.disk_dir = dir;
+  return o;
+}
+
+std::string tempDir() {
+  std::string dir = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/cache-XXXXXX";
+  return mkdtemp(dir.data());
+}
+
+TEST(CompileCache, RestartHitsTheDiskCorruptionRecompilesOtherBuildsMiss) {
+  Fixture f;
+  const std::string dir = tempDir();
+  std::string level;
+  {
+    CompileCache cache(diskAt(dir), stamped("a"));
+    ASSERT_TRUE(cache.stats().disk_enabled);
+    ASSERT_TRUE(cache.get(f.program, f.wire, "x86_64", "", f.compile, &level).ok());
+    EXPECT_EQ(level, "");
+    ASSERT_TRUE(cache.get(f.program, f.wire, "x86_64", "", f.compile, &level).ok());
+    EXPECT_EQ(level, "memory");
+    EXPECT_EQ(f.compiles, 1);
+    EXPECT_EQ(cache.stats().disk_entries, 1u);
+  }
+  {  // a restarted daemon, same build: served from disk without compiling
+    CompileCache cache(diskAt(dir), stamped("a"));
+    auto loaded = cache.get(f.program, f.wire, "x86_64", "", f.compile, &level);
+    ASSERT_TRUE(loaded.ok());
+    EXPECT_EQ(level, "disk");
+    EXPECT_EQ(f.compiles, 1);
+    const tone::Samples data = tone::samples();
+    float freq[1] = {2.5f}, v[1];
+    ASSERT_TRUE(loaded->launch({bytes(freq), bytes(data.time), bytes(data.sample)}, {writableBytes(v)}).ok());
+    EXPECT_NEAR(v[0], 8.656, 5e-4);
+  }
+  {  // a corrupted entry is detected, deleted and recompiled
+    CompileCache cache(diskAt(dir), stamped("a"));
+    const std::string path = cache.pathFor(cache.keyFor(f.wire, "x86_64", ""));
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(60);
+    file.put('\x5a');
+    file.close();
+    ASSERT_TRUE(cache.get(f.program, f.wire, "x86_64", "", f.compile, &level).ok());
+    EXPECT_EQ(level, "");
+    EXPECT_EQ(f.compiles, 2);
+    EXPECT_EQ(cache.stats().corrupt_entries, 1u);
+  }
+  {  // another build record never hits
+    CompileCache cache(diskAt(dir), stamped("b"));
+    ASSERT_TRUE(cache.get(f.program, f.wire, "x86_64", "", f.compile, &level).ok());
+    EXPECT_EQ(level, "");
+    EXPECT_EQ(f.compiles, 3);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CompileCache, UnstampedBuildsRefuseTheDiskButCacheInMemory) {
+  Fixture f;
+  const std::string dir = tempDir();
+  CompileCache cache(diskAt(dir), executable::BuildRecord{});
+  EXPECT_FALSE(cache.stats().disk_enabled);
+  EXPECT_THAT(cache.stats().disk_disabled_reason, ::testing::HasSubstr("UnrecordedCompilerBuild"));
+  std::string level;
+  ASSERT_TRUE(cache.get(f.program, f.wire, "x86_64", "", f.compile, &level).ok());
+  ASSERT_TRUE(cache.get(f.program, f.wire, "x86_64", "", f.compile, &level).ok());
+  EXPECT_EQ(level, "memory");
+  EXPECT_EQ(f.compiles, 1);
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  EXPECT_EQ(errorKind(executable::requireRecordedBuild(executable::BuildRecord{}, "saving")),
+            ErrorKind::kUnrecordedCompilerBuild);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CompileCache, DiskIsKeptUnderItsByteBound) {
+  Fixture f;
+  const std::string dir = tempDir();
+  CacheOptions tiny;
+  tiny.disk_dir = dir;
+  tiny.disk_max_bytes = 1;
+  CompileCache cache(tiny, stamped("a"));
+  std::string level;
+  ASSERT_TRUE(cache.get(f.program, f.wire, "x86_64", "t1", f.compile, &level).ok());
+  ASSERT_TRUE(cache.get(f.program, f.wire, "x86_64", "t2", f.compile, &level).ok());
+  EXPECT_EQ(cache.stats().disk_entries, 0u);  // every entry is over a 1-byte bound
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace accy::server

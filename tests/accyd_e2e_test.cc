@@ -1,0 +1,395 @@
+// End to end over a real accyd process: the original's three tone tests
+// through RemoteSession, every failure status through the daemon,
+// isolation, lease expiry, shared memory, reflection, many concurrent
+// clients, and a clean SIGTERM drain.
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "accy/accy.h"
+#include "accy/v1/accyd.grpc.pb.h"
+#include "client/remote_session.h"
+#include "examples/tone/tone.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace accy {
+namespace {
+
+using ::testing::HasSubstr;
+namespace tensor = accy::tensor;
+using client::RemoteOptions;
+using client::RemoteSession;
+
+std::string runfile(const std::string& path) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  return std::string(srcdir ? srcdir : ".") + "/accy/" + path;
+}
+
+// A daemon process on a socket in the test's temporary directory.
+class Daemon {
+ public:
+  explicit Daemon(std::vector<std::string> args, const std::string& binary = "") {
+    // Unix socket paths are limited to 107 bytes: Bazel's TEST_TMPDIR is
+    // too deep, so use a fresh directory under /tmp.
+    char dir[] = "/tmp/accyd-test-XXXXXX";
+    dir_ = mkdtemp(dir);
+    socket_ = dir_ + "/accyd.sock";
+    std::vector<std::string> argv = {binary.empty() ? runfile("server/accyd") : binary, "--listen=unix:" + socket_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      std::vector<char*> c;
+      for (auto& a : argv) c.push_back(a.data());
+      c.push_back(nullptr);
+      execv(c[0], c.data());
+      _exit(127);
+    }
+    for (int i = 0; i < 200; ++i) {
+      struct stat st;
+      if (stat((socket_ + ".fd").c_str(), &st) == 0 && stat(socket_.c_str(), &st) == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+  }
+  ~Daemon() {
+    if (pid_ > 0) stop();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  // SIGTERM; returns the exit status.
+  int stop() {
+    kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  std::string target() const { return "unix:" + socket_; }
+  const std::string& socket() const { return socket_; }
+
+ private:
+  std::string dir_;
+  std::string socket_;
+  pid_t pid_ = -1;
+};
+
+std::unique_ptr<RemoteSession> connect(const Daemon& d, RemoteOptions o = {}) {
+  o.cpu_in_process = false;
+  auto s = RemoteSession::connect(d.target(), o);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+std::vector<tensor::Spec> toneSpecs(int guesses) {
+  return {guesses ? tensor::spec(tensor::DType::f32, {{"guess", guesses}}) : tensor::spec(tensor::DType::f32, {}),
+          tensor::spec(tensor::DType::f32, {{"point", tone::kPoints}}),
+          tensor::spec(tensor::DType::f32, {{"point", tone::kPoints}})};
+}
+
+uint32_t number(const absl::Status& st) { return static_cast<uint32_t>(session::statusOf(st)); }
+
+double mismatchF64(double f) {
+  const tone::Samples data = tone::samples();
+  double e = 0;
+  for (int i = 0; i < tone::kPoints; ++i) {
+    const double gap = std::sin(f * data.time[i]) - data.sample[i];
+    e += gap * gap;
+  }
+  return e;
+}
+
+TEST(Accyd, TheThreeToneTestsThroughRemoteSession) {
+  Daemon d({});
+  auto s = connect(d);
+  ASSERT_TRUE(s);
+  const tone::Samples data = tone::samples();
+  // measure one frequency guess
+  auto one = s->compile(wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch)));
+  ASSERT_TRUE(one.ok()) << one.status();
+  float f1[1] = {2.5f}, v1[1];
+  ASSERT_TRUE(s->invoke(*one, {bytes(f1), bytes(data.time), bytes(data.sample)}, {writableBytes(v1)}).ok());
+  EXPECT_NEAR(mismatchF64(2.5), v1[0], 1e-4);
+  // compare eight frequency guesses
+  auto eight = s->compile(wire::encode(*tensor::define("mismatch", toneSpecs(8), tone::mismatch)));
+  ASSERT_TRUE(eight.ok());
+  float f8[8] = {0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5}, v8[8];
+  ASSERT_TRUE(s->invoke(*eight, {bytes(f8), bytes(data.time), bytes(data.sample)}, {writableBytes(v8)}).ok());
+  for (int g = 0; g < 8; ++g) EXPECT_NEAR(mismatchF64(f8[g]), v8[g], 1e-4);
+  // refine eight frequency guesses: compiled once, launched 100 times
+  auto f = tensor::Function::define("mismatch", toneSpecs(0), tone::mismatch);
+  auto each = f->valueAndGrad({.wrt = {0}})->vmap(
+      {.axis_size = 8, .in_axes = {tensor::mappedAxis(0), tensor::unmapped, tensor::unmapped}, .axis_name = "guess"});
+  ASSERT_TRUE(each.ok());
+  auto refine = s->compile(wire::encode(each->program()));
+  ASSERT_TRUE(refine.ok()) << refine.status();
+  float value[8], slope[8];
+  for (int step = 0; step < 100; ++step) {
+    ASSERT_TRUE(s->invoke(*refine, {bytes(f8), bytes(data.time), bytes(data.sample)},
+                          {writableBytes(value), writableBytes(slope)})
+                    .ok());
+    for (int g = 0; g < 8; ++g) f8[g] -= 0.005f * slope[g];
+  }
+  EXPECT_NEAR(3.0f, f8[2], 1e-6);
+  EXPECT_NEAR(3.0f, f8[3], 1e-6);
+  EXPECT_EQ(d.stop(), 0);
+}
+
+TEST(Accyd, EveryFailureStatusThroughTheDaemon) {
+  Daemon d({"--max-scratch-bytes=1024", "--check-numerics=1"});
+  auto s = connect(d);
+  ASSERT_TRUE(s);
+  const std::string tone_bytes = wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch));
+  EXPECT_EQ(number(s->compile("ACCY\x01\x00\x00\x00nonsense").status()), 1u);
+  std::string v9 = tone_bytes;
+  v9[4] = 9;
+  EXPECT_EQ(number(s->compile(v9).status()), 2u);
+  auto h = s->compile(tone_bytes);
+  ASSERT_TRUE(h.ok());
+  float f[1] = {1}, out[1];
+  const tone::Samples data = tone::samples();
+  EXPECT_EQ(number(s->invoke(*h, {bytes(f)}, {writableBytes(out)})), 4u);
+  ASSERT_TRUE(s->release(*h).ok());
+  EXPECT_EQ(number(s->invoke(*h, {bytes(f), bytes(data.time), bytes(data.sample)}, {writableBytes(out)})), 3u);
+  std::vector<session::Handle> held;
+  for (uint32_t i = 0; i < session::kMaxPrograms; ++i) held.push_back(*s->compile(tone_bytes));
+  EXPECT_EQ(number(s->compile(tone_bytes).status()), 5u);
+  for (auto& x : held) ASSERT_TRUE(s->release(x).ok());
+  const tensor::Spec big[] = {tensor::spec(tensor::DType::f32, {{"a", 64}}), tensor::spec(tensor::DType::f32, {{"b", 64}})};
+  auto p = tensor::define("big", big, [](tensor::Builder&, std::span<const tensor::Value> v) {
+    tensor::Value t = (v[0] * v[1]).exp();
+    return t.sum("a").sum("b") + t.slice("a", 1, 64).sum({"a", "b"});
+  });
+  EXPECT_EQ(number(s->compile(wire::encode(*p)).status()), 6u);
+  EXPECT_EQ(number(s->compile(tone_bytes, "ptx").status()), 7u);
+  const tensor::Spec one[] = {tensor::spec(tensor::DType::f32, {{"a", 2}})};
+  auto lg = s->compile(wire::encode(*tensor::define("log", one, [](tensor::Builder&, std::span<const tensor::Value> v) {
+    return v[0].log();
+  })));
+  ASSERT_TRUE(lg.ok());
+  float x[2] = {1, -1}, y[2];
+  auto st = s->invoke(*lg, {bytes(x)}, {writableBytes(y)});
+  EXPECT_EQ(number(st), 8u);
+  EXPECT_THAT(st.message(), HasSubstr("check_numerics"));
+  ASSERT_TRUE(s->lastCause().has_value());
+}
+
+TEST(Accyd, SessionsAreIsolated) {
+  Daemon d({});
+  auto a = connect(d);
+  auto b = connect(d);
+  auto h = a->compile(wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch)));
+  ASSERT_TRUE(h.ok());
+  // B has no program in that slot: the same handle means nothing there.
+  float f[1] = {1}, out[1];
+  const tone::Samples data = tone::samples();
+  EXPECT_EQ(number(b->invoke(*h, {bytes(f), bytes(data.time), bytes(data.sample)}, {writableBytes(out)})), 3u);
+  // Regions are per session too: raw stub call naming A's region from B.
+  auto buf = a->allocateShared(4096);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  auto channel = grpc::CreateChannel(d.target(), grpc::InsecureChannelCredentials());
+  auto stub = accy::v1::Accyd::NewStub(channel);
+  grpc::ClientContext ctx;
+  accy::v1::ListRegionsRequest req;
+  accy::v1::ListRegionsReply reply;
+  req.set_session_id(b->sessionId());
+  ASSERT_TRUE(stub->ListRegions(&ctx, req, &reply).ok());
+  EXPECT_EQ(reply.regions_size(), 0);
+  grpc::ClientContext ctx2;
+  req.set_session_id(a->sessionId());
+  ASSERT_TRUE(stub->ListRegions(&ctx2, req, &reply).ok());
+  EXPECT_EQ(reply.regions_size(), 1);
+}
+
+TEST(Accyd, SharedMemoryBuffersAndBoundsChecks) {
+  Daemon d({});
+  auto s = connect(d);
+  auto h = s->compile(wire::encode(*tensor::define("mismatch", toneSpecs(8), tone::mismatch)));
+  ASSERT_TRUE(h.ok());
+  auto buf = s->allocateShared(4096);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  std::byte* base = (*buf)->bytes().data();
+  float* freq = reinterpret_cast<float*>(base);
+  float* time = freq + 8;
+  float* sample = time + 16;
+  float* out = sample + 16;
+  const tone::Samples data = tone::samples();
+  for (int g = 0; g < 8; ++g) freq[g] = 0.5f + g;
+  std::memcpy(time, data.time.data(), 64);
+  std::memcpy(sample, data.sample.data(), 64);
+  auto st = s->invoke(*h, {std::as_bytes(std::span(freq, 8)), std::as_bytes(std::span(time, 16)),
+                           std::as_bytes(std::span(sample, 16))},
+                      {std::as_writable_bytes(std::span(out, 8))});
+  ASSERT_TRUE(st.ok()) << st;
+  for (int g = 0; g < 8; ++g) EXPECT_NEAR(out[g], mismatchF64(0.5 + g), 1e-4);
+  // A reference past the region's end is refused.
+  auto stub = accy::v1::Accyd::NewStub(grpc::CreateChannel(d.target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  accy::v1::InvokeRequest req;
+  accy::v1::InvokeReply reply;
+  req.set_session_id(s->sessionId());
+  req.mutable_handle()->set_index(h->index & 0x7fffffff);
+  req.mutable_handle()->set_generation(h->generation);
+  for (uint64_t offset : {uint64_t{4090}, uint64_t{0}, uint64_t{64}}) {
+    auto* r = req.add_inputs()->mutable_region();
+    r->set_region((*buf)->region());
+    r->set_offset(offset);
+    r->set_size(offset == 0 ? 32 : 64);
+  }
+  grpc::Status gst = stub->Invoke(&ctx, req, &reply);
+  EXPECT_EQ(gst.error_code(), grpc::StatusCode::OUT_OF_RANGE);
+  EXPECT_THAT(gst.error_message(), HasSubstr("outside region"));
+}
+
+TEST(Accyd, LeaseExpiryFreesTheSession) {
+  Daemon d({"--lease-seconds=1"});
+  RemoteOptions o;
+  o.keep_alive = false;  // a client that died
+  auto s = connect(d, o);
+  auto h = s->compile(wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch)));
+  ASSERT_TRUE(h.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  float f[1] = {1}, out[1];
+  const tone::Samples data = tone::samples();
+  auto st = s->invoke(*h, {bytes(f), bytes(data.time), bytes(data.sample)}, {writableBytes(out)});
+  EXPECT_EQ(number(st), 3u);
+  EXPECT_THAT(st.message(), HasSubstr("lease"));
+  // A client that keeps its lease stays.
+  auto kept = connect(d);
+  auto h2 = kept->compile(wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_TRUE(kept->invoke(*h2, {bytes(f), bytes(data.time), bytes(data.sample)}, {writableBytes(out)}).ok());
+}
+
+// Lists services through the server reflection protocol, with a raw stream
+// (ServerReflectionRequest{list_services: "*"}).
+std::vector<std::string> listServices(const std::string& target) {
+  auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext ctx;
+  auto call = stub.PrepareCall(&ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  void* tag;
+  bool ok;
+  call->StartCall(reinterpret_cast<void*>(1));
+  cq.Next(&tag, &ok);
+  const std::string request = std::string("\x3a\x01*", 3);  // field 7, "*"
+  grpc::Slice slice(request);
+  grpc::ByteBuffer out(&slice, 1);
+  call->Write(out, reinterpret_cast<void*>(2));
+  cq.Next(&tag, &ok);
+  grpc::ByteBuffer in;
+  call->Read(&in, reinterpret_cast<void*>(3));
+  cq.Next(&tag, &ok);
+  std::vector<grpc::Slice> slices;
+  in.Dump(&slices);
+  std::string bytes;
+  for (auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  call->WritesDone(reinterpret_cast<void*>(4));
+  cq.Next(&tag, &ok);
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  cq.Next(&tag, &ok);
+  // Walk: response field 6 (list_services_response) > field 1 (service) > field 1 (name).
+  std::vector<std::string> names;
+  auto varint = [](const std::string& b, size_t& i) {
+    uint64_t v = 0;
+    for (int shift = 0; i < b.size(); shift += 7) {
+      const uint8_t c = static_cast<uint8_t>(b[i++]);
+      v |= uint64_t{c & 0x7fu} << shift;
+      if (!(c & 0x80)) break;
+    }
+    return v;
+  };
+  std::function<void(const std::string&, int)> walk = [&](const std::string& b, int depth) {
+    size_t i = 0;
+    while (i < b.size()) {
+      const uint64_t key = varint(b, i);
+      if ((key & 7) != 2) {
+        if ((key & 7) == 0) varint(b, i);
+        else break;
+        continue;
+      }
+      const uint64_t len = varint(b, i);
+      const std::string sub = b.substr(i, len);
+      i += len;
+      const uint64_t field = key >> 3;
+      if (depth == 0 && field == 6) walk(sub, 1);
+      else if (depth == 1 && field == 1) walk(sub, 2);
+      else if (depth == 2 && field == 1) names.push_back(sub);
+    }
+  };
+  walk(bytes, 0);
+  return names;
+}
+
+TEST(Accyd, ReflectionListsTheServices) {
+  Daemon d({});
+  const std::vector<std::string> names = listServices(d.target());
+  EXPECT_THAT(names, ::testing::Contains("accy.v1.Accyd"));
+  EXPECT_THAT(names, ::testing::Contains("grpc.health.v1.Health"));
+  EXPECT_THAT(names, ::testing::Contains("grpc.reflection.v1alpha.ServerReflection"));
+}
+
+TEST(Accyd, SixteenClientsThousandInvokesEach) {
+  Daemon d({});
+  const std::string program = wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch));
+  const tone::Samples data = tone::samples();
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 16; ++c) {
+    clients.emplace_back([&, c] {
+      auto s = connect(d);
+      if (!s) {
+        ++wrong;
+        return;
+      }
+      auto h = s->compile(program);
+      if (!h.ok()) {
+        ++wrong;
+        return;
+      }
+      for (int n = 0; n < 1000; ++n) {
+        const float f[1] = {0.5f + 0.01f * ((c * 1000 + n) % 700)};
+        float out[1];
+        if (!s->invoke(*h, {bytes(f), bytes(data.time), bytes(data.sample)}, {writableBytes(out)}).ok() ||
+            std::fabs(out[0] - mismatchF64(f[0])) > 1e-3) {
+          ++wrong;
+        }
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(d.stop(), 0);
+}
+
+TEST(Accyd, ServerInfoReportsTheBuildAndTheCache) {
+  Daemon d({});
+  auto s = connect(d);
+  const std::string program = wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch));
+  session::CompileInfo first, second;
+  ASSERT_TRUE(s->compile(program, "x86_64", &first).ok());
+  ASSERT_TRUE(s->compile(program, "x86_64", &second).ok());
+  EXPECT_FALSE(first.cache_hit);
+  EXPECT_TRUE(second.cache_hit);
+  EXPECT_EQ(second.cache_level, "memory");
+  auto info = s->serverInfo();
+  ASSERT_TRUE(info.ok());
+  EXPECT_THAT(info->devices(), ::testing::Contains("cpu"));
+  EXPECT_EQ(info->cache().memory_hits(), 1u);
+  // An unstamped test build keeps no disk cache, and says why.
+  if (!info->build_record().stamped()) {
+    EXPECT_FALSE(info->cache().disk_enabled());
+  }
+}
+
+}  // namespace
+}  // namespace accy
