@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "accy/accy.h"
@@ -389,6 +390,50 @@ TEST(Accyd, ServerInfoReportsTheBuildAndTheCache) {
   if (!info->build_record().stamped()) {
     EXPECT_FALSE(info->cache().disk_enabled());
   }
+}
+
+TEST(Accyd, TcpWithoutTlsIsRefused) {
+  const std::string binary = runfile("server/accyd");
+  const std::string command = binary + " --listen=tcp:127.0.0.1:0 2>/dev/null";
+  const int status = std::system(command.c_str());
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+}
+
+// Needs a stamped accyd (tools/run_tests.sh builds one and sets
+// ACCYD_STAMPED_BINARY): an unstamped daemon keeps no disk cache.
+TEST(Accyd, RestartWithAWarmDiskCacheAndACorruptedEntry) {
+  const char* binary = std::getenv("ACCYD_STAMPED_BINARY");
+  if (binary == nullptr) GTEST_SKIP() << "set ACCYD_STAMPED_BINARY to a stamped accyd (make test does)";
+  char dir[] = "/tmp/accyd-cache-XXXXXX";
+  const std::string cache = mkdtemp(dir);
+  const std::string program = wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch));
+  auto compileOnce = [&](const char* expect_level) {
+    Daemon d({"--cache-dir=" + cache}, binary);
+    auto s = connect(d);
+    ASSERT_TRUE(s);
+    auto info = s->serverInfo();
+    ASSERT_TRUE(info->build_record().stamped());
+    ASSERT_TRUE(info->cache().disk_enabled()) << info->cache().disk_disabled_reason();
+    session::CompileInfo ci;
+    auto h = s->compile(program, "x86_64", &ci);
+    ASSERT_TRUE(h.ok()) << h.status();
+    EXPECT_EQ(ci.cache_level, expect_level);
+    const tone::Samples data = tone::samples();
+    float f[1] = {2.5f}, v[1];
+    ASSERT_TRUE(s->invoke(*h, {bytes(f), bytes(data.time), bytes(data.sample)}, {writableBytes(v)}).ok());
+    EXPECT_NEAR(v[0], mismatchF64(2.5), 1e-4);
+    EXPECT_EQ(d.stop(), 0);
+  };
+  compileOnce("");      // fresh compile, written to disk
+  compileOnce("disk");  // a restarted daemon hits its disk cache
+  for (const auto& e : std::filesystem::directory_iterator(cache)) {
+    std::fstream file(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(100);
+    file.put('\x33');
+  }
+  compileOnce("");      // the corrupted entry is detected and recompiled
+  compileOnce("disk");
+  std::filesystem::remove_all(cache);
 }
 
 }  // namespace

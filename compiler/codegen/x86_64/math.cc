@@ -23,22 +23,19 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // e^r ~ 1 + r + r^2 * P(r), r in [-0.3475, 0.3475].
 constexpr double kExpF32[] = {0.4999999403953552, 0.16666515171527863, 0.041668087244033813,
                               0.00836929865181446, 0.0013838307932019234};
-constexpr double kExpF64[] = {0.5000000000000011,     0.16666666666666405,
-                              0.04166666666652737,    0.008333333333497811,
-                              0.0013888888944469794,  0.00019841269501356707,
-                              2.480149213568412e-05,  2.755758916443948e-06,
-                              2.7630621013728803e-07, 2.4999781231785314e-08};
+constexpr double kExpF64[] = {0.5000000000000011,    0.16666666666666405,   0.04166666666652737,
+                              0.008333333333497811,  0.0013888888944469794, 0.00019841269501356707,
+                              2.480149213568412e-05, 2.755758916443948e-06, 2.7630621013728803e-07,
+                              2.4999781231785314e-08};
 
 // sin(r) ~ r + r * z * P(z), z = r^2, |r| <= kTrigReduced.
-constexpr double kSinF32[] = {-0.16666653752326965, 0.008332106284797192,
-                              -0.00019507882825564593};
-constexpr double kSinF64[] = {-0.1666666666666663,    0.00833333333332181,
-                              -0.00019841269829319,   2.7557313521379448e-06,
+constexpr double kSinF32[] = {-0.16666653752326965, 0.008332106284797192, -0.00019507882825564593};
+constexpr double kSinF64[] = {-0.1666666666666663,     0.00833333333332181,
+                              -0.00019841269829319,    2.7557313521379448e-06,
                               -2.5050731307319135e-08, 1.5895236337365907e-10};
 
 // cos(r) ~ 1 - z / 2 + z^2 * P(z), z = r^2, |r| <= kTrigReduced.
-constexpr double kCosF32[] = {0.04166664555668831, -0.001388730714097619,
-                              2.4431870770058595e-05};
+constexpr double kCosF32[] = {0.04166664555668831, -0.001388730714097619, 2.4431870770058595e-05};
 constexpr double kCosF64[] = {0.04166666666666659,    -0.0013888888888872186,
                               2.480158728829539e-05,  -2.7557314015122453e-07,
                               2.0875678084786974e-09, -1.1357336717483397e-11};
@@ -52,15 +49,12 @@ constexpr double kLogF64[] = {0.6666666666666666,  0.40000000000004926, 0.285714
                               0.1325210576855585,  0.13235187009936467};
 
 // tanh(x) ~ x + x * z * P(z), z = x^2, |x| < 0.625.
-constexpr double kTanhF32[] = {-0.3333333134651184,  0.13333220779895782,
-                               -0.05394817888736725, 0.021706894040107727,
-                               -0.008190013468265533, 0.002152683911845088};
-constexpr double kTanhF64[] = {-0.33333333333333315,   0.1333333333332996,
-                               -0.053968253966149446,  0.021869488470699014,
-                               -0.008863234338748284,  0.0035921142223555623,
-                               -0.0014557272091690959, 0.0005894566158556033,
-                               -0.00023702398046040682, 9.157829768025825e-05,
-                               -3.020586355882922e-05, 6.050148845089078e-06};
+constexpr double kTanhF32[] = {-0.3333333134651184,  0.13333220779895782,   -0.05394817888736725,
+                               0.021706894040107727, -0.008190013468265533, 0.002152683911845088};
+constexpr double kTanhF64[] = {
+    -0.33333333333333315,    0.1333333333332996,    -0.053968253966149446,  0.021869488470699014,
+    -0.008863234338748284,   0.0035921142223555623, -0.0014557272091690959, 0.0005894566158556033,
+    -0.00023702398046040682, 9.157829768025825e-05, -3.020586355882922e-05, 6.050148845089078e-06};
 constexpr double kTanhSmall = 0.625;
 // The sin and cos polynomials are fitted for |r| <= kTrigReduced.
 constexpr double kTrigReduced = 0.788;
@@ -70,8 +64,8 @@ constexpr double kTrigReduced = 0.788;
 // (13 bits for f32, |x| < 12867; 20 bits for f64, |x| < 1.6e6).
 constexpr double kPio2F32[] = {1.5703125, 0.0004837512969970703, 7.549533620476723e-08,
                                2.5632829192545614e-12, 6.123234262925839e-17};
-constexpr double kPio2F64[] = {1.5707963267341256, 6.077100506303966e-11,
-                               2.0222662487111665e-21, 8.4784276603689e-32};
+constexpr double kPio2F64[] = {1.5707963267341256, 6.077100506303966e-11, 2.0222662487111665e-21,
+                               8.4784276603689e-32};
 
 // Constants that depend on the lane type.
 struct LaneMath {
@@ -94,15 +88,49 @@ struct LaneMath {
 };
 
 const LaneMath kF32 = {
-    23, 32, 0x80000000u, 0x007fffffu, 12582912.0, 127, 4097.0, 0.693145751953125,
-    1.428606765330187e-06, -104.0, 89.0, 0x1p-126, 24, 0x3f3504f3u,
-    kExpF32, kSinF32, kCosF32, kLogF32, kTanhF32, kPio2F32,
+    .mantissa_bits = 23,
+    .lane_bits = 32,
+    .sign_mask = 0x80000000u,
+    .mantissa_mask = 0x007fffffu,
+    .magic = 12582912.0,
+    .exponent_bias = 127,
+    .split = 4097.0,
+    .ln2_hi = 0.693145751953125,
+    .ln2_lo = 1.428606765330187e-06,
+    .exp_min = -104.0,
+    .exp_max = 89.0,
+    .min_normal = 0x1p-126,
+    .subnormal_shift = 24,
+    .sqrt_half_bits = 0x3f3504f3u,
+    .exp_poly = kExpF32,
+    .sin_poly = kSinF32,
+    .cos_poly = kCosF32,
+    .log_poly = kLogF32,
+    .tanh_poly = kTanhF32,
+    .pio2 = kPio2F32,
 };
 
 const LaneMath kF64 = {
-    52, 64, 0x8000000000000000ull, 0x000fffffffffffffull, 6755399441055744.0, 1023, 134217729.0,
-    0.6931471805598903, 5.497923018708371e-14, -746.0, 710.0, 0x1p-1022, 54,
-    0x3fe6a09e667f3bcdull, kExpF64, kSinF64, kCosF64, kLogF64, kTanhF64, kPio2F64,
+    .mantissa_bits = 52,
+    .lane_bits = 64,
+    .sign_mask = 0x8000000000000000ull,
+    .mantissa_mask = 0x000fffffffffffffull,
+    .magic = 6755399441055744.0,
+    .exponent_bias = 1023,
+    .split = 134217729.0,
+    .ln2_hi = 0.6931471805598903,
+    .ln2_lo = 5.497923018708371e-14,
+    .exp_min = -746.0,
+    .exp_max = 710.0,
+    .min_normal = 0x1p-1022,
+    .subnormal_shift = 54,
+    .sqrt_half_bits = 0x3fe6a09e667f3bcdull,
+    .exp_poly = kExpF64,
+    .sin_poly = kSinF64,
+    .cos_poly = kCosF64,
+    .log_poly = kLogF64,
+    .tanh_poly = kTanhF64,
+    .pio2 = kPio2F64,
 };
 
 // Value-returning wrappers over Simd: every result is a fresh virtual
@@ -232,9 +260,9 @@ Pair twoProd(Ops& o, Vec a, Vec b) {
   return {p, o.add(e, o.mul(x.lo, y.lo))};
 }
 
-// 2^n for integral n, -2 * bias < n < 2 * bias + 2 (including results that
-// underflow or overflow): scale * 2^n as (scale * 2^n1) * 2^n2 with both
-// halves normal, so a subnormal result is rounded once.
+// scale * 2^n for integral |n| <= 2 * bias - 2, as (scale * 2^n1) * 2^n2
+// with both powers normal: results that overflow become inf, subnormal ones
+// are rounded once.
 Vec scaleByPow2(Ops& o, Vec scale, Vec n) {
   const LaneMath& c = o.c();
   // Adding magic + bias rounds to an integer whose bits, shifted into the
@@ -430,8 +458,8 @@ void emitPow(Simd& s, Vec d, Vec a, Vec b) {
   const Pair lg = logExtCore(o, ax);
   // Outside (0, inf) the log is -inf (for 0), inf or NaN, with no low part.
   const Mask positive_finite = o.both(o.cmp(Cmp::kGt, ax, zero), o.cmp(Cmp::kLt, ax, inf));
-  Vec log_hi = o.select(positive_finite, lg.hi,
-                        o.select(o.cmp(Cmp::kEq, ax, zero), o.neg(inf), ax));
+  Vec log_hi =
+      o.select(positive_finite, lg.hi, o.select(o.cmp(Cmp::kEq, ax, zero), o.neg(inf), ax));
   Vec log_lo = o.select(positive_finite, lg.lo, zero);
 
   const Pair y = twoProd(o, b, log_hi);
@@ -447,8 +475,7 @@ void emitPow(Simd& s, Vec d, Vec a, Vec b) {
   const Mask odd = o.both(integral, o.cmp(Cmp::kNe, o.round(half), half));
   Vec sign_mask = o.bits(c.sign_mask);
   v = o.bitOr(v, o.select(odd, o.bitAnd(a, sign_mask), zero));
-  const Mask negative_finite =
-      o.both(o.cmp(Cmp::kLt, a, zero), o.cmp(Cmp::kGt, a, o.neg(inf)));
+  const Mask negative_finite = o.both(o.cmp(Cmp::kLt, a, zero), o.cmp(Cmp::kGt, a, o.neg(inf)));
   const Mask fractional = o.cmp(Cmp::kNe, o.round(b), b);
   v = o.select(o.both(negative_finite, fractional), o.num(kNaN), v);
 
