@@ -7,7 +7,7 @@ setup:
 	bash tools/setup.sh
 
 demo: setup
-	bazel run //examples/tone:tone_demo
+	bash tools/demo.sh
 
 test: setup
 	bash tools/run_tests.sh

@@ -36,7 +36,16 @@ int main(int argc, char** argv) {
     }
     float value;
     std::memcpy(&value, (*outputs)[0].data(), sizeof value);
-    std::printf("reference evaluator: mismatch for frequency %.1f = %.4f\n", guess, value);
+    float jit_value[1];
+    const absl::Status st = tensor::runCpu(
+        *program, {accy::bytes(frequency), accy::bytes(data.time), accy::bytes(data.sample)},
+        {accy::writableBytes(jit_value)});
+    if (!st.ok()) {
+      std::fprintf(stderr, "runCpu failed: %s\n", st.ToString().c_str());
+      return 1;
+    }
+    std::printf("frequency %.1f: mismatch %.4f (reference evaluator), %.4f (x86-64 JIT, runCpu)\n", guess, value,
+                jit_value[0]);
   }
   return 0;
 }
