@@ -1,0 +1,192 @@
+// accyd benchmarks, side by side in one run (docs/PERFORMANCE.md):
+//   - tone invoke round trip over the Unix socket vs in process (p50, p99);
+//   - a 64 MiB invoke through shared memory vs through inline bytes, with
+//     the kernel run in process as the floor;
+//   - a compile served from the cache vs a fresh compile.
+// The daemon is started by this process: pass --accyd=PATH (tools/bench.sh
+// does) and it listens on a temporary socket.
+#include <benchmark/benchmark.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "accy/accy.h"
+#include "client/remote_session.h"
+#include "examples/tone/tone.h"
+
+namespace tensor = accy::tensor;
+
+namespace {
+
+std::string g_accyd;
+std::string g_target;
+pid_t g_pid = -1;
+
+void startDaemon() {
+  char dir[] = "/tmp/accyd-bench-XXXXXX";
+  const std::string socket = std::string(mkdtemp(dir)) + "/accyd.sock";
+  g_target = "unix:" + socket;
+  g_pid = fork();
+  if (g_pid == 0) {
+    std::string listen = "--listen=" + g_target;
+    execl(g_accyd.c_str(), g_accyd.c_str(), listen.c_str(), "--threads=1", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  struct stat st;
+  for (int i = 0; i < 200 && stat((socket + ".fd").c_str(), &st) != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+}
+
+std::unique_ptr<accy::client::RemoteSession> remote() {
+  accy::client::RemoteOptions o;
+  o.cpu_in_process = false;
+  return std::move(*accy::client::RemoteSession::connect(g_target, o));
+}
+
+tensor::Program toneProgram(double scale = 1.0) {
+  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {}),
+                                tensor::spec(tensor::DType::f32, {{"point", tone::kPoints}}),
+                                tensor::spec(tensor::DType::f32, {{"point", tone::kPoints}})};
+  return *tensor::define("mismatch", specs, [scale](tensor::Builder& b, std::span<const tensor::Value> a) {
+    auto v = tone::mismatch(b, a);
+    return scale == 1.0 ? *v : *v * scale;
+  });
+}
+
+void percentiles(benchmark::State& state, std::vector<double>& micros) {
+  std::sort(micros.begin(), micros.end());
+  if (micros.empty()) return;
+  state.counters["p50_us"] = micros[micros.size() / 2];
+  state.counters["p99_us"] = micros[micros.size() * 99 / 100];
+  state.counters["invokes_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()),
+                                                       benchmark::Counter::kIsRate);
+}
+
+template <typename F>
+void timed(benchmark::State& state, F&& call) {
+  std::vector<double> micros;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    call();
+    micros.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  percentiles(state, micros);
+}
+
+void BM_ToneInvoke_InProcess(benchmark::State& state) {
+  auto exe = tensor::CpuExecutable::compile(toneProgram(), {.threads = 1});
+  const tone::Samples data = tone::samples();
+  const float f[1] = {2.5f};
+  float v[1];
+  timed(state, [&] {
+    (void)exe->launch({accy::bytes(f), accy::bytes(data.time), accy::bytes(data.sample)}, {accy::writableBytes(v)});
+  });
+}
+
+void BM_ToneInvoke_AccydUnixSocket(benchmark::State& state) {
+  auto s = remote();
+  auto h = s->compile(accy::wire::encode(toneProgram()));
+  const tone::Samples data = tone::samples();
+  const float f[1] = {2.5f};
+  float v[1];
+  timed(state, [&] {
+    (void)s->invoke(*h, {accy::bytes(f), accy::bytes(data.time), accy::bytes(data.sample)}, {accy::writableBytes(v)});
+  });
+}
+
+constexpr int64_t kBig = int64_t{16} << 20;  // 16 Mi f32 = 64 MiB
+
+tensor::Program doubleProgram() {
+  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", kBig}})};
+  return *tensor::define("twice", specs, [](tensor::Builder&, std::span<const tensor::Value> a) { return a[0] * 2; });
+}
+
+void BM_Invoke64MiB_InProcessKernel(benchmark::State& state) {
+  auto exe = tensor::CpuExecutable::compile(doubleProgram(), {.threads = 1});
+  std::vector<float> x(kBig, 1.0f), y(kBig);
+  for (auto _ : state) (void)exe->launch({accy::bytes(x)}, {accy::writableBytes(y)});
+  state.SetBytesProcessed(state.iterations() * kBig * 8);
+}
+
+void BM_Invoke64MiB_AccydSharedMemory(benchmark::State& state) {
+  auto s = remote();
+  auto h = s->compile(accy::wire::encode(doubleProgram()));
+  auto in = s->allocateShared(kBig * 4);
+  auto out = s->allocateShared(kBig * 4);
+  std::fill_n(reinterpret_cast<float*>((*in)->bytes().data()), kBig, 1.0f);
+  for (auto _ : state) {
+    (void)s->invoke(*h, {std::span<const std::byte>((*in)->bytes())}, {(*out)->bytes()});
+  }
+  state.SetBytesProcessed(state.iterations() * kBig * 8);
+}
+
+void BM_Invoke64MiB_AccydInlineBytes(benchmark::State& state) {
+  auto s = remote();
+  auto h = s->compile(accy::wire::encode(doubleProgram()));
+  std::vector<float> x(kBig, 1.0f), y(kBig);
+  for (auto _ : state) (void)s->invoke(*h, {accy::bytes(x)}, {accy::writableBytes(y)});
+  state.SetBytesProcessed(state.iterations() * kBig * 8);
+}
+
+void BM_Compile_AccydCacheHit(benchmark::State& state) {
+  auto s = remote();
+  const std::string bytes = accy::wire::encode(toneProgram());
+  (void)s->compile(bytes);
+  for (auto _ : state) {
+    auto h = s->compile(bytes);
+    (void)s->release(*h);
+  }
+}
+
+void BM_Compile_AccydFresh(benchmark::State& state) {
+  auto s = remote();
+  double scale = 1.0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    const std::string bytes = accy::wire::encode(toneProgram(scale += 1.0));  // a new cache key each time
+    state.ResumeTiming();
+    auto h = s->compile(bytes);
+    (void)s->release(*h);
+  }
+}
+
+}  // namespace
+
+BENCHMARK(BM_ToneInvoke_InProcess)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ToneInvoke_AccydUnixSocket)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Invoke64MiB_InProcessKernel)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Invoke64MiB_AccydSharedMemory)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Invoke64MiB_AccydInlineBytes)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Compile_AccydCacheHit)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Compile_AccydFresh)->Unit(benchmark::kMicrosecond);
+
+int main(int argc, char** argv) {
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--accyd=", 8) == 0) {
+      g_accyd = argv[i] + 8;
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  if (g_accyd.empty()) {
+    std::fprintf(stderr, "accyd_bench: pass --accyd=PATH to the daemon binary\n");
+    return 2;
+  }
+  startDaemon();
+  int n = static_cast<int>(args.size());
+  benchmark::Initialize(&n, args.data());
+  benchmark::RunSpecifiedBenchmarks();
+  kill(g_pid, SIGTERM);
+  waitpid(g_pid, nullptr, 0);
+  return 0;
+}
