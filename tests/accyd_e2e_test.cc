@@ -392,6 +392,26 @@ TEST(Accyd, ServerInfoReportsTheBuildAndTheCache) {
   }
 }
 
+TEST(Accyd, LimitsAreEnforcedWithClearErrors) {
+  Daemon d({"--max-sessions=1", "--max-region-bytes=8192", "--max-regions-per-session=1",
+            "--max-message-bytes=4096"});
+  auto s = connect(d);
+  ASSERT_TRUE(s);
+  auto second = RemoteSession::connect(d.target(), RemoteOptions{.cpu_in_process = false});
+  EXPECT_EQ(number(second.status()), 5u);
+  EXPECT_THAT(second.status().message(), HasSubstr("the limit is 1"));
+  auto too_big = s->allocateShared(16384);
+  EXPECT_EQ(number(too_big.status()), 4u);
+  EXPECT_THAT(too_big.status().message(), HasSubstr("above the limit"));
+  auto one = s->allocateShared(4096);
+  ASSERT_TRUE(one.ok()) << one.status();
+  auto two = s->allocateShared(4096);
+  EXPECT_EQ(number(two.status()), 5u);
+  // A message over the size limit is refused by gRPC before the service.
+  auto h = s->compile(std::string(8192, 'x'));
+  EXPECT_FALSE(h.ok());
+}
+
 TEST(Accyd, TcpWithoutTlsIsRefused) {
   const std::string binary = runfile("server/accyd");
   const std::string command = binary + " --listen=tcp:127.0.0.1:0 2>/dev/null";
