@@ -1,0 +1,50 @@
+#include "compiler/choir/passes/loop_order.h"
+
+#include "compiler/choir/passes/fuse.h"
+#include "compiler/choir/passes/pass_testing.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace accy::choir {
+namespace {
+
+using testing::Args;
+using testing::lowered;
+using tensor::DType;
+
+TEST(LoopOrder, ContiguousStoreLoopGoesInnermost) {
+  // out[b][a] = x[a][b] * 2: the fused store walks b contiguously.
+  Module m = *fuseKernels(lowered({tensor::spec(DType::f32, {{"a", 4}, {"b", 8}})}, [](tensor::Builder&, Args a) {
+    return (a[0] * 2).rename("a", "c").transpose({"b", "c"});
+  }));
+  auto ordered = orderLoops(m);
+  ASSERT_TRUE(ordered.ok());
+  EXPECT_TRUE(verifyModule(*ordered).ok());
+  // Innermost loop has extent of the contiguous output axis.
+  const auto hs = testing::loops(*ordered);
+  ASSERT_FALSE(hs.empty());
+  EXPECT_EQ(hs.back().extent, 4);
+}
+
+TEST(LoopOrder, MatrixProductAccumulatesInTheOutput) {
+  Module m = lowered({tensor::spec(DType::f32, {{"i", 4}, {"k", 5}}), tensor::spec(DType::f32, {{"k", 5}, {"j", 6}})},
+                     [](tensor::Builder&, Args a) { return a[0].dot(a[1], "k"); });
+  auto ordered = orderLoops(*fuseKernels(m));
+  ASSERT_TRUE(ordered.ok());
+  EXPECT_TRUE(verifyModule(*ordered).ok());
+  const std::string text = toText(*ordered);
+  EXPECT_THAT(text, ::testing::Not(::testing::HasSubstr("reduce")));  // rewritten into stores
+  EXPECT_THAT(text, ::testing::HasSubstr("add(out0["));
+}
+
+TEST(LoopOrder, ReductionPutsUnitStrideDomainLoopInnermost) {
+  Module m = lowered({tensor::spec(DType::f32, {{"a", 3}, {"b", 7}})},
+                     [](tensor::Builder&, Args a) { return a[0].sum({"b", "a"}); });
+  auto ordered = orderLoops(*fuseKernels(m));
+  const Stmt& r = ordered->kernels[0].body[0];
+  ASSERT_EQ(r.kind, StmtKind::kReduce);
+  EXPECT_EQ(r.domain.back().extent, 7);
+}
+
+}  // namespace
+}  // namespace accy::choir

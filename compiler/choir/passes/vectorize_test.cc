@@ -1,0 +1,53 @@
+#include "compiler/choir/passes/vectorize.h"
+
+#include "compiler/choir/passes/fuse.h"
+#include "compiler/choir/passes/pass_testing.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace accy::choir {
+namespace {
+
+using testing::Args;
+using testing::lowered;
+using tensor::DType;
+
+LoopHeader innermost(const Module& m) { return testing::loops(m).back(); }
+
+TEST(Vectorize, FloatElementwiseLoopGetsLanesByElementSize) {
+  Module m = *fuseKernels(lowered({tensor::spec(DType::f32, {{"i", 40}})},
+                                  [](tensor::Builder&, Args a) { return a[0].sin() * 2; }));
+  auto v = vectorizeLoops(m, VectorizeOptions{.vector_bytes = 64});
+  EXPECT_EQ(innermost(*v).tag, LoopTag::kVectorized);
+  EXPECT_EQ(innermost(*v).vector_width, 16);
+  Module d = *fuseKernels(lowered({tensor::spec(DType::f64, {{"i", 40}})},
+                                  [](tensor::Builder&, Args a) { return a[0] * 2; }));
+  EXPECT_EQ(innermost(*vectorizeLoops(d, VectorizeOptions{.vector_bytes = 32})).vector_width, 4);
+}
+
+TEST(Vectorize, StridedIntegerShortOrCastLoopsStayScalar) {
+  auto tag = [](Module m) { return innermost(*vectorizeLoops(*fuseKernels(m), VectorizeOptions{.vector_bytes = 64})).tag; };
+  EXPECT_EQ(tag(lowered({tensor::spec(DType::f32, {{"i", 40}, {"j", 40}})},
+                        [](tensor::Builder&, Args a) { return a[0].transpose({"j", "i"}) * 2; })),
+            LoopTag::kSerial);  // the load walks the inner loop with stride 40
+  EXPECT_EQ(tag(lowered({tensor::spec(DType::i32, {{"i", 40}})}, [](tensor::Builder&, Args a) { return a[0] * 2; })),
+            LoopTag::kSerial);
+  EXPECT_EQ(tag(lowered({tensor::spec(DType::f32, {{"i", 8}})}, [](tensor::Builder&, Args a) { return a[0] * 2; })),
+            LoopTag::kSerial);  // shorter than one vector
+  EXPECT_EQ(tag(lowered({tensor::spec(DType::i32, {{"i", 40}})},
+                        [](tensor::Builder&, Args a) { return a[0].cast(DType::f32) * 2; })),
+            LoopTag::kSerial);
+}
+
+TEST(Vectorize, ReductionInnermostDomainLoop) {
+  Module m = *fuseKernels(lowered({tensor::spec(DType::f32, {{"g", 3}, {"p", 100}})},
+                                  [](tensor::Builder&, Args a) { return (a[0] * a[0]).sum("p"); }));
+  auto v = vectorizeLoops(m, VectorizeOptions{.vector_bytes = 32});
+  const Stmt& r = v->kernels[0].body[0].body[0];
+  ASSERT_EQ(r.kind, StmtKind::kReduce);
+  EXPECT_EQ(r.domain.back().tag, LoopTag::kVectorized);
+  EXPECT_TRUE(verifyModule(*v).ok());
+}
+
+}  // namespace
+}  // namespace accy::choir
