@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_device.h"
 #include "compiler/codegen/x86_64/compile.h"
 #include "compiler/tensor/errors.h"
 #include "compiler/tensor/evaluate.h"
@@ -14,7 +14,7 @@ namespace accy::session {
 
 struct Session::Entry {
   tensor::Program program;
-  std::optional<cpu::LoadedExecutable> loaded;
+  std::shared_ptr<const backends::LoadedProgram> loaded;
   std::vector<Descriptor> inputs;
   std::vector<Descriptor> outputs;
 };
@@ -114,11 +114,11 @@ absl::Status Session::fail(Status as, const absl::Status& cause) {
   return makeError(kindOf(as), std::string(cause.message()));
 }
 
-absl::StatusOr<cpu::LoadedExecutable> Session::compileForCpu(const tensor::Program& program) const {
-  x64::CompileOptions o;
-  o.threads = options_.threads;
-  ACCY_ASSIGN_OR_RETURN(executable::Executable exe, x64::compileProgram(program, o));
-  return cpu::LoadedExecutable::load(std::move(exe), x64::resolveThreads(options_.threads));
+absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> Session::compileForCpu(
+    const tensor::Program& program) const {
+  std::unique_ptr<backends::Backend> cpu = backends::makeCpuBackend(backends::BackendOptions{options_.threads});
+  ACCY_ASSIGN_OR_RETURN(executable::Executable exe, cpu->compile(program, "x86_64"));
+  return cpu->load(std::move(exe));
 }
 
 absl::StatusOr<uint32_t> Session::indexOf(Handle handle) const {
@@ -162,17 +162,17 @@ absl::StatusOr<Handle> Session::compile(std::string_view bytes, CompileInfo* inf
     return fail(statusOf(loaded.status()) == Status::out_of_memory ? Status::out_of_memory : Status::compile_failed,
                 loaded.status());
   }
-  if (loaded->executable().artifact_plan.scratch_bytes > options_.max_scratch_bytes) {
+  if ((*loaded)->executable().artifact_plan.scratch_bytes > options_.max_scratch_bytes) {
     return fail(Status::out_of_memory,
                 makeError(ErrorKind::kOutOfMemory,
-                          strCat("session: the program needs ", loaded->executable().artifact_plan.scratch_bytes,
+                          strCat("session: the program needs ", (*loaded)->executable().artifact_plan.scratch_bytes,
                                  " bytes of scratch; this session allows ", options_.max_scratch_bytes)));
   }
   auto entry = std::make_unique<Entry>();
   entry->inputs = describe(program->inputSpecs());
   entry->outputs = describe(program->outputSpecs());
   entry->program = std::move(*program);
-  entry->loaded.emplace(std::move(*loaded));
+  entry->loaded = std::move(*loaded);
   entries_[index] = std::move(entry);
   return Handle{index, generations_[index]};
 }

@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "accy/cpu.h"
+#include "backends/backend.h"
 #include "compiler/tensor/program.h"
 
 namespace accy::session {
@@ -73,7 +74,7 @@ struct CompileInfo {
 
 // Turns a decoded program (and its wire bytes) into a loaded executable.
 // The default compiles for this CPU; accyd plugs in its cached compiler.
-using Compiler = std::function<absl::StatusOr<cpu::LoadedExecutable>(
+using Compiler = std::function<absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>>(
     const tensor::Program& program, std::string_view bytes, CompileInfo* info)>;
 
 struct SessionOptions {
@@ -129,7 +130,7 @@ class Session {
   struct Entry;
   absl::StatusOr<uint32_t> indexOf(Handle handle) const;
   absl::Status fail(Status as, const absl::Status& cause);
-  absl::StatusOr<cpu::LoadedExecutable> compileForCpu(const tensor::Program& program) const;
+  absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> compileForCpu(const tensor::Program& program) const;
 
   SessionOptions options_;
   std::array<std::unique_ptr<Entry>, kMaxPrograms> entries_;

@@ -11,7 +11,6 @@
 #include <fstream>
 #include <vector>
 
-#include "compiler/codegen/x86_64/compile.h"
 #include "compiler/executable/codec.h"
 #include "compiler/tensor/status_macros.h"
 #include "compiler/tensor/strings.h"
@@ -136,11 +135,10 @@ void CompileCache::evict() {
   stats_.disk_bytes = total;
 }
 
-absl::StatusOr<cpu::LoadedExecutable> CompileCache::get(const tensor::Program& program, std::string_view wire,
-                                                         std::string_view target, std::string_view options,
-                                                         const CompileFn& compile, std::string* level) {
-  const std::string key = keyFor(wire, target, options);
-  const int threads = x64::resolveThreads(options_.threads);
+absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> CompileCache::get(
+    const tensor::Program& program, std::string_view wire, const backends::Backend& backend,
+    const std::string& target, std::string_view options, std::string* level) {
+  const std::string key = keyFor(wire, strCat(backend.info().name, "/", target), options);
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = memory_.find(key); it != memory_.end()) {
     ++stats_.memory_hits;
@@ -155,11 +153,11 @@ absl::StatusOr<cpu::LoadedExecutable> CompileCache::get(const tensor::Program& p
   } else {
     ++stats_.misses;
     level->clear();
-    ACCY_ASSIGN_OR_RETURN(executable::Executable fresh, compile(program));
+    ACCY_ASSIGN_OR_RETURN(executable::Executable fresh, backend.compile(program, target));
     if (stats_.disk_enabled) writeDisk(key, fresh);
     exe = std::move(fresh);
   }
-  ACCY_ASSIGN_OR_RETURN(cpu::LoadedExecutable loaded, cpu::LoadedExecutable::load(std::move(*exe), threads));
+  ACCY_ASSIGN_OR_RETURN(std::shared_ptr<const backends::LoadedProgram> loaded, backend.load(std::move(*exe)));
   if (static_cast<int64_t>(memory_.size()) >= options_.memory_max_entries) memory_.erase(memory_.begin());
   memory_.emplace(key, loaded);
   return loaded;

@@ -21,7 +21,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "backends/cpu/cpu_backend.h"
+#include "backends/backend.h"
 #include "compiler/executable/build_record.h"
 #include "compiler/tensor/program.h"
 
@@ -31,7 +31,6 @@ struct CacheOptions {
   std::string disk_dir;             // empty: memory only
   int64_t disk_max_bytes = int64_t{1} << 30;
   int64_t memory_max_entries = 1024;
-  int threads = 0;                  // for loading executables
 };
 
 struct CacheStats {
@@ -46,13 +45,14 @@ class CompileCache {
   // `record` is the running binary's build record (tests pass others).
   CompileCache(const CacheOptions& options, executable::BuildRecord record);
 
-  using CompileFn = std::function<absl::StatusOr<executable::Executable>(const tensor::Program&)>;
-
-  // The loaded executable for (wire bytes, target, options): from memory,
-  // else from disk, else from `compile` (then stored in both).
-  absl::StatusOr<cpu::LoadedExecutable> get(const tensor::Program& program, std::string_view wire,
-                                            std::string_view target, std::string_view options,
-                                            const CompileFn& compile, std::string* level);
+  // The program loaded on `backend` for (wire bytes, target, options):
+  // from memory, else from disk, else compiled by `backend` (then stored in
+  // both).
+  absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> get(const tensor::Program& program,
+                                                                     std::string_view wire,
+                                                                     const backends::Backend& backend,
+                                                                     const std::string& target,
+                                                                     std::string_view options, std::string* level);
 
   CacheStats stats() const;
 
@@ -69,7 +69,7 @@ class CompileCache {
   executable::BuildRecord record_;
   std::string record_text_;
   mutable std::mutex mu_;
-  std::map<std::string, cpu::LoadedExecutable> memory_;
+  std::map<std::string, std::shared_ptr<const backends::LoadedProgram>> memory_;
   CacheStats stats_;
 };
 

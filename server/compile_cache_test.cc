@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "accy/accy.h"
-#include "compiler/codegen/x86_64/compile.h"
+#include "backends/cpu/cpu_device.h"
 #include "examples/tone/tone.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -24,13 +24,22 @@ executable::BuildRecord stamped(const std::string& source) {
 struct Fixture {
   tensor::Program program;
   std::string wire;
-  int compiles = 0;
-  CompileCache::CompileFn compile = [this](const tensor::Program& p) {
-    ++compiles;
-    x64::CompileOptions o;
-    o.threads = 1;
-    return x64::compileProgram(p, o);
+  // A CPU backend that counts its compiles.
+  struct Counting final : backends::Backend {
+    std::unique_ptr<backends::Backend> cpu = backends::makeCpuBackend(backends::BackendOptions{1});
+    int* compiles;
+    explicit Counting(int* c) : compiles(c) {}
+    const backends::DeviceInfo& info() const override { return cpu->info(); }
+    absl::StatusOr<executable::Executable> compile(const tensor::Program& p, const std::string& t) const override {
+      ++*compiles;
+      return cpu->compile(p, t);
+    }
+    absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> load(executable::Executable e) const override {
+      return cpu->load(std::move(e));
+    }
   };
+  int compiles = 0;
+  Counting backend{&compiles};
   Fixture() {
     const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {}),
                                   tensor::spec(tensor::DType::f32, {{"point", 16}}),
@@ -58,39 +67,39 @@ TEST(CompileCache, RestartHitsTheDiskCorruptionRecompilesOtherBuildsMiss) {
   {
     CompileCache cache(diskAt(dir), stamped("a"));
     ASSERT_TRUE(cache.stats().disk_enabled);
-    ASSERT_TRUE(cache.get(f.program, f.wire, "x86_64", "", f.compile, &level).ok());
+    ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", "", &level).ok());
     EXPECT_EQ(level, "");
-    ASSERT_TRUE(cache.get(f.program, f.wire, "x86_64", "", f.compile, &level).ok());
+    ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", "", &level).ok());
     EXPECT_EQ(level, "memory");
     EXPECT_EQ(f.compiles, 1);
     EXPECT_EQ(cache.stats().disk_entries, 1u);
   }
   {  // a restarted daemon, same build: served from disk without compiling
     CompileCache cache(diskAt(dir), stamped("a"));
-    auto loaded = cache.get(f.program, f.wire, "x86_64", "", f.compile, &level);
+    auto loaded = cache.get(f.program, f.wire, f.backend, "x86_64", "", &level);
     ASSERT_TRUE(loaded.ok());
     EXPECT_EQ(level, "disk");
     EXPECT_EQ(f.compiles, 1);
     const tone::Samples data = tone::samples();
     float freq[1] = {2.5f}, v[1];
-    ASSERT_TRUE(loaded->launch({bytes(freq), bytes(data.time), bytes(data.sample)}, {writableBytes(v)}).ok());
+    ASSERT_TRUE((*loaded)->launch({bytes(freq), bytes(data.time), bytes(data.sample)}, {writableBytes(v)}).ok());
     EXPECT_NEAR(v[0], 8.656, 5e-4);
   }
   {  // a corrupted entry is detected, deleted and recompiled
     CompileCache cache(diskAt(dir), stamped("a"));
-    const std::string path = cache.pathFor(cache.keyFor(f.wire, "x86_64", ""));
+    const std::string path = cache.pathFor(cache.keyFor(f.wire, "cpu/x86_64", ""));
     std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
     file.seekp(60);
     file.put('\x5a');
     file.close();
-    ASSERT_TRUE(cache.get(f.program, f.wire, "x86_64", "", f.compile, &level).ok());
+    ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", "", &level).ok());
     EXPECT_EQ(level, "");
     EXPECT_EQ(f.compiles, 2);
     EXPECT_EQ(cache.stats().corrupt_entries, 1u);
   }
   {  // another build record never hits
     CompileCache cache(diskAt(dir), stamped("b"));
-    ASSERT_TRUE(cache.get(f.program, f.wire, "x86_64", "", f.compile, &level).ok());
+    ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", "", &level).ok());
     EXPECT_EQ(level, "");
     EXPECT_EQ(f.compiles, 3);
   }
@@ -104,8 +113,8 @@ TEST(CompileCache, UnstampedBuildsRefuseTheDiskButCacheInMemory) {
   EXPECT_FALSE(cache.stats().disk_enabled);
   EXPECT_THAT(cache.stats().disk_disabled_reason, ::testing::HasSubstr("UnrecordedCompilerBuild"));
   std::string level;
-  ASSERT_TRUE(cache.get(f.program, f.wire, "x86_64", "", f.compile, &level).ok());
-  ASSERT_TRUE(cache.get(f.program, f.wire, "x86_64", "", f.compile, &level).ok());
+  ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", "", &level).ok());
+  ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", "", &level).ok());
   EXPECT_EQ(level, "memory");
   EXPECT_EQ(f.compiles, 1);
   EXPECT_TRUE(std::filesystem::is_empty(dir));
@@ -122,8 +131,8 @@ TEST(CompileCache, DiskIsKeptUnderItsByteBound) {
   tiny.disk_max_bytes = 1;
   CompileCache cache(tiny, stamped("a"));
   std::string level;
-  ASSERT_TRUE(cache.get(f.program, f.wire, "x86_64", "t1", f.compile, &level).ok());
-  ASSERT_TRUE(cache.get(f.program, f.wire, "x86_64", "t2", f.compile, &level).ok());
+  ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", "t1", &level).ok());
+  ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", "t2", &level).ok());
   EXPECT_EQ(cache.stats().disk_entries, 0u);  // every entry is over a 1-byte bound
   std::filesystem::remove_all(dir);
 }

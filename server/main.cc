@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/registry.h"
 #include "compiler/executable/build_record.h"
 #include "server/compile_cache.h"
 #include "server/regions.h"
@@ -70,7 +71,16 @@ int main(int argc, char** argv) {
     flags[key] = arg.substr(eq + 1);
   }
   if (listens.empty()) listens.push_back(flags["listen"]);
-  if (flags["devices"] != "cpu") return usage("only the cpu device is available in this build");
+  std::vector<std::string> device_names;
+  for (size_t start = 0; start <= flags["devices"].size();) {
+    const size_t comma = flags["devices"].find(',', start);
+    const size_t end = comma == std::string::npos ? flags["devices"].size() : comma;
+    if (end > start) device_names.push_back(flags["devices"].substr(start, end - start));
+    start = end + 1;
+  }
+  auto devices = accy::backends::selectBackends(
+      device_names, accy::backends::BackendOptions{static_cast<int>(std::strtoll(flags["threads"].c_str(), nullptr, 10))});
+  if (!devices.ok()) return usage(std::string(devices.status().message()).c_str());
   auto number = [&](const char* key) { return std::strtoll(flags[key].c_str(), nullptr, 10); };
 
   // Signals go to one waiting thread, never to gRPC's threads.
@@ -114,7 +124,6 @@ int main(int argc, char** argv) {
   accy::server::CacheOptions cache_options;
   cache_options.disk_dir = flags["cache-dir"];
   cache_options.disk_max_bytes = number("cache-max-bytes");
-  cache_options.threads = static_cast<int>(number("threads"));
   accy::server::CompileCache cache(cache_options, accy::executable::buildRecord());
   accy::server::RegionSocket regions(socket_path + ".fd", static_cast<size_t>(number("max-region-bytes")));
   if (absl::Status st = regions.start(); !st.ok()) {
@@ -129,7 +138,7 @@ int main(int argc, char** argv) {
   limits.lease_seconds = static_cast<int>(number("lease-seconds"));
   limits.max_scratch_bytes = number("max-scratch-bytes");
   limits.check_numerics = flags["check-numerics"] == "1";
-  accy::server::AccydService service(cache, regions, limits, static_cast<int>(number("threads")));
+  accy::server::AccydService service(cache, regions, limits, std::move(*devices));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -3,7 +3,6 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "compiler/codegen/x86_64/compile.h"
 #include "compiler/tensor/errors.h"
 #include "compiler/tensor/strings.h"
 #include "compiler/wire/wire.h"
@@ -19,6 +18,7 @@ struct AccydService::ClientSession {
   std::map<uint64_t, std::shared_ptr<Mapping>> regions;
   uint64_t next_region = 1;
   std::atomic<int64_t> deadline;  // Clock ticks
+  std::string target;             // of the Compile call in progress
 };
 
 grpc::StatusCode grpcCodeOf(session::Status s) {
@@ -79,8 +79,9 @@ void describe(std::span<const session::Descriptor> ds, google::protobuf::Repeate
 
 }  // namespace
 
-AccydService::AccydService(CompileCache& cache, RegionSocket& regions, const Limits& limits, int threads)
-    : cache_(cache), regions_(regions), limits_(limits), threads_(threads) {
+AccydService::AccydService(CompileCache& cache, RegionSocket& regions, const Limits& limits,
+                           std::vector<std::unique_ptr<backends::Backend>> devices)
+    : cache_(cache), regions_(regions), limits_(limits), devices_(std::move(devices)) {
   reaper_ = std::thread([this] { reapLoop(); });
 }
 
@@ -133,8 +134,10 @@ grpc::Status AccydService::ServerInfo(grpc::ServerContext* ctx, const pb::Server
   const executable::BuildRecord& record = executable::buildRecord();
   reply->mutable_build_record()->set_stamped(record.stamped);
   for (const auto& [k, v] : record.entries) (*reply->mutable_build_record()->mutable_entries())[k] = v;
-  reply->add_devices("cpu");
-  reply->add_targets("x86_64");
+  for (const auto& d : devices_) {
+    reply->add_devices(d->info().name);
+    for (const std::string& t : d->info().targets) reply->add_targets(t);
+  }
   const CacheStats s = cache_.stats();
   pb::CacheStats* c = reply->mutable_cache();
   c->set_memory_entries(s.memory_entries);
@@ -155,19 +158,29 @@ grpc::Status AccydService::OpenSession(grpc::ServerContext* ctx, const pb::OpenS
                                        pb::OpenSessionReply* reply) {
   auto s = std::make_shared<ClientSession>();
   session::SessionOptions options;
-  options.threads = threads_;
   options.max_scratch_bytes = limits_.max_scratch_bytes;
   options.check_numerics = limits_.check_numerics;
-  options.compiler = [this](const tensor::Program& program, std::string_view bytes,
-                            session::CompileInfo* info) -> absl::StatusOr<cpu::LoadedExecutable> {
-    x64::CompileOptions o;
-    o.threads = threads_;
-    std::string level;
-    auto loaded = cache_.get(program, bytes, "x86_64", strCat("threads=", threads_),
-                             [&](const tensor::Program& p) { return x64::compileProgram(p, o); }, &level);
-    info->cache_hit = !level.empty();
-    info->cache_level = level;
-    return loaded;
+  // Programs compile on the device serving the requested target (set per
+  // Compile call in `target`), through the shared cache.
+  options.compiler = [this, s = s.get()](const tensor::Program& program, std::string_view bytes,
+                                         session::CompileInfo* info)
+      -> absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> {
+    for (const auto& d : devices_) {
+      for (const std::string& t : d->info().targets) {
+        if (t != s->target) continue;
+        std::string level;
+        auto loaded = cache_.get(program, bytes, *d, t, "", &level);
+        info->cache_hit = !level.empty();
+        info->cache_level = level;
+        return loaded;
+      }
+    }
+    std::string targets;
+    for (const auto& d : devices_) {
+      for (const std::string& t : d->info().targets) targets += (targets.empty() ? "" : ", ") + t;
+    }
+    return makeError(ErrorKind::kCompileFailed,
+                     strCat("accyd: target '", s->target, "' is not served here; targets: ", targets));
   };
   s->table = std::make_unique<session::Session>(options);
   s->deadline = (Clock::now() + std::chrono::seconds(limits_.lease_seconds)).time_since_epoch().count();
@@ -205,12 +218,8 @@ grpc::Status AccydService::CloseSession(grpc::ServerContext* ctx, const pb::Clos
 grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRequest* req, pb::CompileReply* reply) {
   auto s = find(req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
-  if (!req->target().empty() && req->target() != "x86_64") {
-    return finish(ctx, reply,
-                  makeError(ErrorKind::kCompileFailed,
-                            strCat("accyd: target '", req->target(), "' is not served here; targets: x86_64")));
-  }
   std::lock_guard<std::mutex> lock(s->mu);
+  s->target = req->target().empty() ? "x86_64" : req->target();
   const auto start = Clock::now();
   session::CompileInfo info;
   auto handle = s->table->compile(req->program(), &info);

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "accy/v1/accyd.grpc.pb.h"
+#include "backends/backend.h"
 #include "client/session.h"
 #include "server/compile_cache.h"
 #include "server/regions.h"
@@ -34,7 +35,9 @@ inline constexpr uint32_t kProtocolVersion = 1;
 
 class AccydService final : public accy::v1::Accyd::Service {
  public:
-  AccydService(CompileCache& cache, RegionSocket& regions, const Limits& limits, int threads);
+  // `devices` come from backends/registry.h (e.g. just "cpu").
+  AccydService(CompileCache& cache, RegionSocket& regions, const Limits& limits,
+               std::vector<std::unique_ptr<backends::Backend>> devices);
   ~AccydService() override;
 
   grpc::Status Negotiate(grpc::ServerContext*, const accy::v1::NegotiateRequest*, accy::v1::NegotiateReply*) override;
@@ -64,7 +67,7 @@ class AccydService final : public accy::v1::Accyd::Service {
   CompileCache& cache_;
   RegionSocket& regions_;
   Limits limits_;
-  int threads_;
+  std::vector<std::unique_ptr<backends::Backend>> devices_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<ClientSession>> sessions_;
   std::atomic<bool> stopping_{false};

@@ -14,13 +14,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "backends/backend.h"
 #include "compiler/executable/executable.h"
 
 namespace accy::cpu {
 
 struct LoadedCode;
 
-class LoadedExecutable {
+class LoadedExecutable final : public backends::LoadedProgram {
  public:
   // Validates `exe` (InvalidProgram) and maps its code (OutOfMemory when
   // the system refuses executable memory). Fails with Unimplemented on a
@@ -32,9 +33,9 @@ class LoadedExecutable {
   // disjoint from each other and from the inputs; anything else fails with
   // InvalidBuffer before any code runs.
   absl::Status launch(absl::Span<const std::span<const std::byte>> inputs,
-                      absl::Span<const std::span<std::byte>> outputs) const;
+                      absl::Span<const std::span<std::byte>> outputs) const override;
 
-  const executable::Executable& executable() const;
+  const executable::Executable& executable() const override;
 
  private:
   explicit LoadedExecutable(std::shared_ptr<const LoadedCode> code) : code_(std::move(code)) {}

@@ -1,0 +1,58 @@
+// The one interface every device runtime implements.
+//
+// A Backend describes its device, compiles programs into executables for
+// its targets, and loads executables (validated once, at load) into
+// LoadedPrograms that launch on caller buffers any number of times, from
+// any number of threads. Backends are created from one explicit list in
+// backends/registry.cc; nothing registers itself.
+#ifndef ACCY_BACKENDS_BACKEND_H_
+#define ACCY_BACKENDS_BACKEND_H_
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "compiler/executable/executable.h"
+#include "compiler/tensor/program.h"
+
+namespace accy::backends {
+
+class LoadedProgram {
+ public:
+  virtual ~LoadedProgram() = default;
+  // Runs on the caller's buffers; InvalidBuffer for wrong counts, sizes,
+  // alignment or overlapping outputs, before anything runs.
+  virtual absl::Status launch(absl::Span<const std::span<const std::byte>> inputs,
+                              absl::Span<const std::span<std::byte>> outputs) const = 0;
+  virtual const executable::Executable& executable() const = 0;
+};
+
+struct DeviceInfo {
+  std::string name;                  // "cpu", "vulkan", "cuda", "null"
+  std::vector<std::string> targets;  // artifact targets it runs: "x86_64", "spirv", "ptx"
+  int64_t min_buffer_alignment = 1;
+  bool available = false;
+  std::string unavailable_reason;    // when !available: what is missing
+};
+
+struct BackendOptions {
+  int threads = 0;  // CPU threads a launch may use; 0 means every hardware thread
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const DeviceInfo& info() const = 0;
+  // Compiles for `target` (one of info().targets).
+  virtual absl::StatusOr<executable::Executable> compile(const tensor::Program& program,
+                                                         const std::string& target) const = 0;
+  virtual absl::StatusOr<std::shared_ptr<const LoadedProgram>> load(executable::Executable exe) const = 0;
+};
+
+}  // namespace accy::backends
+
+#endif  // ACCY_BACKENDS_BACKEND_H_

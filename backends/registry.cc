@@ -1,0 +1,43 @@
+#include "backends/registry.h"
+
+#include "backends/cpu/cpu_device.h"
+#include "backends/null/null_backend.h"
+#include "compiler/tensor/errors.h"
+#include "compiler/tensor/strings.h"
+
+namespace accy::backends {
+
+std::vector<std::unique_ptr<Backend>> makeBackends(const BackendOptions& options) {
+  std::vector<std::unique_ptr<Backend>> all;
+  all.push_back(makeCpuBackend(options));
+  all.push_back(makeNullBackend(options));
+  return all;
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Backend>>> selectBackends(const std::vector<std::string>& names,
+                                                                      const BackendOptions& options) {
+  std::vector<std::unique_ptr<Backend>> all = makeBackends(options);
+  std::vector<std::unique_ptr<Backend>> chosen;
+  for (const std::string& name : names) {
+    bool found = false;
+    for (auto& b : all) {
+      if (b && b->info().name == name) {
+        if (!b->info().available) {
+          return makeError(ErrorKind::kUnimplemented,
+                           strCat("device ", name, " is not available: ", b->info().unavailable_reason));
+        }
+        chosen.push_back(std::move(b));
+        found = true;
+        break;
+      }
+    }
+    if (!found) {
+      std::string known;
+      for (const auto& b : makeBackends(options)) known += (known.empty() ? "" : ", ") + b->info().name;
+      return makeError(ErrorKind::kInvalidArgument, strCat("no device named '", name, "' (this build knows ", known, ")"));
+    }
+  }
+  return chosen;
+}
+
+}  // namespace accy::backends
