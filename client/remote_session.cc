@@ -81,6 +81,7 @@ RemoteSession::RemoteSession(std::shared_ptr<RemoteCore> core, const RemoteOptio
       std::unique_lock<std::mutex> lock(mu_);
       while (!cv_.wait_for(lock, std::chrono::milliseconds(core_->lease_seconds * 1000 / 3), [&] { return stopping_; })) {
         grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
         pb::KeepAliveRequest req;
         pb::KeepAliveReply reply;
         req.set_session_id(core_->session_id);
@@ -101,7 +102,7 @@ RemoteSession::~RemoteSession() {
   pb::CloseSessionRequest req;
   pb::CloseSessionReply reply;
   req.set_session_id(core_->session_id);
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
   core_->stub->CloseSession(&ctx, req, &reply);
 }
 

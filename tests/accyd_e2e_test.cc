@@ -412,6 +412,72 @@ TEST(Accyd, LimitsAreEnforcedWithClearErrors) {
   EXPECT_FALSE(h.ok());
 }
 
+TEST(Accyd, TcpWithTlsServesAndLeasesFreeDeadClients) {
+  // A self-signed certificate for localhost, made with the openssl tool.
+  char dir[] = "/tmp/accyd-tls-XXXXXX";
+  const std::string tls = mkdtemp(dir);
+  const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+                          "-addext subjectAltName=DNS:localhost -keyout " + tls + "/key.pem -out " + tls +
+                          "/cert.pem >/dev/null 2>&1";
+  if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "openssl could not make a test certificate";
+  const int port = 20000 + getpid() % 20000;
+  Daemon d({"--listen=tcp:127.0.0.1:" + std::to_string(port), "--tls-cert=" + tls + "/cert.pem",
+            "--tls-key=" + tls + "/key.pem", "--lease-seconds=1"});
+  std::ifstream cert_file(tls + "/cert.pem");
+  const std::string cert((std::istreambuf_iterator<char>(cert_file)), std::istreambuf_iterator<char>());
+  RemoteOptions o;
+  o.cpu_in_process = false;
+  o.tls_root_certs = cert;
+  std::unique_ptr<RemoteSession> s;
+  for (int i = 0; i < 40 && !s; ++i) {  // the TCP listener may come up a moment after the Unix one
+    auto c = RemoteSession::connect("dns:localhost:" + std::to_string(port), o);
+    if (c.ok()) s = std::move(*c);
+    else std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(s) << "no TLS connection";
+  auto h = s->compile(wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch)));
+  ASSERT_TRUE(h.ok()) << h.status();
+  const tone::Samples data = tone::samples();
+  float f[1] = {2.5f}, v[1];
+  ASSERT_TRUE(s->invoke(*h, {bytes(f), bytes(data.time), bytes(data.sample)}, {writableBytes(v)}).ok());
+  EXPECT_NEAR(v[0], mismatchF64(2.5), 1e-4);
+  EXPECT_EQ(number(s->allocateShared(64).status()), 4u);  // shared memory needs the Unix socket
+  // A client that stops renewing its lease is freed: the daemon's session
+  // count drops back.
+  {
+    RemoteOptions dead = o;
+    dead.keep_alive = false;
+    auto gone = RemoteSession::connect("dns:localhost:" + std::to_string(port), dead);
+    ASSERT_TRUE(gone.ok());
+    EXPECT_EQ(s->serverInfo()->sessions(), 2u);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    EXPECT_EQ(s->serverInfo()->sessions(), 1u);  // `s` keeps its own lease alive
+  }
+  std::filesystem::remove_all(tls);
+}
+
+TEST(Accyd, SigtermDrainsACallInFlight) {
+  Daemon d({"--threads=1"});
+  auto s = connect(d);
+  // A call that computes for a while on small inputs (8192 x 8192
+  // transcendental elements), so it is running, not uploading, at SIGTERM.
+  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", 8192}}),
+                                tensor::spec(tensor::DType::f32, {{"j", 8192}})};
+  auto h = s->compile(wire::encode(*tensor::define("slow", specs, [](tensor::Builder&, std::span<const tensor::Value> a) {
+    return (a[0] * a[1]).sin().cos().exp().sum({"i", "j"});
+  })));
+  ASSERT_TRUE(h.ok());
+  std::vector<float> x(8192, 0.5f), y(8192, 1.0f);
+  float out[1] = {0};
+  absl::Status call_status;
+  std::thread caller([&] { call_status = s->invoke(*h, {bytes(x), bytes(y)}, {writableBytes(out)}); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  EXPECT_EQ(d.stop(), 0);  // SIGTERM while the call runs
+  caller.join();
+  EXPECT_TRUE(call_status.ok()) << call_status;  // it was allowed to finish
+  EXPECT_NEAR(out[0], double(1 << 26) * std::exp(std::cos(std::sin(0.5))), 1e-3 * double(1 << 26));
+}
+
 TEST(Accyd, TcpWithoutTlsIsRefused) {
   const std::string binary = runfile("server/accyd");
   const std::string command = binary + " --listen=tcp:127.0.0.1:0 2>/dev/null";
