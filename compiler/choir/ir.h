@@ -149,6 +149,9 @@ struct Stmt {
 struct Kernel {
   std::string name;
   std::vector<Stmt> body;
+  // Invocations per workgroup once mapped to a GPU (passes/gpu_map.h); 0
+  // for CPU kernels.
+  int64_t workgroup_size = 0;
 };
 
 struct Module {

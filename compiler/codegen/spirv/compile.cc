@@ -1,0 +1,36 @@
+#include "compiler/codegen/spirv/compile.h"
+
+#include "compiler/choir/lower.h"
+#include "compiler/choir/passes/fuse.h"
+#include "compiler/choir/passes/gpu_map.h"
+#include "compiler/choir/verifier.h"
+#include "compiler/codegen/spirv/kernel_translator.h"
+#include "compiler/tensor/status_macros.h"
+
+namespace accy::spirv {
+
+absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& program, const TargetInfo& target) {
+  ACCY_ASSIGN_OR_RETURN(choir::Module m, choir::lowerProgram(program));
+  ACCY_ASSIGN_OR_RETURN(m, choir::fuseKernels(std::move(m)));
+  choir::GpuMapOptions map;
+  map.max_workgroup_size = target.max_workgroup_size;
+  ACCY_ASSIGN_OR_RETURN(m, choir::mapToGpu(std::move(m), map));
+  ACCY_RETURN_IF_ERROR(choir::verifyModule(m));
+  executable::Executable exe;
+  exe.target = "spirv";
+  exe.isa = target.fast_math ? "vulkan1.1-fast" : "vulkan1.1";
+  for (const choir::Kernel& k : m.kernels) {
+    ACCY_ASSIGN_OR_RETURN(TranslatedKernel t, translateKernel(m, k, target));
+    const uint64_t offset = exe.code.size();
+    const auto* bytes = reinterpret_cast<const uint8_t*>(t.words.data());
+    exe.code.insert(exe.code.end(), bytes, bytes + t.words.size() * 4);
+    int64_t work = 0;
+    exe.launch_plan.steps.push_back(executable::LaunchStep{k.name, offset, t.workgroups, work});
+  }
+  exe.artifact_plan = executable::planBuffers(m);
+  exe.inputs = program.inputSpecs();
+  exe.outputs = program.outputSpecs();
+  return exe;
+}
+
+}  // namespace accy::spirv

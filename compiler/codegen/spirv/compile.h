@@ -1,0 +1,44 @@
+// Program -> SPIR-V Executable for Vulkan compute.
+//
+// Executable layout for target "spirv" (what backends/vulkan loads):
+//   - code: the SPIR-V modules of the kernels, one after another, each a
+//     whole module (little-endian 32-bit words starting with the magic
+//     0x07230203) with one GLCompute entry point named "main";
+//   - launch_plan.steps[k].entry_offset: byte offset of kernel k's module
+//     (its end is the next step's offset, or the end of the code);
+//   - launch_plan.steps[k].parallel_extent: the number of workgroups to
+//     dispatch along x (y = z = 1); the workgroup size is in the module;
+//   - artifact_plan.buffers[b]: descriptor set 0, binding b, a storage
+//     buffer (inputs, outputs and temporaries alike); a kernel declares
+//     every binding, used or not.
+// Kernels run in launch order with a compute-to-compute memory barrier
+// between them.
+#ifndef ACCY_COMPILER_CODEGEN_SPIRV_COMPILE_H_
+#define ACCY_COMPILER_CODEGEN_SPIRV_COMPILE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "compiler/executable/executable.h"
+#include "compiler/tensor/program.h"
+
+namespace accy::spirv {
+
+// What the device allows, from Vulkan's physical-device queries.
+struct TargetInfo {
+  uint32_t max_workgroup_size = 128;  // maxComputeWorkGroupInvocations (and size x)
+  uint32_t max_workgroup_count = 65535;  // maxComputeWorkGroupCount[0]
+  bool float64 = false;               // shaderFloat64
+  bool int64 = false;                 // shaderInt64
+  uint32_t subgroup_size = 0;         // 0 when subgroup arithmetic is unavailable
+  // Use GLSL.std.450 for transcendentals (fast mode); the default `exact`
+  // mode emits accurate instruction sequences instead.
+  bool fast_math = false;
+};
+
+absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& program, const TargetInfo& target);
+
+}  // namespace accy::spirv
+
+#endif  // ACCY_COMPILER_CODEGEN_SPIRV_COMPILE_H_

@@ -1,0 +1,579 @@
+#include "compiler/codegen/spirv/kernel_translator.h"
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+
+#include "compiler/choir/printer.h"
+#include "compiler/choir/rewrite.h"
+#include "compiler/codegen/spirv/module_builder.h"
+#include "compiler/tensor/errors.h"
+#include "compiler/tensor/scalar_ops.h"
+#include "compiler/tensor/status_macros.h"
+#include "compiler/tensor/strings.h"
+
+namespace accy::spirv {
+namespace {
+
+using choir::Affine;
+using choir::DType;
+using choir::Expr;
+using choir::ExprKind;
+using choir::ExprRef;
+using choir::LoopHeader;
+using choir::LoopTag;
+using choir::OpCode;
+using choir::Stmt;
+using choir::StmtKind;
+
+absl::Status unimplemented(std::string_view what) {
+  return makeError(ErrorKind::kUnimplemented, strCat("SPIR-V emitter: ", what));
+}
+
+// GLSL.std.450 instruction numbers.
+enum Glsl : uint32_t { kSin = 13, kCos = 14, kExp = 27, kLog = 28, kSqrt = 31, kTanh = 21, kPow = 26 };
+
+class Translator {
+ public:
+  Translator(const choir::Module& m, const choir::Kernel& k, const TargetInfo& t) : m_(m), k_(k), t_(t) {}
+
+  absl::StatusOr<TranslatedKernel> run() {
+    const uint32_t wg = static_cast<uint32_t>(std::max<int64_t>(1, k_.workgroup_size));
+    if (k_.workgroup_size == 0) return unimplemented(strCat("kernel ", k_.name, " is not mapped to a GPU"));
+    b_.capability(1 /* Shader */);
+    u32_ = b_.typeInt(32, false);
+    i32_ = b_.typeInt(32, true);
+    bool_ = b_.typeBool();
+    ACCY_RETURN_IF_ERROR(declareBuffers());
+    // Built-in invocation ids.
+    const uint32_t uvec3 = b_.typeVector(u32_, 3);
+    const uint32_t in_ptr = b_.typePointer(kInput, uvec3);
+    global_id_var_ = b_.globalVariable(in_ptr, kInput);
+    local_id_var_ = b_.globalVariable(in_ptr, kInput);
+    group_id_var_ = b_.globalVariable(in_ptr, kInput);
+    b_.decorate(global_id_var_, {11 /* BuiltIn */, 28 /* GlobalInvocationId */});
+    b_.decorate(local_id_var_, {11, 27 /* LocalInvocationId */});
+    b_.decorate(group_id_var_, {11, 26 /* WorkgroupId */});
+    const uint32_t fn = b_.beginMain();
+    // SPIR-V 1.3 entry points list their Input and Output variables.
+    b_.entryPoint(fn, "main", {global_id_var_, local_id_var_, group_id_var_});
+    b_.localSize(fn, wg);
+    wg_ = wg;
+    gid_ = b_.value(op::CompositeExtract, u32_, {b_.value(op::Load, uvec3, {global_id_var_}), 0});
+    lid_ = b_.value(op::CompositeExtract, u32_, {b_.value(op::Load, uvec3, {local_id_var_}), 0});
+    group_ = b_.value(op::CompositeExtract, u32_, {b_.value(op::Load, uvec3, {group_id_var_}), 0});
+
+    // Collect the nest.
+    const Stmt* s = &k_.body[0];
+    std::vector<LoopHeader> nest;
+    while (s->kind == StmtKind::kLoop) {
+      nest.push_back(s->loop);
+      s = &s->body[0];
+    }
+    int64_t outputs = 1;
+    for (const LoopHeader& h : nest) outputs *= h.extent;
+    if (outputs > INT32_MAX) return unimplemented(strCat("kernel ", k_.name, " has more than 2^31 outputs"));
+    const bool tree = !nest.empty() && nest[0].tag == LoopTag::kGpuBlock;
+    TranslatedKernel out;
+    if (!tree) {
+      // Grid-stride loop over the flattened nest: one output per step.
+      const int64_t groups = std::min<int64_t>((outputs + wg - 1) / wg, t_.max_workgroup_count);
+      out.workgroups = std::max<int64_t>(1, groups);
+      const uint32_t total = uconst(static_cast<uint32_t>(out.workgroups * wg));
+      ACCY_RETURN_IF_ERROR(strided(gid_, uconst(static_cast<uint32_t>(outputs)), total, [&](uint32_t g) {
+        decompose(g, nest);
+        return s->kind == StmtKind::kStore ? store(*s) : reduceSerial(*s);
+      }));
+    } else {
+      // One workgroup per output (grid-stride over outputs); the workgroup
+      // splits the domain and combines in shared memory.
+      out.workgroups = std::min<int64_t>(outputs, t_.max_workgroup_count);
+      ACCY_RETURN_IF_ERROR(strided(group_, uconst(static_cast<uint32_t>(outputs)),
+                                   uconst(static_cast<uint32_t>(out.workgroups)), [&](uint32_t o) {
+                                     decompose(o, nest);
+                                     return reduceTree(*s);
+                                   }));
+    }
+    b_.endMain();
+    out.words = b_.finish();
+    return out;
+  }
+
+ private:
+  // --- types, constants, buffers ------------------------------------------
+
+  absl::StatusOr<uint32_t> scalarType(DType d) {
+    switch (d) {
+      case DType::f32:
+        return b_.typeFloat(32);
+      case DType::f64:
+        if (!t_.float64) return unimplemented("f64 values need a device with shaderFloat64");
+        b_.capability(10 /* Float64 */);
+        return b_.typeFloat(64);
+      case DType::i32:
+        return i32_;
+      case DType::i64:
+        if (!t_.int64) return unimplemented("i64 values need a device with shaderInt64");
+        b_.capability(11 /* Int64 */);
+        return b_.typeInt(64, true);
+      case DType::bool_:
+        return bool_;
+    }
+    return unimplemented("dtype");
+  }
+
+  uint32_t uconst(uint32_t v) { return b_.constantBits(u32_, v, 32); }
+
+  absl::StatusOr<uint32_t> constant(DType d, double v) {
+    ACCY_ASSIGN_OR_RETURN(uint32_t type, scalarType(d));
+    const double c = tensor::convertValue(v, DType::f64, d);
+    switch (d) {
+      case DType::f32: {
+        const float f = static_cast<float>(c);
+        uint32_t bits;
+        std::memcpy(&bits, &f, 4);
+        return b_.constantBits(type, bits, 32);
+      }
+      case DType::f64: {
+        uint64_t bits;
+        std::memcpy(&bits, &c, 8);
+        return b_.constantBits(type, bits, 64);
+      }
+      case DType::i32:
+        return b_.constantBits(type, static_cast<uint32_t>(static_cast<int32_t>(c)), 32);
+      case DType::i64:
+        return b_.constantBits(type, static_cast<uint64_t>(static_cast<int64_t>(c)), 64);
+      case DType::bool_:
+        return b_.constantBool(c != 0);
+    }
+    return unimplemented("constant");
+  }
+
+  absl::Status declareBuffers() {
+    for (size_t i = 0; i < m_.buffers.size(); ++i) {
+      const choir::Buffer& buf = m_.buffers[i];
+      if (buf.dtype == DType::bool_) return unimplemented("bool buffers (one byte per element) are not supported yet");
+      ACCY_ASSIGN_OR_RETURN(uint32_t elem, scalarType(buf.dtype));
+      const uint32_t array = b_.typeRuntimeArray(elem);
+      b_.decorate(array, {6 /* ArrayStride */, static_cast<uint32_t>(tensor::dtypeSize(buf.dtype))});
+      const uint32_t block = b_.typeStruct({array});
+      b_.decorate(block, {2 /* Block */});
+      b_.memberDecorate(block, 0, {35 /* Offset */, 0});
+      const uint32_t var = b_.globalVariable(b_.typePointer(kStorageBuffer, block), kStorageBuffer);
+      b_.decorate(var, {34 /* DescriptorSet */, 0});
+      b_.decorate(var, {33 /* Binding */, static_cast<uint32_t>(i)});
+      buffer_vars_.push_back(var);
+      elem_types_.push_back(elem);
+    }
+    return absl::OkStatus();
+  }
+
+  // --- control flow -------------------------------------------------------
+
+  // for (x = start; x < limit; x += step) body(x), all u32, structured.
+  absl::Status strided(uint32_t start, uint32_t limit, uint32_t step, const std::function<absl::Status(uint32_t)>& body) {
+    const uint32_t ptr = b_.localVariable(b_.typePointer(kFunction, u32_));
+    b_.inst(op::Store, {ptr, start});
+    const uint32_t header = b_.id(), cond = b_.id(), loop_body = b_.id(), cont = b_.id(), merge = b_.id();
+    b_.inst(op::Branch, {header});
+    b_.label(header);
+    b_.inst(op::LoopMerge, {merge, cont, 0});
+    b_.inst(op::Branch, {cond});
+    b_.label(cond);
+    const uint32_t x = b_.value(op::Load, u32_, {ptr});
+    b_.inst(op::BranchConditional, {b_.value(op::ULessThan, bool_, {x, limit}), loop_body, merge});
+    b_.label(loop_body);
+    // Values made inside the loop do not dominate code after it: keep the
+    // cache of the enclosing scope and restore it.
+    const auto saved = cse_;
+    ACCY_RETURN_IF_ERROR(body(x));
+    cse_ = saved;
+    b_.inst(op::Branch, {cont});
+    b_.label(cont);
+    b_.inst(op::Store, {ptr, b_.value(op::IAdd, u32_, {b_.value(op::Load, u32_, {ptr}), step})});
+    b_.inst(op::Branch, {header});
+    b_.label(merge);
+    return absl::OkStatus();
+  }
+
+  // if (cond) body
+  absl::Status when(uint32_t cond, const std::function<absl::Status()>& body) {
+    const uint32_t then = b_.id(), merge = b_.id();
+    b_.inst(op::SelectionMerge, {merge, 0});
+    b_.inst(op::BranchConditional, {cond, then, merge});
+    b_.label(then);
+    const auto saved = cse_;
+    ACCY_RETURN_IF_ERROR(body());
+    cse_ = saved;
+    b_.inst(op::Branch, {merge});
+    b_.label(merge);
+    return absl::OkStatus();
+  }
+
+  void barrier() {
+    // Workgroup execution and memory scope; AcquireRelease | WorkgroupMemory.
+    b_.inst(op::ControlBarrier, {uconst(2), uconst(2), uconst(0x108)});
+  }
+
+  // Sets the loop variables of `nest` from the row-major index `flat`.
+  void decompose(uint32_t flat, const std::vector<LoopHeader>& nest) {
+    uint32_t stride = 1;
+    for (size_t i = nest.size(); i-- > 0;) {
+      uint32_t v = stride == 1 ? flat : b_.value(op::UDiv, u32_, {flat, uconst(stride)});
+      if (i > 0) v = b_.value(op::UMod, u32_, {v, uconst(static_cast<uint32_t>(nest[i].extent))});
+      vars_[nest[i].var] = v;
+      stride *= static_cast<uint32_t>(nest[i].extent);
+    }
+  }
+
+  // --- accesses -----------------------------------------------------------
+
+  uint32_t affine(const Affine& a) {
+    uint32_t r = b_.constantBits(u32_, static_cast<uint32_t>(a.constant), 32);
+    for (const Affine::Term& t : a.terms) {
+      uint32_t term = vars_.at(t.var);
+      if (t.coeff != 1) term = b_.value(op::IMul, u32_, {term, b_.constantBits(u32_, static_cast<uint32_t>(t.coeff), 32)});
+      r = b_.value(op::IAdd, u32_, {r, term});
+    }
+    return r;
+  }
+
+  uint32_t element(int buffer, const std::vector<Affine>& index) {
+    const uint32_t flat = affine(choir::flatIndex(m_.buffers[buffer], index));
+    return b_.value(op::AccessChain, b_.typePointer(kStorageBuffer, elem_types_[buffer]),
+                    {buffer_vars_[buffer], b_.constantBits(i32_, 0, 32), flat});
+  }
+
+  // --- expressions --------------------------------------------------------
+
+  absl::StatusOr<uint32_t> expr(const ExprRef& e) {
+    const std::string key = choir::toText(m_, e);  // also distinguishes index variables
+    if (auto it = cse_.find(key); it != cse_.end()) return it->second;
+    ACCY_ASSIGN_OR_RETURN(uint32_t type, scalarType(e->dtype));
+    uint32_t v = 0;
+    switch (e->kind) {
+      case ExprKind::kLoad:
+        v = b_.value(op::Load, type, {element(e->buffer, e->index)});
+        break;
+      case ExprKind::kConstant: {
+        ACCY_ASSIGN_OR_RETURN(v, constant(e->dtype, e->constant));
+        break;
+      }
+      case ExprKind::kIndex: {
+        const uint32_t u = affine(e->index[0]);
+        ACCY_ASSIGN_OR_RETURN(v, convert(b_.value(op::Bitcast, i32_, {u}), DType::i32, e->dtype));
+        break;
+      }
+      case ExprKind::kOp: {
+        std::vector<uint32_t> a;
+        for (const ExprRef& x : e->args) {
+          ACCY_ASSIGN_OR_RETURN(uint32_t av, expr(x));
+          a.push_back(av);
+        }
+        ACCY_ASSIGN_OR_RETURN(v, opValue(*e, a, type));
+        break;
+      }
+    }
+    cse_[key] = v;
+    return v;
+  }
+
+  uint32_t glsl(uint32_t type, Glsl inst, std::vector<uint32_t> args) {
+    std::vector<uint32_t> ops = {b_.importGlsl(), inst};
+    ops.insert(ops.end(), args.begin(), args.end());
+    return b_.value(op::ExtInst, type, ops);
+  }
+
+  absl::StatusOr<uint32_t> opValue(const Expr& e, const std::vector<uint32_t>& a, uint32_t type) {
+    const DType arg = e.args.empty() ? e.dtype : e.args[0]->dtype;
+    const bool flt = tensor::isFloating(arg);
+    auto transcendental = [&](Glsl inst) -> absl::StatusOr<uint32_t> {
+      if (e.dtype == DType::f64) {
+        return unimplemented(strCat("f64 ", tensor::opName(e.op), ": GLSL.std.450 has no double-precision ",
+                                    "transcendentals and exact sequences are not written yet"));
+      }
+      if (!t_.fast_math) {
+        return unimplemented(strCat(tensor::opName(e.op),
+                                    " in exact mode (accurate SPIR-V sequences are not written yet; "
+                                    "compile with fast math to use GLSL.std.450)"));
+      }
+      return glsl(type, inst, a);
+    };
+    switch (e.op) {
+      case OpCode::kAdd:
+        return b_.value(flt ? op::FAdd : op::IAdd, type, {a[0], a[1]});
+      case OpCode::kSub:
+        return b_.value(flt ? op::FSub : op::ISub, type, {a[0], a[1]});
+      case OpCode::kMul:
+        return b_.value(flt ? op::FMul : op::IMul, type, {a[0], a[1]});
+      case OpCode::kDiv: {
+        if (flt) return b_.value(op::FDiv, type, {a[0], a[1]});
+        // x / 0 = 0 and x / -1 = -x, as on every backend; the divisor fed
+        // to SDiv is never 0 or -1.
+        ACCY_ASSIGN_OR_RETURN(uint32_t zero, constant(e.dtype, 0));
+        ACCY_ASSIGN_OR_RETURN(uint32_t one, constant(e.dtype, 1));
+        ACCY_ASSIGN_OR_RETURN(uint32_t minus_one, constant(e.dtype, -1));
+        const uint32_t is_zero = b_.value(op::IEqual, bool_, {a[1], zero});
+        const uint32_t is_m1 = b_.value(op::IEqual, bool_, {a[1], minus_one});
+        const uint32_t safe = b_.value(op::Select, type, {b_.value(op::LogicalOr, bool_, {is_zero, is_m1}), one, a[1]});
+        const uint32_t q = b_.value(op::SDiv, type, {a[0], safe});
+        const uint32_t neg = b_.value(op::SNegate, type, {a[0]});
+        return b_.value(op::Select, type, {is_zero, zero, b_.value(op::Select, type, {is_m1, neg, q})});
+      }
+      case OpCode::kMax:
+      case OpCode::kMin: {
+        const bool mx = e.op == OpCode::kMax;
+        if (!flt) {
+          if (e.dtype == DType::bool_) {
+            return b_.value(mx ? op::LogicalOr : op::LogicalAnd, type, {a[0], a[1]});
+          }
+          const uint32_t pick = b_.value(mx ? op::SGreaterThan : op::SLessThan, bool_, {a[0], a[1]});
+          return b_.value(op::Select, type, {pick, a[0], a[1]});
+        }
+        // NaN in either operand gives NaN.
+        const uint32_t pick = b_.value(mx ? op::FOrdGreaterThanEqual : op::FOrdLessThanEqual, bool_, {a[0], a[1]});
+        const uint32_t r = b_.value(op::Select, type, {pick, a[0], a[1]});
+        const uint32_t nan_a = b_.value(op::IsNan, bool_, {a[0]});
+        return b_.value(op::Select, type, {nan_a, a[0], r});
+      }
+      case OpCode::kPow:
+        if (!flt) return unimplemented("integer pow");
+        return transcendental(kPow);
+      case OpCode::kNeg:
+        return b_.value(flt ? op::FNegate : op::SNegate, type, {a[0]});
+      case OpCode::kAbs: {
+        if (flt) {
+          ACCY_ASSIGN_OR_RETURN(uint32_t zero, constant(e.dtype, 0));
+          const uint32_t negative = b_.value(op::FOrdLessThan, bool_, {a[0], zero});
+          return b_.value(op::Select, type, {negative, b_.value(op::FNegate, type, {a[0]}), a[0]});
+        }
+        ACCY_ASSIGN_OR_RETURN(uint32_t zero, constant(e.dtype, 0));
+        const uint32_t negative = b_.value(op::SLessThan, bool_, {a[0], zero});
+        return b_.value(op::Select, type, {negative, b_.value(op::SNegate, type, {a[0]}), a[0]});
+      }
+      case OpCode::kSqrt:
+        return glsl(type, kSqrt, a);
+      case OpCode::kSin:
+        return transcendental(kSin);
+      case OpCode::kCos:
+        return transcendental(kCos);
+      case OpCode::kExp:
+        return transcendental(kExp);
+      case OpCode::kLog:
+        return transcendental(kLog);
+      case OpCode::kTanh:
+        return transcendental(kTanh);
+      case OpCode::kSigmoid: {
+        if (!t_.fast_math || e.dtype == DType::f64) return transcendental(kExp);
+        ACCY_ASSIGN_OR_RETURN(uint32_t one, constant(e.dtype, 1));
+        const uint32_t ex = glsl(type, kExp, {b_.value(op::FNegate, type, {a[0]})});
+        return b_.value(op::FDiv, type, {one, b_.value(op::FAdd, type, {one, ex})});
+      }
+      case OpCode::kLt:
+      case OpCode::kLe:
+      case OpCode::kGt:
+      case OpCode::kGe:
+      case OpCode::kEq:
+      case OpCode::kNe: {
+        static const std::map<OpCode, std::pair<uint16_t, uint16_t>> ops = {
+            {OpCode::kLt, {op::FOrdLessThan, op::SLessThan}},
+            {OpCode::kLe, {op::FOrdLessThanEqual, op::SLessThanEqual}},
+            {OpCode::kGt, {op::FOrdGreaterThan, op::SGreaterThan}},
+            {OpCode::kGe, {op::FOrdGreaterThanEqual, op::SGreaterThanEqual}},
+            {OpCode::kEq, {op::FOrdEqual, op::IEqual}},
+            {OpCode::kNe, {op::FUnordNotEqual, op::INotEqual}}};
+        if (arg == DType::bool_) {
+          // Compare bools as 0/1 integers.
+          const uint32_t x = b_.value(op::Select, i32_, {a[0], b_.constantBits(i32_, 1, 32), b_.constantBits(i32_, 0, 32)});
+          const uint32_t y = b_.value(op::Select, i32_, {a[1], b_.constantBits(i32_, 1, 32), b_.constantBits(i32_, 0, 32)});
+          return b_.value(ops.at(e.op).second, bool_, {x, y});
+        }
+        return b_.value(flt ? ops.at(e.op).first : ops.at(e.op).second, bool_, {a[0], a[1]});
+      }
+      case OpCode::kWhere:
+        return b_.value(op::Select, type, {a[0], a[1], a[2]});
+      case OpCode::kCast:
+        return convert(a[0], arg, e.dtype);
+      default:
+        break;
+    }
+    return unimplemented(strCat("op ", tensor::opName(e.op)));
+  }
+
+  // Cast semantics of docs/SEMANTICS.md.
+  absl::StatusOr<uint32_t> convert(uint32_t v, DType from, DType to) {
+    if (from == to) return v;
+    ACCY_ASSIGN_OR_RETURN(uint32_t type, scalarType(to));
+    if (to == DType::bool_) {
+      if (from == DType::bool_) return v;
+      ACCY_ASSIGN_OR_RETURN(uint32_t zero, constant(from, 0));
+      return b_.value(tensor::isFloating(from) ? op::FUnordNotEqual : op::INotEqual, bool_, {v, zero});
+    }
+    if (from == DType::bool_) {
+      ACCY_ASSIGN_OR_RETURN(uint32_t one, constant(to, 1));
+      ACCY_ASSIGN_OR_RETURN(uint32_t zero, constant(to, 0));
+      return b_.value(op::Select, type, {v, one, zero});
+    }
+    const bool ff = tensor::isFloating(from), tf = tensor::isFloating(to);
+    if (ff && tf) return b_.value(op::FConvert, type, {v});
+    if (!ff && tf) return b_.value(op::ConvertSToF, type, {v});
+    if (!ff && !tf) return b_.value(op::SConvert, type, {v});
+    // Float to integer: NaN -> 0, saturating at the range, else truncation.
+    const bool i64 = to == DType::i64;
+    ACCY_ASSIGN_OR_RETURN(uint32_t lo, constant(from, i64 ? -9223372036854775808.0 : -2147483648.0));
+    ACCY_ASSIGN_OR_RETURN(uint32_t hi, constant(from, i64 ? 9223372036854775808.0 : 2147483648.0));
+    ACCY_ASSIGN_OR_RETURN(uint32_t fzero, constant(from, 0));
+    const uint32_t too_low = b_.value(op::FOrdLessThan, bool_, {v, lo});
+    const uint32_t too_high = b_.value(op::FOrdGreaterThanEqual, bool_, {v, hi});
+    const uint32_t nan = b_.value(op::IsNan, bool_, {v});
+    const uint32_t out_of_range = b_.value(op::LogicalOr, bool_, {b_.value(op::LogicalOr, bool_, {too_low, too_high}), nan});
+    const uint32_t safe = b_.value(op::Select, b_.typeFloat(from == DType::f64 ? 64 : 32), {out_of_range, fzero, v});
+    const uint32_t converted = b_.value(op::ConvertFToS, type, {safe});
+    ACCY_ASSIGN_OR_RETURN(uint32_t min, constant(to, i64 ? -9223372036854775808.0 : -2147483648.0));
+    ACCY_ASSIGN_OR_RETURN(uint32_t max, constant(to, i64 ? 9223372036854775807.0 : 2147483647.0));
+    ACCY_ASSIGN_OR_RETURN(uint32_t izero, constant(to, 0));
+    uint32_t r = b_.value(op::Select, type, {too_low, min, converted});
+    r = b_.value(op::Select, type, {too_high, max, r});
+    return b_.value(op::Select, type, {nan, izero, r});
+  }
+
+  // --- statements ---------------------------------------------------------
+
+  absl::Status store(const Stmt& s) {
+    ACCY_ASSIGN_OR_RETURN(uint32_t v, expr(s.value));
+    b_.inst(op::Store, {element(s.buffer, s.index), v});
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<uint32_t> identity(OpCode combiner, DType d) {
+    const bool f = tensor::isFloating(d);
+    switch (combiner) {
+      case OpCode::kMul:
+        return constant(d, 1);
+      case OpCode::kMax:
+        return constant(d, f ? -HUGE_VAL : d == DType::i32 ? -2147483648.0 : -9223372036854775808.0);
+      case OpCode::kMin:
+        return constant(d, f ? HUGE_VAL : d == DType::i32 ? 2147483647.0 : 9223372036854775807.0);
+      default:
+        return constant(d, 0);
+    }
+  }
+
+  absl::StatusOr<uint32_t> combine(OpCode combiner, DType d, uint32_t acc, uint32_t x) {
+    Expr e;
+    e.kind = ExprKind::kOp;
+    e.op = combiner;
+    e.dtype = d;
+    auto leaf = std::make_shared<Expr>();
+    leaf->dtype = d;
+    e.args = {leaf, leaf};
+    ACCY_ASSIGN_OR_RETURN(uint32_t type, scalarType(d));
+    return opValue(e, {acc, x}, type);
+  }
+
+  absl::StatusOr<uint32_t> finishMean(const Stmt& s, uint32_t acc) {
+    if (s.mean_count == 0) return acc;
+    const DType d = m_.buffers[s.buffer].dtype;
+    Expr e;
+    e.kind = ExprKind::kOp;
+    e.op = OpCode::kDiv;
+    e.dtype = d;
+    auto leaf = std::make_shared<Expr>();
+    leaf->dtype = d;
+    e.args = {leaf, leaf};
+    ACCY_ASSIGN_OR_RETURN(uint32_t type, scalarType(d));
+    ACCY_ASSIGN_OR_RETURN(uint32_t n, constant(d, static_cast<double>(s.mean_count)));
+    return opValue(e, {acc, n}, type);
+  }
+
+  // One invocation walks the whole domain.
+  absl::Status reduceSerial(const Stmt& s) {
+    const DType d = m_.buffers[s.buffer].dtype;
+    ACCY_ASSIGN_OR_RETURN(uint32_t type, scalarType(d));
+    const uint32_t acc = b_.localVariable(b_.typePointer(kFunction, type));
+    ACCY_ASSIGN_OR_RETURN(uint32_t id, identity(s.combiner, d));
+    b_.inst(op::Store, {acc, id});
+    int64_t domain = 1;
+    for (const LoopHeader& h : s.domain) domain *= h.extent;
+    ACCY_RETURN_IF_ERROR(strided(uconst(0), uconst(static_cast<uint32_t>(domain)), uconst(1), [&](uint32_t r) -> absl::Status {
+      decompose(r, s.domain);
+      ACCY_ASSIGN_OR_RETURN(uint32_t x, expr(s.value));
+      ACCY_ASSIGN_OR_RETURN(uint32_t c, combine(s.combiner, d, b_.value(op::Load, type, {acc}), x));
+      b_.inst(op::Store, {acc, c});
+      return absl::OkStatus();
+    }));
+    ACCY_ASSIGN_OR_RETURN(uint32_t result, finishMean(s, b_.value(op::Load, type, {acc})));
+    b_.inst(op::Store, {element(s.buffer, s.index), result});
+    return absl::OkStatus();
+  }
+
+  // The workgroup splits the domain (stride = workgroup size), then a
+  // tree in workgroup memory combines the partial results.
+  absl::Status reduceTree(const Stmt& s) {
+    const DType d = m_.buffers[s.buffer].dtype;
+    ACCY_ASSIGN_OR_RETURN(uint32_t type, scalarType(d));
+    if (shared_ == 0) {
+      const uint32_t array = b_.typeArray(type, uconst(wg_));
+      shared_ = b_.globalVariable(b_.typePointer(kWorkgroup, array), kWorkgroup);
+      shared_type_ = type;
+    }
+    auto slot = [&](uint32_t index) {
+      return b_.value(op::AccessChain, b_.typePointer(kWorkgroup, shared_type_), {shared_, index});
+    };
+    const uint32_t acc = b_.localVariable(b_.typePointer(kFunction, type));
+    ACCY_ASSIGN_OR_RETURN(uint32_t id, identity(s.combiner, d));
+    b_.inst(op::Store, {acc, id});
+    int64_t domain = 1;
+    for (const LoopHeader& h : s.domain) domain *= h.extent;
+    const std::map<int, uint32_t> outer_vars = vars_;
+    ACCY_RETURN_IF_ERROR(strided(lid_, uconst(static_cast<uint32_t>(domain)), uconst(wg_), [&](uint32_t r) -> absl::Status {
+      vars_ = outer_vars;
+      decompose(r, s.domain);
+      ACCY_ASSIGN_OR_RETURN(uint32_t x, expr(s.value));
+      ACCY_ASSIGN_OR_RETURN(uint32_t c, combine(s.combiner, d, b_.value(op::Load, type, {acc}), x));
+      b_.inst(op::Store, {acc, c});
+      return absl::OkStatus();
+    }));
+    vars_ = outer_vars;
+    b_.inst(op::Store, {slot(lid_), b_.value(op::Load, type, {acc})});
+    barrier();
+    for (uint32_t half = wg_ / 2; half > 0; half /= 2) {
+      ACCY_RETURN_IF_ERROR(when(b_.value(op::ULessThan, bool_, {lid_, uconst(half)}), [&]() -> absl::Status {
+        const uint32_t mine = b_.value(op::Load, type, {slot(lid_)});
+        const uint32_t other = b_.value(op::Load, type, {slot(b_.value(op::IAdd, u32_, {lid_, uconst(half)}))});
+        ACCY_ASSIGN_OR_RETURN(uint32_t c, combine(s.combiner, d, mine, other));
+        b_.inst(op::Store, {slot(lid_), c});
+        return absl::OkStatus();
+      }));
+      barrier();
+    }
+    ACCY_RETURN_IF_ERROR(when(b_.value(op::IEqual, bool_, {lid_, uconst(0)}), [&]() -> absl::Status {
+      ACCY_ASSIGN_OR_RETURN(uint32_t result, finishMean(s, b_.value(op::Load, type, {slot(uconst(0))})));
+      b_.inst(op::Store, {element(s.buffer, s.index), result});
+      return absl::OkStatus();
+    }));
+    barrier();  // the slots are reused by the next output
+    return absl::OkStatus();
+  }
+
+  const choir::Module& m_;
+  const choir::Kernel& k_;
+  const TargetInfo& t_;
+  ModuleBuilder b_;
+  uint32_t u32_ = 0, i32_ = 0, bool_ = 0, wg_ = 1;
+  uint32_t global_id_var_ = 0, local_id_var_ = 0, group_id_var_ = 0, gid_ = 0, lid_ = 0, group_ = 0;
+  uint32_t shared_ = 0, shared_type_ = 0;
+  std::vector<uint32_t> buffer_vars_, elem_types_;
+  std::map<int, uint32_t> vars_;
+  std::map<std::string, uint32_t> cse_;
+};
+
+}  // namespace
+
+absl::StatusOr<TranslatedKernel> translateKernel(const choir::Module& module, const choir::Kernel& kernel,
+                                                 const TargetInfo& target) {
+  return Translator(module, kernel, target).run();
+}
+
+}  // namespace accy::spirv
