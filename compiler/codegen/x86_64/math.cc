@@ -2,8 +2,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <span>
+
+#include "compiler/codegen/math/elementary.h"
 
 namespace accy::x64 {
 
@@ -12,134 +13,15 @@ namespace {
 namespace x86 = asmjit::x86;
 using x86::Vec;
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// Polynomial coefficients, lowest degree first. Each set is a weighted
-// minimax fit (Remez exchange in 50-digit arithmetic) minimizing the relative
-// error of the final function value, with the coefficients rounded to the
-// lane type one at a time and the remaining ones refitted.
-
-// e^r ~ 1 + r + r^2 * P(r), r in [-0.3475, 0.3475].
-constexpr double kExpF32[] = {0.4999999403953552, 0.16666515171527863, 0.041668087244033813,
-                              0.00836929865181446, 0.0013838307932019234};
-constexpr double kExpF64[] = {0.5000000000000011,    0.16666666666666405,   0.04166666666652737,
-                              0.008333333333497811,  0.0013888888944469794, 0.00019841269501356707,
-                              2.480149213568412e-05, 2.755758916443948e-06, 2.7630621013728803e-07,
-                              2.4999781231785314e-08};
-
-// sin(r) ~ r + r * z * P(z), z = r^2, |r| <= kTrigReduced.
-constexpr double kSinF32[] = {-0.16666653752326965, 0.008332106284797192, -0.00019507882825564593};
-constexpr double kSinF64[] = {-0.1666666666666663,     0.00833333333332181,
-                              -0.00019841269829319,    2.7557313521379448e-06,
-                              -2.5050731307319135e-08, 1.5895236337365907e-10};
-
-// cos(r) ~ 1 - z / 2 + z^2 * P(z), z = r^2, |r| <= kTrigReduced.
-constexpr double kCosF32[] = {0.04166664555668831, -0.001388730714097619, 2.4431870770058595e-05};
-constexpr double kCosF64[] = {0.04166666666666659,    -0.0013888888888872186,
-                              2.480158728829539e-05,  -2.7557314015122453e-07,
-                              2.0875678084786974e-09, -1.1357336717483397e-11};
-
-// 2 atanh(s) ~ 2s + s * z * P(z), z = s^2, |s| <= 0.1716 (log1p(f) with
-// s = f / (2 + f), 1 + f in [sqrt(1/2), sqrt(2))).
-constexpr double kLogF32[] = {0.6666666269302368, 0.40000972151756287, 0.2849879264831543,
-                              0.24278856813907623};
-constexpr double kLogF64[] = {0.6666666666666666,  0.40000000000004926, 0.2857142856940952,
-                              0.22222222607316675, 0.1818177832101962,  0.1538699056741479,
-                              0.1325210576855585,  0.13235187009936467};
-
-// tanh(x) ~ x + x * z * P(z), z = x^2, |x| < 0.625.
-constexpr double kTanhF32[] = {-0.3333333134651184,  0.13333220779895782,   -0.05394817888736725,
-                               0.021706894040107727, -0.008190013468265533, 0.002152683911845088};
-constexpr double kTanhF64[] = {
-    -0.33333333333333315,    0.1333333333332996,    -0.053968253966149446,  0.021869488470699014,
-    -0.008863234338748284,   0.0035921142223555623, -0.0014557272091690959, 0.0005894566158556033,
-    -0.00023702398046040682, 9.157829768025825e-05, -3.020586355882922e-05, 6.050148845089078e-06};
-constexpr double kTanhSmall = 0.625;
-// The sin and cos polynomials are fitted for |r| <= kTrigReduced.
-constexpr double kTrigReduced = 0.788;
-
-// Cody-Waite pieces of pi/2: every piece but the last has few enough bits
-// that j * piece is exact for the quadrant counts j of the documented range
-// (13 bits for f32, |x| < 12867; 20 bits for f64, |x| < 1.6e6).
-constexpr double kPio2F32[] = {1.5703125, 0.0004837512969970703, 7.549533620476723e-08,
-                               2.5632829192545614e-12, 6.123234262925839e-17};
-constexpr double kPio2F64[] = {1.5707963267341256, 6.077100506303966e-11, 2.0222662487111665e-21,
-                               8.4784276603689e-32};
-
-// Constants that depend on the lane type.
-struct LaneMath {
-  int mantissa_bits;
-  int lane_bits;
-  uint64_t sign_mask;
-  uint64_t mantissa_mask;
-  double magic;  // 1.5 * 2^mantissa_bits: adding it rounds to an integer
-  int exponent_bias;
-  double split;  // Veltkamp splitter 2^ceil(p / 2) + 1
-  // ln 2 = ln2_hi + ln2_lo with ln2_hi * n exact for every exponent n.
-  double ln2_hi, ln2_lo;
-  // exp clamps its argument to [exp_min, exp_max]: beyond, the result is 0 or inf.
-  double exp_min, exp_max;
-  // log: inputs below min_normal are scaled by 2^subnormal_shift first.
-  double min_normal;
-  int subnormal_shift;
-  uint64_t sqrt_half_bits;
-  std::span<const double> exp_poly, sin_poly, cos_poly, log_poly, tanh_poly, pio2;
-};
-
-const LaneMath kF32 = {
-    .mantissa_bits = 23,
-    .lane_bits = 32,
-    .sign_mask = 0x80000000u,
-    .mantissa_mask = 0x007fffffu,
-    .magic = 12582912.0,
-    .exponent_bias = 127,
-    .split = 4097.0,
-    .ln2_hi = 0.693145751953125,
-    .ln2_lo = 1.428606765330187e-06,
-    .exp_min = -104.0,
-    .exp_max = 89.0,
-    .min_normal = 0x1p-126,
-    .subnormal_shift = 24,
-    .sqrt_half_bits = 0x3f3504f3u,
-    .exp_poly = kExpF32,
-    .sin_poly = kSinF32,
-    .cos_poly = kCosF32,
-    .log_poly = kLogF32,
-    .tanh_poly = kTanhF32,
-    .pio2 = kPio2F32,
-};
-
-const LaneMath kF64 = {
-    .mantissa_bits = 52,
-    .lane_bits = 64,
-    .sign_mask = 0x8000000000000000ull,
-    .mantissa_mask = 0x000fffffffffffffull,
-    .magic = 6755399441055744.0,
-    .exponent_bias = 1023,
-    .split = 134217729.0,
-    .ln2_hi = 0.6931471805598903,
-    .ln2_lo = 5.497923018708371e-14,
-    .exp_min = -746.0,
-    .exp_max = 710.0,
-    .min_normal = 0x1p-1022,
-    .subnormal_shift = 54,
-    .sqrt_half_bits = 0x3fe6a09e667f3bcdull,
-    .exp_poly = kExpF64,
-    .sin_poly = kSinF64,
-    .cos_poly = kCosF64,
-    .log_poly = kLogF64,
-    .tanh_poly = kTanhF64,
-    .pio2 = kPio2F64,
-};
-
 // Value-returning wrappers over Simd: every result is a fresh virtual
 // register, which keeps the algorithms below readable and alias-free.
 class Ops {
  public:
-  explicit Ops(Simd& s) : s_(s), c_(s.lane() == Lane::kF32 ? kF32 : kF64) {}
+  using Vec = x86::Vec;
+  using Mask = x64::Mask;
+  explicit Ops(Simd& s) : s_(s), c_(s.lane() == Lane::kF32 ? math::kF32 : math::kF64) {}
 
-  const LaneMath& c() const { return c_; }
+  const math::LaneMath& c() const { return c_; }
   bool fusedMultiplyAdd() const { return s_.isa() != Isa::kSse41; }
 
   Vec num(double v) {
@@ -190,7 +72,11 @@ class Ops {
     return d;
   }
 
-  Mask cmp(Cmp p, Vec a, Vec b) { return s_.cmp(p, a, b); }
+  Mask cmp(math::Cmp p, Vec a, Vec b) {
+    static constexpr x64::Cmp kMap[] = {x64::Cmp::kLt, x64::Cmp::kLe, x64::Cmp::kGt,
+                                        x64::Cmp::kGe, x64::Cmp::kEq, x64::Cmp::kNe};
+    return s_.cmp(kMap[static_cast<int>(p)], a, b);
+  }
   Mask both(const Mask& a, const Mask& b) { return s_.maskAnd(a, b); }
   Mask either(const Mask& a, const Mask& b) { return s_.maskOr(a, b); }
   Vec select(const Mask& m, Vec t, Vec f) {
@@ -228,261 +114,44 @@ class Ops {
   }
 
   Simd& s_;
-  const LaneMath& c_;
+  const math::LaneMath& c_;
 };
-
-// An unevaluated sum hi + lo with |lo| <= ulp(hi) / 2.
-struct Pair {
-  Vec hi, lo;
-};
-
-// a + b exactly, given |a| >= |b| (or a == 0).
-Pair fastTwoSum(Ops& o, Vec a, Vec b) {
-  Vec s = o.add(a, b);
-  return {s, o.sub(b, o.sub(s, a))};
-}
-
-// a * b exactly (barring overflow): FMA where fused, else Dekker's product.
-Pair twoProd(Ops& o, Vec a, Vec b) {
-  Vec p = o.mul(a, b);
-  if (o.fusedMultiplyAdd()) return {p, o.fma(a, b, o.neg(p))};
-  Vec k = o.num(o.c().split);
-  auto halves = [&](Vec v) {
-    Vec t = o.mul(k, v);
-    Vec hi = o.sub(t, o.sub(t, v));
-    return Pair{hi, o.sub(v, hi)};
-  };
-  const Pair x = halves(a);
-  const Pair y = halves(b);
-  Vec e = o.sub(o.mul(x.hi, y.hi), p);
-  e = o.add(e, o.mul(x.hi, y.lo));
-  e = o.add(e, o.mul(x.lo, y.hi));
-  return {p, o.add(e, o.mul(x.lo, y.lo))};
-}
-
-// scale * 2^n for integral |n| <= 2 * bias - 2, as (scale * 2^n1) * 2^n2
-// with both powers normal: results that overflow become inf, subnormal ones
-// are rounded once.
-Vec scaleByPow2(Ops& o, Vec scale, Vec n) {
-  const LaneMath& c = o.c();
-  // Adding magic + bias rounds to an integer whose bits, shifted into the
-  // exponent field, are 2^integer (the magic's own bits shift out).
-  Vec magic = o.num(c.magic + c.exponent_bias);
-  Vec t1 = o.fma(n, o.num(0.5), magic);
-  Vec n1 = o.sub(t1, magic);
-  Vec t2 = o.add(o.sub(n, n1), magic);
-  Vec half = o.mul(scale, o.shl(t1, c.mantissa_bits));
-  return o.mul(half, o.shl(t2, c.mantissa_bits));
-}
-
-// e^(x + xlo); xlo (optional) is a small low-order part of the argument.
-Vec expCore(Ops& o, Vec x, const Vec* xlo) {
-  const LaneMath& c = o.c();
-  Vec xc = o.minRaw(o.num(c.exp_max), o.maxRaw(o.num(c.exp_min), x));
-  Vec magic = o.num(c.magic);
-  Vec n = o.sub(o.fma(xc, o.num(1.4426950408889634), magic), magic);
-  Vec r = o.fma(n, o.num(-c.ln2_hi), xc);
-  r = o.fma(n, o.num(-c.ln2_lo), r);
-  if (xlo != nullptr) r = o.add(r, *xlo);
-  Vec q = o.fma(o.mul(r, r), o.horner(r, c.exp_poly), r);
-  return scaleByPow2(o, o.add(q, o.num(1.0)), n);
-}
-
-// m * 2^e = x for positive finite x (subnormals included), with m in
-// [sqrt(1/2), sqrt(2)) and e integral. Other inputs give finite garbage.
-struct Frexp {
-  Vec m, e;
-};
-
-Frexp decompose(Ops& o, Vec x) {
-  const LaneMath& c = o.c();
-  const Mask tiny = o.cmp(Cmp::kLt, x, o.num(c.min_normal));
-  Vec xs = o.select(tiny, o.mul(x, o.num(double(uint64_t{1} << c.subnormal_shift))), x);
-  // Offsetting the bits by 1.0 - sqrt(1/2) carries into the exponent exactly
-  // when the mantissa is >= sqrt(2).
-  const uint64_t one_bits = uint64_t(c.exponent_bias) << c.mantissa_bits;
-  Vec u = o.intAdd(xs, o.bits(one_bits - c.sqrt_half_bits));
-  Vec m = o.intAdd(o.bitAnd(u, o.bits(c.mantissa_mask)), o.bits(c.sqrt_half_bits));
-  // The biased exponent as a float: OR it into the mantissa of 2^p.
-  const double two_p = double(uint64_t{1} << c.mantissa_bits);
-  Vec biased = o.bitOr(o.shr(u, c.mantissa_bits), o.num(two_p));
-  const double base = two_p + c.exponent_bias;
-  Vec e = o.sub(biased, o.select(tiny, o.num(base + c.subnormal_shift), o.num(base)));
-  return {m, e};
-}
-
-// log(x) for positive finite x.
-Vec logCore(Ops& o, Vec x) {
-  const LaneMath& c = o.c();
-  const Frexp fr = decompose(o, x);
-  Vec one = o.num(1.0);
-  Vec f = o.sub(fr.m, one);
-  Vec s = o.div(f, o.add(f, o.num(2.0)));
-  Vec z = o.mul(s, s);
-  Vec r = o.mul(z, o.horner(z, c.log_poly));
-  // log1p(f) = 2s + s * r = f - s * (f - r), since 2s = f - s * f.
-  Vec lo = o.fma(fr.e, o.num(c.ln2_lo), o.neg(o.mul(s, o.sub(f, r))));
-  return o.fma(fr.e, o.num(c.ln2_hi), o.add(lo, f));
-}
-
-// log(x) as hi + lo, accurate to a few units of 2^-2p relative for positive
-// finite x: s = f / (2 + f) and the s^3 term are carried as pairs.
-Pair logExtCore(Ops& o, Vec x) {
-  const LaneMath& c = o.c();
-  const Frexp fr = decompose(o, x);
-  Vec two = o.num(2.0);
-  Vec f = o.sub(fr.m, o.num(1.0));
-  const Pair d = fastTwoSum(o, two, f);
-  Vec s_hi = o.div(f, d.hi);
-  const Pair p = twoProd(o, s_hi, d.hi);
-  Vec rem = o.sub(o.sub(o.sub(f, p.hi), p.lo), o.mul(s_hi, d.lo));
-  Vec s_lo = o.div(rem, d.hi);
-  // s^3 * c0 as a pair.
-  const Pair z = twoProd(o, s_hi, s_hi);
-  Vec z_lo = o.fma(o.mul(two, s_hi), s_lo, z.lo);
-  const Pair cube = twoProd(o, z.hi, s_hi);
-  Vec cube_lo = o.fma(z.hi, s_lo, o.fma(z_lo, s_hi, cube.lo));
-  Vec c0 = o.num(c.log_poly[0]);
-  const Pair lead = twoProd(o, cube.hi, c0);
-  Vec lead_lo = o.fma(cube_lo, c0, lead.lo);
-  // The rest of the series, s^5 * P1(z), is small enough for plain arithmetic.
-  Vec rest = o.mul(o.mul(cube.hi, z.hi), o.horner(z.hi, c.log_poly.subspan(1)));
-  // log1p(f) = 2 s + lead + rest.
-  const Pair l = fastTwoSum(o, o.add(s_hi, s_hi), lead.hi);
-  Vec l_lo = o.add(o.add(l.lo, o.add(s_lo, s_lo)), o.add(lead_lo, rest));
-  // + e * ln2, e * ln2_hi exact.
-  const Pair sum = fastTwoSum(o, o.mul(fr.e, o.num(c.ln2_hi)), l.hi);
-  Vec lo = o.add(sum.lo, o.fma(fr.e, o.num(c.ln2_lo), l_lo));
-  return fastTwoSum(o, sum.hi, lo);
-}
-
-// sin(x), or cos(x) = sin(x + pi/2) when `cosine`.
-Vec sinCos(Ops& o, Vec x, bool cosine) {
-  const LaneMath& c = o.c();
-  Vec a = o.abs(x);
-  // j = round(|x| * 2/pi); the low bits of t hold j.
-  Vec magic = o.num(c.magic);
-  Vec t = o.fma(a, o.num(0.6366197723675814), magic);
-  Vec j = o.sub(t, magic);
-  Vec r = a;
-  for (double piece : c.pio2) r = o.fma(j, o.num(-piece), r);
-  // A no-op within the documented range; beyond it the reduction is inexact
-  // and this keeps the result in [-1, 1] (NaN from +-inf passes).
-  r = o.minRaw(o.num(kTrigReduced), o.maxRaw(o.num(-kTrigReduced), r));
-
-  Vec one = o.num(1.0);
-  Vec z = o.mul(r, r);
-  Vec sin_r = o.fma(o.mul(r, z), o.horner(z, c.sin_poly), r);
-  // cos r = w + ((1 - w) - z/2 + z^2 P(z)) with w = 1 - z/2 and the
-  // rounding error of w recovered exactly.
-  Vec hz = o.mul(z, o.num(0.5));
-  Vec w = o.sub(one, hz);
-  Vec tail = o.fma(o.mul(z, z), o.horner(z, c.cos_poly), o.sub(o.sub(one, w), hz));
-  Vec cos_r = o.add(w, tail);
-
-  // Quadrant q = j (+1 for cosine): odd q takes cos r; q & 2 flips the sign.
-  Vec q = cosine ? o.intAdd(t, o.bits(1)) : t;
-  const Mask odd = o.cmp(Cmp::kGt, o.bitOr(o.bitAnd(q, o.bits(1)), one), one);
-  Vec v = o.select(odd, cos_r, sin_r);
-  Vec sign = o.bitAnd(o.shl(q, c.lane_bits - 2), o.bits(c.sign_mask));
-  if (!cosine) sign = o.bitXor(sign, o.bitAnd(x, o.bits(c.sign_mask)));
-  return o.bitXor(v, sign);
-}
-
-// log(x) with its special values: log(+-0) = -inf, log(x < 0) = NaN,
-// log(+inf) = +inf, NaN stays NaN.
-Vec logSpecial(Ops& o, Vec x, Vec finite_result) {
-  Vec inf = o.num(kInf);
-  const Mask ok = o.both(o.cmp(Cmp::kGt, x, o.zero()), o.cmp(Cmp::kLt, x, inf));
-  Vec other = o.select(o.cmp(Cmp::kLt, x, o.zero()), o.num(kNaN), x);
-  other = o.select(o.cmp(Cmp::kEq, x, o.zero()), o.num(-kInf), other);
-  return o.select(ok, finite_result, other);
-}
 
 }  // namespace
 
 void emitSin(Simd& s, Vec d, Vec a) {
   Ops o(s);
-  o.store(d, sinCos(o, a, false));
+  o.store(d, math::sinOf(o, a));
 }
 
 void emitCos(Simd& s, Vec d, Vec a) {
   Ops o(s);
-  o.store(d, sinCos(o, a, true));
+  o.store(d, math::cosOf(o, a));
 }
 
 void emitExp(Simd& s, Vec d, Vec a) {
   Ops o(s);
-  o.store(d, expCore(o, a, nullptr));
+  o.store(d, math::expOf(o, a));
 }
 
 void emitLog(Simd& s, Vec d, Vec a) {
   Ops o(s);
-  o.store(d, logSpecial(o, a, logCore(o, a)));
+  o.store(d, math::logOf(o, a));
 }
 
-// |x| < 0.625: odd polynomial; beyond: 1 - 2 / (e^(2|x|) + 1), which
-// saturates to 1 once e^(2|x|) overflows. The sign of x is put back last.
 void emitTanh(Simd& s, Vec d, Vec a) {
   Ops o(s);
-  const LaneMath& c = o.c();
-  Vec x = o.abs(a);
-  Vec z = o.mul(x, x);
-  Vec small = o.fma(o.mul(x, z), o.horner(z, c.tanh_poly), x);
-  Vec one = o.num(1.0);
-  Vec e = expCore(o, o.add(x, x), nullptr);
-  Vec large = o.sub(one, o.div(o.num(2.0), o.add(e, one)));
-  Vec v = o.select(o.cmp(Cmp::kLt, x, o.num(kTanhSmall)), small, large);
-  o.store(d, o.bitOr(v, o.bitAnd(a, o.bits(c.sign_mask))));
+  o.store(d, math::tanhOf(o, a));
 }
 
-// With e = exp(-|x|): 1 / (1 + e) for x >= 0, e / (1 + e) for x < 0.
 void emitSigmoid(Simd& s, Vec d, Vec a) {
   Ops o(s);
-  Vec e = expCore(o, o.neg(o.abs(a)), nullptr);
-  Vec one = o.num(1.0);
-  Vec numer = o.select(o.cmp(Cmp::kLt, a, o.zero()), e, one);
-  o.store(d, o.div(numer, o.add(one, e)));
+  o.store(d, math::sigmoidOf(o, a));
 }
 
-// |a|^b = exp(b * log|a|) with log|a| and the product carried as pairs; then
-// the C99 rules for signs, zeros, infinities and NaN (see MATH_ACCURACY.md).
 void emitPow(Simd& s, Vec d, Vec a, Vec b) {
   Ops o(s);
-  const LaneMath& c = o.c();
-  Vec inf = o.num(kInf);
-  Vec zero = o.zero();
-  Vec one = o.num(1.0);
-  Vec ax = o.abs(a);
-
-  const Pair lg = logExtCore(o, ax);
-  // Outside (0, inf) the log is -inf (for 0), inf or NaN, with no low part.
-  const Mask positive_finite = o.both(o.cmp(Cmp::kGt, ax, zero), o.cmp(Cmp::kLt, ax, inf));
-  Vec log_hi =
-      o.select(positive_finite, lg.hi, o.select(o.cmp(Cmp::kEq, ax, zero), o.neg(inf), ax));
-  Vec log_lo = o.select(positive_finite, lg.lo, zero);
-
-  const Pair y = twoProd(o, b, log_hi);
-  Vec y_lo = o.fma(b, log_lo, y.lo);
-  // Where exp saturates anyway the low part does not matter (and may be NaN).
-  y_lo = o.select(o.cmp(Cmp::kLt, o.abs(y.hi), o.num(2 * c.exp_max)), y_lo, zero);
-  Vec v = expCore(o, y.hi, &y_lo);
-
-  // Negative base: odd integral b gives the sign of a (also for -0 and -inf),
-  // a non-integral b gives NaN for finite a < 0.
-  Vec half = o.mul(b, o.num(0.5));
-  const Mask integral = o.cmp(Cmp::kEq, o.round(b), b);
-  const Mask odd = o.both(integral, o.cmp(Cmp::kNe, o.round(half), half));
-  Vec sign_mask = o.bits(c.sign_mask);
-  v = o.bitOr(v, o.select(odd, o.bitAnd(a, sign_mask), zero));
-  const Mask negative_finite = o.both(o.cmp(Cmp::kLt, a, zero), o.cmp(Cmp::kGt, a, o.neg(inf)));
-  const Mask fractional = o.cmp(Cmp::kNe, o.round(b), b);
-  v = o.select(o.both(negative_finite, fractional), o.num(kNaN), v);
-
-  // pow(1, b) = pow(a, 0) = pow(-1, +-inf) = 1, even for NaN a or b.
-  const Mask unit = o.either(o.either(o.cmp(Cmp::kEq, a, one), o.cmp(Cmp::kEq, b, zero)),
-                             o.both(o.cmp(Cmp::kEq, ax, one), o.cmp(Cmp::kEq, o.abs(b), inf)));
-  o.store(d, o.select(unit, one, v));
+  o.store(d, math::powOf(o, a, b));
 }
 
 }  // namespace accy::x64
