@@ -6,6 +6,7 @@
 #include <map>
 
 #include "compiler/choir/printer.h"
+#include "compiler/codegen/math/elementary.h"
 #include "compiler/choir/rewrite.h"
 #include "compiler/codegen/spirv/module_builder.h"
 #include "compiler/tensor/errors.h"
@@ -33,6 +34,93 @@ absl::Status unimplemented(std::string_view what) {
 
 // GLSL.std.450 instruction numbers.
 enum Glsl : uint32_t { kSin = 13, kCos = 14, kExp = 27, kLog = 28, kSqrt = 31, kTanh = 21, kPow = 26 };
+
+// The ops type of compiler/codegen/math/elementary.h over SPIR-V SSA ids:
+// exact-mode transcendentals as instruction sequences. Arithmetic results
+// are decorated NoContraction so that no compiler fuses the error-free
+// transformations the algorithms rely on; fma is a separate multiply and
+// add (Vulkan does not promise a fused one).
+class SpirvOps {
+ public:
+  using Vec = uint32_t;
+  using Mask = uint32_t;
+
+  SpirvOps(ModuleBuilder& b, uint32_t float_type, uint32_t uint_type, bool f64)
+      : b_(b), f_(float_type), u_(uint_type), f64_(f64) {}
+
+  const math::LaneMath& c() const { return f64_ ? math::kF64 : math::kF32; }
+  bool fusedMultiplyAdd() const { return false; }
+
+  Vec num(double v) {
+    uint64_t bits;
+    if (f64_) {
+      std::memcpy(&bits, &v, 8);
+    } else {
+      const float f = static_cast<float>(v);
+      uint32_t b32;
+      std::memcpy(&b32, &f, 4);
+      bits = b32;
+    }
+    return b_.constantBits(f_, bits, f64_ ? 64 : 32);
+  }
+  Vec bits(uint64_t b) { return b_.constantBits(f_, f64_ ? b : (b & 0xffffffffu), f64_ ? 64 : 32); }
+  Vec zero() { return num(0.0); }
+
+  Vec add(Vec a, Vec b) { return exact(op::FAdd, {a, b}); }
+  Vec sub(Vec a, Vec b) { return exact(op::FSub, {a, b}); }
+  Vec mul(Vec a, Vec b) { return exact(op::FMul, {a, b}); }
+  Vec div(Vec a, Vec b) { return exact(op::FDiv, {a, b}); }
+  Vec fma(Vec a, Vec b, Vec c) { return add(mul(a, b), c); }
+  Vec neg(Vec a) { return b_.value(op::FNegate, f_, {a}); }
+  Vec abs(Vec a) { return bitAnd(a, bits(~c().sign_mask & (f64_ ? ~uint64_t{0} : 0xffffffffu))); }
+  Vec round(Vec a) { return b_.value(op::ExtInst, f_, {b_.importGlsl(), 2 /* RoundEven */, a}); }
+  Vec minRaw(Vec a, Vec b) { return b_.value(op::Select, f_, {b_.value(op::FOrdLessThan, b_.typeBool(), {a, b}), a, b}); }
+  Vec maxRaw(Vec a, Vec b) {
+    return b_.value(op::Select, f_, {b_.value(op::FOrdGreaterThan, b_.typeBool(), {a, b}), a, b});
+  }
+  Vec bitAnd(Vec a, Vec b) { return integer(199, a, b); }
+  Vec bitOr(Vec a, Vec b) { return integer(197, a, b); }
+  Vec bitXor(Vec a, Vec b) { return integer(198, a, b); }
+  Vec intAdd(Vec a, Vec b) { return integer(op::IAdd, a, b); }
+  Vec shl(Vec a, int n) { return shift(196, a, n); }
+  Vec shr(Vec a, int n) { return shift(op::ShiftRightLogical, a, n); }
+
+  Mask cmp(math::Cmp p, Vec a, Vec b) {
+    static constexpr uint16_t kOps[] = {op::FOrdLessThan, op::FOrdLessThanEqual, op::FOrdGreaterThan,
+                                        op::FOrdGreaterThanEqual, op::FOrdEqual, op::FUnordNotEqual};
+    return b_.value(kOps[static_cast<int>(p)], b_.typeBool(), {a, b});
+  }
+  Mask both(Mask a, Mask b) { return b_.value(op::LogicalAnd, b_.typeBool(), {a, b}); }
+  Mask either(Mask a, Mask b) { return b_.value(op::LogicalOr, b_.typeBool(), {a, b}); }
+  Vec select(Mask m, Vec t, Vec f) { return b_.value(op::Select, f_, {m, t, f}); }
+
+  Vec horner(Vec x, std::span<const double> coefficients) {
+    Vec acc = num(coefficients.back());
+    for (size_t i = coefficients.size() - 1; i-- > 0;) acc = fma(acc, x, num(coefficients[i]));
+    return acc;
+  }
+
+ private:
+  Vec exact(uint16_t opcode, std::initializer_list<uint32_t> args) {
+    const uint32_t v = b_.value(opcode, f_, args);
+    b_.decorate(v, {42 /* NoContraction */});
+    return v;
+  }
+  Vec integer(uint16_t opcode, Vec a, Vec b) {
+    const uint32_t x = b_.value(op::Bitcast, u_, {a});
+    const uint32_t y = b_.value(op::Bitcast, u_, {b});
+    return b_.value(op::Bitcast, f_, {b_.value(opcode, u_, {x, y})});
+  }
+  Vec shift(uint16_t opcode, Vec a, int n) {
+    const uint32_t x = b_.value(op::Bitcast, u_, {a});
+    const uint32_t amount = b_.constantBits(b_.typeInt(32, false), static_cast<uint32_t>(n), 32);
+    return b_.value(op::Bitcast, f_, {b_.value(opcode, u_, {x, amount})});
+  }
+
+  ModuleBuilder& b_;
+  uint32_t f_, u_;
+  bool f64_;
+};
 
 class Translator {
  public:
@@ -288,17 +376,34 @@ class Translator {
   absl::StatusOr<uint32_t> opValue(const Expr& e, const std::vector<uint32_t>& a, uint32_t type) {
     const DType arg = e.args.empty() ? e.dtype : e.args[0]->dtype;
     const bool flt = tensor::isFloating(arg);
+    // Transcendentals: accurate sequences by default (exact mode), the
+    // GLSL.std.450 instructions in fast mode (f32 only: it has no f64 ones).
+    auto ops = [&]() -> absl::StatusOr<SpirvOps> {
+      const bool f64 = e.dtype == DType::f64;
+      if (f64 && !t_.int64) return unimplemented("f64 transcendentals need shaderInt64 for their bit operations");
+      if (f64) b_.capability(11 /* Int64 */);
+      return SpirvOps(b_, type, f64 ? b_.typeInt(64, false) : u32_, f64);
+    };
     auto transcendental = [&](Glsl inst) -> absl::StatusOr<uint32_t> {
-      if (e.dtype == DType::f64) {
-        return unimplemented(strCat("f64 ", tensor::opName(e.op), ": GLSL.std.450 has no double-precision ",
-                                    "transcendentals and exact sequences are not written yet"));
+      if (t_.fast_math && e.dtype == DType::f32) return glsl(type, inst, a);
+      ACCY_ASSIGN_OR_RETURN(SpirvOps o, ops());
+      switch (inst) {
+        case kSin:
+          return math::sinOf(o, a[0]);
+        case kCos:
+          return math::cosOf(o, a[0]);
+        case kExp:
+          return math::expOf(o, a[0]);
+        case kLog:
+          return math::logOf(o, a[0]);
+        case kTanh:
+          return math::tanhOf(o, a[0]);
+        case kPow:
+          return math::powOf(o, a[0], a[1]);
+        case kSqrt:
+          break;
       }
-      if (!t_.fast_math) {
-        return unimplemented(strCat(tensor::opName(e.op),
-                                    " in exact mode (accurate SPIR-V sequences are not written yet; "
-                                    "compile with fast math to use GLSL.std.450)"));
-      }
-      return glsl(type, inst, a);
+      return unimplemented("transcendental");
     };
     switch (e.op) {
       case OpCode::kAdd:
@@ -365,7 +470,10 @@ class Translator {
       case OpCode::kTanh:
         return transcendental(kTanh);
       case OpCode::kSigmoid: {
-        if (!t_.fast_math || e.dtype == DType::f64) return transcendental(kExp);
+        if (!t_.fast_math || e.dtype == DType::f64) {
+          ACCY_ASSIGN_OR_RETURN(SpirvOps o, ops());
+          return math::sigmoidOf(o, a[0]);
+        }
         ACCY_ASSIGN_OR_RETURN(uint32_t one, constant(e.dtype, 1));
         const uint32_t ex = glsl(type, kExp, {b_.value(op::FNegate, type, {a[0]})});
         return b_.value(op::FDiv, type, {one, b_.value(op::FAdd, type, {one, ex})});
