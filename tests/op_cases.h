@@ -1,0 +1,85 @@
+// The op cases every backend's conformance test runs: one small program
+// per op over inputs `p` and `q` axes, with an input range where the op is
+// well conditioned.
+#ifndef ACCY_TESTS_OP_CASES_H_
+#define ACCY_TESTS_OP_CASES_H_
+
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "accy/accy.h"
+
+namespace accy::testing {
+
+using Args = std::span<const tensor::Value>;
+
+inline std::vector<std::byte> randomBytes(const tensor::Spec& s, std::mt19937& rng, double lo, double hi) {
+  std::vector<std::byte> bytes(s.byteSize());
+  std::uniform_real_distribution<double> dist(lo, hi);
+  for (int64_t e = 0; e < s.elementCount(); ++e) {
+    double v = dist(rng);
+    if (!tensor::isFloating(s.dtype)) v = std::round(v);
+    tensor::storeElement(s.dtype, v, &bytes[e * tensor::dtypeSize(s.dtype)]);
+  }
+  return bytes;
+}
+
+struct OpCase {
+  const char* name;
+  std::function<tensor::Value(tensor::Builder&, Args)> fn;
+  double lo, hi;  // input range
+  bool floats_only = true;
+};
+
+inline std::vector<OpCase> opCases() {
+  using tensor::Builder;
+  using tensor::DType;
+  return {
+      {"add", [](Builder&, Args a) { return a[0] + a[1]; }, -3, 3, false},
+      {"sub", [](Builder&, Args a) { return a[0] - a[1]; }, -3, 3, false},
+      {"mul", [](Builder&, Args a) { return a[0] * a[1]; }, -3, 3, false},
+      {"div", [](Builder&, Args a) { return a[0] / a[1]; }, -9, 9, false},
+      {"max", [](Builder&, Args a) { return a[0].max(a[1]); }, -3, 3, false},
+      {"min", [](Builder&, Args a) { return a[0].min(a[1]); }, -3, 3, false},
+      {"pow", [](Builder&, Args a) { return a[0].abs().pow(a[1]); }, -3, 3, false},
+      {"neg", [](Builder&, Args a) { return -a[0]; }, -3, 3, false},
+      {"abs", [](Builder&, Args a) { return a[0].abs(); }, -3, 3, false},
+      {"sin", [](Builder&, Args a) { return a[0].sin(); }, -20, 20},
+      {"cos", [](Builder&, Args a) { return a[0].cos(); }, -20, 20},
+      {"exp", [](Builder&, Args a) { return a[0].exp(); }, -20, 20},
+      {"log", [](Builder&, Args a) { return a[0].abs().log(); }, -20, 20},
+      {"sqrt", [](Builder&, Args a) { return a[0].abs().sqrt(); }, -20, 20},
+      {"tanh", [](Builder&, Args a) { return a[0].tanh(); }, -5, 5},
+      {"sigmoid", [](Builder&, Args a) { return a[0].sigmoid(); }, -9, 9},
+      {"lt", [](Builder&, Args a) { return a[0].lt(a[1]); }, -2, 2, false},
+      {"le", [](Builder&, Args a) { return a[0].le(a[1]); }, -2, 2, false},
+      {"gt", [](Builder&, Args a) { return a[0].gt(a[1]); }, -2, 2, false},
+      {"ge", [](Builder&, Args a) { return a[0].ge(a[1]); }, -2, 2, false},
+      {"eq", [](Builder&, Args a) { return a[0].eq(a[1]); }, -2, 2, false},
+      {"ne", [](Builder&, Args a) { return a[0].ne(a[1]); }, -2, 2, false},
+      {"where", [](Builder&, Args a) { return where(a[0].gt(a[1]), a[0], a[1] * 2); }, -3, 3, false},
+      {"cast_i32", [](Builder&, Args a) { return (a[0] * 7).cast(DType::i32); }, -3, 3},
+      {"cast_bool", [](Builder&, Args a) { return a[0].cast(DType::bool_); }, -1, 1, false},
+      {"cast_f64", [](Builder&, Args a) { return a[0].cast(DType::f64); }, -3, 3, false},
+      {"cast_f32", [](Builder&, Args a) { return a[0].cast(DType::f32); }, -3, 3, false},
+      {"sum", [](Builder&, Args a) { return a[0].sum("p"); }, -3, 3, false},
+      {"reduce_max", [](Builder&, Args a) { return a[0].max({"p", "q"}); }, -3, 3, false},
+      {"reduce_min", [](Builder&, Args a) { return a[0].min("q"); }, -3, 3, false},
+      {"mean", [](Builder&, Args a) { return a[0].mean("p"); }, -3, 3, false},
+      {"prod", [](Builder&, Args a) { return a[0].prod("q"); }, 0.5, 1.5},
+      {"dot", [](Builder&, Args a) { return a[0].dot(a[1].rename("q", "r"), "p"); }, -3, 3, false},
+      {"transpose", [](Builder&, Args a) { return (a[0] + 1).transpose({"q", "p"}); }, -3, 3, false},
+      {"rename", [](Builder&, Args a) { return a[0].rename("p", "z"); }, -3, 3, false},
+      {"broadcast", [](Builder&, Args a) { return a[0].broadcast("z", 5); }, -3, 3, false},
+      {"split", [](Builder&, Args a) { return a[0].slice("p", 0, 2).split("p", "x", "y", 2); }, -3, 3, false},
+      {"merge", [](Builder&, Args a) { return a[0].merge({"q", "p"}, "m"); }, -3, 3, false},
+      {"slice", [](Builder&, Args a) { return a[0].slice("p", 1, a[0].axes()[0].extent, 2); }, -3, 3, false},
+      {"concat", [](Builder&, Args a) { return tensor::concat("p", {a[0], a[1] * 3}); }, -3, 3, false},
+      {"iota", [](Builder& b, Args a) { return a[0] + b.iota("p", a[0].axes()[0].extent, a[0].dtype()); }, -3, 3, false},
+  };
+}
+
+}  // namespace accy::testing
+
+#endif  // ACCY_TESTS_OP_CASES_H_
