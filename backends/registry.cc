@@ -2,6 +2,7 @@
 
 #include "backends/cpu/cpu_device.h"
 #include "backends/null/null_backend.h"
+#include "backends/vulkan/vulkan_backend.h"
 #include "compiler/tensor/errors.h"
 #include "compiler/tensor/strings.h"
 
@@ -10,6 +11,7 @@ namespace accy::backends {
 std::vector<std::unique_ptr<Backend>> makeBackends(const BackendOptions& options) {
   std::vector<std::unique_ptr<Backend>> all;
   all.push_back(makeCpuBackend(options));
+  all.push_back(makeVulkanBackend(options));
   all.push_back(makeNullBackend(options));
   return all;
 }
@@ -17,6 +19,8 @@ std::vector<std::unique_ptr<Backend>> makeBackends(const BackendOptions& options
 absl::StatusOr<std::vector<std::unique_ptr<Backend>>> selectBackends(const std::vector<std::string>& names,
                                                                       const BackendOptions& options) {
   std::vector<std::unique_ptr<Backend>> all = makeBackends(options);
+  std::string known;
+  for (const auto& b : all) known += (known.empty() ? "" : ", ") + b->info().name;
   std::vector<std::unique_ptr<Backend>> chosen;
   for (const std::string& name : names) {
     bool found = false;
@@ -32,8 +36,6 @@ absl::StatusOr<std::vector<std::unique_ptr<Backend>>> selectBackends(const std::
       }
     }
     if (!found) {
-      std::string known;
-      for (const auto& b : makeBackends(options)) known += (known.empty() ? "" : ", ") + b->info().name;
       return makeError(ErrorKind::kInvalidArgument, strCat("no device named '", name, "' (this build knows ", known, ")"));
     }
   }

@@ -10,18 +10,20 @@ namespace {
 
 TEST(Registry, ListsEveryBackendInOrder) {
   auto all = makeBackends(BackendOptions{});
-  ASSERT_EQ(all.size(), 2u);
+  ASSERT_EQ(all.size(), 3u);
   EXPECT_EQ(all[0]->info().name, "cpu");
   EXPECT_THAT(all[0]->info().targets, ::testing::ElementsAre("x86_64"));
-  EXPECT_EQ(all[1]->info().name, "null");
-  EXPECT_FALSE(all[1]->info().available);
+  EXPECT_EQ(all[1]->info().name, "vulkan");
+  EXPECT_THAT(all[1]->info().targets, ::testing::ElementsAre("spirv"));
+  EXPECT_EQ(all[2]->info().name, "null");
+  EXPECT_FALSE(all[2]->info().available);
 }
 
 TEST(Registry, SelectsByNameWithClearErrors) {
   EXPECT_TRUE(selectBackends({"cpu"}, BackendOptions{}).ok());
   auto unknown = selectBackends({"tpu"}, BackendOptions{});
   EXPECT_EQ(errorKind(unknown.status()), ErrorKind::kInvalidArgument);
-  EXPECT_THAT(unknown.status().message(), ::testing::HasSubstr("knows cpu, null"));
+  EXPECT_THAT(unknown.status().message(), ::testing::HasSubstr("knows cpu, vulkan, null"));
   EXPECT_EQ(errorKind(selectBackends({"null"}, BackendOptions{}).status()), ErrorKind::kUnimplemented);
 }
 

@@ -478,6 +478,21 @@ TEST(Accyd, SigtermDrainsACallInFlight) {
   EXPECT_NEAR(out[0], double(1 << 26) * std::exp(std::cos(std::sin(0.5))), 1e-3 * double(1 << 26));
 }
 
+TEST(Accyd, TheVulkanDeviceRunsSpirvPrograms) {
+  Daemon probe({"--devices=cpu,vulkan"});
+  auto s = connect(probe);
+  if (!s) GTEST_SKIP() << "accyd could not start with a vulkan device (no Vulkan here)";
+  auto info = s->serverInfo();
+  ASSERT_TRUE(info.ok());
+  ASSERT_THAT(info->targets(), ::testing::Contains("spirv"));
+  auto h = s->compile(wire::encode(*tensor::define("mismatch", toneSpecs(8), tone::mismatch)), "spirv");
+  ASSERT_TRUE(h.ok()) << h.status();
+  const tone::Samples data = tone::samples();
+  float f8[8] = {0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5}, v8[8];
+  ASSERT_TRUE(s->invoke(*h, {bytes(f8), bytes(data.time), bytes(data.sample)}, {writableBytes(v8)}).ok());
+  for (int g = 0; g < 8; ++g) EXPECT_NEAR(mismatchF64(f8[g]), v8[g], 1e-4);
+}
+
 TEST(Accyd, TcpWithoutTlsIsRefused) {
   const std::string binary = runfile("server/accyd");
   const std::string command = binary + " --listen=tcp:127.0.0.1:0 2>/dev/null";

@@ -1,0 +1,93 @@
+#include "backends/vulkan/vulkan_backend.h"
+
+#include <algorithm>
+
+#include "backends/vulkan/vulkan_device.h"
+#include "backends/vulkan/vulkan_program.h"
+#include "compiler/tensor/errors.h"
+#include "compiler/tensor/status_macros.h"
+#include "compiler/tensor/strings.h"
+
+namespace accy::backends {
+namespace {
+
+class VulkanBackend final : public Backend {
+ public:
+  explicit VulkanBackend(const std::string& library_path) {
+    info_.name = "vulkan";
+    info_.targets = {"spirv"};
+    info_.min_buffer_alignment = 1;  // buffers are copied; each needs its element size
+    absl::StatusOr<std::shared_ptr<vulkan::VulkanDevice>> device = vulkan::VulkanDevice::open(library_path);
+    if (!device.ok()) {
+      // The message without its "Unimplemented: " kind prefix.
+      std::string reason(device.status().message());
+      const std::string prefix = strCat(errorKindName(errorKind(device.status())), ": ");
+      if (reason.rfind(prefix, 0) == 0) reason.erase(0, prefix.size());
+      info_.unavailable_reason = reason;
+      return;
+    }
+    device_ = *std::move(device);
+    info_.available = true;
+    const vulkan::DeviceLimits& l = device_->limits();
+    target_.max_workgroup_size = std::min(l.max_workgroup_invocations, l.max_workgroup_size_x);
+    target_.max_workgroup_count = l.max_workgroup_count_x;
+    target_.float64 = l.float64;
+    target_.int64 = l.int64;
+    target_.subgroup_size = l.subgroup_size;
+    device_name_ = strCat(device_->name(), " (", device_->type(), ", Vulkan ", device_->apiVersion(), ")");
+  }
+
+  const DeviceInfo& info() const override { return info_; }
+
+  absl::StatusOr<executable::Executable> compile(const tensor::Program& program,
+                                                 const std::string& target) const override {
+    if (target != "spirv") {
+      return makeError(ErrorKind::kCompileFailed, "vulkan backend: no target " + target + "; it compiles spirv");
+    }
+    ACCY_RETURN_IF_ERROR(requireDevice());
+    return spirv::compileProgram(program, target_);
+  }
+
+  absl::StatusOr<std::shared_ptr<const LoadedProgram>> load(executable::Executable exe) const override {
+    ACCY_RETURN_IF_ERROR(requireDevice());
+    ACCY_ASSIGN_OR_RETURN(std::shared_ptr<const vulkan::VulkanProgram> loaded,
+                          vulkan::VulkanProgram::load(device_, std::move(exe)));
+    return std::shared_ptr<const LoadedProgram>(std::move(loaded));
+  }
+
+  const spirv::TargetInfo& targetInfo() const { return target_; }
+  const std::string& deviceName() const { return device_name_; }
+
+ private:
+  absl::Status requireDevice() const {
+    if (device_ != nullptr) return absl::OkStatus();
+    return makeError(ErrorKind::kUnimplemented, strCat("device vulkan is not available: ", info_.unavailable_reason));
+  }
+
+  DeviceInfo info_;
+  std::shared_ptr<const vulkan::VulkanDevice> device_;
+  spirv::TargetInfo target_;
+  std::string device_name_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> makeVulkanBackend(const BackendOptions& options) {
+  return makeVulkanBackendFrom(options, vulkan::kVulkanLibrary);
+}
+
+std::unique_ptr<Backend> makeVulkanBackendFrom(const BackendOptions&, const std::string& library_path) {
+  return std::make_unique<VulkanBackend>(library_path);
+}
+
+spirv::TargetInfo vulkanTargetInfo(const Backend& backend) {
+  const auto* vulkan = dynamic_cast<const VulkanBackend*>(&backend);
+  return vulkan != nullptr && vulkan->info().available ? vulkan->targetInfo() : spirv::TargetInfo{};
+}
+
+std::string vulkanDeviceName(const Backend& backend) {
+  const auto* vulkan = dynamic_cast<const VulkanBackend*>(&backend);
+  return vulkan != nullptr ? vulkan->deviceName() : std::string();
+}
+
+}  // namespace accy::backends

@@ -1,0 +1,370 @@
+// The Vulkan backend on whatever device this machine has (lavapipe on a
+// machine without a GPU): hand-assembled SPIR-V kernels from testdata/
+// loaded into hand-built executables, the buffer checks, the load checks,
+// concurrent launches, and a compiled program run end to end. Every test
+// that needs a device skips, saying why, where the backend is unavailable.
+#include "backends/vulkan/vulkan_backend.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <thread>
+#include <vector>
+
+#include "backends/backend.h"
+#include "compiler/executable/executable.h"
+#include "compiler/tensor/builder.h"
+#include "compiler/tensor/errors.h"
+#include "compiler/tensor/evaluate.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace accy::backends {
+namespace {
+
+using ::testing::HasSubstr;
+using executable::BufferPlan;
+using executable::Executable;
+using executable::LaunchStep;
+using tensor::DType;
+
+constexpr int64_t kN = 1000;         // elements the test kernels handle
+constexpr int64_t kWorkgroups = 16;  // of 64 invocations: 1024 >= kN
+constexpr char kLibrary[] = "libaccy-no-such-vulkan.so.1";
+
+std::vector<uint8_t> readModule(const std::string& name) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const std::string path =
+      std::string(srcdir != nullptr ? srcdir : ".") + "/accy/backends/vulkan/testdata/" + name + ".spv";
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << "cannot read " << path;
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+tensor::Spec vec(int64_t n = kN) { return tensor::spec(DType::f32, {{"i", n}}); }
+
+BufferPlan buffer(choir::BufferRole role, int io_index, int64_t scratch_offset = -1) {
+  BufferPlan b;
+  b.role = role;
+  b.io_index = io_index;
+  b.dtype = DType::f32;
+  b.bytes = kN * 4;
+  b.alignment = 4;
+  b.scratch_offset = scratch_offset;
+  return b;
+}
+
+// y = a * 2 + b: bindings 0 = input 0 (a), 1 = input 1 (b), 2 = output 0 (y).
+Executable axpbExecutable() {
+  Executable exe;
+  exe.target = "spirv";
+  exe.isa = "vulkan1.1";
+  exe.code = readModule("axpb");
+  exe.inputs = {vec(), vec()};
+  exe.outputs = {vec()};
+  exe.artifact_plan.buffers = {buffer(choir::BufferRole::kInput, 0), buffer(choir::BufferRole::kInput, 1),
+                               buffer(choir::BufferRole::kOutput, 0)};
+  exe.launch_plan.steps = {LaunchStep{"axpb", 0, kWorkgroups, kN}};
+  return exe;
+}
+
+// t = x + 1 (kernel 1, into a temporary), then y[i] = t[999 - i] * 3
+// (kernel 2): bindings 0 = input 0 (x), 1 = temp (t), 2 = output 0 (y).
+Executable twoKernelExecutable() {
+  Executable exe;
+  exe.target = "spirv";
+  exe.isa = "vulkan1.1";
+  exe.code = readModule("add_one");
+  const std::vector<uint8_t> second = readModule("reverse_triple");
+  const uint64_t second_offset = exe.code.size();
+  exe.code.insert(exe.code.end(), second.begin(), second.end());
+  exe.inputs = {vec()};
+  exe.outputs = {vec()};
+  exe.artifact_plan.buffers = {buffer(choir::BufferRole::kInput, 0), buffer(choir::BufferRole::kTemp, -1, 0),
+                               buffer(choir::BufferRole::kOutput, 0)};
+  exe.artifact_plan.scratch_bytes = kN * 4;
+  exe.launch_plan.steps = {LaunchStep{"add_one", 0, kWorkgroups, kN},
+                           LaunchStep{"reverse_triple", second_offset, kWorkgroups, kN}};
+  return exe;
+}
+
+std::span<const std::byte> in(const std::vector<float>& v) { return std::as_bytes(std::span<const float>(v)); }
+std::span<std::byte> out(std::vector<float>& v) { return std::as_writable_bytes(std::span<float>(v)); }
+
+absl::Status launch(const LoadedProgram& p, std::vector<std::span<const std::byte>> inputs,
+                    std::vector<std::span<std::byte>> outputs) {
+  return p.launch(inputs, outputs);
+}
+
+class VulkanBackendTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { backend_ = makeVulkanBackend(BackendOptions{}).release(); }
+  static void TearDownTestSuite() {
+    delete backend_;
+    backend_ = nullptr;
+  }
+  void SetUp() override {
+    if (!backend_->info().available) {
+      GTEST_SKIP() << "Vulkan is unavailable here: " << backend_->info().unavailable_reason;
+    }
+  }
+  const Backend& backend() const { return *backend_; }
+
+  std::shared_ptr<const LoadedProgram> load(Executable exe) const {
+    absl::StatusOr<std::shared_ptr<const LoadedProgram>> loaded = backend_->load(std::move(exe));
+    EXPECT_TRUE(loaded.ok()) << loaded.status();
+    return loaded.ok() ? *loaded : nullptr;
+  }
+
+  static Backend* backend_;
+};
+
+Backend* VulkanBackendTest::backend_ = nullptr;
+
+TEST(VulkanBackendInfo, DescribesItselfWhetherOrNotAvailable) {
+  std::unique_ptr<Backend> b = makeVulkanBackend(BackendOptions{});
+  EXPECT_EQ(b->info().name, "vulkan");
+  EXPECT_EQ(b->info().targets, std::vector<std::string>{"spirv"});
+  EXPECT_EQ(b->info().min_buffer_alignment, 1);
+  EXPECT_EQ(b->info().available, b->info().unavailable_reason.empty()) << b->info().unavailable_reason;
+}
+
+TEST(VulkanBackendInfo, LavapipeIsAvailableOnThisMachine) {
+  if (!std::filesystem::exists("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json")) {
+    GTEST_SKIP() << "lavapipe (mesa-vulkan-drivers) is not installed here";
+  }
+  std::unique_ptr<Backend> b = makeVulkanBackend(BackendOptions{});
+  ASSERT_TRUE(b->info().available) << b->info().unavailable_reason;
+  const std::string name = vulkanDeviceName(*b);
+  // A real GPU, where there is one, is preferred over lavapipe's CPU device.
+  if (name.find("(CPU,") != std::string::npos) {
+    EXPECT_THAT(name, HasSubstr("llvmpipe"));
+  }
+  EXPECT_THAT(name, HasSubstr("Vulkan 1."));
+}
+
+TEST(VulkanBackendInfo, AMissingLoaderMakesItUnavailableWithAReason) {
+  std::unique_ptr<Backend> b = makeVulkanBackendFrom(BackendOptions{}, kLibrary);
+  EXPECT_EQ(b->info().name, "vulkan");
+  EXPECT_FALSE(b->info().available);
+  EXPECT_THAT(b->info().unavailable_reason, ::testing::StartsWith("cannot load the Vulkan library"));
+  EXPECT_THAT(b->info().unavailable_reason, HasSubstr(kLibrary));
+  EXPECT_EQ(vulkanDeviceName(*b), "");
+  EXPECT_EQ(vulkanTargetInfo(*b).max_workgroup_size, spirv::TargetInfo{}.max_workgroup_size);
+
+  absl::StatusOr<std::shared_ptr<const LoadedProgram>> loaded = b->load(Executable{});
+  EXPECT_EQ(errorKind(loaded.status()), ErrorKind::kUnimplemented);
+  EXPECT_THAT(std::string(loaded.status().message()), HasSubstr(kLibrary));
+  absl::StatusOr<Executable> compiled = b->compile(tensor::Program{}, "spirv");
+  EXPECT_EQ(errorKind(compiled.status()), ErrorKind::kUnimplemented);
+}
+
+TEST_F(VulkanBackendTest, TargetInfoComesFromTheDevice) {
+  const spirv::TargetInfo t = vulkanTargetInfo(backend());
+  // Vulkan's required minimums.
+  EXPECT_GE(t.max_workgroup_size, 128u);
+  EXPECT_GE(t.max_workgroup_count, 65535u);
+  EXPECT_FALSE(t.fast_math);
+  if (t.subgroup_size != 0) {
+    EXPECT_EQ(t.subgroup_size & (t.subgroup_size - 1), 0u) << t.subgroup_size;
+  }
+  if (vulkanDeviceName(backend()).find("llvmpipe") != std::string::npos) {
+    EXPECT_TRUE(t.float64);
+    EXPECT_TRUE(t.int64);
+  }
+}
+
+TEST_F(VulkanBackendTest, RunsOneKernelOverAThousandElements) {
+  std::shared_ptr<const LoadedProgram> p = load(axpbExecutable());
+  ASSERT_NE(p, nullptr);
+  std::vector<float> a(kN), b(kN), y(kN, -1.0f);
+  for (int64_t i = 0; i < kN; ++i) {
+    a[i] = 0.5f * static_cast<float>(i);
+    b[i] = static_cast<float>(kN - i);
+  }
+  ASSERT_TRUE(launch(*p, {in(a), in(b)}, {out(y)}).ok());
+  for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(y[i], a[i] * 2 + b[i]) << "element " << i;
+  EXPECT_EQ(p->executable().launch_plan.steps.size(), 1u);
+}
+
+TEST_F(VulkanBackendTest, TwoKernelsPassATemporaryThroughABarrier) {
+  std::shared_ptr<const LoadedProgram> p = load(twoKernelExecutable());
+  ASSERT_NE(p, nullptr);
+  for (int round = 0; round < 3; ++round) {  // the pooled launch resources are reused
+    std::vector<float> x(kN), y(kN, -1.0f);
+    for (int64_t i = 0; i < kN; ++i) x[i] = static_cast<float>(i * (round + 1));
+    ASSERT_TRUE(launch(*p, {in(x)}, {out(y)}).ok());
+    for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(y[i], (x[kN - 1 - i] + 1) * 3) << "round " << round << ", element " << i;
+  }
+}
+
+TEST_F(VulkanBackendTest, OutputsStartWithTheCallersContents) {
+  // Binding 1 as output 1: the kernel reads it (y = a * 2 + out1) and
+  // never writes it, so it comes back as it went in.
+  Executable exe = axpbExecutable();
+  exe.inputs = {vec()};
+  exe.outputs = {vec(), vec()};
+  exe.artifact_plan.buffers = {buffer(choir::BufferRole::kInput, 0), buffer(choir::BufferRole::kOutput, 1),
+                               buffer(choir::BufferRole::kOutput, 0)};
+  std::shared_ptr<const LoadedProgram> p = load(std::move(exe));
+  ASSERT_NE(p, nullptr);
+  std::vector<float> a(kN, 3.0f), y(kN, 0.0f), keep(kN);
+  for (int64_t i = 0; i < kN; ++i) keep[i] = static_cast<float>(i);
+  ASSERT_TRUE(launch(*p, {in(a)}, {out(y), out(keep)}).ok());
+  for (int64_t i = 0; i < kN; ++i) {
+    ASSERT_EQ(y[i], 6.0f + static_cast<float>(i)) << "element " << i;
+    ASSERT_EQ(keep[i], static_cast<float>(i)) << "element " << i;
+  }
+}
+
+TEST_F(VulkanBackendTest, BadBuffersAreInvalidBufferBeforeAnythingRuns) {
+  std::shared_ptr<const LoadedProgram> p = load(axpbExecutable());
+  ASSERT_NE(p, nullptr);
+  std::vector<float> a(kN, 1.0f), b(kN, 1.0f), y(kN, -7.0f), short_buffer(kN - 1);
+  std::vector<float> big(2 * kN + 2, 1.0f);
+  auto expectInvalid = [&](absl::Status s, const std::string& says) {
+    EXPECT_EQ(errorKind(s), ErrorKind::kInvalidBuffer) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(says));
+    for (float v : y) ASSERT_EQ(v, -7.0f) << "the output was written";
+  };
+  expectInvalid(launch(*p, {in(a)}, {out(y)}), "expected 2 input buffers, got 1");
+  expectInvalid(launch(*p, {in(a), in(b)}, {}), "expected 1 output buffers, got 0");
+  expectInvalid(launch(*p, {in(a), in(short_buffer)}, {out(y)}), "input 1 (f32[i=1000]) needs 4000 bytes, got 3996");
+  expectInvalid(launch(*p, {in(a), in(b)}, {out(short_buffer)}), "output 0 (f32[i=1000]) needs 4000 bytes");
+  const std::span<const std::byte> misaligned = std::as_bytes(std::span<const float>(big)).subspan(1, kN * 4);
+  expectInvalid(launch(*p, {misaligned, in(b)}, {out(y)}), "input 0 is not aligned to 4 bytes");
+  // An output sharing bytes with an input.
+  const std::span<std::byte> whole = out(big);
+  expectInvalid(launch(*p, {whole.subspan(0, kN * 4), in(b)}, {whole.subspan(kN * 4 - 4, kN * 4)}),
+                "output 0 shares bytes with input 0");
+}
+
+TEST_F(VulkanBackendTest, OverlappingOutputsAreInvalidBuffer) {
+  Executable exe = axpbExecutable();
+  exe.inputs = {vec()};
+  exe.outputs = {vec(), vec()};
+  exe.artifact_plan.buffers = {buffer(choir::BufferRole::kInput, 0), buffer(choir::BufferRole::kOutput, 1),
+                               buffer(choir::BufferRole::kOutput, 0)};
+  std::shared_ptr<const LoadedProgram> p = load(std::move(exe));
+  ASSERT_NE(p, nullptr);
+  std::vector<float> a(kN), outputs(2 * kN);
+  const std::span<std::byte> whole = out(outputs);
+  const absl::Status s = launch(*p, {in(a)}, {whole.subspan(0, kN * 4), whole.subspan(kN * 2, kN * 4)});
+  EXPECT_EQ(errorKind(s), ErrorKind::kInvalidBuffer) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("output 1 shares bytes with output 0"));
+}
+
+TEST_F(VulkanBackendTest, LoadRejectsWhatIsNotASpirvExecutable) {
+  auto loadStatus = [&](Executable exe) { return backend().load(std::move(exe)).status(); };
+
+  Executable no_magic = axpbExecutable();
+  no_magic.code[0] ^= 0xff;
+  absl::Status s = loadStatus(no_magic);
+  EXPECT_EQ(errorKind(s), ErrorKind::kInvalidProgram) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("kernel 0 (axpb): no SPIR-V module at byte 0"));
+
+  Executable ragged = axpbExecutable();
+  ragged.code.push_back(0);
+  s = loadStatus(ragged);
+  EXPECT_EQ(errorKind(s), ErrorKind::kInvalidProgram) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("not whole 32-bit words"));
+
+  Executable misplaced = twoKernelExecutable();
+  misplaced.launch_plan.steps[1].entry_offset += 2;
+  EXPECT_EQ(errorKind(loadStatus(misplaced)), ErrorKind::kInvalidProgram);
+
+  Executable empty = axpbExecutable();
+  empty.code.clear();
+  EXPECT_EQ(errorKind(loadStatus(empty)), ErrorKind::kInvalidProgram);  // validateExecutable
+
+  Executable x86 = axpbExecutable();
+  x86.target = "x86_64";
+  s = loadStatus(x86);
+  EXPECT_EQ(errorKind(s), ErrorKind::kUnimplemented) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("not x86_64"));
+
+  Executable too_many_groups = axpbExecutable();
+  too_many_groups.launch_plan.steps[0].parallel_extent = int64_t{1} << 40;
+  s = loadStatus(too_many_groups);
+  EXPECT_EQ(errorKind(s), ErrorKind::kUnimplemented) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("workgroups; this device allows"));
+}
+
+TEST_F(VulkanBackendTest, LaunchesFromFourThreadsAtOnce) {
+  std::shared_ptr<const LoadedProgram> p = load(twoKernelExecutable());
+  ASSERT_NE(p, nullptr);
+  std::vector<int> failures(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 25; ++round) {
+        std::vector<float> x(kN), y(kN);
+        for (int64_t i = 0; i < kN; ++i) x[i] = static_cast<float>(t * 100000 + round * 1000 + i);
+        if (!launch(*p, {in(x)}, {out(y)}).ok()) {
+          ++failures[t];
+          continue;
+        }
+        for (int64_t i = 0; i < kN; ++i) {
+          if (y[i] != (x[kN - 1 - i] + 1) * 3) {
+            ++failures[t];
+            break;
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(failures[t], 0) << "thread " << t;
+}
+
+TEST_F(VulkanBackendTest, ALoadedProgramOutlivesItsBackend) {
+  std::unique_ptr<Backend> own = makeVulkanBackend(BackendOptions{});
+  absl::StatusOr<std::shared_ptr<const LoadedProgram>> p = own->load(axpbExecutable());
+  ASSERT_TRUE(p.ok()) << p.status();
+  own.reset();
+  std::vector<float> a(kN, 1.0f), b(kN, 2.0f), y(kN);
+  ASSERT_TRUE(launch(**p, {in(a), in(b)}, {out(y)}).ok());
+  EXPECT_EQ(y[kN - 1], 4.0f);
+}
+
+TEST_F(VulkanBackendTest, CompilesOnlySpirv) {
+  absl::StatusOr<Executable> exe = backend().compile(tensor::Program{}, "x86_64");
+  EXPECT_EQ(errorKind(exe.status()), ErrorKind::kCompileFailed);
+}
+
+TEST_F(VulkanBackendTest, RunsACompiledProgramLikeTheEvaluator) {
+  const tensor::Spec specs[] = {tensor::spec(DType::f32, {{"row", 37}, {"col", 300}}),
+                                tensor::spec(DType::f32, {{"col", 300}})};
+  absl::StatusOr<tensor::Program> program =
+      tensor::define("scaled_rows", specs, [](tensor::Builder&, std::span<const tensor::Value> v) {
+        return std::vector<tensor::Value>{tensor::add(tensor::mul(v[0], 2.0), v[1]), tensor::sum(v[0], "col")};
+      });
+  ASSERT_TRUE(program.ok()) << program.status();
+  absl::StatusOr<Executable> exe = backend().compile(*program, "spirv");
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  EXPECT_EQ(exe->target, "spirv");
+  std::shared_ptr<const LoadedProgram> p = load(*std::move(exe));
+  ASSERT_NE(p, nullptr);
+
+  std::vector<float> m(37 * 300), r(300), scaled(37 * 300), sums(37);
+  for (size_t i = 0; i < m.size(); ++i) m[i] = std::sin(static_cast<float>(i));
+  for (size_t i = 0; i < r.size(); ++i) r[i] = static_cast<float>(i) / 7;
+  ASSERT_TRUE(launch(*p, {in(m), in(r)}, {out(scaled), out(sums)}).ok());
+  const std::vector<std::span<const std::byte>> inputs = {in(m), in(r)};
+  absl::StatusOr<std::vector<std::vector<std::byte>>> expected = tensor::evaluate(*program, inputs);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  for (size_t i = 0; i < scaled.size(); ++i) {
+    const double want = tensor::loadElement(DType::f32, &(*expected)[0][i * 4]);
+    ASSERT_NEAR(scaled[i], want, 2e-4 * (1 + std::fabs(want))) << "element " << i;
+  }
+  for (size_t i = 0; i < sums.size(); ++i) {
+    const double want = tensor::loadElement(DType::f32, &(*expected)[1][i * 4]);
+    ASSERT_NEAR(sums[i], want, 2e-4 * (1 + std::fabs(want))) << "row " << i;
+  }
+}
+
+}  // namespace
+}  // namespace accy::backends

@@ -1,0 +1,88 @@
+// A SPIR-V executable loaded on a Vulkan device.
+//
+// Load validates the executable (the layout in compiler/codegen/spirv/
+// compile.h) and creates, once, one shader module and compute pipeline per
+// distinct kernel module (entry point "main"), one descriptor set layout
+// with a STORAGE_BUFFER binding per artifact-plan buffer (set 0, binding =
+// buffer index) and the pipeline layout.
+//
+// A launch copies the caller's inputs and outputs into host-visible,
+// host-coherent storage buffers (so outputs start with the caller's
+// contents, as on the CPU where they are used in place), submits one command
+// buffer that dispatches every kernel in order with a compute-to-compute
+// memory barrier between kernels, waits for it, and copies the outputs
+// back. The buffers, descriptor set, command buffer (recorded once) and
+// fence of a launch are pooled and reused; launches from many threads at
+// once each take their own set, and only queue submission is serialized.
+#ifndef ACCY_BACKENDS_VULKAN_VULKAN_PROGRAM_H_
+#define ACCY_BACKENDS_VULKAN_VULKAN_PROGRAM_H_
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "backends/backend.h"
+#include "backends/vulkan/vulkan_device.h"
+#include "compiler/executable/executable.h"
+
+namespace accy::vulkan {
+
+class VulkanProgram final : public backends::LoadedProgram {
+ public:
+  // InvalidProgram when `exe` fails validateExecutable or a kernel's module
+  // is empty, not word-aligned or lacks the SPIR-V magic; Unimplemented when
+  // exe.target is not "spirv" or the device's limits (workgroup count,
+  // storage buffer range and count) are too small; the vulkanError of a
+  // failing Vulkan call (pipeline creation included) otherwise.
+  static absl::StatusOr<std::shared_ptr<const VulkanProgram>> load(std::shared_ptr<const VulkanDevice> device,
+                                                                   executable::Executable exe);
+
+  VulkanProgram(const VulkanProgram&) = delete;
+  VulkanProgram& operator=(const VulkanProgram&) = delete;
+  ~VulkanProgram() override;
+
+  // Buffers: exactly the executable's input and output counts and byte
+  // sizes, aligned to their element size, outputs disjoint from each other
+  // and from the inputs; anything else fails with InvalidBuffer before
+  // anything runs. A failing Vulkan call gives its vulkanError.
+  absl::Status launch(absl::Span<const std::span<const std::byte>> inputs,
+                      absl::Span<const std::span<std::byte>> outputs) const override;
+
+  const executable::Executable& executable() const override { return exe_; }
+
+ private:
+  struct LaunchResources;
+  struct Kernel {
+    VkPipeline pipeline = VK_NULL_HANDLE;
+    uint32_t groups = 1;
+  };
+
+  VulkanProgram(std::shared_ptr<const VulkanDevice> device, executable::Executable exe);
+  absl::Status checkBuffers(absl::Span<const std::span<const std::byte>> inputs,
+                            absl::Span<const std::span<std::byte>> outputs) const;
+  absl::StatusOr<std::unique_ptr<LaunchResources>> makeResources() const;
+  absl::Status record(LaunchResources& r) const;
+  absl::Status run(LaunchResources& r, absl::Span<const std::span<const std::byte>> inputs,
+                   absl::Span<const std::span<std::byte>> outputs) const;
+
+  std::shared_ptr<const VulkanDevice> device_;
+  executable::Executable exe_;
+  std::vector<VkShaderModule> modules_;
+  std::vector<VkPipeline> pipelines_;  // one per distinct module
+  std::vector<Kernel> kernels_;        // one per launch step
+  VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
+  VkPipelineLayout pipeline_layout_ = VK_NULL_HANDLE;
+
+  // Launch resources not in use; at most kMaxIdle are kept.
+  static constexpr size_t kMaxIdle = 8;
+  mutable std::mutex idle_mutex_;
+  mutable std::vector<std::unique_ptr<LaunchResources>> idle_;
+};
+
+}  // namespace accy::vulkan
+
+#endif  // ACCY_BACKENDS_VULKAN_VULKAN_PROGRAM_H_
