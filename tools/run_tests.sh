@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds and runs every test with Bazel, then prints the count of test cases
 # (GoogleTest cases from each target's test.xml; a target without a report
-# counts as one failure) as a final line "N passed, N failed".
+# counts as one failure), plus one case for a short fuzz run of the wire
+# decoder and compiler when clang with libFuzzer is installed, as a final
+# line "N passed, N failed".
 # Extra arguments go to `bazel test` (e.g. --config=asan).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +43,47 @@ for target in $(bazel query 'tests(//...)' 2>/dev/null); do
 done
 if [ $status -ne 0 ] && [ $failed -eq 0 ]; then
   failed=1  # a build failure that left no report behind
+fi
+
+# The daemon's disk cache needs a stamped build: build one, keep a copy (a
+# later unstamped build replaces bazel-bin's), and run the restart test
+# against it: one case, passed or failed.
+stamped_dir=$(mktemp -d)
+if bazel build --stamp --workspace_status_command=tools/build_record_status.sh //server:accyd >/dev/null 2>&1 &&
+   cp bazel-bin/server/accyd "$stamped_dir/accyd" &&
+   bazel build "$@" //server:accyd //tests:accyd_e2e_test >/dev/null 2>&1; then
+  if ACCYD_STAMPED_BINARY="$stamped_dir/accyd" TEST_SRCDIR="$PWD/bazel-bin/tests/accyd_e2e_test.runfiles" \
+     ./bazel-bin/tests/accyd_e2e_test --gtest_filter='*RestartWithAWarmDiskCache*' >"$stamped_dir/log" 2>&1 &&
+     grep -q '^\[       OK \]' "$stamped_dir/log"; then
+    echo "stamped accyd: restart with a warm disk cache and a corrupted entry: ok"
+    passed=$((passed + 1))
+  else
+    echo "stamped accyd: restart test FAILED:"
+    tail -n 40 "$stamped_dir/log"
+    failed=$((failed + 1))
+  fi
+else
+  echo "stamped accyd: build FAILED"
+  failed=$((failed + 1))
+fi
+rm -rf "$stamped_dir"
+
+# A short run of the wire fuzzer (decode, compile, run; tools/fuzz/) when
+# clang++ with libFuzzer is installed: one case, passed or failed. The seed
+# is fixed so a failure reproduces; docs/FUZZING.md has the long runs.
+if tools/fuzz/build_fuzzer.sh --check; then
+  fuzz_log=$(mktemp)
+  if tools/fuzz/run_fuzzer.sh 20000 -seed=1 >"$fuzz_log" 2>&1; then
+    echo "fuzz: 20000 runs of wire_fuzz, no crash, leak or timeout"
+    passed=$((passed + 1))
+  else
+    echo "fuzz: wire_fuzz FAILED; the end of its log:"
+    tail -n 60 "$fuzz_log"
+    failed=$((failed + 1))
+  fi
+  rm -f "$fuzz_log"
+else
+  echo "fuzz: skipped (clang++ with libFuzzer is not installed; tools/setup.sh installs it)"
 fi
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

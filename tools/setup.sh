@@ -10,6 +10,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libvulkan-dev spirv-tools spirv-headers mesa-vulkan-drivers vulkan-tools wabt
   libssl-dev libopenblas-dev graphviz
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -1,0 +1,387 @@
+// accy: the command-line face of the compiler.
+//
+//   accy inspect FILE [--dot]
+//   accy compile FILE --emit=choir|asm|artifact [--target=x86_64] [--threads=K] [-o OUT]
+//   accy run FILE [--input N=IN.npy ...] [--output N=OUT.npy ...] [--threads=K]
+//
+// FILE is a wire-encoded program (compiler/wire/wire.h). Exit status: 0 on
+// success, 1 when a valid program fails to compile or run, 2 for a bad
+// invocation or a bad input file (the message says which and why).
+// docs/CLI.md has examples.
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "accy/cpu.h"
+#include "compiler/codegen/x86_64/compile.h"
+#include "compiler/tensor/program.h"
+#include "compiler/tensor/strings.h"
+#include "compiler/wire/wire.h"
+#include "tools/artifact.h"
+#include "tools/files.h"
+#include "tools/npy.h"
+
+namespace accy::cli {
+namespace {
+
+namespace tensor = accy::tensor;
+
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+constexpr char kUsage[] =
+    R"(usage: accy <command> FILE [options]
+
+commands:
+  inspect FILE [--dot]
+      Decode a wire-encoded program and print it as text, or as a Graphviz
+      digraph with --dot.
+  compile FILE --emit=choir|asm|artifact [--target=x86_64] [--threads=K] [-o OUT]
+      Compile for a target and print the scheduled Choir module (choir), the
+      assembly listing (asm), or write the executable as an ACCYEXE file
+      (artifact; needs -o). Text goes to stdout unless -o is given.
+  run FILE [--input N=IN.npy ...] [--output N=OUT.npy ...] [--threads=K]
+      Compile for this CPU and run once. Input N (counting from 0) is read
+      from a .npy file whose dtype and shape equal the input's (a 0-d array
+      for a scalar); output N is written to OUT.npy, by default outN.npy in
+      the current directory.
+  help, --help, -h
+      Print this text.
+
+Options take their value after '=' or as the next argument. --threads=0
+(the default) uses every hardware thread.
+
+exit status: 0 success; 1 the program failed to compile or run;
+             2 bad invocation or bad input file.
+)";
+
+// An error that ends the command with an exit status.
+struct Failure {
+  int exit_code;
+  std::string message;
+};
+
+Failure usageError(std::string message) {
+  return Failure{kExitUsage, strCat(message, "\n(run 'accy --help' for usage)")};
+}
+Failure inputError(std::string message) { return Failure{kExitUsage, std::move(message)}; }
+Failure runError(std::string message) { return Failure{kExitFailure, std::move(message)}; }
+
+std::string messageOf(const absl::Status& status) { return std::string(status.message()); }
+
+// The parsed command line of one command.
+struct Args {
+  std::string file;
+  std::map<std::string, std::vector<std::string>> values;  // option -> values in order
+  std::vector<std::string> switches;                       // value-less options given
+  bool help = false;
+};
+
+struct OptionTable {
+  std::vector<std::string_view> with_value;  // e.g. "--emit"; repeatable ones listed in `repeatable`
+  std::vector<std::string_view> repeatable;
+  std::vector<std::string_view> switches;  // e.g. "--dot"
+};
+
+bool contains(const std::vector<std::string_view>& list, std::string_view s) {
+  for (std::string_view x : list) {
+    if (x == s) return true;
+  }
+  return false;
+}
+
+std::optional<Failure> parseArgs(std::string_view command, std::span<const std::string> argv,
+                                 const OptionTable& table, Args* args) {
+  bool options_done = false;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (options_done || a.size() < 2 || a[0] != '-') {
+      if (!args->file.empty()) {
+        return usageError(strCat(command, ": one FILE expected, got '", args->file, "' and '", a, "'"));
+      }
+      if (a.empty()) return usageError(strCat(command, ": empty FILE name"));
+      args->file = a;
+      continue;
+    }
+    if (a == "--") {
+      options_done = true;
+      continue;
+    }
+    if (a == "--help" || a == "-h") {
+      args->help = true;
+      continue;
+    }
+    const size_t eq = a.find('=');
+    const std::string name = a.substr(0, eq);
+    if (contains(table.switches, name)) {
+      if (eq != std::string::npos) return usageError(strCat(command, ": ", name, " takes no value"));
+      args->switches.push_back(name);
+      continue;
+    }
+    if (!contains(table.with_value, name)) {
+      return usageError(strCat(command, ": unknown option '", name, "'"));
+    }
+    std::string value;
+    if (eq != std::string::npos) {
+      value = a.substr(eq + 1);
+    } else if (i + 1 < argv.size()) {
+      value = argv[++i];
+    } else {
+      return usageError(strCat(command, ": ", name, " needs a value"));
+    }
+    if (value.empty()) return usageError(strCat(command, ": ", name, " has an empty value"));
+    std::vector<std::string>& slot = args->values[name];
+    if (!slot.empty() && !contains(table.repeatable, name)) {
+      return usageError(strCat(command, ": ", name, " given more than once"));
+    }
+    slot.push_back(std::move(value));
+  }
+  if (!args->help && args->file.empty()) return usageError(strCat(command, ": no FILE given"));
+  return std::nullopt;
+}
+
+std::optional<std::string> single(const Args& args, const std::string& name) {
+  auto it = args.values.find(name);
+  if (it == args.values.end() || it->second.empty()) return std::nullopt;
+  return it->second.front();
+}
+
+bool hasSwitch(const Args& args, std::string_view name) {
+  for (const std::string& s : args.switches) {
+    if (s == name) return true;
+  }
+  return false;
+}
+
+std::optional<int64_t> parseCount(std::string_view s, int64_t max) {
+  if (s.empty() || s.size() > 18) return std::nullopt;
+  int64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  if (v > max) return std::nullopt;
+  return v;
+}
+
+absl::StatusOr<int> threadsOption(const Args& args) {
+  const std::optional<std::string> t = single(args, "--threads");
+  if (!t) return 0;
+  const std::optional<int64_t> v = parseCount(*t, 4096);
+  if (!v) return absl::InvalidArgumentError(strCat("--threads: '", *t, "' is not a count from 0 to 4096"));
+  return static_cast<int>(*v);
+}
+
+absl::StatusOr<tensor::Program> loadProgram(const std::string& path) {
+  const wire::DecodeLimits limits;
+  absl::StatusOr<std::string> bytes = files::readFile(path, limits.max_bytes);
+  if (!bytes.ok()) return bytes.status();
+  absl::StatusOr<tensor::Program> program = wire::decode(*bytes, limits);
+  if (!program.ok()) return absl::InvalidArgumentError(strCat(path, ": ", messageOf(program.status())));
+  return program;
+}
+
+std::optional<Failure> writeText(const std::optional<std::string>& out, const std::string& text) {
+  if (out) {
+    if (absl::Status st = files::writeFile(*out, text); !st.ok()) return inputError(messageOf(st));
+    return std::nullopt;
+  }
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  if (!text.empty() && text.back() != '\n') std::fputc('\n', stdout);
+  return std::nullopt;
+}
+
+// accy inspect FILE [--dot]
+std::optional<Failure> inspect(std::span<const std::string> argv) {
+  Args args;
+  if (auto f = parseArgs("inspect", argv, OptionTable{{}, {}, {"--dot"}}, &args)) return f;
+  if (args.help) {
+    std::fputs(kUsage, stdout);
+    return std::nullopt;
+  }
+  absl::StatusOr<tensor::Program> program = loadProgram(args.file);
+  if (!program.ok()) return inputError(messageOf(program.status()));
+  const std::string text = hasSwitch(args, "--dot") ? tensor::toDot(*program) : tensor::toText(*program);
+  return writeText(std::nullopt, text);
+}
+
+// accy compile FILE --emit=... [--target=...] [--threads=K] [-o OUT]
+std::optional<Failure> compile(std::span<const std::string> argv) {
+  Args args;
+  const OptionTable table{{"--emit", "--target", "--threads", "-o", "--out"}, {}, {}};
+  if (auto f = parseArgs("compile", argv, table, &args)) return f;
+  if (args.help) {
+    std::fputs(kUsage, stdout);
+    return std::nullopt;
+  }
+  const std::string target = single(args, "--target").value_or("x86_64");
+  if (target != "x86_64" || !target::kNativeCpuArtifactsSupported) {
+    return inputError(strCat("compile: target ", target,
+                             " is not available in this build (available: ",
+                             target::kNativeCpuArtifactsSupported ? "x86_64" : "none", ")"));
+  }
+  const std::optional<std::string> emit = single(args, "--emit");
+  if (!emit) return usageError("compile: --emit=choir|asm|artifact is required");
+  if (*emit != "choir" && *emit != "asm" && *emit != "artifact") {
+    return usageError(strCat("compile: unknown --emit '", *emit, "' (choir, asm or artifact)"));
+  }
+  if (single(args, "-o") && single(args, "--out")) return usageError("compile: give -o or --out, not both");
+  std::optional<std::string> out = single(args, "-o");
+  if (!out) out = single(args, "--out");
+  if (*emit == "artifact" && !out) return usageError("compile: --emit=artifact needs -o OUT");
+  absl::StatusOr<int> threads = threadsOption(args);
+  if (!threads.ok()) return usageError(strCat("compile: ", messageOf(threads.status())));
+
+  absl::StatusOr<tensor::Program> program = loadProgram(args.file);
+  if (!program.ok()) return inputError(messageOf(program.status()));
+  const tensor::CpuOptions options{.threads = *threads};
+  if (*emit == "choir" || *emit == "asm") {
+    absl::StatusOr<std::string> text =
+        *emit == "choir" ? tensor::choirText(*program, options) : tensor::cpuAssembly(*program, options);
+    if (!text.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(text.status())));
+    return writeText(out, *text);
+  }
+  x64::CompileOptions o;
+  o.threads = *threads;
+  absl::StatusOr<executable::Executable> exe = x64::compileProgram(*program, o);
+  if (!exe.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(exe.status())));
+  const std::string bytes = artifact::serialize(*exe);
+  if (absl::Status st = files::writeFile(*out, bytes); !st.ok()) return inputError(messageOf(st));
+  std::printf("wrote %s: %zu bytes (%s, %s, %zu bytes of code, %zu kernels)\n", out->c_str(), bytes.size(),
+              exe->target.c_str(), exe->isa.c_str(), exe->code.size(), exe->launch_plan.steps.size());
+  return std::nullopt;
+}
+
+// Parses "N=PATH" for --input/--output with N below `count`.
+std::optional<Failure> parseBinding(std::string_view option, const std::string& value, size_t count,
+                                    std::string_view what, std::map<size_t, std::string>* into) {
+  const size_t eq = value.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == value.size()) {
+    return usageError(strCat("run: ", option, " '", value, "' is not N=FILE.npy"));
+  }
+  const std::optional<int64_t> n = parseCount(std::string_view(value).substr(0, eq), 1 << 30);
+  if (!n) return usageError(strCat("run: ", option, " '", value, "': '", value.substr(0, eq), "' is not a number"));
+  if (static_cast<size_t>(*n) >= count) {
+    return usageError(strCat("run: ", option, " ", *n, ": the program has ", count, " ", what,
+                             count == 1 ? "" : "s", " (numbered from 0)"));
+  }
+  if (!into->emplace(static_cast<size_t>(*n), value.substr(eq + 1)).second) {
+    return usageError(strCat("run: ", option, " ", *n, " given more than once"));
+  }
+  return std::nullopt;
+}
+
+std::vector<int64_t> extentsOf(const tensor::Spec& spec) {
+  std::vector<int64_t> shape;
+  for (const tensor::Axis& a : spec.axes) shape.push_back(a.extent);
+  return shape;
+}
+
+// accy run FILE [--input N=IN.npy ...] [--output N=OUT.npy ...] [--threads=K]
+std::optional<Failure> run(std::span<const std::string> argv) {
+  Args args;
+  const OptionTable table{{"--input", "--output", "--threads"}, {"--input", "--output"}, {}};
+  if (auto f = parseArgs("run", argv, table, &args)) return f;
+  if (args.help) {
+    std::fputs(kUsage, stdout);
+    return std::nullopt;
+  }
+  absl::StatusOr<int> threads = threadsOption(args);
+  if (!threads.ok()) return usageError(strCat("run: ", messageOf(threads.status())));
+  absl::StatusOr<tensor::Program> program = loadProgram(args.file);
+  if (!program.ok()) return inputError(messageOf(program.status()));
+  const std::vector<tensor::Spec> in_specs = program->inputSpecs();
+  const std::vector<tensor::Spec> out_specs = program->outputSpecs();
+
+  std::map<size_t, std::string> in_paths, out_paths;
+  for (const std::string& v : args.values["--input"]) {
+    if (auto f = parseBinding("--input", v, in_specs.size(), "input", &in_paths)) return f;
+  }
+  for (const std::string& v : args.values["--output"]) {
+    if (auto f = parseBinding("--output", v, out_specs.size(), "output", &out_paths)) return f;
+  }
+  for (size_t i = 0; i < in_specs.size(); ++i) {
+    if (!in_paths.contains(i)) {
+      return usageError(strCat("run: input ", i, " (", tensor::specText(in_specs[i]),
+                               ") has no file; pass --input ", i, "=FILE.npy"));
+    }
+  }
+
+  std::vector<npy::Array> inputs;
+  for (size_t i = 0; i < in_specs.size(); ++i) {
+    const std::string& path = in_paths[i];
+    absl::StatusOr<npy::Array> array = npy::readFile(path);
+    if (!array.ok()) return inputError(messageOf(array.status()));
+    const tensor::Spec& spec = in_specs[i];
+    if (array->dtype != spec.dtype) {
+      return inputError(strCat(path, ": holds '", npy::descrOf(array->dtype), "' but input ", i, " is ",
+                               tensor::specText(spec), " ('", npy::descrOf(spec.dtype), "')"));
+    }
+    const std::vector<int64_t> want = extentsOf(spec);
+    if (array->shape != want) {
+      return inputError(strCat(path, ": shape ", npy::shapeText(array->shape), " does not match input ", i, " ",
+                               tensor::specText(spec), ", which needs shape ", npy::shapeText(want)));
+    }
+    inputs.push_back(std::move(*array));
+  }
+
+  absl::StatusOr<tensor::CpuExecutable> exe =
+      tensor::CpuExecutable::compile(*program, tensor::CpuOptions{.threads = *threads});
+  if (!exe.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(exe.status())));
+  std::vector<std::vector<std::byte>> outputs;
+  for (const tensor::Spec& s : out_specs) outputs.emplace_back(static_cast<size_t>(s.byteSize()));
+  std::vector<std::span<const std::byte>> in_views;
+  for (const npy::Array& a : inputs) in_views.emplace_back(a.data);
+  std::vector<std::span<std::byte>> out_views;
+  for (std::vector<std::byte>& o : outputs) out_views.emplace_back(o);
+  if (absl::Status st = exe->launch(in_views, out_views); !st.ok()) {
+    return runError(strCat(args.file, ": run failed: ", messageOf(st)));
+  }
+  for (size_t i = 0; i < out_specs.size(); ++i) {
+    const std::string path = out_paths.contains(i) ? out_paths[i] : strCat("out", i, ".npy");
+    if (absl::Status st = npy::writeFile(path, out_specs[i].dtype, extentsOf(out_specs[i]), outputs[i]); !st.ok()) {
+      return inputError(messageOf(st));
+    }
+    std::printf("output %zu: %s -> %s\n", i, tensor::specText(out_specs[i]).c_str(), path.c_str());
+  }
+  return std::nullopt;
+}
+
+int mainImpl(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    std::fputs(kUsage, stderr);
+    return kExitUsage;
+  }
+  const std::string command = args.front();
+  const std::span<const std::string> rest(args.data() + 1, args.size() - 1);
+  if (command == "help" || command == "--help" || command == "-h") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  std::optional<Failure> failure;
+  if (command == "inspect") {
+    failure = inspect(rest);
+  } else if (command == "compile") {
+    failure = compile(rest);
+  } else if (command == "run") {
+    failure = run(rest);
+  } else {
+    failure = usageError(strCat("unknown command '", command, "' (inspect, compile, run, help)"));
+  }
+  if (std::fflush(stdout) != 0 && !failure) failure = runError("writing to stdout failed");
+  if (!failure) return 0;
+  std::fprintf(stderr, "accy: %s\n", failure->message.c_str());
+  return failure->exit_code;
+}
+
+}  // namespace
+}  // namespace accy::cli
+
+int main(int argc, char** argv) { return accy::cli::mainImpl(argc, argv); }

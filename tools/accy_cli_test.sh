@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# End-to-end tests of the accy tool on the checked-in tone programs:
+# inspect, compile (choir, asm, artifact), run with .npy files, and the
+# exit status 2 with a clear message for every bad invocation or file.
+set -uo pipefail
+
+# Runfiles: Bazel starts tests in the workspace's runfiles directory.
+ACCY="${ACCY:-$PWD/tools/accy}"
+WIRE="$PWD/examples/tone/mismatch.wire"
+WIRE8="$PWD/examples/tone/mismatch8.wire"
+PY=/usr/bin/python3
+WORK="${TEST_TMPDIR:-$(mktemp -d)}/cli"
+rm -rf "$WORK" && mkdir -p "$WORK"
+
+failures=0
+checks=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# expect CODE NEEDLE -- COMMAND...: runs COMMAND, expects exit status CODE
+# and NEEDLE somewhere in its stdout+stderr (an empty NEEDLE matches all).
+expect() {
+  local code=$1 needle=$2
+  shift 3
+  checks=$((checks + 1))
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  if [ "$rc" -ne "$code" ]; then
+    fail "'$*' exited $rc, expected $code; output:"
+    printf '%s\n' "$out" | head -20
+    return
+  fi
+  if [ -n "$needle" ] && ! grep -qF -- "$needle" <<<"$out"; then
+    fail "'$*' output lacks '$needle'; output:"
+    printf '%s\n' "$out" | head -20
+  fi
+}
+
+# write_npy PATH DESCR SHAPE VALUES...: a NumPy v1.0 file; SHAPE is a Python
+# tuple literal such as "()" or "(16,)". Uses only the struct module.
+write_npy() {
+  "$PY" - "$@" <<'EOF'
+import struct, sys
+path, descr, shape = sys.argv[1], sys.argv[2], sys.argv[3]
+values = sys.argv[4:]
+fmt = {"<f4": "<f", "<f8": "<d", "<i4": "<i", "<i8": "<q", "|b1": "<?"}[descr]
+conv = float if descr[1] == "f" else int
+data = b"".join(struct.pack(fmt, conv(v)) for v in values)
+header = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
+pad = (64 - (10 + len(header) + 1) % 64) % 64
+header = header + " " * pad + "\n"
+with open(path, "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin1") + data)
+EOF
+}
+
+# read_npy_f32 PATH: prints the float32 values of a v1.0 .npy file, one a line.
+read_npy_f32() {
+  "$PY" - "$1" <<'EOF'
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+assert b[:6] == b"\x93NUMPY", "bad magic"
+n = struct.unpack("<H", b[8:10])[0]
+header = b[10:10 + n].decode("latin1")
+assert "'descr': '<f4'" in header, header
+data = b[10 + n:]
+for (v,) in struct.iter_unpack("<f", data):
+    print("%.6f" % v)
+EOF
+}
+
+# near A B TOL: true when |A - B| <= TOL.
+near() {
+  "$PY" -c "import sys; sys.exit(0 if abs(float('$1') - float('$2')) <= float('$3') else 1)"
+}
+
+# --- help and usage -------------------------------------------------------
+expect 0 "usage: accy" -- "$ACCY" --help
+expect 0 "usage: accy" -- "$ACCY" help
+expect 2 "usage: accy" -- "$ACCY"
+expect 2 "unknown command 'frobnicate'" -- "$ACCY" frobnicate "$WIRE"
+expect 2 "unknown option '--bogus'" -- "$ACCY" inspect "$WIRE" --bogus
+expect 2 "no FILE given" -- "$ACCY" inspect
+expect 2 "one FILE expected" -- "$ACCY" inspect "$WIRE" "$WIRE"
+expect 2 "--dot takes no value" -- "$ACCY" inspect "$WIRE" --dot=yes
+
+# --- inspect ----------------------------------------------------------------
+expect 0 "sum" -- "$ACCY" inspect "$WIRE"
+expect 0 "program mismatch" -- "$ACCY" inspect "$WIRE"
+expect 0 "digraph" -- "$ACCY" inspect "$WIRE" --dot
+expect 0 "guess=8" -- "$ACCY" inspect "$WIRE8"
+
+# --- compile ----------------------------------------------------------------
+expect 0 "reduce" -- "$ACCY" compile "$WIRE" --target=x86_64 --emit=choir
+expect 0 "ret" -- "$ACCY" compile "$WIRE" --target=x86_64 --emit=asm
+expect 0 "" -- "$ACCY" compile "$WIRE" --emit asm -o "$WORK/tone.s"
+checks=$((checks + 1))
+grep -qx "ret" "$WORK/tone.s" 2>/dev/null || fail "-o tone.s has no line 'ret'"
+expect 0 "wrote" -- "$ACCY" compile "$WIRE" --target=x86_64 --emit=artifact -o "$WORK/tone.accyexe"
+checks=$((checks + 1))
+if [ ! -s "$WORK/tone.accyexe" ]; then
+  fail "the artifact is missing or empty"
+elif [ "$(head -c 7 "$WORK/tone.accyexe")" != "ACCYEXE" ]; then
+  fail "the artifact does not start with ACCYEXE"
+fi
+expect 2 "target ptx is not available in this build" -- "$ACCY" compile "$WIRE" --target=ptx --emit=asm
+expect 2 "target spirv is not available in this build" -- "$ACCY" compile "$WIRE" --target spirv --emit=asm
+expect 2 "unknown --emit 'llvm'" -- "$ACCY" compile "$WIRE" --emit=llvm
+expect 2 "--emit=choir|asm|artifact is required" -- "$ACCY" compile "$WIRE"
+expect 2 "--emit=artifact needs -o" -- "$ACCY" compile "$WIRE" --emit=artifact
+expect 2 "--emit needs a value" -- "$ACCY" compile "$WIRE" --emit
+expect 2 "--threads" -- "$ACCY" compile "$WIRE" --emit=asm --threads=many
+
+# --- bad program files ------------------------------------------------------
+expect 2 "missing.wire: cannot open: No such file or directory" -- "$ACCY" inspect "$WORK/missing.wire"
+expect 2 "not a regular file" -- "$ACCY" inspect "$WORK"
+printf 'ACC' >"$WORK/short.wire"
+expect 2 "wire: need at least 8 bytes of header" -- "$ACCY" inspect "$WORK/short.wire"
+printf 'NOPE\001\000\000\000' >"$WORK/magic.wire"
+expect 2 "missing the magic" -- "$ACCY" compile "$WORK/magic.wire" --emit=asm
+printf 'ACCY\007\000\000\000' >"$WORK/version.wire"
+expect 2 "version 7.0" -- "$ACCY" run "$WORK/version.wire"
+head -c 60 "$WIRE" >"$WORK/truncated.wire"
+expect 2 "truncated.wire: InvalidProgram: wire: the program message does not parse" -- "$ACCY" inspect "$WORK/truncated.wire"
+
+# --- run --------------------------------------------------------------------
+write_npy "$WORK/freq.npy" "<f4" "()" 2.5
+times=()
+samples=()
+for i in $(seq 0 15); do
+  t=$("$PY" -c "print($i * 0.25)")
+  times+=("$t")
+  samples+=("$("$PY" -c "import math, struct; t = struct.unpack('<f', struct.pack('<f', $t))[0]; print(repr(math.sin(struct.unpack('<f', struct.pack('<f', 3.0 * t))[0])))")")
+done
+write_npy "$WORK/time.npy" "<f4" "(16,)" "${times[@]}"
+write_npy "$WORK/sample.npy" "<f4" "(16,)" "${samples[@]}"
+
+expect 0 "output 0: f32[] -> $WORK/m.npy" -- "$ACCY" run "$WIRE" --input 0="$WORK/freq.npy" \
+  --input 1="$WORK/time.npy" --input=2="$WORK/sample.npy" --output 0="$WORK/m.npy" --threads 1
+checks=$((checks + 1))
+value=$(read_npy_f32 "$WORK/m.npy" 2>&1)
+if ! near "$value" 8.656 0.001; then fail "mismatch for frequency 2.5 is '$value', expected about 8.656"; fi
+
+# Eight guesses; the output goes to out0.npy in the current directory.
+write_npy "$WORK/guesses.npy" "<f4" "(8,)" 2.5 2.75 3 3.25 1 2 4 5
+(
+  cd "$WORK" && "$ACCY" run "$WIRE8" --input 0=guesses.npy --input 1=time.npy --input 2=sample.npy
+) >"$WORK/run8.txt" 2>&1
+checks=$((checks + 1))
+if ! grep -qF "output 0: f32[guess=8] -> out0.npy" "$WORK/run8.txt"; then
+  fail "run of mismatch8.wire:"
+  cat "$WORK/run8.txt"
+fi
+values=($(read_npy_f32 "$WORK/out0.npy" 2>&1))
+checks=$((checks + 1))
+if [ "${#values[@]}" -ne 8 ]; then
+  fail "out0.npy holds ${#values[@]} values: ${values[*]}"
+else
+  near "${values[0]}" 8.656 0.001 || fail "guess 2.5 gives ${values[0]}, expected about 8.656"
+  near "${values[2]}" 0 0.0001 || fail "guess 3 gives ${values[2]}, expected 0"
+fi
+
+# --- bad runs and bad .npy files -----------------------------------------------
+ok_inputs=(--input 1="$WORK/time.npy" --input 2="$WORK/sample.npy")
+expect 2 "input 0 (f32[]) has no file" -- "$ACCY" run "$WIRE" "${ok_inputs[@]}"
+expect 2 "--input 3: the program has 3 inputs" -- "$ACCY" run "$WIRE" --input 3="$WORK/freq.npy" "${ok_inputs[@]}"
+expect 2 "--input 1 given more than once" -- "$ACCY" run "$WIRE" --input 0="$WORK/freq.npy" "${ok_inputs[@]}" \
+  --input 1="$WORK/time.npy"
+expect 2 "is not N=FILE.npy" -- "$ACCY" run "$WIRE" --input "$WORK/freq.npy"
+expect 2 "--output 1: the program has 1 output" -- "$ACCY" run "$WIRE" --input 0="$WORK/freq.npy" \
+  "${ok_inputs[@]}" --output 1="$WORK/x.npy"
+expect 2 "nothere.npy: cannot open" -- "$ACCY" run "$WIRE" --input 0="$WORK/nothere.npy" "${ok_inputs[@]}"
+
+head -c 100 "$WORK/time.npy" >"$WORK/trunc.npy"
+expect 2 "trunc.npy: truncated" -- "$ACCY" run "$WIRE" --input 0="$WORK/freq.npy" --input 1="$WORK/trunc.npy" \
+  --input 2="$WORK/sample.npy"
+printf 'hello, not numpy' >"$WORK/magic.npy"
+expect 2 "magic.npy: not a .npy file" -- "$ACCY" run "$WIRE" --input 0="$WORK/magic.npy" "${ok_inputs[@]}"
+write_npy "$WORK/shape.npy" "<f4" "(15,)" $(seq 1 15)
+expect 2 "shape.npy: shape (15,) does not match input 1 f32[point=16]" -- "$ACCY" run "$WIRE" \
+  --input 0="$WORK/freq.npy" --input 1="$WORK/shape.npy" --input 2="$WORK/sample.npy"
+write_npy "$WORK/vector.npy" "<f4" "(1,)" 2.5
+expect 2 "vector.npy: shape (1,) does not match input 0 f32[]" -- "$ACCY" run "$WIRE" \
+  --input 0="$WORK/vector.npy" "${ok_inputs[@]}"
+write_npy "$WORK/f64.npy" "<f8" "()" 2.5
+expect 2 "f64.npy: holds '<f8' but input 0 is f32[]" -- "$ACCY" run "$WIRE" --input 0="$WORK/f64.npy" "${ok_inputs[@]}"
+"$PY" - "$WORK/fortran.npy" <<'EOF'
+import struct, sys
+h = "{'descr': '<f4', 'fortran_order': True, 'shape': (16,), }"
+h += " " * ((64 - (10 + len(h) + 1) % 64) % 64) + "\n"
+open(sys.argv[1], "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode() + b"\0" * 64)
+EOF
+expect 2 "fortran.npy: Fortran-order" -- "$ACCY" run "$WIRE" --input 0="$WORK/freq.npy" \
+  --input 1="$WORK/fortran.npy" --input 2="$WORK/sample.npy"
+sed 's/<f4/>f4/' "$WORK/time.npy" >"$WORK/bigendian.npy"
+expect 2 "bigendian.npy: unsupported dtype '>f4'" -- "$ACCY" run "$WIRE" --input 0="$WORK/freq.npy" \
+  --input 1="$WORK/bigendian.npy" --input 2="$WORK/sample.npy"
+sed "s/'shape'/'shapes'/" "$WORK/time.npy" >"$WORK/dict.npy"
+expect 2 "dict.npy: bad header dict" -- "$ACCY" run "$WIRE" --input 0="$WORK/freq.npy" \
+  --input 1="$WORK/dict.npy" --input 2="$WORK/sample.npy"
+expect 2 "cannot create" -- "$ACCY" run "$WIRE" --input 0="$WORK/freq.npy" "${ok_inputs[@]}" \
+  --output 0="$WORK/no/such/dir/out.npy"
+# A .npy file where a wire file belongs, and the other way round.
+expect 2 "freq.npy: InvalidProgram: wire: missing the magic" -- "$ACCY" run "$WORK/freq.npy"
+expect 2 "mismatch.wire: not a .npy file" -- "$ACCY" run "$WIRE" --input 0="$WIRE" "${ok_inputs[@]}"
+
+echo "$checks checks, $failures failed"
+[ "$failures" -eq 0 ]
