@@ -19,6 +19,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "accy/cpu.h"
+#include "backends/vulkan/vulkan_backend.h"
+#include "compiler/codegen/spirv/compile.h"
 #include "compiler/codegen/x86_64/compile.h"
 #include "compiler/tensor/program.h"
 #include "compiler/tensor/strings.h"
@@ -43,6 +45,7 @@ commands:
       Decode a wire-encoded program and print it as text, or as a Graphviz
       digraph with --dot.
   compile FILE --emit=choir|asm|artifact [--target=x86_64] [--threads=K] [-o OUT]
+  compile FILE --target=spirv --emit=spirv|artifact -o OUT
       Compile for a target and print the scheduled Choir module (choir), the
       assembly listing (asm), or write the executable as an ACCYEXE file
       (artifact; needs -o). Text goes to stdout unless -o is given.
@@ -211,6 +214,42 @@ std::optional<Failure> inspect(std::span<const std::string> argv) {
   return writeText(std::nullopt, text);
 }
 
+// accy compile FILE --target=spirv --emit=spirv|artifact -o OUT: SPIR-V for
+// the Vulkan device here (its limits and features), or Vulkan 1.1 defaults
+// when there is none. --emit=spirv writes one module per kernel, OUT.<k>.spv.
+std::optional<Failure> compileSpirv(const Args& args) {
+  const std::optional<std::string> emit = single(args, "--emit");
+  if (!emit || (*emit != "spirv" && *emit != "artifact")) {
+    return usageError("compile: --target=spirv takes --emit=spirv or --emit=artifact");
+  }
+  std::optional<std::string> out = single(args, "-o");
+  if (!out) out = single(args, "--out");
+  if (!out) return usageError(strCat("compile: --emit=", *emit, " needs -o OUT"));
+  absl::StatusOr<tensor::Program> program = loadProgram(args.file);
+  if (!program.ok()) return inputError(messageOf(program.status()));
+  std::unique_ptr<backends::Backend> vulkan = backends::makeVulkanBackend(backends::BackendOptions{});
+  const spirv::TargetInfo info = backends::vulkanTargetInfo(*vulkan);
+  absl::StatusOr<executable::Executable> exe = spirv::compileProgram(*program, info);
+  if (!exe.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(exe.status())));
+  if (*emit == "artifact") {
+    const std::string bytes = artifact::serialize(*exe);
+    if (absl::Status st = files::writeFile(*out, bytes); !st.ok()) return inputError(messageOf(st));
+    std::printf("wrote %s: %zu bytes (spirv, %zu kernels)\n", out->c_str(), bytes.size(), exe->launch_plan.steps.size());
+    return std::nullopt;
+  }
+  const auto& steps = exe->launch_plan.steps;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const uint64_t end = k + 1 < steps.size() ? steps[k + 1].entry_offset : exe->code.size();
+    const std::string path = strCat(*out, ".", k, ".spv");
+    const std::string bytes(reinterpret_cast<const char*>(exe->code.data() + steps[k].entry_offset),
+                            end - steps[k].entry_offset);
+    if (absl::Status st = files::writeFile(path, bytes); !st.ok()) return inputError(messageOf(st));
+    std::printf("wrote %s: kernel %s, %zu bytes, %lld workgroups\n", path.c_str(), steps[k].kernel.c_str(),
+                bytes.size(), static_cast<long long>(steps[k].parallel_extent));
+  }
+  return std::nullopt;
+}
+
 // accy compile FILE --emit=... [--target=...] [--threads=K] [-o OUT]
 std::optional<Failure> compile(std::span<const std::string> argv) {
   Args args;
@@ -221,10 +260,11 @@ std::optional<Failure> compile(std::span<const std::string> argv) {
     return std::nullopt;
   }
   const std::string target = single(args, "--target").value_or("x86_64");
+  if (target == "spirv") return compileSpirv(args);
   if (target != "x86_64" || !target::kNativeCpuArtifactsSupported) {
     return inputError(strCat("compile: target ", target,
                              " is not available in this build (available: ",
-                             target::kNativeCpuArtifactsSupported ? "x86_64" : "none", ")"));
+                             target::kNativeCpuArtifactsSupported ? "x86_64, spirv" : "spirv", ")"));
   }
   const std::optional<std::string> emit = single(args, "--emit");
   if (!emit) return usageError("compile: --emit=choir|asm|artifact is required");

@@ -107,7 +107,7 @@ elif [ "$(head -c 7 "$WORK/tone.accyexe")" != "ACCYEXE" ]; then
   fail "the artifact does not start with ACCYEXE"
 fi
 expect 2 "target ptx is not available in this build" -- "$ACCY" compile "$WIRE" --target=ptx --emit=asm
-expect 2 "target spirv is not available in this build" -- "$ACCY" compile "$WIRE" --target spirv --emit=asm
+expect 2 "target cuda is not available in this build" -- "$ACCY" compile "$WIRE" --target cuda --emit=asm
 expect 2 "unknown --emit 'llvm'" -- "$ACCY" compile "$WIRE" --emit=llvm
 expect 2 "--emit=choir|asm|artifact is required" -- "$ACCY" compile "$WIRE"
 expect 2 "--emit=artifact needs -o" -- "$ACCY" compile "$WIRE" --emit=artifact
@@ -206,6 +206,15 @@ expect 2 "cannot create" -- "$ACCY" run "$WIRE" --input 0="$WORK/freq.npy" "${ok
 # A .npy file where a wire file belongs, and the other way round.
 expect 2 "freq.npy: InvalidProgram: wire: missing the magic" -- "$ACCY" run "$WORK/freq.npy"
 expect 2 "mismatch.wire: not a .npy file" -- "$ACCY" run "$WIRE" --input 0="$WIRE" "${ok_inputs[@]}"
+
+# SPIR-V for Vulkan: one module per kernel, each valid when spirv-val is here.
+expect 0 "kernel k7_sum" -- "$ACCY" compile "$WIRE" --target=spirv --emit=spirv -o "$WORK/tone"
+if command -v spirv-val >/dev/null; then
+  expect 0 "" -- spirv-val --target-env vulkan1.1 "$WORK/tone.0.spv"
+fi
+expect 0 "spirv, 1 kernels" -- "$ACCY" compile "$WIRE" --target=spirv --emit=artifact -o "$WORK/tone.spvexe"
+expect 2 "takes --emit=spirv or --emit=artifact" -- "$ACCY" compile "$WIRE" --target=spirv --emit=asm
+expect 2 "target ptx is not available" -- "$ACCY" compile "$WIRE" --target=ptx --emit=asm
 
 echo "$checks checks, $failures failed"
 [ "$failures" -eq 0 ]
