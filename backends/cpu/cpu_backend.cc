@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "absl/container/inlined_vector.h"
+#include "backends/buffer_checks.h"
 #include "backends/cpu/thread_pool.h"
 #include "compiler/codegen/x86_64/emitter.h"
 #include "compiler/tensor/errors.h"
@@ -38,12 +39,6 @@ bool hostSupports(const std::string& isa) {
   (void)isa;
   return false;
 #endif
-}
-
-absl::Status invalidBuffer(std::string what) { return makeError(ErrorKind::kInvalidBuffer, what); }
-
-bool overlaps(const std::byte* a, size_t an, const std::byte* b, size_t bn) {
-  return a < b + bn && b < a + an;
 }
 
 }  // namespace
@@ -82,40 +77,7 @@ const executable::Executable& LoadedExecutable::executable() const { return code
 absl::Status LoadedExecutable::launch(absl::Span<const std::span<const std::byte>> inputs,
                                       absl::Span<const std::span<std::byte>> outputs) const {
   const executable::Executable& exe = code_->exe;
-  if (inputs.size() != exe.inputs.size()) {
-    return invalidBuffer(strCat("expected ", exe.inputs.size(), " input buffers, got ", inputs.size()));
-  }
-  if (outputs.size() != exe.outputs.size()) {
-    return invalidBuffer(strCat("expected ", exe.outputs.size(), " output buffers, got ", outputs.size()));
-  }
-  auto check = [&](const char* what, size_t i, const tensor::Spec& spec, const std::byte* p,
-                   size_t size) -> absl::Status {
-    if (static_cast<int64_t>(size) != spec.byteSize()) {
-      return invalidBuffer(strCat(what, " ", i, " (", tensor::specText(spec), ") needs ", spec.byteSize(),
-                                  " bytes, got ", size));
-    }
-    const int64_t align = tensor::dtypeSize(spec.dtype);
-    if (reinterpret_cast<uintptr_t>(p) % align != 0) {
-      return invalidBuffer(strCat(what, " ", i, " is not aligned to ", align, " bytes"));
-    }
-    return absl::OkStatus();
-  };
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    ACCY_RETURN_IF_ERROR(check("input", i, exe.inputs[i], inputs[i].data(), inputs[i].size()));
-  }
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    ACCY_RETURN_IF_ERROR(check("output", i, exe.outputs[i], outputs[i].data(), outputs[i].size()));
-    for (size_t j = 0; j < inputs.size(); ++j) {
-      if (overlaps(outputs[i].data(), outputs[i].size(), inputs[j].data(), inputs[j].size())) {
-        return invalidBuffer(strCat("output ", i, " shares bytes with input ", j));
-      }
-    }
-    for (size_t j = 0; j < i; ++j) {
-      if (overlaps(outputs[i].data(), outputs[i].size(), outputs[j].data(), outputs[j].size())) {
-        return invalidBuffer(strCat("output ", i, " shares bytes with output ", j));
-      }
-    }
-  }
+  ACCY_RETURN_IF_ERROR(backends::checkLaunchBuffers(exe, inputs, outputs));
   // Per-launch scratch for temporaries.
   std::unique_ptr<std::byte, decltype(&std::free)> scratch(nullptr, &std::free);
   if (exe.artifact_plan.scratch_bytes > 0) {

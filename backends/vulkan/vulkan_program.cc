@@ -1,5 +1,7 @@
 #include "backends/vulkan/vulkan_program.h"
 
+#include "backends/buffer_checks.h"
+
 #include <algorithm>
 #include <cstring>
 #include <set>
@@ -44,10 +46,6 @@ constexpr uint32_t kSpirvMagic = 0x07230203;
 constexpr size_t kSpirvHeaderBytes = 20;  // magic, version, generator, bound, schema
 
 absl::Status invalidProgram(std::string what) { return makeError(ErrorKind::kInvalidProgram, what); }
-absl::Status invalidBuffer(std::string what) { return makeError(ErrorKind::kInvalidBuffer, what); }
-
-bool overlaps(const std::byte* a, size_t an, const std::byte* b, size_t bn) { return a < b + bn && b < a + an; }
-
 VkDeviceSize roundUp(VkDeviceSize n, VkDeviceSize to) { return (n + to - 1) / to * to; }
 
 // Storage buffers hold whole 32-bit words, and Vulkan has no empty buffers.
@@ -196,41 +194,7 @@ absl::StatusOr<std::shared_ptr<const VulkanProgram>> VulkanProgram::load(std::sh
 
 absl::Status VulkanProgram::checkBuffers(absl::Span<const std::span<const std::byte>> inputs,
                                          absl::Span<const std::span<std::byte>> outputs) const {
-  if (inputs.size() != exe_.inputs.size()) {
-    return invalidBuffer(strCat("expected ", exe_.inputs.size(), " input buffers, got ", inputs.size()));
-  }
-  if (outputs.size() != exe_.outputs.size()) {
-    return invalidBuffer(strCat("expected ", exe_.outputs.size(), " output buffers, got ", outputs.size()));
-  }
-  auto check = [&](const char* what, size_t i, const tensor::Spec& spec, const std::byte* p,
-                   size_t size) -> absl::Status {
-    if (static_cast<int64_t>(size) != spec.byteSize()) {
-      return invalidBuffer(strCat(what, " ", i, " (", tensor::specText(spec), ") needs ", spec.byteSize(),
-                                  " bytes, got ", size));
-    }
-    const int64_t align = tensor::dtypeSize(spec.dtype);
-    if (reinterpret_cast<uintptr_t>(p) % align != 0) {
-      return invalidBuffer(strCat(what, " ", i, " is not aligned to ", align, " bytes"));
-    }
-    return absl::OkStatus();
-  };
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    ACCY_RETURN_IF_ERROR(check("input", i, exe_.inputs[i], inputs[i].data(), inputs[i].size()));
-  }
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    ACCY_RETURN_IF_ERROR(check("output", i, exe_.outputs[i], outputs[i].data(), outputs[i].size()));
-    for (size_t j = 0; j < inputs.size(); ++j) {
-      if (overlaps(outputs[i].data(), outputs[i].size(), inputs[j].data(), inputs[j].size())) {
-        return invalidBuffer(strCat("output ", i, " shares bytes with input ", j));
-      }
-    }
-    for (size_t j = 0; j < i; ++j) {
-      if (overlaps(outputs[i].data(), outputs[i].size(), outputs[j].data(), outputs[j].size())) {
-        return invalidBuffer(strCat("output ", i, " shares bytes with output ", j));
-      }
-    }
-  }
-  return absl::OkStatus();
+  return backends::checkLaunchBuffers(exe_, inputs, outputs);
 }
 
 absl::StatusOr<std::unique_ptr<VulkanProgram::LaunchResources>> VulkanProgram::makeResources() const {

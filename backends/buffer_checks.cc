@@ -1,0 +1,58 @@
+#include "backends/buffer_checks.h"
+
+#include <cstdint>
+
+#include "compiler/tensor/errors.h"
+#include "compiler/tensor/status_macros.h"
+#include "compiler/tensor/strings.h"
+
+namespace accy::backends {
+namespace {
+
+absl::Status invalidBuffer(const std::string& what) { return makeError(ErrorKind::kInvalidBuffer, what); }
+
+bool overlaps(const std::byte* a, size_t an, const std::byte* b, size_t bn) { return a < b + bn && b < a + an; }
+
+absl::Status checkOne(const char* what, size_t i, const tensor::Spec& spec, const std::byte* p, size_t size) {
+  if (static_cast<int64_t>(size) != spec.byteSize()) {
+    return invalidBuffer(strCat(what, " ", i, " (", tensor::specText(spec), ") needs ", spec.byteSize(),
+                                " bytes, got ", size));
+  }
+  const int64_t align = tensor::dtypeSize(spec.dtype);
+  if (reinterpret_cast<uintptr_t>(p) % align != 0) {
+    return invalidBuffer(strCat(what, " ", i, " is not aligned to ", align, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status checkLaunchBuffers(const executable::Executable& exe,
+                                absl::Span<const std::span<const std::byte>> inputs,
+                                absl::Span<const std::span<std::byte>> outputs) {
+  if (inputs.size() != exe.inputs.size()) {
+    return invalidBuffer(strCat("expected ", exe.inputs.size(), " input buffers, got ", inputs.size()));
+  }
+  if (outputs.size() != exe.outputs.size()) {
+    return invalidBuffer(strCat("expected ", exe.outputs.size(), " output buffers, got ", outputs.size()));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ACCY_RETURN_IF_ERROR(checkOne("input", i, exe.inputs[i], inputs[i].data(), inputs[i].size()));
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    ACCY_RETURN_IF_ERROR(checkOne("output", i, exe.outputs[i], outputs[i].data(), outputs[i].size()));
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      if (overlaps(outputs[i].data(), outputs[i].size(), inputs[j].data(), inputs[j].size())) {
+        return invalidBuffer(strCat("output ", i, " shares bytes with input ", j));
+      }
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (overlaps(outputs[i].data(), outputs[i].size(), outputs[j].data(), outputs[j].size())) {
+        return invalidBuffer(strCat("output ", i, " shares bytes with output ", j));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace accy::backends
