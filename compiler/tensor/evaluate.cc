@@ -319,7 +319,7 @@ void storeElement(DType dtype, double value, std::byte* p) {
       return;
     }
     case DType::i64: {
-      const int64_t i = v >= 9223372036854775807.0 ? INT64_MAX : static_cast<int64_t>(v);
+      const int64_t i = toInt64(v);
       std::memcpy(p, &i, 8);
       return;
     }

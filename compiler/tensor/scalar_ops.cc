@@ -10,7 +10,7 @@
 namespace accy::tensor {
 namespace {
 
-int64_t toInt(double v) { return static_cast<int64_t>(v); }
+int64_t toInt(double v) { return toInt64(v); }
 
 double wrapInt(int64_t v, DType dtype) {
   if (dtype == DType::i32) return static_cast<double>(static_cast<int32_t>(static_cast<uint32_t>(v)));
@@ -40,6 +40,13 @@ double nanAware(double a, double b, bool want_max) {
 }
 
 }  // namespace
+
+int64_t toInt64(double v) {
+  if (std::isnan(v)) return 0;
+  if (v >= 9223372036854775808.0) return std::numeric_limits<int64_t>::max();
+  if (v < -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(v);
+}
 
 double wrapToDType(double v, DType dtype) {
   if (isFloating(dtype)) return v;

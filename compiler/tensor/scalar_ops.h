@@ -6,6 +6,8 @@
 #ifndef ACCY_COMPILER_TENSOR_SCALAR_OPS_H_
 #define ACCY_COMPILER_TENSOR_SCALAR_OPS_H_
 
+#include <cstdint>
+
 #include "compiler/tensor/program.h"
 
 namespace accy::tensor {
@@ -17,6 +19,11 @@ double applyUnary(OpCode op, DType dtype, double a);
 double applyBinary(OpCode op, DType dtype, double a, double b);
 // Converts a value held for dtype `from` to dtype `to` (cast semantics).
 double convertValue(double v, DType from, DType to);
+// `v` as an int64, saturating at the int64 range (which doubles cannot
+// represent exactly at its top) and mapping NaN to 0: the one safe way to
+// turn an evaluator value into a machine integer.
+int64_t toInt64(double v);
+
 // Folds `v` into the range of an integer or bool dtype by wrapping; floats
 // are returned unchanged.
 double wrapToDType(double v, DType dtype);

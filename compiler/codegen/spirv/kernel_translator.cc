@@ -229,9 +229,9 @@ class Translator {
         return b_.constantBits(type, bits, 64);
       }
       case DType::i32:
-        return b_.constantBits(type, static_cast<uint32_t>(static_cast<int32_t>(c)), 32);
+        return b_.constantBits(type, static_cast<uint32_t>(static_cast<int32_t>(tensor::toInt64(c))), 32);
       case DType::i64:
-        return b_.constantBits(type, static_cast<uint64_t>(static_cast<int64_t>(c)), 64);
+        return b_.constantBits(type, static_cast<uint64_t>(tensor::toInt64(c)), 64);
       case DType::bool_:
         return b_.constantBool(c != 0);
     }

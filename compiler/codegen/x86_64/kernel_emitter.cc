@@ -445,7 +445,7 @@ absl::StatusOr<KernelEmitter::Val> KernelEmitter::expr(const ExprRef& e, const M
       } else {
         if (mode.vector) return unimplemented("integer constant in a vector loop");
         v.g = cc_.newInt64("k");
-        cc_.mov(v.g, static_cast<int64_t>(c));
+        cc_.mov(v.g, tensor::toInt64(c));
       }
       break;
     }
