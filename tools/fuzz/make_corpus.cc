@@ -123,13 +123,14 @@ int main(int argc, char** argv) {
   // Reproducers of bugs the fuzzer found (docs/FUZZING.md), minimized by
   // hand: kept so every later run and the replay test go through them.
   // An i64 constant of 2^63: the emitter's static_cast<int64_t> of the
-  // saturated value is undefined behaviour (UBSan: kernel_emitter.cc).
+  // saturated value was undefined behaviour (UBSan: kernel_emitter.cc;
+  // fixed in 2982706).
   ok &= emit(dir, "regress_i64_constant_2p63", {tensor::spec(DType::i64, {})},
              [](Builder& b, std::span<const Value> a) { return a[0].add(b.constant(9223372036854775807.0, DType::i64)); });
 
   // The same through an ordinary program: the identity of an i64 minimum is
-  // INT64_MAX, held as a double (2^63); the reduction's initial store hits
-  // the cast, and on x86-64 every result comes out INT64_MIN.
+  // INT64_MAX, held as a double (2^63); the reduction's initial store hit
+  // the cast, and on x86-64 every result came out INT64_MIN.
   ok &= emit(dir, "regress_i64_reduce_min", {tensor::spec(DType::i64, {{"r", 4}, {"c", 3}})},
              [](Builder&, std::span<const Value> a) { return a[0].min("r"); });
 

@@ -267,28 +267,7 @@ int64_t estimatedWork(const tensor::Program& program) {
   return work;
 }
 
-// Bugs the fuzzer found that are not fixed yet (docs/FUZZING.md), skipped
-// when ACCY_FUZZ_SKIP_KNOWN is set so a long run can look for other ones.
-// Empty when the program hits none of them.
-const char* knownBug(const tensor::Program& program) {
-  static const bool skip = std::getenv("ACCY_FUZZ_SKIP_KNOWN") != nullptr;
-  if (!skip) return nullptr;
-  for (const tensor::Node& n : program.nodes) {
-    // The emitter converts an i64 constant saturated to 2^63 (not
-    // representable) with static_cast<int64_t>: UB (kernel_emitter.cc).
-    // The identity of an i64 minimum is such a constant, so every i64
-    // reduce_min hits it (and returns INT64_MIN).
-    if (n.dtype == tensor::DType::i64 &&
-        ((n.op == tensor::OpCode::kConstant && n.scalar >= 9223372036854775807.0) ||
-         n.op == tensor::OpCode::kReduceMin)) {
-      return "i64 constant of 2^63";
-    }
-  }
-  return nullptr;
-}
-
 void compileAndRun(const tensor::Program& program, uint8_t isa_choice) {
-  if (knownBug(program) != nullptr) return;
   accy::x64::CompileOptions options;
   options.threads = 1;
   // Each instruction set the host can run, chosen by the input's last byte.
