@@ -66,6 +66,9 @@ inline std::vector<OpCase> opCases() {
       {"sum", [](Builder&, Args a) { return a[0].sum("p"); }, -3, 3, false},
       {"reduce_max", [](Builder&, Args a) { return a[0].max({"p", "q"}); }, -3, 3, false},
       {"reduce_min", [](Builder&, Args a) { return a[0].min("q"); }, -3, 3, false},
+      // Over the outer axis: the CPU accumulates in the output (identity store).
+      {"reduce_min_outer", [](Builder&, Args a) { return a[0].min("p"); }, -3, 3, false},
+      {"reduce_max_outer", [](Builder&, Args a) { return a[0].max("p"); }, -3, 3, false},
       {"mean", [](Builder&, Args a) { return a[0].mean("p"); }, -3, 3, false},
       {"prod", [](Builder&, Args a) { return a[0].prod("q"); }, 0.5, 1.5},
       {"dot", [](Builder&, Args a) { return a[0].dot(a[1].rename("q", "r"), "p"); }, -3, 3, false},
