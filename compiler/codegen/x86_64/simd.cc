@@ -80,29 +80,34 @@ struct Ids {
 
 }  // namespace
 
-// Emits d = a OP b for a lane-typed instruction, handling the legacy SSE
-// two-operand form (and operand order when d aliases b).
-#define ACCY_SIMD_BINARY(method, sps, spd, vps, vpd, commutative)                      \
-  void Simd::method(Vec d, Vec a, Vec b) {                                             \
-    d = fit(d), a = fit(a), b = fit(b);                                                \
-    if (vex()) {                                                                       \
-      cc_.emit(f32() ? x86::Inst::vps : x86::Inst::vpd, d, a, b);                      \
-      return;                                                                          \
-    }                                                                                  \
-    const InstId id = f32() ? x86::Inst::sps : x86::Inst::spd;                         \
-    if (d == b && d != a) {                                                            \
-      if (commutative) {                                                               \
-        cc_.emit(id, d, a);                                                            \
-        return;                                                                        \
-      }                                                                                \
-      Vec t = newVec("t");                                                             \
-      cc_.emit(x86::Inst::kIdMovaps, t, a);                                            \
-      cc_.emit(id, t, b);                                                              \
-      cc_.emit(x86::Inst::kIdMovaps, d, t);                                            \
-      return;                                                                          \
-    }                                                                                  \
-    if (d != a) cc_.emit(x86::Inst::kIdMovaps, d, a);                                  \
-    cc_.emit(id, d, b);                                                                \
+// Emits d = a OP b: the three-operand VEX/EVEX form `vex`, or the legacy
+// SSE two-operand form `sse` (minding operand order when d aliases b).
+void Simd::binary(InstId sse, InstId vex, Vec d, Vec a, Vec b, bool commutative) {
+  d = fit(d), a = fit(a), b = fit(b);
+  if (this->vex()) {
+    cc_.emit(vex, d, a, b);
+    return;
+  }
+  if (d == b && d != a) {
+    if (commutative) {
+      cc_.emit(sse, d, a);
+      return;
+    }
+    Vec t = newVec("t");
+    cc_.emit(x86::Inst::kIdMovaps, t, a);
+    cc_.emit(sse, t, b);
+    cc_.emit(x86::Inst::kIdMovaps, d, t);
+    return;
+  }
+  if (d != a) cc_.emit(x86::Inst::kIdMovaps, d, a);
+  cc_.emit(sse, d, b);
+}
+
+// Floating ops: the instruction depends on the lane type.
+#define ACCY_SIMD_BINARY(method, sps, spd, vps, vpd, commutative)                              \
+  void Simd::method(Vec d, Vec a, Vec b) {                                                     \
+    binary(f32() ? x86::Inst::sps : x86::Inst::spd, f32() ? x86::Inst::vps : x86::Inst::vpd, d, a, b, \
+           commutative);                                                                       \
   }
 
 ACCY_SIMD_BINARY(add, kIdAddps, kIdAddpd, kIdVaddps, kIdVaddpd, true)
@@ -113,32 +118,12 @@ ACCY_SIMD_BINARY(minRaw, kIdMinps, kIdMinpd, kIdVminps, kIdVminpd, false)
 ACCY_SIMD_BINARY(maxRaw, kIdMaxps, kIdMaxpd, kIdVmaxps, kIdVmaxpd, false)
 #undef ACCY_SIMD_BINARY
 
-// Integer and bitwise ops: the instruction depends on the encoding only.
-#define ACCY_SIMD_INT_BINARY(method, sse32, sse64, vex32, vex64, evex32, evex64, commutative) \
-  void Simd::method(Vec d, Vec a, Vec b) {                                             \
-    d = fit(d), a = fit(a), b = fit(b);                                                \
-    if (isa_ == Isa::kAvx512) {                                                        \
-      cc_.emit(f32() ? x86::Inst::evex32 : x86::Inst::evex64, d, a, b);                \
-      return;                                                                          \
-    }                                                                                  \
-    if (vex()) {                                                                       \
-      cc_.emit(f32() ? x86::Inst::vex32 : x86::Inst::vex64, d, a, b);                  \
-      return;                                                                          \
-    }                                                                                  \
-    const InstId id = f32() ? x86::Inst::sse32 : x86::Inst::sse64;                     \
-    if (d == b && d != a) {                                                            \
-      if (commutative) {                                                               \
-        cc_.emit(id, d, a);                                                            \
-        return;                                                                        \
-      }                                                                                \
-      Vec t = newVec("t");                                                             \
-      cc_.emit(x86::Inst::kIdMovaps, t, a);                                            \
-      cc_.emit(id, t, b);                                                              \
-      cc_.emit(x86::Inst::kIdMovaps, d, t);                                            \
-      return;                                                                          \
-    }                                                                                  \
-    if (d != a) cc_.emit(x86::Inst::kIdMovaps, d, a);                                  \
-    cc_.emit(id, d, b);                                                                \
+// Integer and bitwise ops: AVX-512 uses the EVEX integer forms (any register).
+#define ACCY_SIMD_INT_BINARY(method, sse32, sse64, vex32, vex64, evex32, evex64, commutative)   \
+  void Simd::method(Vec d, Vec a, Vec b) {                                                      \
+    const InstId vex_id = isa_ == Isa::kAvx512 ? (f32() ? x86::Inst::evex32 : x86::Inst::evex64) \
+                                               : (f32() ? x86::Inst::vex32 : x86::Inst::vex64);  \
+    binary(f32() ? x86::Inst::sse32 : x86::Inst::sse64, vex_id, d, a, b, commutative);          \
   }
 
 ACCY_SIMD_INT_BINARY(bitAnd, kIdAndps, kIdAndpd, kIdVandps, kIdVandpd, kIdVpandd, kIdVpandq, true)

@@ -144,6 +144,8 @@ class Simd {
   bool vex() const { return isa_ != Isa::kSse41; }
   bool f32() const { return lane_ == Lane::kF32; }
   void combine(Horizontal op, asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
+  void binary(asmjit::InstId sse, asmjit::InstId vex, asmjit::x86::Vec d, asmjit::x86::Vec a,
+              asmjit::x86::Vec b, bool commutative);
 
   asmjit::x86::Compiler& cc_;
   Isa isa_;
