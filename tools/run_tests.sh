@@ -71,6 +71,9 @@ rm -rf "$stamped_dir"
 # A short run of the wire fuzzer (decode, compile, run; tools/fuzz/) when
 # clang++ with libFuzzer is installed: one case, passed or failed. The seed
 # is fixed so a failure reproduces; docs/FUZZING.md has the long runs.
+# The fuzzer's build directory belongs to this checkout: its generated
+# Makefile names the checkout's path.
+export FUZZ_BUILD_DIR="${TMPDIR:-/tmp}/accy-fuzz-$(pwd | sha256sum | cut -c1-12)"
 if tools/fuzz/build_fuzzer.sh --check; then
   fuzz_log=$(mktemp)
   if tools/fuzz/run_fuzzer.sh 20000 -seed=1 >"$fuzz_log" 2>&1; then
