@@ -1,6 +1,7 @@
 #include "backends/vulkan/vulkan_device.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "compiler/tensor/errors.h"
@@ -119,8 +120,25 @@ absl::StatusOr<std::shared_ptr<VulkanDevice>> VulkanDevice::open(const std::stri
   d->type_ = typeName(best_properties.deviceType);
   d->api_version_ = versionText(best_properties.apiVersion);
   const VkPhysicalDeviceLimits& l = best_properties.limits;
-  VkPhysicalDeviceFeatures features{};
-  vk.vkGetPhysicalDeviceFeatures(d->physical_, &features);
+  // VK_KHR_8bit_storage (core in Vulkan 1.2; the instance asks for 1.1, so
+  // it is enabled as the extension, which 1.2+ drivers still offer).
+  uint32_t extension_count = 0;
+  ACCY_VK_CALL(vk, vkEnumerateDeviceExtensionProperties, d->physical_, nullptr, &extension_count, nullptr);
+  std::vector<VkExtensionProperties> extensions(extension_count);
+  if (extension_count > 0) {
+    ACCY_VK_CALL(vk, vkEnumerateDeviceExtensionProperties, d->physical_, nullptr, &extension_count, extensions.data());
+  }
+  extensions.resize(extension_count);
+  const bool has_8bit_storage = std::any_of(extensions.begin(), extensions.end(), [](const VkExtensionProperties& e) {
+    return std::strcmp(e.extensionName, VK_KHR_8BIT_STORAGE_EXTENSION_NAME) == 0;
+  });
+  VkPhysicalDevice8BitStorageFeaturesKHR storage_8bit{};
+  storage_8bit.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES_KHR;
+  VkPhysicalDeviceFeatures2 features2{};
+  features2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  features2.pNext = has_8bit_storage ? &storage_8bit : nullptr;
+  vk.vkGetPhysicalDeviceFeatures2(d->physical_, &features2);
+  const VkPhysicalDeviceFeatures& features = features2.features;
   VkPhysicalDeviceSubgroupProperties subgroup{};
   subgroup.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
   VkPhysicalDeviceProperties2 properties2{};
@@ -134,9 +152,12 @@ absl::StatusOr<std::shared_ptr<VulkanDevice>> VulkanDevice::open(const std::stri
   d->limits_.max_storage_buffers = std::min(l.maxPerStageDescriptorStorageBuffers, l.maxDescriptorSetStorageBuffers);
   d->limits_.float64 = features.shaderFloat64 == VK_TRUE;
   d->limits_.int64 = features.shaderInt64 == VK_TRUE;
-  const bool subgroup_arithmetic = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0 &&
-                                   (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) != 0;
-  d->limits_.subgroup_size = subgroup_arithmetic ? subgroup.subgroupSize : 0;
+  d->limits_.storage_8bit = has_8bit_storage && storage_8bit.storageBuffer8BitAccess == VK_TRUE;
+  // Tree reductions finish with subgroup shuffles (shuffle-relative).
+  const bool subgroup_shuffles = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0 &&
+                                 (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT) != 0 &&
+                                 (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_RELATIVE_BIT) != 0;
+  d->limits_.subgroup_size = subgroup_shuffles ? subgroup.subgroupSize : 0;
   vk.vkGetPhysicalDeviceMemoryProperties(d->physical_, &d->memory_);
 
   const float priority = 1.0f;
@@ -153,6 +174,15 @@ absl::StatusOr<std::shared_ptr<VulkanDevice>> VulkanDevice::open(const std::stri
   device_info.queueCreateInfoCount = 1;
   device_info.pQueueCreateInfos = &queue_info;
   device_info.pEnabledFeatures = &enabled;
+  VkPhysicalDevice8BitStorageFeaturesKHR enabled_8bit{};
+  enabled_8bit.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES_KHR;
+  enabled_8bit.storageBuffer8BitAccess = VK_TRUE;
+  const char* const enabled_extensions[] = {VK_KHR_8BIT_STORAGE_EXTENSION_NAME};
+  if (d->limits_.storage_8bit) {
+    device_info.pNext = &enabled_8bit;
+    device_info.enabledExtensionCount = 1;
+    device_info.ppEnabledExtensionNames = enabled_extensions;
+  }
   ACCY_VK_CALL(vk, vkCreateDevice, d->physical_, &device_info, nullptr, &d->device_);
   ACCY_RETURN_IF_ERROR(resolveDeviceFunctions(d->device_, &d->vk_));
   vk.vkGetDeviceQueue(d->device_, d->queue_family_, 0, &d->queue_);

@@ -152,6 +152,10 @@ struct Kernel {
   // Invocations per workgroup once mapped to a GPU (passes/gpu_map.h); 0
   // for CPU kernels.
   int64_t workgroup_size = 0;
+  // Edge of the square tile of a reduction mapped as a tiled product
+  // (passes/gpu_map.h, GpuForm::kTiledProduct); workgroup_size is its
+  // square. 0 otherwise.
+  int64_t gpu_tile = 0;
 };
 
 struct Module {

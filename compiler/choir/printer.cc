@@ -112,7 +112,10 @@ std::string toText(const Module& m) {
               "[", absl::StrJoin(buf.shape, ", "), "]\n");
   }
   for (const Kernel& k : m.kernels) {
-    strAppend(&out, "  kernel ", k.name, " {\n");
+    strAppend(&out, "  kernel ", k.name);
+    if (k.workgroup_size > 0) strAppend(&out, " [workgroup ", k.workgroup_size, "]");
+    if (k.gpu_tile > 0) strAppend(&out, " [tile ", k.gpu_tile, "x", k.gpu_tile, "]");
+    strAppend(&out, " {\n");
     printStmts(m, k.body, 2, &out);
     strAppend(&out, "  }\n");
   }

@@ -56,6 +56,7 @@ std::string serializeExecutable(const Executable& exe) {
     q->set_entry_offset(s.entry_offset);
     q->set_parallel_extent(s.parallel_extent);
     q->set_work(s.work);
+    q->set_group_size(s.group_size);
   }
   for (const tensor::Spec& s : exe.inputs) toProto(s, p.add_inputs());
   for (const tensor::Spec& s : exe.outputs) toProto(s, p.add_outputs());
@@ -92,7 +93,7 @@ absl::StatusOr<Executable> parseExecutable(std::string_view bytes) {
   }
   exe.artifact_plan.scratch_bytes = p.scratch_bytes();
   for (const pb::LaunchStep& q : p.steps()) {
-    exe.launch_plan.steps.push_back(LaunchStep{q.kernel(), q.entry_offset(), q.parallel_extent(), q.work()});
+    exe.launch_plan.steps.push_back(LaunchStep{q.kernel(), q.entry_offset(), q.parallel_extent(), q.work(), q.group_size()});
   }
   for (const pb::Spec& s : p.inputs()) {
     ACCY_ASSIGN_OR_RETURN(tensor::Spec spec, fromProto(s));

@@ -29,6 +29,7 @@ absl::Status validateExecutable(const Executable& exe) {
   for (const LaunchStep& s : exe.launch_plan.steps) {
     if (s.entry_offset >= exe.code.size()) return bad(strCat("kernel ", s.kernel, " starts outside the code"));
     if (s.parallel_extent < 0) return bad(strCat("kernel ", s.kernel, " has a negative extent"));
+    if (s.group_size < 0) return bad(strCat("kernel ", s.kernel, " has a negative group size"));
   }
   std::vector<int> inputs_seen(exe.inputs.size(), 0), outputs_seen(exe.outputs.size(), 0);
   for (const BufferPlan& b : exe.artifact_plan.buffers) {

@@ -37,6 +37,7 @@ struct LaunchStep {
   uint64_t entry_offset = 0;
   int64_t parallel_extent = 0;  // 0: one call over [0, 1)
   int64_t work = 0;             // iteration points
+  int64_t group_size = 0;       // GPU targets: invocations per workgroup (threads per block)
 };
 
 struct LaunchPlan {

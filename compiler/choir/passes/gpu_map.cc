@@ -1,48 +1,171 @@
 #include "compiler/choir/passes/gpu_map.h"
 
+#include <algorithm>
+
 #include "compiler/tensor/errors.h"
 #include "compiler/tensor/strings.h"
 
 namespace accy::choir {
+namespace {
+
+bool exprUses(const ExprRef& e, int var) {
+  bool used = false;
+  visitExpr(e, [&](const Expr& x) {
+    for (const Affine& a : x.index) used = used || a.uses(var);
+  });
+  return used;
+}
+
+LoopHeader tagged(const LoopHeader& h, LoopTag tag, int dim) { return LoopHeader{h.var, h.extent, tag, 1, 1, dim}; }
+
+// The nest's loops and leaf, or an error naming the kernel.
+absl::StatusOr<std::pair<std::vector<Stmt*>, Stmt*>> nestOf(Kernel& k) {
+  if (k.body.size() != 1) {
+    return makeError(ErrorKind::kUnimplemented, strCat("gpu mapping: kernel ", k.name, " is not one loop nest"));
+  }
+  std::vector<Stmt*> nest;
+  Stmt* s = &k.body[0];
+  while (s->kind == StmtKind::kLoop) {
+    if (s->body.size() != 1) {
+      return makeError(ErrorKind::kUnimplemented,
+                       strCat("gpu mapping: kernel ", k.name, " has a loop with several statements"));
+    }
+    nest.push_back(s);
+    s = &s->body[0];
+  }
+  if (s->kind == StmtKind::kBarrier) {
+    return makeError(ErrorKind::kUnimplemented, strCat("gpu mapping: kernel ", k.name, " ends in a barrier"));
+  }
+  return std::make_pair(nest, s);
+}
+
+// The row and column positions of a sum of products, or {-1, -1}.
+std::pair<int, int> productAxes(const std::vector<LoopHeader>& loops, const Stmt& r) {
+  if (r.combiner != OpCode::kAdd || r.domain.size() != 1 || r.value->kind != ExprKind::kOp ||
+      r.value->op != OpCode::kMul || r.value->args.size() != 2) {
+    return {-1, -1};
+  }
+  const ExprRef& lhs = r.value->args[0];
+  const ExprRef& rhs = r.value->args[1];
+  int row = -1, col = -1;
+  for (int i = 0; i < static_cast<int>(loops.size()); ++i) {
+    const bool l = exprUses(lhs, loops[i].var), rr = exprUses(rhs, loops[i].var);
+    if (l && !rr) row = i;
+    if (rr && !l) col = i;
+  }
+  return {row, col};
+}
+
+}  // namespace
+
+const char* gpuFormName(GpuForm form) {
+  switch (form) {
+    case GpuForm::kElementwise:
+      return "elementwise";
+    case GpuForm::kSerialReduce:
+      return "serial reduction";
+    case GpuForm::kTreeReduce:
+      return "tree reduction";
+    case GpuForm::kTiledProduct:
+      return "tiled product";
+  }
+  return "?";
+}
 
 absl::StatusOr<Module> mapToGpu(Module m, const GpuMapOptions& options) {
   int64_t wg = 1;
   while (wg * 2 <= std::min<int64_t>(options.max_workgroup_size, 256)) wg *= 2;
   for (Kernel& k : m.kernels) {
-    if (k.body.size() != 1) {
-      return makeError(ErrorKind::kUnimplemented, strCat("gpu mapping: kernel ", k.name, " is not one loop nest"));
-    }
-    std::vector<Stmt*> nest;
-    Stmt* s = &k.body[0];
-    while (s->kind == StmtKind::kLoop) {
-      if (s->body.size() != 1) {
-        return makeError(ErrorKind::kUnimplemented,
-                         strCat("gpu mapping: kernel ", k.name, " has a loop with several statements"));
-      }
-      nest.push_back(s);
-      s = &s->body[0];
-    }
+    auto found = nestOf(k);
+    if (!found.ok()) return found.status();
+    auto [nest, s] = *found;
     int64_t outputs = 1;
-    for (Stmt* l : nest) outputs *= l->loop.extent;
-    k.workgroup_size = wg;
-    if (s->kind == StmtKind::kStore) {
-      for (Stmt* l : nest) l->loop = LoopHeader{l->loop.var, l->loop.extent, LoopTag::kGpuThread, 1, 1, 0};
-      continue;
+    std::vector<LoopHeader> loops;
+    for (Stmt* l : nest) {
+      outputs *= l->loop.extent;
+      loops.push_back(l->loop);
     }
-    if (s->kind != StmtKind::kReduce) {
-      return makeError(ErrorKind::kUnimplemented, strCat("gpu mapping: kernel ", k.name, " ends in a barrier"));
+    k.workgroup_size = wg;
+    k.gpu_tile = 0;
+    if (s->kind == StmtKind::kStore) {
+      for (Stmt* l : nest) l->loop = tagged(l->loop, LoopTag::kGpuThread, 0);
+      continue;
     }
     int64_t domain = 1;
     for (const LoopHeader& h : s->domain) domain *= h.extent;
+    // Tiled product: the largest power-of-two tile whose square fits.
+    auto [row, col] = productAxes(loops, *s);
+    const int64_t min_extent = options.min_extent_for_tiles;
+    if (min_extent > 0 && row >= 0 && col >= 0 && loops[row].extent >= min_extent &&
+        loops[col].extent >= min_extent && domain >= min_extent && wg >= 16) {
+      int64_t tile = 4;
+      while ((tile * 2) * (tile * 2) <= wg && tile < 16) tile *= 2;
+      k.gpu_tile = tile;
+      k.workgroup_size = tile * tile;
+      for (int i = 0; i < static_cast<int>(nest.size()); ++i) {
+        nest[i]->loop = i == row   ? tagged(loops[i], LoopTag::kGpuThread, 1)
+                        : i == col ? tagged(loops[i], LoopTag::kGpuThread, 0)
+                                   : tagged(loops[i], LoopTag::kGpuBlock, 2);
+      }
+      s->domain[0] = tagged(s->domain[0], LoopTag::kSerial, 0);
+      continue;
+    }
     const bool tree = domain >= options.min_domain_for_tree && outputs <= options.max_outputs_for_tree;
-    for (Stmt* l : nest) {
-      l->loop = LoopHeader{l->loop.var, l->loop.extent, tree ? LoopTag::kGpuBlock : LoopTag::kGpuThread, 1, 1, 0};
-    }
-    for (LoopHeader& h : s->domain) {
-      h = LoopHeader{h.var, h.extent, tree ? LoopTag::kGpuThread : LoopTag::kSerial, 1, 1, 0};
-    }
+    for (Stmt* l : nest) l->loop = tagged(l->loop, tree ? LoopTag::kGpuBlock : LoopTag::kGpuThread, 0);
+    for (LoopHeader& h : s->domain) h = tagged(h, tree ? LoopTag::kGpuThread : LoopTag::kSerial, 0);
   }
   return m;
+}
+
+absl::StatusOr<GpuNest> describeGpuKernel(const Kernel& kernel) {
+  auto bad = [&](std::string_view why) {
+    return makeError(ErrorKind::kInvalidProgram, strCat("kernel ", kernel.name, " is not mapped to a GPU: ", why));
+  };
+  if (kernel.workgroup_size <= 0) return bad("no workgroup size");
+  auto found = nestOf(const_cast<Kernel&>(kernel));
+  if (!found.ok()) return found.status();
+  GpuNest g;
+  for (Stmt* l : found->first) g.loops.push_back(l->loop);
+  g.leaf = found->second;
+  const Stmt& s = *g.leaf;
+  auto all = [](const std::vector<LoopHeader>& hs, LoopTag tag) {
+    return std::all_of(hs.begin(), hs.end(), [&](const LoopHeader& h) { return h.tag == tag; });
+  };
+  if (s.kind == StmtKind::kStore) {
+    if (kernel.gpu_tile != 0 || !all(g.loops, LoopTag::kGpuThread)) return bad("a store nest must be all gpu_thread");
+    g.form = GpuForm::kElementwise;
+    return g;
+  }
+  if (kernel.gpu_tile > 0) {
+    auto [row, col] = productAxes(g.loops, s);
+    if (row < 0 || col < 0 || kernel.workgroup_size != kernel.gpu_tile * kernel.gpu_tile) {
+      return bad("a tiled kernel must be a sum of products with a square workgroup");
+    }
+    for (int i = 0; i < static_cast<int>(g.loops.size()); ++i) {
+      const LoopHeader& h = g.loops[i];
+      const bool ok = i == row   ? h.tag == LoopTag::kGpuThread && h.gpu_dim == 1
+                      : i == col ? h.tag == LoopTag::kGpuThread && h.gpu_dim == 0
+                                 : h.tag == LoopTag::kGpuBlock;
+      if (!ok) return bad(strCat("loop i", h.var, " is not tagged as a tiled product needs"));
+      if (i != row && i != col) g.batch.push_back(i);
+    }
+    g.form = GpuForm::kTiledProduct;
+    g.row = row;
+    g.col = col;
+    g.lhs = s.value->args[0];
+    g.rhs = s.value->args[1];
+    g.tile = kernel.gpu_tile;
+    return g;
+  }
+  if (!s.domain.empty() && all(g.loops, LoopTag::kGpuBlock) && all(s.domain, LoopTag::kGpuThread)) {
+    g.form = GpuForm::kTreeReduce;
+    return g;
+  }
+  if (all(g.loops, LoopTag::kGpuThread) && all(s.domain, LoopTag::kSerial)) {
+    g.form = GpuForm::kSerialReduce;
+    return g;
+  }
+  return bad("its loop tags match no GPU form");
 }
 
 }  // namespace accy::choir

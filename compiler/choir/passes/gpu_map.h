@@ -1,10 +1,12 @@
 // GPU mapping: chooses, for each kernel, how its loops map onto workgroups
-// and invocations, from device limits. Shared by every GPU target (SPIR-V
-// now, PTX next); nothing here names an API.
+// and invocations, from device limits. Shared by every GPU target (SPIR-V,
+// PTX); nothing here names an API. Emitters read the decision back through
+// describeGpuKernel() so that all of them implement the same four forms.
 #ifndef ACCY_COMPILER_CHOIR_PASSES_GPU_MAP_H_
 #define ACCY_COMPILER_CHOIR_PASSES_GPU_MAP_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "compiler/choir/ir.h"
@@ -15,22 +17,57 @@ struct GpuMapOptions {
   int64_t max_workgroup_size = 128;     // device limit on invocations per workgroup
   int64_t min_domain_for_tree = 256;    // reductions at least this long cooperate...
   int64_t max_outputs_for_tree = 4096;  // ...when they have at most this many outputs
+  // Products (dot) whose row and column extents are both at least this, and
+  // whose domain is at least this long, are tiled through workgroup memory.
+  // 0 turns tiling off.
+  int64_t min_extent_for_tiles = 8;
 };
 
 // Every kernel must be a perfect loop nest ending in one store or one
 // reduction (what lowering and fusion produce). The workgroup size is the
 // largest power of two within the device limit (at most 256).
-//  - Store nests: every loop is tagged kGpuThread (dimension 0); the nest is
-//    flattened onto the global invocation index, with a grid-stride loop
-//    and a bounds guard for any extent.
-//  - Reductions with few outputs and long domains: the output loops are
-//    tagged kGpuBlock (one workgroup per output, grid-stride), the domain
-//    loops kGpuThread: the workgroup's invocations split the domain and
-//    combine in a workgroup-shared-memory tree.
-//  - Other reductions: one invocation per output (output loops kGpuThread),
-//    the domain sequential.
+//  - Store nests (kElementwise): every loop is tagged kGpuThread (dimension
+//    0); the nest is flattened onto the global invocation index, with a
+//    grid-stride loop and a bounds guard for any extent.
+//  - Sum-of-products reductions (kTiledProduct): `value` is mul(lhs, rhs)
+//    over one domain loop, some output loop (the row) is used by lhs and not
+//    rhs, another (the column) by rhs and not lhs. The innermost such loops
+//    are tagged kGpuThread with gpu_dim 1 (row) and 0 (column), every other
+//    output loop kGpuBlock (dimension 2), the domain kSerial; kernel.gpu_tile
+//    is the tile edge T and the workgroup is T x T. Each workgroup computes
+//    a T x T block of outputs: for each T-long slice of the domain its
+//    invocations stage lhs (T rows x T domain points) and rhs (T domain
+//    points x T columns) in workgroup memory, barrier, and accumulate in
+//    domain order (the same order as a serial reduction).
+//  - Reductions with few outputs and long domains (kTreeReduce): the output
+//    loops are tagged kGpuBlock (one workgroup per output, grid-stride), the
+//    domain loops kGpuThread: the workgroup's invocations split the domain
+//    and combine in a workgroup-shared-memory tree (subgroup operations
+//    where the target has them).
+//  - Other reductions (kSerialReduce): one invocation per output (output
+//    loops kGpuThread), the domain sequential.
 // Anything else fails with Unimplemented naming the kernel.
 absl::StatusOr<Module> mapToGpu(Module module, const GpuMapOptions& options);
+
+enum class GpuForm : uint8_t { kElementwise, kSerialReduce, kTreeReduce, kTiledProduct };
+const char* gpuFormName(GpuForm form);
+
+// A mapped kernel, as the emitters see it.
+struct GpuNest {
+  GpuForm form = GpuForm::kElementwise;
+  std::vector<LoopHeader> loops;  // the output loops, outermost first
+  const Stmt* leaf = nullptr;     // the store or the reduction
+  // kTiledProduct: positions in `loops` of the row and column loops, the
+  // other positions (batch loops, outermost first), and the operands.
+  int row = -1, col = -1;
+  std::vector<int> batch;
+  ExprRef lhs, rhs;
+  int64_t tile = 0;
+};
+
+// Reads back what mapToGpu decided for `kernel`; InvalidProgram (naming the
+// kernel) if it is not a mapped kernel of one of the four forms.
+absl::StatusOr<GpuNest> describeGpuKernel(const Kernel& kernel);
 
 }  // namespace accy::choir
 

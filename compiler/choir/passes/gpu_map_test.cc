@@ -51,5 +51,62 @@ TEST(GpuMap, NonNestKernelsAreRefusedByName) {
   EXPECT_THAT(g.status().message(), ::testing::HasSubstr(m.kernels[0].name));
 }
 
+TEST(GpuMap, FullReductionsUseTheTree) {
+  Module m = *fuseKernels(lowered({tensor::spec(DType::f32, {{"p", 100000}})},
+                                  [](tensor::Builder&, Args a) { return a[0].sum("p"); }));
+  auto g = mapToGpu(m, GpuMapOptions{});
+  ASSERT_TRUE(g.ok());
+  auto d = describeGpuKernel(g->kernels[0]);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->form, GpuForm::kTreeReduce);
+}
+
+TEST(GpuMap, ProductsAreTiledThroughWorkgroupMemory) {
+  // c[b, i, j] = sum_k a[b, i, k] * w[k, j]: i is the row (only a uses it),
+  // j the column (only w), b a batch loop.
+  Module m = *fuseKernels(lowered(
+      {tensor::spec(DType::f32, {{"b", 3}, {"i", 40}, {"k", 24}}), tensor::spec(DType::f32, {{"k", 24}, {"j", 33}})},
+      [](tensor::Builder&, Args a) { return a[0].dot(a[1], "k"); }));
+  auto g = mapToGpu(m, GpuMapOptions{.max_workgroup_size = 1024});
+  ASSERT_TRUE(g.ok());
+  const Kernel& k = g->kernels[0];
+  EXPECT_EQ(k.gpu_tile, 16);
+  EXPECT_EQ(k.workgroup_size, 256);
+  auto d = describeGpuKernel(k);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->form, GpuForm::kTiledProduct);
+  ASSERT_EQ(d->loops.size(), 3u);
+  EXPECT_EQ(d->loops[d->row].extent, 40);
+  EXPECT_EQ(d->loops[d->col].extent, 33);
+  EXPECT_EQ(d->batch, std::vector<int>{0});
+  EXPECT_EQ(d->loops[0].tag, LoopTag::kGpuBlock);
+  EXPECT_EQ(d->leaf->domain[0].tag, LoopTag::kSerial);
+  EXPECT_TRUE(verifyModule(*g).ok());
+  // A small device limit gives a smaller square tile.
+  auto small = mapToGpu(m, GpuMapOptions{.max_workgroup_size = 64});
+  EXPECT_EQ(small->kernels[0].gpu_tile, 8);
+  EXPECT_EQ(small->kernels[0].workgroup_size, 64);
+  // Below the threshold (or with tiling off) it is one invocation per output.
+  auto off = mapToGpu(m, GpuMapOptions{.min_extent_for_tiles = 0});
+  EXPECT_EQ(off->kernels[0].gpu_tile, 0);
+  EXPECT_EQ(describeGpuKernel(off->kernels[0])->form, GpuForm::kSerialReduce);
+}
+
+TEST(GpuMap, MatrixVectorProductsAreNotTiled) {
+  // No column loop: w has no axis the output keeps.
+  Module m = *fuseKernels(lowered({tensor::spec(DType::f32, {{"i", 64}, {"k", 64}}), tensor::spec(DType::f32, {{"k", 64}})},
+                                  [](tensor::Builder&, Args a) { return a[0].dot(a[1], "k"); }));
+  auto g = mapToGpu(m, GpuMapOptions{.max_workgroup_size = 256});
+  EXPECT_EQ(g->kernels[0].gpu_tile, 0);
+}
+
+TEST(GpuMap, DescribeRefusesUnmappedKernels) {
+  Module m = *fuseKernels(lowered({tensor::spec(DType::f32, {{"a", 3}})},
+                                  [](tensor::Builder&, Args a) { return a[0] * 2; }));
+  auto d = describeGpuKernel(m.kernels[0]);
+  EXPECT_EQ(errorKind(d.status()), ErrorKind::kInvalidProgram);
+  EXPECT_THAT(d.status().message(), ::testing::HasSubstr(m.kernels[0].name));
+}
+
 }  // namespace
 }  // namespace accy::choir

@@ -25,7 +25,7 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
     const auto* bytes = reinterpret_cast<const uint8_t*>(t.words.data());
     exe.code.insert(exe.code.end(), bytes, bytes + t.words.size() * 4);
     int64_t work = 0;
-    exe.launch_plan.steps.push_back(executable::LaunchStep{k.name, offset, t.workgroups, work});
+    exe.launch_plan.steps.push_back(executable::LaunchStep{k.name, offset, t.workgroups, work, k.workgroup_size});
   }
   exe.artifact_plan = executable::planBuffers(m);
   exe.inputs = program.inputSpecs();

@@ -31,7 +31,10 @@ struct TargetInfo {
   uint32_t max_workgroup_count = 65535;  // maxComputeWorkGroupCount[0]
   bool float64 = false;               // shaderFloat64
   bool int64 = false;                 // shaderInt64
-  uint32_t subgroup_size = 0;         // 0 when subgroup arithmetic is unavailable
+  // storageBuffer8BitAccess (VK_KHR_8bit_storage): bool buffers, one byte
+  // per element, are u8 arrays; without it they are refused.
+  bool storage_8bit = false;
+  uint32_t subgroup_size = 0;         // 0 when compute subgroup shuffles (shuffle-relative) are unavailable
   // Use GLSL.std.450 for transcendentals (fast mode); the default `exact`
   // mode emits accurate instruction sequences instead.
   bool fast_math = false;

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 
+#include "compiler/choir/passes/gpu_map.h"
 #include "compiler/choir/printer.h"
 #include "compiler/codegen/math/elementary.h"
 #include "compiler/choir/rewrite.h"
@@ -143,45 +144,65 @@ class Translator {
     b_.decorate(global_id_var_, {11 /* BuiltIn */, 28 /* GlobalInvocationId */});
     b_.decorate(local_id_var_, {11, 27 /* LocalInvocationId */});
     b_.decorate(group_id_var_, {11, 26 /* WorkgroupId */});
+    ACCY_ASSIGN_OR_RETURN(const choir::GpuNest g, choir::describeGpuKernel(k_));
+    std::vector<uint32_t> interface = {global_id_var_, local_id_var_, group_id_var_};
+    subgroups_ = g.form == choir::GpuForm::kTreeReduce && t_.subgroup_size > 0;
+    if (subgroups_) {
+      // Tree reductions finish each subgroup with shuffles (Vulkan 1.1
+      // subgroup operations, shuffle-relative).
+      b_.capability(61 /* GroupNonUniform */);
+      b_.capability(66 /* GroupNonUniformShuffleRelative */);
+      const uint32_t in_u32 = b_.typePointer(kInput, u32_);
+      const uint32_t builtins[] = {36 /* SubgroupSize */, 38 /* NumSubgroups */, 40 /* SubgroupId */,
+                                   41 /* SubgroupLocalInvocationId */};
+      for (int i = 0; i < 4; ++i) {
+        subgroup_vars_[i] = b_.globalVariable(in_u32, kInput);
+        b_.decorate(subgroup_vars_[i], {11, builtins[i]});
+        interface.push_back(subgroup_vars_[i]);
+      }
+    }
     const uint32_t fn = b_.beginMain();
     // SPIR-V 1.3 entry points list their Input and Output variables.
-    b_.entryPoint(fn, "main", {global_id_var_, local_id_var_, group_id_var_});
+    b_.entryPoint(fn, "main", interface);
     b_.localSize(fn, wg);
     wg_ = wg;
     gid_ = b_.value(op::CompositeExtract, u32_, {b_.value(op::Load, uvec3, {global_id_var_}), 0});
     lid_ = b_.value(op::CompositeExtract, u32_, {b_.value(op::Load, uvec3, {local_id_var_}), 0});
     group_ = b_.value(op::CompositeExtract, u32_, {b_.value(op::Load, uvec3, {group_id_var_}), 0});
 
-    // Collect the nest.
-    const Stmt* s = &k_.body[0];
-    std::vector<LoopHeader> nest;
-    while (s->kind == StmtKind::kLoop) {
-      nest.push_back(s->loop);
-      s = &s->body[0];
-    }
+    const Stmt* s = g.leaf;
+    const std::vector<LoopHeader>& nest = g.loops;
     int64_t outputs = 1;
     for (const LoopHeader& h : nest) outputs *= h.extent;
     if (outputs > INT32_MAX) return unimplemented(strCat("kernel ", k_.name, " has more than 2^31 outputs"));
-    const bool tree = !nest.empty() && nest[0].tag == LoopTag::kGpuBlock;
     TranslatedKernel out;
-    if (!tree) {
-      // Grid-stride loop over the flattened nest: one output per step.
-      const int64_t groups = std::min<int64_t>((outputs + wg - 1) / wg, t_.max_workgroup_count);
-      out.workgroups = std::max<int64_t>(1, groups);
-      const uint32_t total = uconst(static_cast<uint32_t>(out.workgroups * wg));
-      ACCY_RETURN_IF_ERROR(strided(gid_, uconst(static_cast<uint32_t>(outputs)), total, [&](uint32_t g) {
-        decompose(g, nest);
-        return s->kind == StmtKind::kStore ? store(*s) : reduceSerial(*s);
-      }));
-    } else {
-      // One workgroup per output (grid-stride over outputs); the workgroup
-      // splits the domain and combines in shared memory.
-      out.workgroups = std::min<int64_t>(outputs, t_.max_workgroup_count);
-      ACCY_RETURN_IF_ERROR(strided(group_, uconst(static_cast<uint32_t>(outputs)),
-                                   uconst(static_cast<uint32_t>(out.workgroups)), [&](uint32_t o) {
-                                     decompose(o, nest);
-                                     return reduceTree(*s);
-                                   }));
+    switch (g.form) {
+      case choir::GpuForm::kElementwise:
+      case choir::GpuForm::kSerialReduce: {
+        // Grid-stride loop over the flattened nest: one output per step.
+        const int64_t groups = std::min<int64_t>((outputs + wg - 1) / wg, t_.max_workgroup_count);
+        out.workgroups = std::max<int64_t>(1, groups);
+        const uint32_t total = uconst(static_cast<uint32_t>(out.workgroups * wg));
+        ACCY_RETURN_IF_ERROR(strided(gid_, uconst(static_cast<uint32_t>(outputs)), total, [&](uint32_t x) {
+          decompose(x, nest);
+          return s->kind == StmtKind::kStore ? store(*s) : reduceSerial(*s);
+        }));
+        break;
+      }
+      case choir::GpuForm::kTreeReduce:
+        // One workgroup per output (grid-stride over outputs); the workgroup
+        // splits the domain and combines in shared memory.
+        out.workgroups = std::max<int64_t>(1, std::min<int64_t>(outputs, t_.max_workgroup_count));
+        ACCY_RETURN_IF_ERROR(strided(group_, uconst(static_cast<uint32_t>(outputs)),
+                                     uconst(static_cast<uint32_t>(out.workgroups)), [&](uint32_t o) {
+                                       decompose(o, nest);
+                                       return reduceTree(*s);
+                                     }));
+        break;
+      case choir::GpuForm::kTiledProduct: {
+        ACCY_ASSIGN_OR_RETURN(out.workgroups, tiledProduct(g));
+        break;
+      }
     }
     b_.endMain();
     out.words = b_.finish();
@@ -241,8 +262,21 @@ class Translator {
   absl::Status declareBuffers() {
     for (size_t i = 0; i < m_.buffers.size(); ++i) {
       const choir::Buffer& buf = m_.buffers[i];
-      if (buf.dtype == DType::bool_) return unimplemented("bool buffers (one byte per element) are not supported yet");
-      ACCY_ASSIGN_OR_RETURN(uint32_t elem, scalarType(buf.dtype));
+      uint32_t elem = 0;
+      if (buf.dtype == DType::bool_) {
+        // One byte per element, 0 or 1: an array of u8 (8-bit storage).
+        // Only loads, stores and conversions touch the u8 values (see
+        // loadElement/storeElement), so the Int8 capability is not needed.
+        if (!t_.storage_8bit) {
+          return unimplemented(strCat("bool buffers (one byte per element, buffer ", i,
+                                      ") need a device with storageBuffer8BitAccess"));
+        }
+        b_.capability(4448 /* StorageBuffer8BitAccess */);
+        b_.extension("SPV_KHR_8bit_storage");
+        elem = b_.typeInt(8, false);
+      } else {
+        ACCY_ASSIGN_OR_RETURN(elem, scalarType(buf.dtype));
+      }
       const uint32_t array = b_.typeRuntimeArray(elem);
       b_.decorate(array, {6 /* ArrayStride */, static_cast<uint32_t>(tensor::dtypeSize(buf.dtype))});
       const uint32_t block = b_.typeStruct({array});
@@ -261,6 +295,12 @@ class Translator {
 
   // for (x = start; x < limit; x += step) body(x), all u32, structured.
   absl::Status strided(uint32_t start, uint32_t limit, uint32_t step, const std::function<absl::Status(uint32_t)>& body) {
+    return loop(start, limit, [&](uint32_t x) { return b_.value(op::IAdd, u32_, {x, step}); }, body);
+  }
+
+  // for (x = start; x < limit; x = next(x)) body(x), all u32, structured.
+  absl::Status loop(uint32_t start, uint32_t limit, const std::function<uint32_t(uint32_t)>& next,
+                    const std::function<absl::Status(uint32_t)>& body) {
     const uint32_t ptr = b_.localVariable(b_.typePointer(kFunction, u32_));
     b_.inst(op::Store, {ptr, start});
     const uint32_t header = b_.id(), cond = b_.id(), loop_body = b_.id(), cont = b_.id(), merge = b_.id();
@@ -279,7 +319,7 @@ class Translator {
     cse_ = saved;
     b_.inst(op::Branch, {cont});
     b_.label(cont);
-    b_.inst(op::Store, {ptr, b_.value(op::IAdd, u32_, {b_.value(op::Load, u32_, {ptr}), step})});
+    b_.inst(op::Store, {ptr, next(b_.value(op::Load, u32_, {ptr}))});
     b_.inst(op::Branch, {header});
     b_.label(merge);
     return absl::OkStatus();
@@ -327,10 +367,30 @@ class Translator {
     return r;
   }
 
+  // A pointer to the element of `buffer` at `index`; its pointee is the
+  // storage type elem_types_[buffer]. Only loadElement and storeElement
+  // use it.
   uint32_t element(int buffer, const std::vector<Affine>& index) {
     const uint32_t flat = affine(choir::flatIndex(m_.buffers[buffer], index));
     return b_.value(op::AccessChain, b_.typePointer(kStorageBuffer, elem_types_[buffer]),
                     {buffer_vars_[buffer], b_.constantBits(i32_, 0, 32), flat});
+  }
+
+  // Every buffer load and store goes through these two. The value is of the
+  // buffer's scalar type (scalarType(dtype): bool_ for bool buffers). A
+  // bool buffer holds u8 0 or 1: loaded as u8 -> u32 != 0, stored as
+  // Select(b, 1, 0) -> u8.
+  uint32_t loadElement(int buffer, const std::vector<Affine>& index) {
+    const uint32_t v = b_.value(op::Load, elem_types_[buffer], {element(buffer, index)});
+    if (m_.buffers[buffer].dtype != DType::bool_) return v;
+    return b_.value(op::INotEqual, bool_, {b_.value(op::UConvert, u32_, {v}), uconst(0)});
+  }
+
+  void storeElement(int buffer, const std::vector<Affine>& index, uint32_t value) {
+    if (m_.buffers[buffer].dtype == DType::bool_) {
+      value = b_.value(op::UConvert, elem_types_[buffer], {b_.value(op::Select, u32_, {value, uconst(1), uconst(0)})});
+    }
+    b_.inst(op::Store, {element(buffer, index), value});
   }
 
   // --- expressions --------------------------------------------------------
@@ -342,7 +402,7 @@ class Translator {
     uint32_t v = 0;
     switch (e->kind) {
       case ExprKind::kLoad:
-        v = b_.value(op::Load, type, {element(e->buffer, e->index)});
+        v = loadElement(e->buffer, e->index);
         break;
       case ExprKind::kConstant: {
         ACCY_ASSIGN_OR_RETURN(v, constant(e->dtype, e->constant));
@@ -443,7 +503,7 @@ class Translator {
         return b_.value(op::Select, type, {nan_a, a[0], r});
       }
       case OpCode::kPow:
-        if (!flt) return unimplemented("integer pow");
+        if (!flt) return intPow(e.dtype, type, a[0], a[1]);
         return transcendental(kPow);
       case OpCode::kNeg:
         return b_.value(flt ? op::FNegate : op::SNegate, type, {a[0]});
@@ -509,6 +569,49 @@ class Translator {
     return unimplemented(strCat("op ", tensor::opName(e.op)));
   }
 
+  // Integer pow of docs/SEMANTICS.md (compiler/tensor/scalar_ops.cc's
+  // intPow): a negative exponent gives 1 for base 1, +-1 for base -1 (by
+  // the exponent's parity), 0 otherwise; else square-and-multiply, wrapping
+  // in the dtype's width. A structured loop over function variables:
+  //   r = 1; b = base; e = exponent;
+  //   while (e > 0) { if (e & 1) r *= b; b *= b; e >>= 1; }
+  absl::StatusOr<uint32_t> intPow(DType d, uint32_t type, uint32_t base, uint32_t exponent) {
+    ACCY_ASSIGN_OR_RETURN(uint32_t zero, constant(d, 0));
+    ACCY_ASSIGN_OR_RETURN(uint32_t one, constant(d, 1));
+    ACCY_ASSIGN_OR_RETURN(uint32_t minus_one, constant(d, -1));
+    const uint32_t ptr = b_.typePointer(kFunction, type);
+    const uint32_t r_var = b_.localVariable(ptr), b_var = b_.localVariable(ptr), e_var = b_.localVariable(ptr);
+    b_.inst(op::Store, {r_var, one});
+    b_.inst(op::Store, {b_var, base});
+    b_.inst(op::Store, {e_var, exponent});
+    const uint32_t header = b_.id(), cond = b_.id(), body = b_.id(), cont = b_.id(), merge = b_.id();
+    b_.inst(op::Branch, {header});
+    b_.label(header);
+    b_.inst(op::LoopMerge, {merge, cont, 0});
+    b_.inst(op::Branch, {cond});
+    b_.label(cond);
+    const uint32_t e = b_.value(op::Load, type, {e_var});
+    b_.inst(op::BranchConditional, {b_.value(op::SGreaterThan, bool_, {e, zero}), body, merge});
+    b_.label(body);
+    const uint32_t r = b_.value(op::Load, type, {r_var});
+    const uint32_t bb = b_.value(op::Load, type, {b_var});
+    const uint32_t odd = b_.value(op::INotEqual, bool_, {b_.value(op::BitwiseAnd, type, {e, one}), zero});
+    b_.inst(op::Store, {r_var, b_.value(op::Select, type, {odd, b_.value(op::IMul, type, {r, bb}), r})});
+    b_.inst(op::Store, {b_var, b_.value(op::IMul, type, {bb, bb})});
+    b_.inst(op::Store, {e_var, b_.value(op::ShiftRightArithmetic, type, {e, one})});
+    b_.inst(op::Branch, {cont});
+    b_.label(cont);
+    b_.inst(op::Branch, {header});
+    b_.label(merge);
+    const uint32_t positive = b_.value(op::Load, type, {r_var});
+    // Negative exponents (the loop ran no step).
+    const uint32_t even = b_.value(op::IEqual, bool_, {b_.value(op::BitwiseAnd, type, {exponent, one}), zero});
+    const uint32_t for_minus_one = b_.value(op::Select, type, {even, one, minus_one});
+    uint32_t negative = b_.value(op::Select, type, {b_.value(op::IEqual, bool_, {base, minus_one}), for_minus_one, zero});
+    negative = b_.value(op::Select, type, {b_.value(op::IEqual, bool_, {base, one}), one, negative});
+    return b_.value(op::Select, type, {b_.value(op::SLessThan, bool_, {exponent, zero}), negative, positive});
+  }
+
   // Cast semantics of docs/SEMANTICS.md.
   absl::StatusOr<uint32_t> convert(uint32_t v, DType from, DType to) {
     if (from == to) return v;
@@ -550,12 +653,14 @@ class Translator {
 
   absl::Status store(const Stmt& s) {
     ACCY_ASSIGN_OR_RETURN(uint32_t v, expr(s.value));
-    b_.inst(op::Store, {element(s.buffer, s.index), v});
+    storeElement(s.buffer, s.index, v);
     return absl::OkStatus();
   }
 
   absl::StatusOr<uint32_t> identity(OpCode combiner, DType d) {
     const bool f = tensor::isFloating(d);
+    // bool max is `or` (identity false), bool min is `and` (identity true).
+    if (d == DType::bool_) return b_.constantBool(combiner == OpCode::kMin);
     switch (combiner) {
       case OpCode::kMul:
         return constant(d, 1);
@@ -612,7 +717,7 @@ class Translator {
       return absl::OkStatus();
     }));
     ACCY_ASSIGN_OR_RETURN(uint32_t result, finishMean(s, b_.value(op::Load, type, {acc})));
-    b_.inst(op::Store, {element(s.buffer, s.index), result});
+    storeElement(s.buffer, s.index, result);
     return absl::OkStatus();
   }
 
@@ -644,25 +749,148 @@ class Translator {
       return absl::OkStatus();
     }));
     vars_ = outer_vars;
-    b_.inst(op::Store, {slot(lid_), b_.value(op::Load, type, {acc})});
-    barrier();
-    for (uint32_t half = wg_ / 2; half > 0; half /= 2) {
-      ACCY_RETURN_IF_ERROR(when(b_.value(op::ULessThan, bool_, {lid_, uconst(half)}), [&]() -> absl::Status {
-        const uint32_t mine = b_.value(op::Load, type, {slot(lid_)});
-        const uint32_t other = b_.value(op::Load, type, {slot(b_.value(op::IAdd, u32_, {lid_, uconst(half)}))});
-        ACCY_ASSIGN_OR_RETURN(uint32_t c, combine(s.combiner, d, mine, other));
-        b_.inst(op::Store, {slot(lid_), c});
+    if (subgroups_) {
+      // Each subgroup folds its invocations' values with shuffles (offsets
+      // 1, 2, 4, ... below the subgroup size: lane 0 ends with all of
+      // them), lane 0 of each subgroup leaves its value in a slot, and
+      // invocation 0 folds the slots in subgroup order. Only the
+      // SubgroupId / SubgroupLocalInvocationId builtins are relied on, not
+      // how the device lays subgroups over the workgroup.
+      auto builtin = [&](int i) { return b_.value(op::Load, u32_, {subgroup_vars_[i]}); };
+      const uint32_t size = builtin(0), count = builtin(1), id = builtin(2), lane = builtin(3);
+      ACCY_RETURN_IF_ERROR(loop(
+          uconst(1), size, [&](uint32_t off) { return b_.value(op::ShiftLeftLogical, u32_, {off, uconst(1)}); },
+          [&](uint32_t off) -> absl::Status {
+            const uint32_t mine = b_.value(op::Load, type, {acc});
+            const uint32_t other = b_.value(op::GroupNonUniformShuffleDown, type, {uconst(3 /* Subgroup */), mine, off});
+            ACCY_ASSIGN_OR_RETURN(uint32_t c, combine(s.combiner, d, mine, other));
+            b_.inst(op::Store, {acc, c});
+            return absl::OkStatus();
+          }));
+      ACCY_RETURN_IF_ERROR(when(b_.value(op::IEqual, bool_, {lane, uconst(0)}), [&]() -> absl::Status {
+        b_.inst(op::Store, {slot(id), b_.value(op::Load, type, {acc})});
         return absl::OkStatus();
       }));
       barrier();
+      ACCY_RETURN_IF_ERROR(when(b_.value(op::IEqual, bool_, {lid_, uconst(0)}), [&]() -> absl::Status {
+        b_.inst(op::Store, {acc, b_.value(op::Load, type, {slot(uconst(0))})});
+        ACCY_RETURN_IF_ERROR(strided(uconst(1), count, uconst(1), [&](uint32_t i) -> absl::Status {
+          ACCY_ASSIGN_OR_RETURN(uint32_t c, combine(s.combiner, d, b_.value(op::Load, type, {acc}),
+                                                    b_.value(op::Load, type, {slot(i)})));
+          b_.inst(op::Store, {acc, c});
+          return absl::OkStatus();
+        }));
+        ACCY_ASSIGN_OR_RETURN(uint32_t result, finishMean(s, b_.value(op::Load, type, {acc})));
+        storeElement(s.buffer, s.index, result);
+        return absl::OkStatus();
+      }));
+    } else {
+      b_.inst(op::Store, {slot(lid_), b_.value(op::Load, type, {acc})});
+      barrier();
+      for (uint32_t half = wg_ / 2; half > 0; half /= 2) {
+        ACCY_RETURN_IF_ERROR(when(b_.value(op::ULessThan, bool_, {lid_, uconst(half)}), [&]() -> absl::Status {
+          const uint32_t mine = b_.value(op::Load, type, {slot(lid_)});
+          const uint32_t other = b_.value(op::Load, type, {slot(b_.value(op::IAdd, u32_, {lid_, uconst(half)}))});
+          ACCY_ASSIGN_OR_RETURN(uint32_t c, combine(s.combiner, d, mine, other));
+          b_.inst(op::Store, {slot(lid_), c});
+          return absl::OkStatus();
+        }));
+        barrier();
+      }
+      ACCY_RETURN_IF_ERROR(when(b_.value(op::IEqual, bool_, {lid_, uconst(0)}), [&]() -> absl::Status {
+        ACCY_ASSIGN_OR_RETURN(uint32_t result, finishMean(s, b_.value(op::Load, type, {slot(uconst(0))})));
+        storeElement(s.buffer, s.index, result);
+        return absl::OkStatus();
+      }));
     }
-    ACCY_RETURN_IF_ERROR(when(b_.value(op::IEqual, bool_, {lid_, uconst(0)}), [&]() -> absl::Status {
-      ACCY_ASSIGN_OR_RETURN(uint32_t result, finishMean(s, b_.value(op::Load, type, {slot(uconst(0))})));
-      b_.inst(op::Store, {element(s.buffer, s.index), result});
-      return absl::OkStatus();
-    }));
     barrier();  // the slots are reused by the next output
     return absl::OkStatus();
+  }
+
+  // A T x T block of outputs per workgroup (grid-stride over blocks and
+  // batch points). For each T-long slice of the domain the invocations
+  // stage lhs and rhs tiles in workgroup memory (guarded at the edges),
+  // then each accumulates its output over the slice in domain order: the
+  // same sequence of operations as a serial reduction.
+  absl::StatusOr<int64_t> tiledProduct(const choir::GpuNest& g) {
+    const Stmt& s = *g.leaf;
+    const DType d = m_.buffers[s.buffer].dtype;
+    ACCY_ASSIGN_OR_RETURN(uint32_t type, scalarType(d));
+    const int64_t tile = g.tile;
+    const LoopHeader& row = g.loops[g.row];
+    const LoopHeader& col = g.loops[g.col];
+    const LoopHeader& k = s.domain[0];
+    const int64_t row_tiles = (row.extent + tile - 1) / tile, col_tiles = (col.extent + tile - 1) / tile;
+    std::vector<LoopHeader> batch;
+    int64_t blocks = row_tiles * col_tiles;
+    for (int i : g.batch) {
+      batch.push_back(g.loops[i]);
+      blocks *= g.loops[i].extent;
+    }
+    if (blocks > INT32_MAX) return unimplemented(strCat("kernel ", k_.name, " has more than 2^31 tiles"));
+    const int64_t workgroups = std::max<int64_t>(1, std::min<int64_t>(blocks, t_.max_workgroup_count));
+    const uint32_t tile_array = b_.typeArray(type, uconst(static_cast<uint32_t>(tile * tile)));
+    const uint32_t lhs_tile = b_.globalVariable(b_.typePointer(kWorkgroup, tile_array), kWorkgroup);
+    const uint32_t rhs_tile = b_.globalVariable(b_.typePointer(kWorkgroup, tile_array), kWorkgroup);
+    auto at = [&](uint32_t array, uint32_t index) {
+      return b_.value(op::AccessChain, b_.typePointer(kWorkgroup, type), {array, index});
+    };
+    auto add = [&](uint32_t a, uint32_t b) { return b_.value(op::IAdd, u32_, {a, b}); };
+    auto less = [&](uint32_t a, int64_t n) { return b_.value(op::ULessThan, bool_, {a, uconst(static_cast<uint32_t>(n))}); };
+    auto both = [&](uint32_t a, uint32_t b) { return b_.value(op::LogicalAnd, bool_, {a, b}); };
+    const uint32_t t = uconst(static_cast<uint32_t>(tile));
+    const uint32_t ty = b_.value(op::UDiv, u32_, {lid_, t}), tx = b_.value(op::UMod, u32_, {lid_, t});
+    const uint32_t acc = b_.localVariable(b_.typePointer(kFunction, type));
+    ACCY_RETURN_IF_ERROR(strided(group_, uconst(static_cast<uint32_t>(blocks)), uconst(static_cast<uint32_t>(workgroups)),
+                                 [&](uint32_t block) -> absl::Status {
+      const uint32_t tc = b_.value(op::UMod, u32_, {block, uconst(static_cast<uint32_t>(col_tiles))});
+      const uint32_t rest = b_.value(op::UDiv, u32_, {block, uconst(static_cast<uint32_t>(col_tiles))});
+      const uint32_t tr = b_.value(op::UMod, u32_, {rest, uconst(static_cast<uint32_t>(row_tiles))});
+      decompose(b_.value(op::UDiv, u32_, {rest, uconst(static_cast<uint32_t>(row_tiles))}), batch);
+      const uint32_t row0 = b_.value(op::IMul, u32_, {tr, t}), col0 = b_.value(op::IMul, u32_, {tc, t});
+      const uint32_t r = add(row0, ty), c = add(col0, tx);
+      ACCY_ASSIGN_OR_RETURN(uint32_t zero, identity(OpCode::kAdd, d));
+      b_.inst(op::Store, {acc, zero});
+      ACCY_RETURN_IF_ERROR(strided(uconst(0), uconst(static_cast<uint32_t>(k.extent)), t, [&](uint32_t k0) -> absl::Status {
+        // lhs tile: T rows x T domain points; rhs tile: T domain points x T columns.
+        vars_[row.var] = r;
+        vars_[k.var] = add(k0, tx);
+        ACCY_RETURN_IF_ERROR(when(both(less(r, row.extent), less(vars_[k.var], k.extent)), [&]() -> absl::Status {
+          ACCY_ASSIGN_OR_RETURN(uint32_t v, expr(g.lhs));
+          b_.inst(op::Store, {at(lhs_tile, lid_), v});
+          return absl::OkStatus();
+        }));
+        vars_[k.var] = add(k0, ty);
+        vars_[col.var] = c;
+        ACCY_RETURN_IF_ERROR(when(both(less(vars_[k.var], k.extent), less(c, col.extent)), [&]() -> absl::Status {
+          ACCY_ASSIGN_OR_RETURN(uint32_t v, expr(g.rhs));
+          b_.inst(op::Store, {at(rhs_tile, lid_), v});
+          return absl::OkStatus();
+        }));
+        barrier();
+        // Only the slice's real points: nothing padded enters the sum.
+        const uint32_t left = b_.value(op::ISub, u32_, {uconst(static_cast<uint32_t>(k.extent)), k0});
+        const uint32_t n = b_.value(op::Select, u32_, {b_.value(op::ULessThan, bool_, {left, t}), left, t});
+        ACCY_RETURN_IF_ERROR(strided(uconst(0), n, uconst(1), [&](uint32_t kk) -> absl::Status {
+          const uint32_t a = b_.value(op::Load, type, {at(lhs_tile, add(b_.value(op::IMul, u32_, {ty, t}), kk))});
+          const uint32_t bv = b_.value(op::Load, type, {at(rhs_tile, add(b_.value(op::IMul, u32_, {kk, t}), tx))});
+          ACCY_ASSIGN_OR_RETURN(uint32_t p, combine(OpCode::kMul, d, a, bv));
+          ACCY_ASSIGN_OR_RETURN(uint32_t sum, combine(OpCode::kAdd, d, b_.value(op::Load, type, {acc}), p));
+          b_.inst(op::Store, {acc, sum});
+          return absl::OkStatus();
+        }));
+        barrier();  // the tiles are refilled next slice
+        return absl::OkStatus();
+      }));
+      vars_[row.var] = r;
+      vars_[col.var] = c;
+      return when(both(less(r, row.extent), less(c, col.extent)), [&]() -> absl::Status {
+        ACCY_ASSIGN_OR_RETURN(uint32_t result, finishMean(s, b_.value(op::Load, type, {acc})));
+        storeElement(s.buffer, s.index, result);
+        return absl::OkStatus();
+      });
+    }));
+    return workgroups;
   }
 
   const choir::Module& m_;
@@ -672,7 +900,10 @@ class Translator {
   uint32_t u32_ = 0, i32_ = 0, bool_ = 0, wg_ = 1;
   uint32_t global_id_var_ = 0, local_id_var_ = 0, group_id_var_ = 0, gid_ = 0, lid_ = 0, group_ = 0;
   uint32_t shared_ = 0, shared_type_ = 0;
-  std::vector<uint32_t> buffer_vars_, elem_types_;
+  bool subgroups_ = false;
+  uint32_t subgroup_vars_[4] = {};  // SubgroupSize, NumSubgroups, SubgroupId, SubgroupLocalInvocationId
+  std::vector<uint32_t> buffer_vars_;
+  std::vector<uint32_t> elem_types_;  // storage element type per buffer (u8 for bool buffers)
   std::map<int, uint32_t> vars_;
   std::map<std::string, uint32_t> cse_;
 };

@@ -16,7 +16,7 @@ namespace accy::spirv {
 // Opcodes and enumerants used (SPIR-V 1.3 unified specification).
 namespace op {
 enum : uint16_t {
-  Name = 5, ExtInstImport = 11, ExtInst = 12, MemoryModel = 14, EntryPoint = 15, ExecutionMode = 16,
+  Name = 5, Extension = 10, ExtInstImport = 11, ExtInst = 12, MemoryModel = 14, EntryPoint = 15, ExecutionMode = 16,
   Capability = 17, TypeVoid = 19, TypeBool = 20, TypeInt = 21, TypeFloat = 22, TypeVector = 23,
   TypeRuntimeArray = 29, TypeStruct = 30, TypePointer = 32, TypeFunction = 33, TypeArray = 28,
   ConstantTrue = 41, ConstantFalse = 42, Constant = 43, Function = 54, FunctionEnd = 56, Variable = 59,
@@ -27,8 +27,8 @@ enum : uint16_t {
   LogicalNot = 168, Select = 169, IEqual = 170, INotEqual = 171, UGreaterThan = 172, SGreaterThan = 173,
   UGreaterThanEqual = 174, SGreaterThanEqual = 175, ULessThan = 176, SLessThan = 177, ULessThanEqual = 178,
   SLessThanEqual = 179, FOrdEqual = 180, FUnordNotEqual = 183, FOrdLessThan = 184, FOrdGreaterThan = 186,
-  FOrdLessThanEqual = 188, FOrdGreaterThanEqual = 190, ShiftRightLogical = 194, BitwiseAnd = 199,
-  ControlBarrier = 224, LoopMerge = 246, SelectionMerge = 247, Label = 248, Branch = 249,
+  FOrdLessThanEqual = 188, FOrdGreaterThanEqual = 190, ShiftRightLogical = 194, ShiftRightArithmetic = 195, BitwiseAnd = 199,
+  ControlBarrier = 224, GroupNonUniformShuffleDown = 348, ShiftLeftLogical = 196, LoopMerge = 246, SelectionMerge = 247, Label = 248, Branch = 249,
   BranchConditional = 250, Return = 253,
 };
 }  // namespace op

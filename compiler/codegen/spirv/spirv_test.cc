@@ -2,8 +2,10 @@
 // what the emitter cannot do is refused by name.
 #include "compiler/codegen/spirv/compile.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 
 #include "accy/accy.h"
@@ -42,6 +44,7 @@ TargetInfo lavapipeLike(bool fast) {
   t.max_workgroup_size = 1024;
   t.float64 = true;
   t.int64 = true;
+  t.storage_8bit = true;
   t.fast_math = fast;
   return t;
 }
@@ -53,7 +56,9 @@ TEST(Spirv, RandomConformanceProgramsValidate) {
     testing::RandomOptions o;
     o.dtype = seed % 3 ? tensor::DType::f32 : tensor::DType::f64;
     auto c = testing::randomProgram(seed, o);
-    auto exe = compileProgram(c.program, lavapipeLike(/*fast=*/seed % 2 == 0));
+    TargetInfo t = lavapipeLike(/*fast=*/seed % 2 == 0);
+    t.subgroup_size = seed % 4 < 2 ? 8 : 0;  // half with subgroup shuffles
+    auto exe = compileProgram(c.program, t);
     ASSERT_TRUE(exe.ok()) << "seed " << seed << ": " << exe.status() << "\n" << tensor::toText(c.program);
     EXPECT_EQ(validate(*exe), "") << "seed " << seed << "\n" << tensor::toText(c.program);
     ++compiled;
@@ -90,15 +95,109 @@ TEST(Spirv, ExactModeTranscendentalsValidate) {
   }
 }
 
-TEST(Spirv, BoolBuffersAndMissingDeviceFeaturesAreRefusedByName) {
+// Whether module `k` of `exe` declares OpCapability `cap`.
+bool hasCapability(const executable::Executable& exe, size_t k, uint32_t cap) {
+  const uint64_t begin = exe.launch_plan.steps[k].entry_offset;
+  const uint64_t end = k + 1 < exe.launch_plan.steps.size() ? exe.launch_plan.steps[k + 1].entry_offset : exe.code.size();
+  std::vector<uint32_t> words((end - begin) / 4);
+  std::memcpy(words.data(), exe.code.data() + begin, words.size() * 4);
+  for (size_t w = 5; w < words.size(); w += std::max<uint32_t>(words[w] >> 16, 1)) {
+    if ((words[w] & 0xffff) == 17 /* OpCapability */ && words[w + 1] == cap) return true;
+  }
+  return false;
+}
+
+TEST(Spirv, TiledProductsAndSubgroupTreesValidate) {
+  if (!haveSpirvVal()) GTEST_SKIP() << "spirv-val (spirv-tools) is not installed";
+  for (tensor::DType d : {tensor::DType::f32, tensor::DType::f64, tensor::DType::i32}) {
+    // A batched product with ragged tiles, and a long sum (tree).
+    const tensor::Spec specs[] = {tensor::spec(d, {{"b", 2}, {"i", 37}, {"k", 19}}), tensor::spec(d, {{"k", 19}, {"j", 21}}),
+                                  tensor::spec(d, {{"p", 5000}})};
+    auto p = tensor::define("mm", specs, [](tensor::Builder&, std::span<const tensor::Value> a) -> std::vector<tensor::Value> {
+      return {a[0].dot(a[1], "k"), a[2].max("p")};
+    });
+    ASSERT_TRUE(p.ok()) << p.status();
+    TargetInfo t = lavapipeLike(false);
+    t.subgroup_size = 8;
+    auto exe = compileProgram(*p, t);
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    EXPECT_EQ(validate(*exe), "") << tensor::dtypeName(d);
+    ASSERT_EQ(exe->launch_plan.steps.size(), 2u);
+    EXPECT_EQ(exe->launch_plan.steps[0].group_size, 256);   // 16 x 16 tile
+    EXPECT_EQ(exe->launch_plan.steps[0].parallel_extent, 2 * 3 * 2);  // batch x row tiles x column tiles
+    EXPECT_FALSE(hasCapability(*exe, 0, 66));
+    EXPECT_TRUE(hasCapability(*exe, 1, 66 /* GroupNonUniformShuffleRelative */));
+    t.subgroup_size = 0;
+    auto plain = compileProgram(*p, t);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    EXPECT_FALSE(hasCapability(*plain, 1, 66));
+  }
+}
+
+TEST(Spirv, MissingDeviceFeaturesAreRefusedByName) {
+  TargetInfo no8 = lavapipeLike(true);
+  no8.storage_8bit = false;
   const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", 8}})};
   auto b = tensor::define("b", specs, [](tensor::Builder&, std::span<const tensor::Value> a) { return a[0].gt(0.0); });
-  EXPECT_THAT(compileProgram(*b, lavapipeLike(true)).status().message(), ::testing::HasSubstr("bool buffers"));
+  const absl::Status bool_refused = compileProgram(*b, no8).status();
+  EXPECT_EQ(errorKind(bool_refused), ErrorKind::kUnimplemented);
+  EXPECT_THAT(std::string(bool_refused.message()), ::testing::HasSubstr("bool buffers"));
+  EXPECT_THAT(std::string(bool_refused.message()), ::testing::HasSubstr("storageBuffer8BitAccess"));
+  EXPECT_TRUE(compileProgram(*b, lavapipeLike(true)).ok());
   TargetInfo no64 = lavapipeLike(true);
   no64.float64 = false;
   const tensor::Spec d[] = {tensor::spec(tensor::DType::f64, {{"i", 8}})};
   auto f64 = tensor::define("d", d, [](tensor::Builder&, std::span<const tensor::Value> a) { return a[0] * 2; });
   EXPECT_THAT(compileProgram(*f64, no64).status().message(), ::testing::HasSubstr("shaderFloat64"));
+  TargetInfo noi64 = lavapipeLike(true);
+  noi64.int64 = false;
+  const tensor::Spec l[] = {tensor::spec(tensor::DType::i64, {{"i", 8}}), tensor::spec(tensor::DType::i64, {{"i", 8}})};
+  auto pow64 = tensor::define("l", l, [](tensor::Builder&, std::span<const tensor::Value> a) { return a[0].pow(a[1]); });
+  EXPECT_THAT(compileProgram(*pow64, noi64).status().message(), ::testing::HasSubstr("shaderInt64"));
+}
+
+// Bool inputs, outputs and temporaries (one byte per element): u8 arrays
+// under StorageBuffer8BitAccess, without the Int8 capability.
+TEST(Spirv, BoolBuffersValidate) {
+  if (!haveSpirvVal()) GTEST_SKIP() << "spirv-val (spirv-tools) is not installed";
+  using tensor::DType;
+  for (int64_t n : {8, 4096}) {  // 4096: the max/min reductions take the workgroup tree
+    const tensor::Spec specs[] = {tensor::spec(DType::bool_, {{"i", n}}), tensor::spec(DType::bool_, {{"i", n}}),
+                                  tensor::spec(DType::f32, {{"i", n}}), tensor::spec(DType::i32, {{"i", n}})};
+    auto p = tensor::define("bools", specs, [](tensor::Builder&, std::span<const tensor::Value> a) -> std::vector<tensor::Value> {
+      return {a[0].max(a[1]),  a[0].min(a[1]),  a[0].eq(a[1]),       a[0].lt(a[1]),
+              a[2].gt(0.0),    tensor::where(a[0], a[2], a[2] * 2), a[0].cast(DType::f32), a[3].cast(DType::bool_),
+              a[0].max("i"),   a[1].min("i"),   a[2].lt(1.0).max("i"), a[0].cast(DType::i32).sum("i")};
+    });
+    ASSERT_TRUE(p.ok()) << p.status();
+    for (bool fast : {false, true}) {
+      auto exe = compileProgram(*p, lavapipeLike(fast));
+      ASSERT_TRUE(exe.ok()) << exe.status();
+      EXPECT_EQ(validate(*exe), "") << "n=" << n;
+      for (size_t k = 0; k < exe->launch_plan.steps.size(); ++k) {
+        EXPECT_TRUE(hasCapability(*exe, k, 4448 /* StorageBuffer8BitAccess */)) << "kernel " << k;
+        EXPECT_FALSE(hasCapability(*exe, k, 39 /* Int8 */)) << "kernel " << k;
+      }
+    }
+  }
+}
+
+// Integer pow: a structured square-and-multiply loop, also inside the
+// serial and workgroup-tree reduction loops.
+TEST(Spirv, IntegerPowValidates) {
+  if (!haveSpirvVal()) GTEST_SKIP() << "spirv-val (spirv-tools) is not installed";
+  for (tensor::DType d : {tensor::DType::i32, tensor::DType::i64}) {
+    for (int64_t n : {8, 4096}) {
+      const tensor::Spec specs[] = {tensor::spec(d, {{"i", n}}), tensor::spec(d, {{"i", n}})};
+      auto p = tensor::define("ipow", specs, [](tensor::Builder&, std::span<const tensor::Value> a) -> std::vector<tensor::Value> {
+        return {a[0].pow(a[1]), a[0].pow(a[1]).pow(a[0]).sum("i"), tensor::where(a[0].lt(a[1]), a[0].pow(3), a[1])};
+      });
+      ASSERT_TRUE(p.ok()) << p.status();
+      auto exe = compileProgram(*p, lavapipeLike(false));
+      ASSERT_TRUE(exe.ok()) << exe.status();
+      EXPECT_EQ(validate(*exe), "") << tensor::dtypeName(d) << " n=" << n;
+    }
+  }
 }
 
 TEST(Spirv, ExactModeArithmeticValidates) {
