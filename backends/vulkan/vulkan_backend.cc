@@ -33,7 +33,9 @@ class VulkanBackend final : public Backend {
     target_.max_workgroup_count = l.max_workgroup_count_x;
     target_.float64 = l.float64;
     target_.int64 = l.int64;
+    target_.storage_8bit = l.storage_8bit;
     target_.subgroup_size = l.subgroup_size;
+    target_.cooperative_workgroups = l.cooperative_workgroups;
     device_name_ = strCat(device_->name(), " (", device_->type(), ", Vulkan ", device_->apiVersion(), ")");
   }
 

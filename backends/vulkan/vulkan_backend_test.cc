@@ -174,6 +174,7 @@ TEST_F(VulkanBackendTest, TargetInfoComesFromTheDevice) {
   if (vulkanDeviceName(backend()).find("llvmpipe") != std::string::npos) {
     EXPECT_TRUE(t.float64);
     EXPECT_TRUE(t.int64);
+    EXPECT_TRUE(t.storage_8bit);  // VK_KHR_8bit_storage: bool buffers
   }
 }
 

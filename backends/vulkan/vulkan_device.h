@@ -6,7 +6,8 @@
 // family with compute, a discrete GPU first, then an integrated GPU, then a
 // virtual one, then a CPU implementation (lavapipe/llvmpipe), then any
 // other; ties go to the first enumerated. shaderFloat64 and shaderInt64 are
-// enabled when the device has them.
+// enabled when the device has them, and so is storageBuffer8BitAccess (with
+// the VK_KHR_8bit_storage extension) when the device offers the extension.
 //
 // Thread safety: everything but the queue is read-only after `open`;
 // `submit` serializes queue access. The device is shared (shared_ptr) by
@@ -36,9 +37,16 @@ struct DeviceLimits {
   uint32_t max_storage_buffers = 0;        // per stage and per set, the smaller
   bool float64 = false;                    // shaderFloat64 (enabled)
   bool int64 = false;                      // shaderInt64 (enabled)
+  // storageBuffer8BitAccess of VK_KHR_8bit_storage (enabled, with the
+  // extension): bool buffers, one byte per element.
+  bool storage_8bit = false;
   // VkPhysicalDeviceSubgroupProperties::subgroupSize when compute shaders
   // have subgroup arithmetic; 0 otherwise.
   uint32_t subgroup_size = 0;
+  // Whether a workgroup's invocations run concurrently (false for devices
+  // of type CPU, such as lavapipe, which run a workgroup as one thread
+  // that switches at every barrier).
+  bool cooperative_workgroups = true;
 };
 
 class VulkanDevice {

@@ -14,6 +14,8 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
   ACCY_ASSIGN_OR_RETURN(m, choir::fuseKernels(std::move(m)));
   choir::GpuMapOptions map;
   map.max_workgroup_size = target.max_workgroup_size;
+  if (!target.tile_products || !target.cooperative_workgroups) map.min_extent_for_tiles = 0;
+  if (!target.cooperative_workgroups) map.min_domain_for_tree = INT64_MAX;
   ACCY_ASSIGN_OR_RETURN(m, choir::mapToGpu(std::move(m), map));
   ACCY_RETURN_IF_ERROR(choir::verifyModule(m));
   executable::Executable exe;

@@ -38,6 +38,14 @@ struct TargetInfo {
   // Use GLSL.std.450 for transcendentals (fast mode); the default `exact`
   // mode emits accurate instruction sequences instead.
   bool fast_math = false;
+  // Tile sum-of-products kernels (dot) through workgroup memory
+  // (passes/gpu_map.h); off only to measure what tiling buys.
+  bool tile_products = true;
+  // Whether a workgroup's invocations run concurrently. When false (Vulkan
+  // devices of type CPU: lavapipe runs a workgroup as one thread switching
+  // at each barrier), kernels do not cooperate through workgroup memory:
+  // no tiled products, no tree reductions (measured in docs/PERFORMANCE.md).
+  bool cooperative_workgroups = true;
 };
 
 absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& program, const TargetInfo& target);

@@ -20,7 +20,7 @@ void ModuleBuilder::capability(uint32_t cap) {
 }
 
 void ModuleBuilder::extension(std::string_view name) {
-  if (cache_.emplace(strCat("ext", name), 0).second) append(extensions_, 10, stringWords(name));
+  if (cache_.emplace(strCat("ext", name), 0).second) append(extensions_, op::Extension, stringWords(name));
 }
 
 uint32_t ModuleBuilder::importGlsl() {
