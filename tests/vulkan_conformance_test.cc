@@ -1,307 +1,66 @@
-// Vulkan conformance on a real device (Mesa's lavapipe in CI): every op and
-// random programs compiled to SPIR-V (exact mode) and run, against the
-// reference evaluator; integer pow's edge cases; bool buffers mixed with
-// numbers; the original's three tone tests. Skipped, with the reason, where
-// no Vulkan device is available; nothing else is skipped.
-#include <cmath>
-#include <cstdio>
-#include <cstring>
-#include <map>
-#include <random>
-#include <string>
-
-#include "accy/accy.h"
+// Vulkan conformance on a real device (Mesa's lavapipe in CI): the GPU
+// conformance suite (tests/gpu_conformance.h) compiled to SPIR-V (exact
+// mode). Skipped, with the reason, where no Vulkan device is available;
+// nothing else is skipped.
 #include "backends/vulkan/vulkan_backend.h"
 #include "compiler/codegen/spirv/compile.h"
-#include "examples/tone/tone.h"
 #include "gtest/gtest.h"
-#include "tests/conformance.h"
-#include "tests/op_cases.h"
-#include "tests/random_programs.h"
+#include "tests/gpu_conformance.h"
 
 namespace accy::testing {
 namespace {
-
-using tensor::DType;
-using tensor::Spec;
 
 backends::Backend& vulkan() {
   static std::unique_ptr<backends::Backend> b = backends::makeVulkanBackend(backends::BackendOptions{});
   return *b;
 }
 
+GpuUnderTest gpu() {
+  GpuUnderTest g;
+  g.backend = &vulkan();
+  g.target = "spirv";
+  // With the cooperative forms on, as a GPU gets them, though lavapipe, a
+  // CPU device, does not choose them for itself.
+  g.compile_for_gpu = [](const tensor::Program& program) {
+    spirv::TargetInfo target = backends::vulkanTargetInfo(vulkan());
+    target.cooperative_workgroups = true;
+    return spirv::compileProgram(program, target);
+  };
+  g.int64 = backends::vulkanTargetInfo(vulkan()).int64;
+  g.note = "subgroup size " + std::to_string(backends::vulkanTargetInfo(vulkan()).subgroup_size);
+  return g;
+}
+
 #define SKIP_WITHOUT_VULKAN()                                                                     \
   if (!vulkan().info().available) GTEST_SKIP() << "no Vulkan device: " << vulkan().info().unavailable_reason
 
-// Nothing is skipped: every program the reference evaluator accepts must
-// compile (bool buffers and integer pow included), run and match.
-// Compiled with the cooperative GPU forms on (tree reductions, tiled
-// products, subgroup shuffles) as a GPU gets them, though lavapipe, a CPU
-// device, would not choose them for itself.
-absl::StatusOr<executable::Executable> compileForGpu(const tensor::Program& program) {
-  spirv::TargetInfo target = backends::vulkanTargetInfo(vulkan());
-  target.cooperative_workgroups = true;
-  return spirv::compileProgram(program, target);
-}
-
-::testing::AssertionResult runAndCompare(const tensor::Program& program,
-                                         const std::vector<std::vector<std::byte>>& inputs) {
-  auto exe = compileForGpu(program);
-  if (!exe.ok()) return ::testing::AssertionFailure() << exe.status();
-  auto loaded = vulkan().load(*exe);
-  if (!loaded.ok()) return ::testing::AssertionFailure() << loaded.status();
-  std::vector<std::vector<std::byte>> outs;
-  std::vector<std::span<std::byte>> out_views;
-  for (const Spec& s : program.outputSpecs()) outs.emplace_back(s.byteSize());
-  for (auto& o : outs) out_views.emplace_back(o.data(), o.size());
-  auto in = views(inputs);
-  if (auto st = (*loaded)->launch(in, out_views); !st.ok()) return ::testing::AssertionFailure() << st;
-  auto expected = tensor::evaluate(program, in);
-  for (size_t k = 0; k < outs.size(); ++k) {
-    auto r = matches(program.outputSpecs()[k].dtype, outs[k], (*expected)[k]);
-    if (!r) return r << " in output " << k << "\n" << tensor::toText(program);
-  }
-  return ::testing::AssertionSuccess();
-}
-
-bool hasBool(const tensor::Program& program) {
-  for (const std::vector<Spec>& specs : {program.inputSpecs(), program.outputSpecs()}) {
-    for (const Spec& s : specs) {
-      if (s.dtype == DType::bool_) return true;
-    }
-  }
-  return false;
-}
-
 TEST(VulkanConformance, EveryOp) {
   SKIP_WITHOUT_VULKAN();
-  std::mt19937 rng(7);
-  std::vector<DType> dtypes = {DType::f32, DType::f64, DType::i32, DType::bool_};
-  if (backends::vulkanTargetInfo(vulkan()).int64) dtypes.push_back(DType::i64);
-  std::map<std::string, int> ran;  // "op dtype" -> programs run
-  int with_bool = 0;
-  for (const OpCase& c : opCases()) {
-    for (DType dtype : dtypes) {
-      if (c.floats_only && !tensor::isFloating(dtype)) continue;
-      for (int64_t p : {1, 17, 300}) {
-        const std::vector<Spec> specs = {tensor::spec(dtype, {{"p", p}, {"q", 5}}), tensor::spec(dtype, {{"p", p}, {"q", 5}})};
-        auto program = tensor::define(c.name, specs, c.fn);
-        if (!program.ok()) continue;  // the CPU conformance test checks these errors
-        // Bool inputs: 0 and 1 about equally often.
-        const double lo = dtype == DType::bool_ ? 0 : c.lo, hi = dtype == DType::bool_ ? 1 : c.hi;
-        std::vector<std::vector<std::byte>> inputs = {randomBytes(specs[0], rng, lo, hi),
-                                                      randomBytes(specs[1], rng, lo, hi)};
-        EXPECT_TRUE(runAndCompare(*program, inputs)) << c.name << " " << tensor::dtypeName(dtype) << " p=" << p;
-        ++ran[std::string(c.name) + " " + std::string(tensor::dtypeName(dtype))];
-        if (hasBool(*program)) ++with_bool;
-      }
-    }
-  }
-  // The cases that once were refused (bool buffers, integer pow) ran.
-  for (const char* key : {"pow i32", "lt f32", "eq i32", "ne f64", "where f32", "cast_bool f32", "cast_bool i32",
-                          "lt bool", "eq bool", "max bool", "min bool", "cast_f32 bool", "cast_f64 bool",
-                          "cast_bool bool", "reduce_max bool", "reduce_min_outer bool", "transpose f32", "slice bool"}) {
-    EXPECT_GE(ran[key], 2) << key;  // slice needs p >= 2
-  }
-  if (backends::vulkanTargetInfo(vulkan()).int64) {
-    EXPECT_EQ(ran["pow i64"], 3);
-    EXPECT_EQ(ran["lt i64"], 3);
-  }
-  int total = 0;
-  for (const auto& [key, n] : ran) total += n;
-  std::printf("%d op programs run, %d with bool buffers\n", total, with_bool);
-  EXPECT_GE(with_bool, 100);
+  checkEveryOp(gpu());
 }
-
-// Integer pow over the edge cases of docs/SEMANTICS.md: negative exponents
-// (base 1, -1, 0 and others), zero, and results that wrap.
 TEST(VulkanConformance, IntegerPowEdgeCases) {
   SKIP_WITHOUT_VULKAN();
-  std::vector<DType> dtypes = {DType::i32};
-  if (backends::vulkanTargetInfo(vulkan()).int64) dtypes.push_back(DType::i64);
-  std::vector<double> base, exponent;
-  for (int b = -7; b <= 7; ++b) {
-    for (int e = -5; e <= 66; ++e) {
-      base.push_back(b);
-      exponent.push_back(e);
-    }
-  }
-  for (double b : {2147483647.0, -2147483648.0, 65536.0, 123456.0}) {
-    for (double e : {-1.0, 0.0, 1.0, 2.0, 3.0, 31.0, 2147483647.0}) {
-      base.push_back(b);
-      exponent.push_back(e);
-    }
-  }
-  const int64_t n = static_cast<int64_t>(base.size());
-  for (DType dtype : dtypes) {
-    const std::vector<Spec> specs = {tensor::spec(dtype, {{"i", n}}), tensor::spec(dtype, {{"i", n}})};
-    std::vector<std::vector<std::byte>> inputs(2, std::vector<std::byte>(specs[0].byteSize()));
-    for (int64_t i = 0; i < n; ++i) {
-      tensor::storeElement(dtype, base[i], &inputs[0][i * tensor::dtypeSize(dtype)]);
-      tensor::storeElement(dtype, exponent[i], &inputs[1][i * tensor::dtypeSize(dtype)]);
-    }
-    auto program = tensor::define("ipow", specs, [dtype](tensor::Builder&, Args a) -> std::vector<tensor::Value> {
-      // Elementwise, and inside a sequential reduction and a workgroup
-      // tree. The evaluator holds i64 in doubles (exact to 2^53), so an i64
-      // sum of wrapped powers is not checkable: min and max are.
-      tensor::Value p = a[0].pow(a[1]);
-      return {p, dtype == DType::i32 ? p.sum("i") : p.min("i"), a[0].pow(2).max("i"),
-              p.broadcast("j", 2).max("i")};
-    });
-    ASSERT_TRUE(program.ok()) << program.status();
-    EXPECT_TRUE(runAndCompare(*program, inputs)) << tensor::dtypeName(dtype);
-  }
+  checkIntegerPowEdgeCases(gpu());
 }
-
-// Bool buffers with other dtypes: bool inputs feeding where, logical
-// max/min, comparisons, casts; bool outputs of comparisons and casts; bool
-// reductions (a sequential one and a workgroup tree).
 TEST(VulkanConformance, BoolBuffersMixedWithNumbers) {
   SKIP_WITHOUT_VULKAN();
-  std::mt19937 rng(11);
-  for (int64_t n : {1, 17, 300, 4096}) {
-    const std::vector<Spec> specs = {tensor::spec(DType::bool_, {{"i", n}}), tensor::spec(DType::bool_, {{"i", n}}),
-                                     tensor::spec(DType::f32, {{"i", n}}), tensor::spec(DType::i32, {{"i", n}})};
-    std::vector<std::vector<std::byte>> inputs = {randomBytes(specs[0], rng, 0, 1), randomBytes(specs[1], rng, 0, 1),
-                                                  randomBytes(specs[2], rng, -3, 3), randomBytes(specs[3], rng, -2, 2)};
-    auto program = tensor::define("bools", specs, [](tensor::Builder&, Args a) -> std::vector<tensor::Value> {
-      return {tensor::where(a[0], a[2], a[2] * 2), tensor::where(a[1], a[3], -a[3]), a[0].max(a[1]), a[0].min(a[1]),
-              a[0].ne(a[1]), a[0].ge(a[1]), a[2].gt(0.0), a[3].cast(DType::bool_), a[0].cast(DType::f32),
-              a[1].cast(DType::i32) + a[3], a[0].max("i"), a[1].min("i"), a[3].lt(1).min("i"),
-              a[0].cast(DType::i32).sum("i")};
-    });
-    ASSERT_TRUE(program.ok()) << program.status();
-    EXPECT_TRUE(runAndCompare(*program, inputs)) << "n=" << n;
-  }
-  // All true / all false reductions (the identities of bool max and min).
-  for (uint8_t fill : {0, 1}) {
-    const std::vector<Spec> specs = {tensor::spec(DType::bool_, {{"i", 4096}})};
-    std::vector<std::vector<std::byte>> inputs = {std::vector<std::byte>(4096, std::byte{fill})};
-    auto program = tensor::define("all", specs, [](tensor::Builder&, Args a) -> std::vector<tensor::Value> {
-      return {a[0].max("i"), a[0].min("i"), a[0].broadcast("j", 3).max("i"), a[0].broadcast("j", 3).min("i")};
-    });
-    ASSERT_TRUE(program.ok()) << program.status();
-    EXPECT_TRUE(runAndCompare(*program, inputs)) << "fill " << int{fill};
-  }
+  checkBoolBuffersMixedWithNumbers(gpu());
 }
-
-// Products tiled through workgroup memory (passes/gpu_map): ragged edges in
-// every direction, a batch loop, a producer fused into the staged operand,
-// f32, f64 and i32; the executable shows the tiled form was used.
 TEST(VulkanConformance, TiledProducts) {
   SKIP_WITHOUT_VULKAN();
-  std::mt19937 rng(11);
-  struct Shape {
-    int64_t b, m, k, n;
-  };
-  int tiled = 0;
-  for (DType d : {DType::f32, DType::f64, DType::i32}) {
-    for (Shape sh : {Shape{1, 8, 8, 8}, Shape{1, 16, 16, 16}, Shape{1, 17, 33, 9}, Shape{3, 40, 21, 35},
-                     Shape{1, 64, 100, 48}}) {
-      const std::vector<Spec> specs = {tensor::spec(d, {{"b", sh.b}, {"i", sh.m}, {"k", sh.k}}),
-                                       tensor::spec(d, {{"k", sh.k}, {"j", sh.n}})};
-      auto program = tensor::define("mm", specs, [](tensor::Builder&, Args a) -> std::vector<tensor::Value> {
-        return {a[0].dot(a[1], "k"), (a[0] * 2).dot(a[1] - 1, "k")};
-      });
-      ASSERT_TRUE(program.ok()) << program.status();
-      std::vector<std::vector<std::byte>> inputs = {randomBytes(specs[0], rng, -3, 3), randomBytes(specs[1], rng, -3, 3)};
-      EXPECT_TRUE(runAndCompare(*program, inputs)) << tensor::dtypeName(d) << " " << sh.b << "x" << sh.m << "x" << sh.k
-                                                   << "x" << sh.n;
-      auto exe = compileForGpu(*program);
-      ASSERT_TRUE(exe.ok());
-      tiled += exe->launch_plan.steps[0].group_size == 256 || exe->launch_plan.steps[0].group_size == 64;
-    }
-  }
-  EXPECT_EQ(tiled, 15);
+  checkTiledProducts(gpu());
 }
-
-// Long reductions use the workgroup tree, finished with subgroup shuffles
-// where the device has them: sums, NaN-propagating max/min, integers, means.
 TEST(VulkanConformance, TreeReductions) {
   SKIP_WITHOUT_VULKAN();
-  std::mt19937 rng(12);
-  for (DType d : {DType::f32, DType::f64, DType::i32}) {
-    for (int64_t p : {256, 1000, 4099, 70000}) {
-      const std::vector<Spec> specs = {tensor::spec(d, {{"g", 3}, {"p", p}})};
-      auto program = tensor::define("tree", specs, [](tensor::Builder&, Args a) -> std::vector<tensor::Value> {
-        return {a[0].sum("p"), a[0].max("p"), a[0].min("p"), a[0].mean("p"), a[0].sum("p").sum("g")};
-      });
-      ASSERT_TRUE(program.ok()) << program.status();
-      std::vector<std::vector<std::byte>> inputs = {randomBytes(specs[0], rng, -3, 3)};
-      if (d != DType::i32 && p == 1000) {
-        // A NaN in the middle of one row.
-        if (d == DType::f32) {
-          const float nan = NAN;
-          std::memcpy(inputs[0].data() + 4 * 1500, &nan, 4);
-        } else {
-          const double nan = NAN;
-          std::memcpy(inputs[0].data() + 8 * 1500, &nan, 8);
-        }
-      }
-      EXPECT_TRUE(runAndCompare(*program, inputs)) << tensor::dtypeName(d) << " p=" << p;
-    }
-  }
-  std::printf("subgroup size %u\n", backends::vulkanTargetInfo(vulkan()).subgroup_size);
+  checkTreeReductions(gpu());
 }
-
 TEST(VulkanConformance, RandomPrograms) {
   SKIP_WITHOUT_VULKAN();
-  for (uint32_t seed = 1; seed <= 200; ++seed) {
-    RandomOptions o;
-    o.dtype = seed % 4 == 0 ? DType::f64 : DType::f32;
-    RandomCase c = randomProgram(seed, o);
-    ASSERT_TRUE(runAndCompare(c.program, c.inputs)) << "seed " << seed;
-  }
+  checkRandomPrograms(gpu());
 }
-
 TEST(VulkanConformance, TheThreeToneTests) {
   SKIP_WITHOUT_VULKAN();
-  const tone::Samples data = tone::samples();
-  auto mismatch = [&](double f) {
-    double e = 0;
-    for (int i = 0; i < tone::kPoints; ++i) {
-      const double gap = std::sin(f * data.time[i]) - data.sample[i];
-      e += gap * gap;
-    }
-    return e;
-  };
-  auto run = [&](const tensor::Program& p) {
-    auto exe = vulkan().compile(p, "spirv");
-    EXPECT_TRUE(exe.ok()) << exe.status();
-    auto loaded = vulkan().load(*exe);
-    EXPECT_TRUE(loaded.ok()) << loaded.status();
-    return loaded;
-  };
-  const Spec one[] = {tensor::spec(DType::f32, {}), tensor::spec(DType::f32, {{"point", 16}}),
-                      tensor::spec(DType::f32, {{"point", 16}})};
-  // measure one frequency guess
-  auto p1 = tensor::define("mismatch", one, tone::mismatch);
-  float f1[1] = {2.5f}, v1[1];
-  auto l1 = run(*p1);
-  ASSERT_TRUE((*l1)->launch({bytes(f1), bytes(data.time), bytes(data.sample)}, {writableBytes(v1)}).ok());
-  EXPECT_NEAR(mismatch(2.5), v1[0], 1e-4);
-  // compare eight frequency guesses
-  const Spec eight[] = {tensor::spec(DType::f32, {{"guess", 8}}), tensor::spec(DType::f32, {{"point", 16}}),
-                        tensor::spec(DType::f32, {{"point", 16}})};
-  auto p8 = tensor::define("mismatch", eight, tone::mismatch);
-  float f8[8] = {0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5}, v8[8];
-  auto l8 = run(*p8);
-  ASSERT_TRUE((*l8)->launch({bytes(f8), bytes(data.time), bytes(data.sample)}, {writableBytes(v8)}).ok());
-  for (int g = 0; g < 8; ++g) EXPECT_NEAR(mismatch(f8[g]), v8[g], 1e-4);
-  // refine eight frequency guesses
-  auto f = tensor::Function::define("mismatch", one, tone::mismatch);
-  auto each = f->valueAndGrad({.wrt = {0}})->vmap(
-      {.axis_size = 8, .in_axes = {tensor::mappedAxis(0), tensor::unmapped, tensor::unmapped}, .axis_name = "guess"});
-  auto lr = run(each->program());
-  float value[8], slope[8];
-  for (int step = 0; step < 100; ++step) {
-    ASSERT_TRUE((*lr)->launch({bytes(f8), bytes(data.time), bytes(data.sample)},
-                              {writableBytes(value), writableBytes(slope)})
-                    .ok());
-    for (int g = 0; g < 8; ++g) f8[g] -= 0.005f * slope[g];
-  }
-  EXPECT_NEAR(3.0f, f8[2], 1e-6);
-  EXPECT_NEAR(3.0f, f8[3], 1e-6);
+  checkTheThreeToneTests(gpu());
 }
 
 }  // namespace

@@ -1,0 +1,46 @@
+// The GPU conformance suite, run by every GPU backend's test against the
+// reference evaluator with the tolerances of docs/CONFORMANCE.md: every op
+// (f32, f64, i32, bool, i64 where the device has it), integer pow's edge
+// cases, bool buffers mixed with numbers, tiled products, tree reductions,
+// random programs and the original's three tone tests. Programs are
+// compiled with the cooperative GPU forms on (what a GPU gets); the tone
+// tests go through the backend's own compile.
+#ifndef ACCY_TESTS_GPU_CONFORMANCE_H_
+#define ACCY_TESTS_GPU_CONFORMANCE_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "accy/accy.h"
+#include "backends/backend.h"
+#include "gtest/gtest.h"
+
+namespace accy::testing {
+
+struct GpuUnderTest {
+  backends::Backend* backend = nullptr;  // loads and launches
+  std::string target;                    // the backend's artifact target: "spirv", "ptx"
+  // Compiles with every cooperative form on (tree reductions, tiled
+  // products, subgroup operations).
+  std::function<absl::StatusOr<executable::Executable>(const tensor::Program&)> compile_for_gpu;
+  bool int64 = false;  // the device runs i64
+  std::string note;    // printed by checkTreeReductions (e.g. the subgroup size)
+};
+
+// Compiles, runs and compares one program; the failure names the output.
+::testing::AssertionResult runAndCompare(const GpuUnderTest& gpu, const tensor::Program& program,
+                                         const std::vector<std::vector<std::byte>>& inputs);
+
+void checkEveryOp(const GpuUnderTest& gpu);
+void checkIntegerPowEdgeCases(const GpuUnderTest& gpu);
+void checkBoolBuffersMixedWithNumbers(const GpuUnderTest& gpu);
+void checkTiledProducts(const GpuUnderTest& gpu);
+void checkTreeReductions(const GpuUnderTest& gpu);
+void checkRandomPrograms(const GpuUnderTest& gpu);
+void checkTheThreeToneTests(const GpuUnderTest& gpu);
+
+}  // namespace accy::testing
+
+#endif  // ACCY_TESTS_GPU_CONFORMANCE_H_
