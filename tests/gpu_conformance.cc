@@ -223,6 +223,54 @@ void checkRandomPrograms(const GpuUnderTest& gpu) {
   }
 }
 
+// Random inputs for `specs`, in [-2, 2].
+static std::vector<std::vector<std::byte>> randomInputs(const std::vector<Spec>& specs, std::mt19937& rng) {
+  std::vector<std::vector<std::byte>> inputs;
+  for (const Spec& s : specs) inputs.push_back(randomBytes(s, rng, -2, 2));
+  return inputs;
+}
+
+// Random programs batched (vmap over a new leading axis of every input)
+// and differentiated (value and gradient of the sum of every output, with
+// respect to every input).
+void checkTransformedPrograms(const GpuUnderTest& gpu) {
+  std::mt19937 rng(13);
+  int batched = 0, differentiated = 0;
+  for (uint32_t seed = 1; seed <= 60; ++seed) {
+    RandomOptions o;
+    o.dtype = seed % 3 == 0 ? DType::f64 : DType::f32;
+    o.max_extent = 9;
+    RandomCase c = randomProgram(seed, o);
+    auto f = tensor::Function::fromProgram(c.program);
+    ASSERT_TRUE(f.ok()) << f.status();
+    std::vector<tensor::InAxis> in_axes(c.program.inputSpecs().size(), tensor::mappedAxis(0));
+    auto v = f->vmap({.axis_size = 3, .in_axes = in_axes, .axis_name = "batch"});
+    ASSERT_TRUE(v.ok()) << "seed " << seed << ": " << v.status();
+    EXPECT_TRUE(runAndCompare(gpu, v->program(), randomInputs(v->program().inputSpecs(), rng))) << "vmap, seed " << seed;
+    ++batched;
+    auto loss = tensor::Function::define("loss", c.program.inputSpecs(),
+                                         [&](tensor::Builder& b, std::span<const tensor::Value> args) {
+                                           std::vector<tensor::Value> outs = f->call(b, args);
+                                           tensor::Value total = b.constant(0, o.dtype);
+                                           for (const tensor::Value& out : outs) {
+                                             std::vector<std::string> names;
+                                             for (const tensor::Axis& a : out.axes()) names.push_back(a.name);
+                                             total = total + (names.empty() ? out : out.sum(names)).cast(o.dtype);
+                                           }
+                                           return total;
+                                         });
+    ASSERT_TRUE(loss.ok()) << "seed " << seed << ": " << loss.status();
+    std::vector<int> wrt(c.program.inputSpecs().size());
+    for (size_t i = 0; i < wrt.size(); ++i) wrt[i] = static_cast<int>(i);
+    auto g = loss->valueAndGrad({.wrt = wrt});
+    ASSERT_TRUE(g.ok()) << "seed " << seed << ": " << g.status();
+    EXPECT_TRUE(runAndCompare(gpu, g->program(), c.inputs)) << "valueAndGrad, seed " << seed;
+    ++differentiated;
+  }
+  EXPECT_EQ(batched, 60);
+  EXPECT_EQ(differentiated, 60);
+}
+
 void checkTheThreeToneTests(const GpuUnderTest& gpu) {
   const tone::Samples data = tone::samples();
   auto mismatch = [&](double f) {

@@ -2,7 +2,7 @@
 // reference evaluator with the tolerances of docs/CONFORMANCE.md: every op
 // (f32, f64, i32, bool, i64 where the device has it), integer pow's edge
 // cases, bool buffers mixed with numbers, tiled products, tree reductions,
-// random programs and the original's three tone tests. Programs are
+// random programs, transformed (batched, differentiated) random programs and the original's three tone tests. Programs are
 // compiled with the cooperative GPU forms on (what a GPU gets); the tone
 // tests go through the backend's own compile.
 #ifndef ACCY_TESTS_GPU_CONFORMANCE_H_
@@ -39,6 +39,7 @@ void checkBoolBuffersMixedWithNumbers(const GpuUnderTest& gpu);
 void checkTiledProducts(const GpuUnderTest& gpu);
 void checkTreeReductions(const GpuUnderTest& gpu);
 void checkRandomPrograms(const GpuUnderTest& gpu);
+void checkTransformedPrograms(const GpuUnderTest& gpu);
 void checkTheThreeToneTests(const GpuUnderTest& gpu);
 
 }  // namespace accy::testing

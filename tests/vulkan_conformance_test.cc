@@ -58,6 +58,10 @@ TEST(VulkanConformance, RandomPrograms) {
   SKIP_WITHOUT_VULKAN();
   checkRandomPrograms(gpu());
 }
+TEST(VulkanConformance, TransformedPrograms) {
+  SKIP_WITHOUT_VULKAN();
+  checkTransformedPrograms(gpu());
+}
 TEST(VulkanConformance, TheThreeToneTests) {
   SKIP_WITHOUT_VULKAN();
   checkTheThreeToneTests(gpu());
