@@ -22,6 +22,11 @@ absl::StatusOr<Function> Function::grad(const GradOptions& options) const {
   return Function(std::move(p));
 }
 
+absl::StatusOr<executable::Executable> Function::compile(const GpuTarget& target) const {
+  if (const auto* spirv = std::get_if<spirv::TargetInfo>(&target)) return spirv::compileProgram(*program_, *spirv);
+  return ptx::compileProgram(*program_, std::get<ptx::TargetInfo>(target));
+}
+
 absl::StatusOr<Function> Function::vmap(const VmapOptions& options) const {
   ACCY_ASSIGN_OR_RETURN(Program p, transforms::vmap(*program_, transforms::VmapSpec{options.axis_size, options.in_axes,
                                                                                    options.axis_name}));

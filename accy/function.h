@@ -11,7 +11,12 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include <variant>
+
 #include "accy/cpu.h"
+#include "compiler/codegen/ptx/compile.h"
+#include "compiler/codegen/spirv/compile.h"
+#include "compiler/executable/executable.h"
 #include "compiler/tensor/builder.h"
 #include "compiler/tensor/program.h"
 #include "compiler/transforms/vmap.h"
@@ -24,6 +29,12 @@ using InAxis = transforms::InAxis;
 inline InAxis mappedAxis(int k) { return InAxis{k}; }
 // The input is shared by every batch element.
 inline constexpr InAxis unmapped{};
+
+// A GPU artifact target, described by the device it is compiled for:
+// SPIR-V for Vulkan (backends::vulkanTargetInfo gives a device's), PTX for
+// the CUDA Driver API (backends::cudaTargetInfo). The executable loads into
+// that device's backend (backends::Backend::load) or goes to accyd.
+using GpuTarget = std::variant<spirv::TargetInfo, ptx::TargetInfo>;
 
 struct GradOptions {
   std::vector<int> wrt;  // input indices to differentiate with respect to
@@ -63,6 +74,13 @@ class Function {
   // were written there; returns its outputs. Errors (wrong argument count,
   // mismatched axes) poison `b` like any op.
   std::vector<Value> call(Builder& b, std::span<const Value> args) const;
+
+  // Compiles the program for a GPU target. The device description decides
+  // the schedule (workgroup size, tiles, subgroups, f64 support) and the
+  // arithmetic mode; what the device cannot do fails with Unimplemented
+  // naming it, and a mode a kernel cannot honour (tf32 on a non-product
+  // kernel) with InvalidArgument.
+  absl::StatusOr<executable::Executable> compile(const GpuTarget& target) const;
 
   // Compiles the program for this CPU (see accy/cpu.h).
   absl::StatusOr<CpuExecutable> compileCpu(const CpuOptions& options = {}) const {

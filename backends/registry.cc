@@ -1,9 +1,11 @@
 #include "backends/registry.h"
 
 #include "backends/cpu/cpu_device.h"
+#include "backends/cuda/cuda_backend.h"
 #include "backends/null/null_backend.h"
 #include "backends/vulkan/vulkan_backend.h"
 #include "compiler/tensor/errors.h"
+#include "compiler/tensor/status_macros.h"
 #include "compiler/tensor/strings.h"
 
 namespace accy::backends {
@@ -12,6 +14,7 @@ std::vector<std::unique_ptr<Backend>> makeBackends(const BackendOptions& options
   std::vector<std::unique_ptr<Backend>> all;
   all.push_back(makeCpuBackend(options));
   all.push_back(makeVulkanBackend(options));
+  all.push_back(makeCudaBackend(options));
   all.push_back(makeNullBackend(options));
   return all;
 }
@@ -40,6 +43,13 @@ absl::StatusOr<std::vector<std::unique_ptr<Backend>>> selectBackends(const std::
     }
   }
   return chosen;
+}
+
+absl::StatusOr<std::shared_ptr<void>> registerHostMemory(const Backend& backend, void* data, size_t size) {
+  if (backend.info().name != "cuda" || !backend.info().available) return std::shared_ptr<void>();
+  ACCY_ASSIGN_OR_RETURN(std::unique_ptr<cuda::HostRegistration> registration,
+                        cudaRegisterHostMemory(backend, data, size));
+  return std::shared_ptr<void>(std::move(registration));
 }
 
 }  // namespace accy::backends

@@ -10,21 +10,40 @@ namespace {
 
 TEST(Registry, ListsEveryBackendInOrder) {
   auto all = makeBackends(BackendOptions{});
-  ASSERT_EQ(all.size(), 3u);
+  ASSERT_EQ(all.size(), 4u);
   EXPECT_EQ(all[0]->info().name, "cpu");
   EXPECT_THAT(all[0]->info().targets, ::testing::ElementsAre("x86_64"));
   EXPECT_EQ(all[1]->info().name, "vulkan");
   EXPECT_THAT(all[1]->info().targets, ::testing::ElementsAre("spirv"));
-  EXPECT_EQ(all[2]->info().name, "null");
-  EXPECT_FALSE(all[2]->info().available);
+  EXPECT_EQ(all[2]->info().name, "cuda");
+  EXPECT_THAT(all[2]->info().targets, ::testing::ElementsAre("ptx"));
+  EXPECT_EQ(all[2]->info().available, all[2]->info().unavailable_reason.empty());
+  EXPECT_EQ(all[3]->info().name, "null");
+  EXPECT_FALSE(all[3]->info().available);
 }
 
 TEST(Registry, SelectsByNameWithClearErrors) {
   EXPECT_TRUE(selectBackends({"cpu"}, BackendOptions{}).ok());
   auto unknown = selectBackends({"tpu"}, BackendOptions{});
   EXPECT_EQ(errorKind(unknown.status()), ErrorKind::kInvalidArgument);
-  EXPECT_THAT(unknown.status().message(), ::testing::HasSubstr("knows cpu, vulkan, null"));
+  EXPECT_THAT(unknown.status().message(), ::testing::HasSubstr("knows cpu, vulkan, cuda, null"));
   EXPECT_EQ(errorKind(selectBackends({"null"}, BackendOptions{}).status()), ErrorKind::kUnimplemented);
+  // Without a GPU, --devices=cuda is refused with the reason.
+  auto cuda = selectBackends({"cuda"}, BackendOptions{});
+  if (!cuda.ok()) {
+    EXPECT_EQ(errorKind(cuda.status()), ErrorKind::kUnimplemented);
+    EXPECT_THAT(cuda.status().message(), ::testing::HasSubstr("device cuda is not available: "));
+  }
+}
+
+TEST(Registry, HostMemoryRegistrationIsANoOpWhereNothingNeedsIt) {
+  float region[256] = {};
+  for (const auto& b : makeBackends(BackendOptions{.threads = 1})) {
+    if (b->info().name == "cuda" && b->info().available) continue;  // registers for real; tested in backends/cuda
+    auto handle = registerHostMemory(*b, region, sizeof(region));
+    ASSERT_TRUE(handle.ok()) << b->info().name << ": " << handle.status();
+    EXPECT_EQ(*handle, nullptr) << b->info().name;
+  }
 }
 
 TEST(Registry, CpuBackendCompilesLoadsAndLaunches) {

@@ -4,7 +4,7 @@
 //          [--tls-client-ca=F]] (--listen may repeat) [--socket-mode=0600|0660] [--cache-dir=DIR] [--cache-max-bytes=N] [--threads=N]
 //         [--lease-seconds=N] [--max-sessions=N] [--max-regions-per-session=N]
 //         [--max-region-bytes=N] [--max-message-bytes=N] [--max-scratch-bytes=N]
-//         [--check-numerics=0|1] [--devices=cpu]
+//         [--check-numerics=0|1] [--devices=cpu[,vulkan][,cuda]]
 //
 // Unix socket by default (mode 0600); TCP only with TLS. SIGTERM or SIGINT
 // stops accepting calls, drains the ones in flight (up to 10 s) and exits 0.
@@ -60,7 +60,9 @@ int main(int argc, char** argv) {
                   "             [--cache-dir=DIR] [--cache-max-bytes=N] [--threads=N] [--lease-seconds=N]\n"
                   "             [--max-sessions=N] [--max-regions-per-session=N] [--max-region-bytes=N]\n"
                   "             [--max-message-bytes=N] [--max-scratch-bytes=N] [--check-numerics=0|1]\n"
-                  "             [--socket-mode=0600|0660] [--devices=cpu]   (--listen may repeat)\n");
+                  "             [--socket-mode=0600|0660] [--devices=cpu[,vulkan][,cuda]]   (--listen may repeat)\n"
+                  "devices: cpu (target x86_64), vulkan (spirv), cuda (ptx; needs the NVIDIA driver's libcuda.so.1\n"
+                  "and a GPU); a device that is not available here is refused at start with the reason\n");
       return 0;
     }
     const size_t eq = arg.find('=');

@@ -1,0 +1,106 @@
+#include "backends/cuda/cuda_backend.h"
+
+#include <algorithm>
+
+#include "backends/cuda/cuda_program.h"
+#include "compiler/tensor/errors.h"
+#include "compiler/tensor/status_macros.h"
+#include "compiler/tensor/strings.h"
+
+namespace accy::backends {
+namespace {
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const std::string& library_path) {
+    info_.name = "cuda";
+    info_.targets = {"ptx"};
+    info_.min_buffer_alignment = 1;  // buffers are copied; each needs its element size
+    absl::StatusOr<std::shared_ptr<cuda::CudaDevice>> device = cuda::CudaDevice::open(library_path);
+    if (!device.ok()) {
+      // The message without its "Unimplemented: " kind prefix.
+      std::string reason(device.status().message());
+      const std::string prefix = strCat(errorKindName(errorKind(device.status())), ": ");
+      if (reason.rfind(prefix, 0) == 0) reason.erase(0, prefix.size());
+      info_.unavailable_reason = reason;
+      return;
+    }
+    device_ = *std::move(device);
+    info_.available = true;
+    const cuda::DeviceLimits& l = device_->limits();
+    target_.sm = l.sm;
+    target_.ptx_version = std::min(cuda::maxPtxVersionForDriver(device_->driverVersion()),
+                                   std::max(ptx::TargetInfo{}.ptx_version, cuda::minPtxVersionForSm(l.sm)));
+    target_.max_threads_per_block = l.max_threads_per_block;
+    target_.max_grid_x = l.max_grid_x;
+    target_.warp_size = l.warp_size;
+    const int v = device_->driverVersion();
+    device_name_ = strCat(device_->name(), " (device ", device_->ordinal(), ", sm_", l.sm, ", ", l.multiprocessors,
+                          " SMs, ", l.total_memory >> 30, " GiB, driver ", v / 1000, ".", v % 1000 / 10, ")");
+  }
+
+  const DeviceInfo& info() const override { return info_; }
+
+  absl::StatusOr<executable::Executable> compile(const tensor::Program& program,
+                                                 const std::string& target) const override {
+    if (target != "ptx") {
+      return makeError(ErrorKind::kCompileFailed, "cuda backend: no target " + target + "; it compiles ptx");
+    }
+    ACCY_RETURN_IF_ERROR(requireDevice());
+    return ptx::compileProgram(program, target_);
+  }
+
+  absl::StatusOr<std::shared_ptr<const LoadedProgram>> load(executable::Executable exe) const override {
+    ACCY_RETURN_IF_ERROR(requireDevice());
+    ACCY_ASSIGN_OR_RETURN(std::shared_ptr<const cuda::CudaProgram> loaded,
+                          cuda::CudaProgram::load(device_, std::move(exe)));
+    return std::shared_ptr<const LoadedProgram>(std::move(loaded));
+  }
+
+  absl::Status requireDevice() const {
+    if (device_ != nullptr) return absl::OkStatus();
+    return makeError(ErrorKind::kUnimplemented, strCat("device cuda is not available: ", info_.unavailable_reason));
+  }
+
+  const ptx::TargetInfo& targetInfo() const { return target_; }
+  const std::string& deviceName() const { return device_name_; }
+  const std::shared_ptr<const cuda::CudaDevice>& device() const { return device_; }
+
+ private:
+  DeviceInfo info_;
+  std::shared_ptr<const cuda::CudaDevice> device_;
+  ptx::TargetInfo target_;
+  std::string device_name_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> makeCudaBackend(const BackendOptions& options) {
+  return makeCudaBackendFrom(options, cuda::kCudaLibrary);
+}
+
+std::unique_ptr<Backend> makeCudaBackendFrom(const BackendOptions&, const std::string& library_path) {
+  return std::make_unique<CudaBackend>(library_path);
+}
+
+ptx::TargetInfo cudaTargetInfo(const Backend& backend) {
+  const auto* c = dynamic_cast<const CudaBackend*>(&backend);
+  return c != nullptr && c->info().available ? c->targetInfo() : ptx::TargetInfo{};
+}
+
+std::string cudaDeviceName(const Backend& backend) {
+  const auto* c = dynamic_cast<const CudaBackend*>(&backend);
+  return c != nullptr ? c->deviceName() : std::string();
+}
+
+absl::StatusOr<std::unique_ptr<cuda::HostRegistration>> cudaRegisterHostMemory(const Backend& backend, void* data,
+                                                                               size_t size) {
+  const auto* c = dynamic_cast<const CudaBackend*>(&backend);
+  if (c == nullptr) {
+    return makeError(ErrorKind::kUnimplemented, strCat("device ", backend.info().name, " is not a CUDA device"));
+  }
+  ACCY_RETURN_IF_ERROR(c->requireDevice());
+  return cuda::registerHostMemory(c->device(), data, size);
+}
+
+}  // namespace accy::backends

@@ -1,0 +1,95 @@
+// A PTX executable loaded on a CUDA device.
+//
+// Load validates the executable (the layout in compiler/codegen/ptx/
+// compile.h) and JIT-compiles its one PTX module once
+// (cuModuleLoadDataEx, the JIT's error and info logs captured into the
+// error), then looks up every step's kernel by name (cuModuleGetFunction).
+//
+// A launch copies the caller's inputs and outputs into device buffers (so
+// outputs start with the caller's contents, as on the CPU where they are
+// used in place), launches every step in order on one stream with
+// (max(parallel_extent, 1), 1, 1) blocks of (group_size, 1, 1) threads and
+// one u64 parameter per artifact-plan buffer (its device address), copies
+// the outputs back and waits for the stream. The device buffers and the
+// stream of a launch are pooled and reused; launches from many threads at
+// once each take their own set and run on their own streams concurrently.
+#ifndef ACCY_BACKENDS_CUDA_CUDA_PROGRAM_H_
+#define ACCY_BACKENDS_CUDA_CUDA_PROGRAM_H_
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "backends/backend.h"
+#include "backends/cuda/cuda_device.h"
+#include "compiler/executable/executable.h"
+
+namespace accy::cuda {
+
+class CudaProgram final : public backends::LoadedProgram {
+ public:
+  // Fails, before anything reaches the device, with
+  //  - InvalidProgram when `exe` fails validateExecutable, its code is empty
+  //    or holds a NUL byte, a step's group_size is below 1, or the executable
+  //    has more buffers than a launch's 4 KiB of parameters holds;
+  //  - Unimplemented when exe.target is not "ptx", or a step's group_size or
+  //    block count exceeds this device's limits;
+  // then with the cudaError of cuModuleLoadDataEx, followed by the JIT's
+  // log (InvalidProgram for PTX the JIT refuses, Unimplemented for a PTX
+  // version or target this driver or device does not support), or
+  // InvalidProgram naming the first step whose kernel the module lacks.
+  static absl::StatusOr<std::shared_ptr<const CudaProgram>> load(std::shared_ptr<const CudaDevice> device,
+                                                                 executable::Executable exe);
+
+  CudaProgram(const CudaProgram&) = delete;
+  CudaProgram& operator=(const CudaProgram&) = delete;
+  ~CudaProgram() override;
+
+  // Buffers: exactly the executable's input and output counts and byte
+  // sizes, aligned to their element size, outputs disjoint from each other
+  // and from the inputs; anything else fails with InvalidBuffer before
+  // anything runs. A failing CUDA call gives its cudaError (a fault in a
+  // kernel surfaces at cuStreamSynchronize as LaunchFailed).
+  absl::Status launch(absl::Span<const std::span<const std::byte>> inputs,
+                      absl::Span<const std::span<std::byte>> outputs) const override;
+
+  // The same, and sets *kernel_ms to the time the device spent from the
+  // first kernel's start to the last one's end (CUDA events), in
+  // milliseconds.
+  absl::Status launchTimed(absl::Span<const std::span<const std::byte>> inputs,
+                           absl::Span<const std::span<std::byte>> outputs, float* kernel_ms) const;
+
+  const executable::Executable& executable() const override { return exe_; }
+
+  // The JIT's info log from load (ptxas's notes: registers, spills); empty
+  // when it wrote none.
+  const std::string& jitLog() const { return jit_log_; }
+
+ private:
+  struct LaunchResources;
+
+  CudaProgram(std::shared_ptr<const CudaDevice> device, executable::Executable exe);
+  absl::StatusOr<std::unique_ptr<LaunchResources>> makeResources() const;
+  absl::Status run(LaunchResources& r, absl::Span<const std::span<const std::byte>> inputs,
+                   absl::Span<const std::span<std::byte>> outputs, float* kernel_ms) const;
+
+  std::shared_ptr<const CudaDevice> device_;
+  executable::Executable exe_;
+  CUmodule module_ = nullptr;
+  std::vector<CUfunction> functions_;  // one per launch step
+  std::string jit_log_;
+
+  // Launch resources not in use; at most kMaxIdle are kept.
+  static constexpr size_t kMaxIdle = 8;
+  mutable std::mutex idle_mutex_;
+  mutable std::vector<std::unique_ptr<LaunchResources>> idle_;
+};
+
+}  // namespace accy::cuda
+
+#endif  // ACCY_BACKENDS_CUDA_CUDA_PROGRAM_H_

@@ -1,0 +1,596 @@
+// A fake CUDA driver for tests on machines without a GPU: a shared library
+// exporting every entry point of cuda_functions.inc under its real
+// (versioned) symbol name, with the real signatures from cuda.h. "Device
+// memory" is host memory; a module is its PTX text's `.entry` names,
+// parameter counts and `.reqntid`; launching a kernel runs a host stand-in
+// chosen by the kernel's name:
+//
+//   axpb(a, b, y):              y[i] = a[i] * 2 + b[i]
+//   add_one(x, t, y):           t[i] = x[i] + 1
+//   reverse_triple(x, t, y):    y[i] = t[n - 1 - i] * 3
+//   accy_fake_fault(...):       the stream's next synchronize fails with
+//                               CUDA_ERROR_ILLEGAL_ADDRESS
+//   anything else:              nothing
+//
+// over f32 elements i < min(n, blocks * threads), where n is the element
+// count of the allocation the output parameter points into. It checks what
+// the real driver checks and a little more, so the backend's mistakes fail
+// loudly: calls that need a context fail without a current one, copies and
+// kernel parameters must lie inside allocations, a launch's block must match
+// the entry's .reqntid and its y and z dimensions must be 1.
+//
+// Environment (read at each call): ACCY_FAKE_CUDA_INIT = the CUresult cuInit
+// returns (default 0); ACCY_FAKE_CUDA_DEVICES = the device count (default 2:
+// device 0 with 66 SMs, device 1 with 132). Built with
+// ACCY_FAKE_CUDA_PARTIAL it lacks cuLaunchKernel and cuEventElapsedTime.
+//
+// Tests reach its state through two extra exports, accy_fake_cuda_live and
+// accy_fake_cuda_last_launch (below).
+#include <cuda.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+struct CUctx_st {
+  int device = 0;
+};
+struct CUfunc_st {
+  std::string name;
+  int params = 0;
+  unsigned reqntid = 0;  // 0: no .reqntid
+};
+struct CUmod_st {
+  std::map<std::string, std::unique_ptr<CUfunc_st>> entries;
+};
+struct CUstream_st {
+  CUresult pending = CUDA_SUCCESS;
+};
+struct CUevent_st {
+  bool recorded = false;
+};
+
+namespace {
+
+constexpr int kMaxDevices = 4;
+
+struct State {
+  std::mutex mu;
+  bool initialized = false;
+  CUctx_st contexts[kMaxDevices];
+  int retained[kMaxDevices] = {};
+  std::map<uintptr_t, size_t> allocations;  // address -> bytes
+  std::map<uintptr_t, size_t> registered;   // host address -> bytes
+  int modules = 0, streams = 0, events = 0, launches = 0;
+  std::string last_kernel;
+  unsigned last_dims[6] = {};
+};
+
+State& state() {
+  static State* s = new State;
+  return *s;
+}
+
+thread_local std::vector<CUcontext> current;
+
+int envInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && v[0] != '\0' ? std::atoi(v) : fallback;
+}
+
+int deviceCount() { return std::min(envInt("ACCY_FAKE_CUDA_DEVICES", 2), kMaxDevices); }
+
+bool hasContext() { return !current.empty() && current.back() != nullptr; }
+
+// The allocation holding [p, p + n); its end, or 0 when there is none.
+uintptr_t allocationEnd(const std::map<uintptr_t, size_t>& table, uintptr_t p, size_t n) {
+  auto it = table.upper_bound(p);
+  if (it == table.begin()) return 0;
+  --it;
+  const uintptr_t end = it->first + it->second;
+  return p >= it->first && p + n <= end ? end : 0;
+}
+
+void writeLog(char* buffer, size_t size, const std::string& text) {
+  if (buffer == nullptr || size == 0) return;
+  const size_t n = std::min(size - 1, text.size());
+  std::memcpy(buffer, text.data(), n);
+  buffer[n] = '\0';
+}
+
+const char* skipSpace(const char* p) {
+  while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') ++p;
+  return p;
+}
+
+// The `.entry`s of PTX text: name, parameter count, .reqntid.
+std::unique_ptr<CUmod_st> parse(const char* text) {
+  auto module = std::make_unique<CUmod_st>();
+  for (const char* p = std::strstr(text, ".entry"); p != nullptr; p = std::strstr(p + 1, ".entry")) {
+    const char* q = skipSpace(p + 6);
+    const char* name_end = q;
+    while (*name_end != '\0' && *name_end != '(' && *name_end != ' ' && *name_end != '\t' && *name_end != '\n') {
+      ++name_end;
+    }
+    auto f = std::make_unique<CUfunc_st>();
+    f->name.assign(q, name_end);
+    const char* open = std::strchr(name_end, '(');
+    const char* close = open != nullptr ? std::strchr(open, ')') : nullptr;
+    const char* body = close != nullptr ? std::strchr(close, '{') : nullptr;
+    if (close == nullptr || body == nullptr) return nullptr;
+    for (const char* r = std::strstr(open, ".param"); r != nullptr && r < close; r = std::strstr(r + 1, ".param")) {
+      ++f->params;
+    }
+    const char* req = std::strstr(close, ".reqntid");
+    if (req != nullptr && req < body) f->reqntid = static_cast<unsigned>(std::atoi(skipSpace(req + 8)));
+    module->entries[f->name] = std::move(f);
+  }
+  return module;
+}
+
+[[maybe_unused]] float* floats(uint64_t address) { return reinterpret_cast<float*>(static_cast<uintptr_t>(address)); }
+
+}  // namespace
+
+// The state tests look at: "contexts" (primary-context retains outstanding),
+// "allocations", "registrations", "modules", "streams", "events",
+// "launches" (ever), "current" (this thread's context stack depth).
+extern "C" int accy_fake_cuda_live(const char* what) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  const std::string w = what;
+  if (w == "contexts") {
+    int n = 0;
+    for (int r : s.retained) n += r;
+    return n;
+  }
+  if (w == "allocations") return static_cast<int>(s.allocations.size());
+  if (w == "registrations") return static_cast<int>(s.registered.size());
+  if (w == "modules") return s.modules;
+  if (w == "streams") return s.streams;
+  if (w == "events") return s.events;
+  if (w == "launches") return s.launches;
+  if (w == "current") return static_cast<int>(current.size());
+  return -1;
+}
+
+// The last launch's kernel name; dims gets grid x, y, z and block x, y, z.
+extern "C" const char* accy_fake_cuda_last_launch(unsigned* dims) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  std::memcpy(dims, s.last_dims, sizeof(s.last_dims));
+  return s.last_kernel.c_str();
+}
+
+CUresult cuGetErrorName(CUresult error, const char** str) {
+  if (static_cast<int>(error) == 9999) {  // a value only this driver knows
+    *str = "CUDA_ERROR_FAKE_ONLY";
+    return CUDA_SUCCESS;
+  }
+  switch (error) {
+    case CUDA_SUCCESS:
+      *str = "CUDA_SUCCESS";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_OUT_OF_MEMORY:
+      *str = "CUDA_ERROR_OUT_OF_MEMORY";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_NO_DEVICE:
+      *str = "CUDA_ERROR_NO_DEVICE";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_INVALID_PTX:
+      *str = "CUDA_ERROR_INVALID_PTX";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+      *str = "CUDA_ERROR_ILLEGAL_ADDRESS";
+      return CUDA_SUCCESS;
+    default:
+      *str = nullptr;
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult cuGetErrorString(CUresult error, const char** str) {
+  const char* name = nullptr;
+  if (cuGetErrorName(error, &name) != CUDA_SUCCESS) {
+    *str = nullptr;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  static std::mutex mu;
+  static std::map<int, std::string>* texts = new std::map<int, std::string>;
+  std::lock_guard<std::mutex> lock(mu);
+  std::string& text = (*texts)[static_cast<int>(error)];
+  text = std::string("fake driver says ") + name;
+  *str = text.c_str();
+  return CUDA_SUCCESS;
+}
+
+CUresult cuInit(unsigned int flags) {
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  const CUresult r = static_cast<CUresult>(envInt("ACCY_FAKE_CUDA_INIT", 0));
+  if (r != CUDA_SUCCESS) return r;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.initialized = true;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDriverGetVersion(int* version) {
+  *version = 12080;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetCount(int* count) {
+  if (!state().initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  *count = deviceCount();
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  if (!state().initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (ordinal < 0 || ordinal >= deviceCount()) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetName(char* name, int len, CUdevice device) {
+  if (device < 0 || device >= deviceCount()) return CUDA_ERROR_INVALID_DEVICE;
+  const std::string text = "Accy Fake GPU " + std::to_string(device);
+  writeLog(name, static_cast<size_t>(len), text);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice device) {
+  if (device < 0 || device >= deviceCount()) return CUDA_ERROR_INVALID_DEVICE;
+  switch (attribute) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+      *value = 9;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+      *value = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+      *value = device == 1 ? 132 : 66;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X:
+      *value = 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X:
+      *value = 2147483647;
+      break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE:
+      *value = 32;
+      break;
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
+    case CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED:
+      *value = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE:
+      *value = CU_COMPUTEMODE_DEFAULT;
+      break;
+    default:
+      *value = 0;
+      break;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceTotalMem(size_t* bytes, CUdevice device) {
+  if (device < 0 || device >= deviceCount()) return CUDA_ERROR_INVALID_DEVICE;
+  *bytes = size_t{80} << 30;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
+  if (device < 0 || device >= deviceCount()) return CUDA_ERROR_INVALID_DEVICE;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  ++s.retained[device];
+  s.contexts[device].device = device;
+  *context = &s.contexts[device];
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice device) {
+  if (device < 0 || device >= kMaxDevices) return CUDA_ERROR_INVALID_DEVICE;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.retained[device] == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  --s.retained[device];
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetCurrent(CUcontext context) {
+  if (current.empty()) {
+    current.push_back(context);
+  } else {
+    current.back() = context;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPushCurrent(CUcontext context) {
+  if (context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  current.push_back(context);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPopCurrent(CUcontext* context) {
+  if (current.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (context != nullptr) *context = current.back();
+  current.pop_back();
+  return CUDA_SUCCESS;
+}
+
+CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int count, CUjit_option* options,
+                            void** values) {
+  if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  char* error_log = nullptr;
+  char* info_log = nullptr;
+  size_t error_size = 0, info_size = 0;
+  for (unsigned int i = 0; i < count; ++i) {
+    switch (options[i]) {
+      case CU_JIT_ERROR_LOG_BUFFER:
+        error_log = static_cast<char*>(values[i]);
+        break;
+      case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
+        error_size = reinterpret_cast<uintptr_t>(values[i]);
+        break;
+      case CU_JIT_INFO_LOG_BUFFER:
+        info_log = static_cast<char*>(values[i]);
+        break;
+      case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
+        info_size = reinterpret_cast<uintptr_t>(values[i]);
+        break;
+      default:
+        break;
+    }
+  }
+  const char* text = static_cast<const char*>(image);
+  if (std::strncmp(skipSpace(text), ".version", 8) != 0) {
+    writeLog(error_log, error_size, "ptxas fatal   : the fake JIT wants .version first");
+    return CUDA_ERROR_INVALID_PTX;
+  }
+  if (const char* bad = std::strstr(text, "accy_fake_jit_error")) {
+    int line = 1;
+    for (const char* p = text; p < bad; ++p) line += *p == '\n';
+    writeLog(
+        error_log, error_size,
+        "ptxas application ptx input, line " + std::to_string(line) +
+            "; error   : Unknown symbol 'accy_fake_jit_error'\nptxas fatal   : Ptx assembly aborted due to errors\n");
+    return CUDA_ERROR_INVALID_PTX;
+  }
+  std::unique_ptr<CUmod_st> parsed = parse(text);
+  if (parsed == nullptr) {
+    writeLog(error_log, error_size, "ptxas fatal   : the fake JIT could not read an .entry");
+    return CUDA_ERROR_INVALID_PTX;
+  }
+  writeLog(info_log, info_size,
+           "ptxas info    : fake JIT compiled " + std::to_string(parsed->entries.size()) + " entries\n");
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  ++s.modules;
+  *module = parsed.release();
+  return CUDA_SUCCESS;
+}
+
+CUresult cuModuleUnload(CUmodule module) {
+  if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (module == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  delete module;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  --s.modules;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char* name) {
+  if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  auto it = module->entries.find(name);
+  if (it == module->entries.end()) return CUDA_ERROR_NOT_FOUND;
+  *function = it->second.get();
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAlloc(CUdeviceptr* pointer, size_t bytes) {
+  if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  std::memset(p, 0xCD, bytes);  // fresh device memory is not zero
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.allocations[reinterpret_cast<uintptr_t>(p)] = bytes;
+  *pointer = reinterpret_cast<uintptr_t>(p);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemFree(CUdeviceptr pointer) {
+  if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.allocations.erase(static_cast<uintptr_t>(pointer)) == 0) return CUDA_ERROR_INVALID_VALUE;
+  std::free(reinterpret_cast<void*>(static_cast<uintptr_t>(pointer)));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyHtoDAsync(CUdeviceptr destination, const void* source, size_t bytes, CUstream stream) {
+  if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (stream == nullptr) return CUDA_ERROR_INVALID_HANDLE;  // the backend never uses the legacy stream
+  State& s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (allocationEnd(s.allocations, destination, bytes) == 0) return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::memcpy(reinterpret_cast<void*>(static_cast<uintptr_t>(destination)), source, bytes);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyDtoHAsync(void* destination, CUdeviceptr source, size_t bytes, CUstream stream) {
+  if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (stream == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  State& s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (allocationEnd(s.allocations, source, bytes) == 0) return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::memcpy(destination, reinterpret_cast<const void*>(static_cast<uintptr_t>(source)), bytes);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostRegister(void* p, size_t bytes, unsigned int flags) {
+  if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (p == nullptr || bytes == 0 || (flags & CU_MEMHOSTREGISTER_DEVICEMAP) == 0) return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  for (const auto& [start, size] : s.registered) {
+    if (a < start + size && start < a + bytes) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  }
+  s.registered[a] = bytes;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostUnregister(void* p) {
+  if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.registered.erase(reinterpret_cast<uintptr_t>(p)) == 0) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostGetDevicePointer(CUdeviceptr* pointer, void* p, unsigned int flags) {
+  if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (allocationEnd(s.registered, reinterpret_cast<uintptr_t>(p), 1) == 0) return CUDA_ERROR_INVALID_VALUE;
+  *pointer = reinterpret_cast<uintptr_t>(p);
+  return CUDA_SUCCESS;
+}
+
+#ifndef ACCY_FAKE_CUDA_PARTIAL
+CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                        unsigned int by, unsigned int bz, unsigned int shared, CUstream stream, void** params,
+                        void** extra) {
+  if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (stream == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (gx == 0 || gy != 1 || gz != 1 || bx == 0 || by != 1 || bz != 1 || bx > 1024 || shared != 0 || extra != nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (f->reqntid != 0 && bx != f->reqntid) return CUDA_ERROR_INVALID_VALUE;
+  if (f->params > 0 && params == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  State& s = state();
+  std::vector<uint64_t> p(static_cast<size_t>(f->params));
+  std::vector<uint64_t> elements(p.size(), 0);  // f32 elements from p[i] to its allocation's end
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    ++s.launches;
+    s.last_kernel = f->name;
+    const unsigned dims[6] = {gx, gy, gz, bx, by, bz};
+    std::memcpy(s.last_dims, dims, sizeof(dims));
+    for (size_t i = 0; i < p.size(); ++i) {
+      std::memcpy(&p[i], params[i], sizeof(uint64_t));
+      const uintptr_t end = allocationEnd(s.allocations, p[i], 1);
+      if (end == 0) {
+        stream->pending = CUDA_ERROR_ILLEGAL_ADDRESS;  // a fault shows at the next synchronize
+        return CUDA_SUCCESS;
+      }
+      elements[i] = (end - p[i]) / 4;
+    }
+  }
+  const uint64_t threads = uint64_t{gx} * bx;
+  if (f->name == "accy_fake_fault") {
+    stream->pending = CUDA_ERROR_ILLEGAL_ADDRESS;
+  } else if (f->name == "axpb" && p.size() == 3) {
+    const float *a = floats(p[0]), *b = floats(p[1]);
+    float* y = floats(p[2]);
+    for (uint64_t i = 0; i < std::min(elements[2], threads); ++i) y[i] = a[i] * 2 + b[i];
+  } else if (f->name == "add_one" && p.size() == 3) {
+    const float* x = floats(p[0]);
+    float* t = floats(p[1]);
+    for (uint64_t i = 0; i < std::min(elements[1], threads); ++i) t[i] = x[i] + 1;
+  } else if (f->name == "reverse_triple" && p.size() == 3) {
+    const float* t = floats(p[1]);
+    float* y = floats(p[2]);
+    const uint64_t n = elements[2];
+    for (uint64_t i = 0; i < std::min(n, threads); ++i) y[i] = t[n - 1 - i] * 3;
+  }
+  return CUDA_SUCCESS;
+}
+#endif
+
+CUresult cuStreamCreate(CUstream* stream, unsigned int) {
+  if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  *stream = new CUstream_st;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  ++s.streams;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamSynchronize(CUstream stream) {
+  if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (stream == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  const CUresult r = stream->pending;
+  stream->pending = CUDA_SUCCESS;
+  return r;
+}
+
+CUresult cuStreamDestroy(CUstream stream) {
+  if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (stream == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  delete stream;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  --s.streams;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventCreate(CUevent* event, unsigned int) {
+  if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  *event = new CUevent_st;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  ++s.events;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventRecord(CUevent event, CUstream) {
+  if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  event->recorded = true;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventSynchronize(CUevent event) {
+  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  return CUDA_SUCCESS;
+}
+
+#ifndef ACCY_FAKE_CUDA_PARTIAL
+CUresult cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
+  if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (start == nullptr || end == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (!start->recorded || !end->recorded) return CUDA_ERROR_INVALID_HANDLE;
+  *ms = 0.25f;
+  return CUDA_SUCCESS;
+}
+#endif
+
+CUresult cuEventDestroy(CUevent event) {
+  if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (event == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  delete event;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  --s.events;
+  return CUDA_SUCCESS;
+}

@@ -1,0 +1,135 @@
+#include "compiler/codegen/ptx/compile.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "compiler/choir/lower.h"
+#include "compiler/choir/passes/fuse.h"
+#include "compiler/choir/passes/gpu_map.h"
+#include "compiler/choir/verifier.h"
+#include "compiler/codegen/ptx/kernel_translator.h"
+#include "compiler/codegen/ptx/pipeline.h"
+#include "compiler/tensor/errors.h"
+#include "compiler/tensor/status_macros.h"
+#include "compiler/tensor/strings.h"
+
+namespace accy::ptx {
+namespace {
+
+absl::Status invalid(std::string_view what) {
+  return makeError(ErrorKind::kInvalidArgument, strCat("PTX emitter: ", what));
+}
+
+absl::Status checkTarget(const TargetInfo& t) {
+  if (t.warp_size != 32) return invalid(strCat("warp size ", t.warp_size, " (the emitter's shuffles assume 32)"));
+  if (t.max_threads_per_block < 1) return invalid("max_threads_per_block is 0");
+  if (t.max_grid_x < 1) return invalid("max_grid_x is 0");
+  return absl::OkStatus();
+}
+
+// Whether `kernel` computes a `dot` node of `program`: lowering names the
+// kernel of node N "kN_dot" and fusion keeps the consumer's name.
+bool isDotKernel(const tensor::Program& program, const std::string& name) {
+  constexpr std::string_view kSuffix = "_dot";
+  if (name.size() < 2 + kSuffix.size() || name[0] != 'k' || !name.ends_with(kSuffix)) return false;
+  const std::string digits = name.substr(1, name.size() - 1 - kSuffix.size());
+  if (digits.empty() || digits.size() > 9 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+    return false;
+  }
+  const size_t id = std::stoul(digits);
+  return id < program.nodes.size() && program.nodes[id].op == tensor::OpCode::kDot;
+}
+
+std::string versionText(int v) { return strCat(v / 10, ".", v % 10); }
+
+// `s` for a one-line comment: printable ASCII only.
+std::string commentSafe(const std::string& s) {
+  std::string out = s;
+  for (char& c : out) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* modeName(ArithmeticMode mode) {
+  switch (mode) {
+    case ArithmeticMode::kExact:
+      return "exact";
+    case ArithmeticMode::kFast:
+      return "fast";
+    case ArithmeticMode::kTf32:
+      return "tf32";
+  }
+  return "?";
+}
+
+absl::StatusOr<PtxTarget> ptxTargetFor(int sm) {
+  // Architectures and the first PTX ISA version that knows each.
+  static constexpr PtxTarget kKnown[] = {{70, 60}, {72, 61}, {75, 63},  {80, 70},  {86, 71},  {87, 74},  {89, 78},
+                                         {90, 78}, {100, 86}, {103, 88}, {110, 90}, {120, 87}, {121, 88}};
+  if (sm < 70) return invalid(strCat("sm_", sm, " is not supported (sm_70 or newer)"));
+  PtxTarget best = kKnown[0];
+  for (const PtxTarget& k : kKnown) {
+    if (k.sm <= sm) best = k;
+  }
+  return best;
+}
+
+absl::StatusOr<choir::Module> gpuModule(const tensor::Program& program, const TargetInfo& target) {
+  ACCY_RETURN_IF_ERROR(checkTarget(target));
+  ACCY_ASSIGN_OR_RETURN(choir::Module m, choir::lowerProgram(program));
+  ACCY_ASSIGN_OR_RETURN(m, choir::fuseKernels(std::move(m)));
+  choir::GpuMapOptions map;
+  map.max_workgroup_size = target.max_threads_per_block;
+  ACCY_ASSIGN_OR_RETURN(m, choir::mapToGpu(std::move(m), map));
+  ACCY_RETURN_IF_ERROR(choir::verifyModule(m));
+  return m;
+}
+
+absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& program, const TargetInfo& target) {
+  ACCY_ASSIGN_OR_RETURN(const PtxTarget arch, ptxTargetFor(target.sm));
+  ACCY_ASSIGN_OR_RETURN(choir::Module m, gpuModule(program, target));
+  KernelOptions options;
+  options.target = target;
+  std::vector<TranslatedKernel> kernels;
+  int version = arch.min_ptx_version;
+  for (const choir::Kernel& k : m.kernels) {
+    options.tf32 = target.mode == ArithmeticMode::kTf32 && isDotKernel(program, k.name);
+    ACCY_ASSIGN_OR_RETURN(TranslatedKernel t, translateKernel(m, k, options));
+    if (t.min_sm > arch.sm) {
+      return invalid(strCat("kernel ", k.name, " needs sm_", t.min_sm, " but the target is sm_", target.sm));
+    }
+    version = std::max(version, t.min_ptx_version);
+    kernels.push_back(std::move(t));
+  }
+  if (version > target.ptx_version) {
+    return invalid(strCat("the module for sm_", arch.sm, " needs PTX ISA ", versionText(version),
+                          " but the target allows only ", versionText(target.ptx_version),
+                          " (TargetInfo::ptx_version)"));
+  }
+  executable::Executable exe;
+  exe.target = "ptx";
+  exe.isa = target.mode == ArithmeticMode::kExact ? strCat("sm_", arch.sm)
+                                                  : strCat("sm_", arch.sm, "-", modeName(target.mode));
+  std::string text = strCat(".version ", versionText(version), "\n.target sm_", arch.sm, "\n.address_size 64\n\n");
+  strAppend(&text, "// Accy PTX for program ", commentSafe(program.name), ": ", m.kernels.size(), " kernels, mode ",
+            modeName(target.mode), ", device sm_", target.sm, "\n\n");
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const choir::Kernel& k = m.kernels[i];
+    const TranslatedKernel& t = kernels[i];
+    const size_t entry = t.text.find(".visible .entry");
+    const uint64_t offset = text.size() + entry;
+    strAppend(&text, t.text, "\n");
+    exe.launch_plan.steps.push_back(executable::LaunchStep{k.name, offset, t.blocks, t.work, k.workgroup_size});
+  }
+  exe.code.assign(text.begin(), text.end());
+  exe.artifact_plan = executable::planBuffers(m);
+  exe.inputs = program.inputSpecs();
+  exe.outputs = program.outputSpecs();
+  return exe;
+}
+
+}  // namespace accy::ptx
