@@ -17,6 +17,7 @@
 namespace accy::server {
 
 Mapping::~Mapping() {
+  registrations_.clear();  // before the memory goes
   if (address_ != nullptr && size_ > 0) munmap(address_, size_);
   if (fd_ >= 0) close(fd_);
 }

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <vector>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -33,11 +34,17 @@ class Mapping {
   Mapping& operator=(const Mapping&) = delete;
   std::byte* data() const { return static_cast<std::byte*>(address_); }
   size_t size() const { return size_; }
+  // Keeps a device's registration of this memory (backends::
+  // registerHostMemory) for as long as the mapping lives; registrations are
+  // released before the memory is unmapped.
+  void keepRegistration(std::shared_ptr<void> registration) { registrations_.push_back(std::move(registration)); }
+  size_t registrations() const { return registrations_.size(); }
 
  private:
   void* address_;
   size_t size_;
   int fd_;
+  std::vector<std::shared_ptr<void>> registrations_;
 };
 
 // Checks and maps a received fd (takes ownership of it).

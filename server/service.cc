@@ -3,6 +3,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "backends/registry.h"
 #include "compiler/tensor/errors.h"
 #include "compiler/tensor/strings.h"
 #include "compiler/wire/wire.h"
@@ -255,6 +256,13 @@ grpc::Status AccydService::RegisterRegion(grpc::ServerContext* ctx, const pb::Re
   }
   auto mapping = regions_.claim(req->token());
   if (!mapping.ok()) return finish(ctx, reply, mapping.status());
+  // Devices that move host memory by DMA (cuda: cuMemHostRegister) pin the
+  // region once here rather than staging it on every invoke. A device that
+  // refuses leaves invokes working through its staging copies.
+  for (const auto& device : devices_) {
+    auto registration = backends::registerHostMemory(*device, (*mapping)->data(), (*mapping)->size());
+    if (registration.ok() && *registration != nullptr) (*mapping)->keepRegistration(std::move(*registration));
+  }
   const uint64_t id = s->next_region++;
   reply->set_region(id);
   reply->set_size((*mapping)->size());
