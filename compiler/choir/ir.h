@@ -156,6 +156,12 @@ struct Kernel {
   // (passes/gpu_map.h, GpuForm::kTiledProduct); workgroup_size is its
   // square. 0 otherwise.
   int64_t gpu_tile = 0;
+  // A tree reduction split across gpu_split workgroups per output
+  // (passes/gpu_map.h): each leaves its partial result in buffer
+  // gpu_partials at [output * gpu_split + part], and the next kernel
+  // combines the parts. 0 and -1 otherwise.
+  int64_t gpu_split = 0;
+  int gpu_partials = -1;
 };
 
 struct Module {

@@ -56,6 +56,37 @@ std::pair<int, int> productAxes(const std::vector<LoopHeader>& loops, const Stmt
   return {row, col};
 }
 
+// The kernel that combines the parts of split kernel `k` (whose nest is
+// `loops` over reduction `r`) into r's buffer: for each output, a reduction
+// over the parts with r's combiner and mean.
+Kernel combineParts(Module& m, const Kernel& k, const std::vector<LoopHeader>& loops, const Stmt& r) {
+  Substitution subst;
+  std::vector<LoopHeader> fresh;
+  Affine flat;  // the output's row-major number
+  for (const LoopHeader& h : loops) {
+    LoopHeader n{m.newVar(), h.extent, LoopTag::kSerial, 1, 1, 0};
+    subst.set(h.var, Affine::var(n.var));
+    flat = add(scale(flat, h.extent), Affine::var(n.var));
+    fresh.push_back(n);
+  }
+  const LoopHeader part{m.newVar(), k.gpu_split, LoopTag::kSerial, 1, 1, 0};
+  Stmt combine;
+  combine.kind = StmtKind::kReduce;
+  combine.buffer = r.buffer;
+  for (const Affine& a : r.index) combine.index.push_back(substitute(a, subst));
+  combine.domain = {part};
+  combine.value = makeLoad(m.buffers[k.gpu_partials].dtype, k.gpu_partials,
+                           {add(scale(flat, k.gpu_split), Affine::var(part.var))});
+  combine.combiner = r.combiner;
+  combine.mean_count = r.mean_count;
+  Kernel out;
+  out.name = strCat(k.name, "_parts");
+  Stmt body = combine;
+  for (size_t i = fresh.size(); i-- > 0;) body = Stmt::loopOf(fresh[i], {body});
+  out.body = {body};
+  return out;
+}
+
 }  // namespace
 
 const char* gpuFormName(GpuForm form) {
@@ -75,7 +106,8 @@ const char* gpuFormName(GpuForm form) {
 absl::StatusOr<Module> mapToGpu(Module m, const GpuMapOptions& options) {
   int64_t wg = 1;
   while (wg * 2 <= std::min<int64_t>(options.max_workgroup_size, 256)) wg *= 2;
-  for (Kernel& k : m.kernels) {
+  for (size_t ki = 0; ki < m.kernels.size(); ++ki) {
+    Kernel& k = m.kernels[ki];
     auto found = nestOf(k);
     if (!found.ok()) return found.status();
     auto [nest, s] = *found;
@@ -113,6 +145,25 @@ absl::StatusOr<Module> mapToGpu(Module m, const GpuMapOptions& options) {
     const bool tree = domain >= options.min_domain_for_tree && outputs <= options.max_outputs_for_tree;
     for (Stmt* l : nest) l->loop = tagged(l->loop, tree ? LoopTag::kGpuBlock : LoopTag::kGpuThread, 0);
     for (LoopHeader& h : s->domain) h = tagged(h, tree ? LoopTag::kGpuThread : LoopTag::kSerial, 0);
+    k.gpu_split = 0;
+    k.gpu_partials = -1;
+    const int64_t per_part = wg * options.min_points_per_invocation_to_split;
+    const int64_t parts = options.min_points_per_invocation_to_split > 0
+                              ? std::min(domain / std::max<int64_t>(per_part, 1), options.max_split_workgroups / outputs)
+                              : 0;
+    if (tree && parts >= 2) {
+      k.gpu_split = parts;
+      Buffer partials;
+      partials.name = strCat(k.name, "_parts");
+      partials.dtype = m.buffers[s->buffer].dtype;
+      partials.shape = {outputs * parts};
+      partials.role = BufferRole::kTemp;
+      m.buffers.push_back(partials);
+      k.gpu_partials = static_cast<int>(m.buffers.size()) - 1;
+      Kernel next = combineParts(m, k, loops, *s);
+      // `k` may move: insert after it and map the new kernel next.
+      m.kernels.insert(m.kernels.begin() + static_cast<std::ptrdiff_t>(ki) + 1, std::move(next));
+    }
   }
   return m;
 }
@@ -159,6 +210,11 @@ absl::StatusOr<GpuNest> describeGpuKernel(const Kernel& kernel) {
   }
   if (!s.domain.empty() && all(g.loops, LoopTag::kGpuBlock) && all(s.domain, LoopTag::kGpuThread)) {
     g.form = GpuForm::kTreeReduce;
+    if (kernel.gpu_split > 0) {
+      if (kernel.gpu_partials < 0) return bad("a split reduction needs a partials buffer");
+      g.split = kernel.gpu_split;
+      g.partials = kernel.gpu_partials;
+    }
     return g;
   }
   if (all(g.loops, LoopTag::kGpuThread) && all(s.domain, LoopTag::kSerial)) {

@@ -21,6 +21,11 @@ struct GpuMapOptions {
   // whose domain is at least this long, are tiled through workgroup memory.
   // 0 turns tiling off.
   int64_t min_extent_for_tiles = 8;
+  // Tree reductions whose domain is long enough to give every invocation
+  // at least this many points in `split_parts_target` workgroups are split
+  // into parts (see kTreeReduce below); 0 turns splitting off.
+  int64_t min_points_per_invocation_to_split = 32;
+  int64_t max_split_workgroups = 1024;  // parts x outputs, at most
 };
 
 // Every kernel must be a perfect loop nest ending in one store or one
@@ -43,7 +48,13 @@ struct GpuMapOptions {
 //    loops are tagged kGpuBlock (one workgroup per output, grid-stride), the
 //    domain loops kGpuThread: the workgroup's invocations split the domain
 //    and combine in a workgroup-shared-memory tree (subgroup operations
-//    where the target has them).
+//    where the target has them). When the domain is long and the outputs
+//    few, the kernel is split: kernel.gpu_split = P workgroups per output,
+//    part p of output o starting at p * workgroup_size + local id and
+//    striding by P * workgroup_size, each leaving its (uncombined, not yet
+//    divided for a mean) result in temp buffer kernel.gpu_partials at
+//    [o * P + p]; the pass adds the kernel after it that combines each
+//    output's P parts (an ordinary reduction, mapped like any other).
 //  - Other reductions (kSerialReduce): one invocation per output (output
 //    loops kGpuThread), the domain sequential.
 // Anything else fails with Unimplemented naming the kernel.
@@ -63,6 +74,10 @@ struct GpuNest {
   std::vector<int> batch;
   ExprRef lhs, rhs;
   int64_t tile = 0;
+  // kTreeReduce: workgroups per output and the partials buffer (0, -1 when
+  // not split).
+  int64_t split = 0;
+  int partials = -1;
 };
 
 // Reads back what mapToGpu decided for `kernel`; InvalidProgram (naming the

@@ -59,6 +59,20 @@ TEST(GpuMap, FullReductionsUseTheTree) {
   auto d = describeGpuKernel(g->kernels[0]);
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->form, GpuForm::kTreeReduce);
+  // 100,000 points: split into parts of at least 32 points per invocation
+  // (128 invocations here), and a second kernel combines the parts.
+  EXPECT_EQ(d->split, 100000 / (128 * 32));
+  ASSERT_EQ(g->kernels.size(), 2u);
+  EXPECT_EQ(g->buffers[d->partials].shape, std::vector<int64_t>{d->split});
+  EXPECT_EQ(g->buffers[d->partials].role, BufferRole::kTemp);
+  auto parts = describeGpuKernel(g->kernels[1]);
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  EXPECT_EQ(parts->leaf->domain[0].extent, d->split);
+  EXPECT_EQ(parts->leaf->buffer, g->kernels[0].body[0].buffer);
+  EXPECT_TRUE(verifyModule(*g).ok()) << verifyModule(*g);
+  // Splitting off: one kernel.
+  auto whole = mapToGpu(m, GpuMapOptions{.min_points_per_invocation_to_split = 0});
+  EXPECT_EQ(whole->kernels.size(), 1u);
 }
 
 TEST(GpuMap, ProductsAreTiledThroughWorkgroupMemory) {

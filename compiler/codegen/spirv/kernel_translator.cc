@@ -190,14 +190,38 @@ class Translator {
         break;
       }
       case choir::GpuForm::kTreeReduce:
-        // One workgroup per output (grid-stride over outputs); the workgroup
-        // splits the domain and combines in shared memory.
-        out.workgroups = std::max<int64_t>(1, std::min<int64_t>(outputs, t_.max_workgroup_count));
-        ACCY_RETURN_IF_ERROR(strided(group_, uconst(static_cast<uint32_t>(outputs)),
-                                     uconst(static_cast<uint32_t>(out.workgroups)), [&](uint32_t o) {
-                                       decompose(o, nest);
-                                       return reduceTree(*s);
-                                     }));
+        if (g.split == 0) {
+          // One workgroup per output (grid-stride over outputs); the
+          // workgroup splits the domain and combines in shared memory.
+          out.workgroups = std::max<int64_t>(1, std::min<int64_t>(outputs, t_.max_workgroup_count));
+          ACCY_RETURN_IF_ERROR(strided(group_, uconst(static_cast<uint32_t>(outputs)),
+                                       uconst(static_cast<uint32_t>(out.workgroups)), [&](uint32_t o) {
+                                         decompose(o, nest);
+                                         return reduceTree(*s);
+                                       }));
+        } else {
+          // `split` workgroups per output, each over an interleaved part of
+          // the domain, leaving its result in the partials buffer; the
+          // next kernel combines the parts.
+          const int64_t blocks = outputs * g.split;
+          if (blocks > INT32_MAX) return unimplemented(strCat("kernel ", k_.name, " has more than 2^31 parts"));
+          out.workgroups = std::max<int64_t>(1, std::min<int64_t>(blocks, t_.max_workgroup_count));
+          const uint32_t split = uconst(static_cast<uint32_t>(g.split));
+          ACCY_RETURN_IF_ERROR(strided(group_, uconst(static_cast<uint32_t>(blocks)),
+                                       uconst(static_cast<uint32_t>(out.workgroups)), [&](uint32_t block) {
+                                         decompose(b_.value(op::UDiv, u32_, {block, split}), nest);
+                                         const uint32_t part = b_.value(op::UMod, u32_, {block, split});
+                                         const uint32_t start =
+                                             b_.value(op::IAdd, u32_, {b_.value(op::IMul, u32_, {part, uconst(wg_)}), lid_});
+                                         const uint32_t step = uconst(static_cast<uint32_t>(g.split * wg_));
+                                         return reduceTree(*s, start, step, [&](uint32_t combined) -> absl::Status {
+                                           // partials[block]: block = output * split + part.
+                                           vars_[kPartVar] = block;
+                                           storeElement(g.partials, {choir::Affine::var(kPartVar)}, combined);
+                                           return absl::OkStatus();
+                                         });
+                                       }));
+        }
         break;
       case choir::GpuForm::kTiledProduct: {
         ACCY_ASSIGN_OR_RETURN(out.workgroups, tiledProduct(g));
@@ -723,7 +747,21 @@ class Translator {
 
   // The workgroup splits the domain (stride = workgroup size), then a
   // tree in workgroup memory combines the partial results.
-  absl::Status reduceTree(const Stmt& s) {
+  // `start` and `step` give this invocation's first domain point and its
+  // stride (by default the local id and the workgroup size); `finish`
+  // stores the workgroup's combined value (by default, divided for a mean,
+  // to the statement's element).
+  absl::Status reduceTree(const Stmt& s, uint32_t start = 0, uint32_t step = 0,
+                          std::function<absl::Status(uint32_t)> finish = nullptr) {
+    if (start == 0) start = lid_;
+    if (step == 0) step = uconst(wg_);
+    if (!finish) {
+      finish = [&](uint32_t combined) -> absl::Status {
+        ACCY_ASSIGN_OR_RETURN(uint32_t result, finishMean(s, combined));
+        storeElement(s.buffer, s.index, result);
+        return absl::OkStatus();
+      };
+    }
     const DType d = m_.buffers[s.buffer].dtype;
     ACCY_ASSIGN_OR_RETURN(uint32_t type, scalarType(d));
     if (shared_ == 0) {
@@ -740,7 +778,7 @@ class Translator {
     int64_t domain = 1;
     for (const LoopHeader& h : s.domain) domain *= h.extent;
     const std::map<int, uint32_t> outer_vars = vars_;
-    ACCY_RETURN_IF_ERROR(strided(lid_, uconst(static_cast<uint32_t>(domain)), uconst(wg_), [&](uint32_t r) -> absl::Status {
+    ACCY_RETURN_IF_ERROR(strided(start, uconst(static_cast<uint32_t>(domain)), step, [&](uint32_t r) -> absl::Status {
       vars_ = outer_vars;
       decompose(r, s.domain);
       ACCY_ASSIGN_OR_RETURN(uint32_t x, expr(s.value));
@@ -780,9 +818,7 @@ class Translator {
           b_.inst(op::Store, {acc, c});
           return absl::OkStatus();
         }));
-        ACCY_ASSIGN_OR_RETURN(uint32_t result, finishMean(s, b_.value(op::Load, type, {acc})));
-        storeElement(s.buffer, s.index, result);
-        return absl::OkStatus();
+        return finish(b_.value(op::Load, type, {acc}));
       }));
     } else {
       b_.inst(op::Store, {slot(lid_), b_.value(op::Load, type, {acc})});
@@ -798,9 +834,7 @@ class Translator {
         barrier();
       }
       ACCY_RETURN_IF_ERROR(when(b_.value(op::IEqual, bool_, {lid_, uconst(0)}), [&]() -> absl::Status {
-        ACCY_ASSIGN_OR_RETURN(uint32_t result, finishMean(s, b_.value(op::Load, type, {slot(uconst(0))})));
-        storeElement(s.buffer, s.index, result);
-        return absl::OkStatus();
+        return finish(b_.value(op::Load, type, {slot(uconst(0))}));
       }));
     }
     barrier();  // the slots are reused by the next output
@@ -892,6 +926,9 @@ class Translator {
     }));
     return workgroups;
   }
+
+  // A variable id no loop uses, for indices computed here (partials).
+  static constexpr int kPartVar = -2;
 
   const choir::Module& m_;
   const choir::Kernel& k_;

@@ -1,0 +1,131 @@
+// CUDA conformance on an NVIDIA GPU: the GPU conformance suite
+// (tests/gpu_conformance.h) compiled to PTX (exact mode) and run through the
+// CUDA Driver API, plus `dot` in tf32 on tensor cores against a bound on
+// tf32's rounding. Skipped, with the reason, where no CUDA device is
+// available (every CI machine: there, ptx_test checks every module with
+// ptxas instead); bench/gpu/run.sh runs it on a lent GPU machine.
+#include <cmath>
+#include <random>
+
+#include "backends/cuda/cuda_backend.h"
+#include "compiler/codegen/ptx/compile.h"
+#include "gtest/gtest.h"
+#include "tests/conformance.h"
+#include "tests/gpu_conformance.h"
+
+namespace accy::testing {
+namespace {
+
+using tensor::DType;
+using tensor::Spec;
+
+backends::Backend& cuda() {
+  static std::unique_ptr<backends::Backend> b = backends::makeCudaBackend(backends::BackendOptions{});
+  return *b;
+}
+
+GpuUnderTest gpu() {
+  GpuUnderTest g;
+  g.backend = &cuda();
+  g.target = "ptx";
+  g.compile_for_gpu = [](const tensor::Program& program) {
+    return ptx::compileProgram(program, backends::cudaTargetInfo(cuda()));
+  };
+  g.int64 = true;
+  g.note = backends::cudaDeviceName(cuda());
+  return g;
+}
+
+#define SKIP_WITHOUT_CUDA() \
+  if (!cuda().info().available) GTEST_SKIP() << "no CUDA device: " << cuda().info().unavailable_reason
+
+TEST(CudaConformance, TheBackendSaysWhyItIsUnavailable) {
+  if (cuda().info().available) GTEST_SKIP() << "a CUDA device is present: " << backends::cudaDeviceName(cuda());
+  EXPECT_FALSE(cuda().info().unavailable_reason.empty());
+  Spec s[] = {tensor::spec(DType::f32, {{"i", 4}})};
+  auto p = tensor::define("p", s, [](tensor::Builder&, std::span<const tensor::Value> a) { return a[0] * 2; });
+  auto exe = cuda().compile(*p, "ptx");
+  EXPECT_EQ(errorKind(exe.status()), ErrorKind::kUnimplemented);
+}
+
+TEST(CudaConformance, EveryOp) {
+  SKIP_WITHOUT_CUDA();
+  checkEveryOp(gpu());
+}
+TEST(CudaConformance, IntegerPowEdgeCases) {
+  SKIP_WITHOUT_CUDA();
+  checkIntegerPowEdgeCases(gpu());
+}
+TEST(CudaConformance, BoolBuffersMixedWithNumbers) {
+  SKIP_WITHOUT_CUDA();
+  checkBoolBuffersMixedWithNumbers(gpu());
+}
+TEST(CudaConformance, TiledProducts) {
+  SKIP_WITHOUT_CUDA();
+  checkTiledProducts(gpu());
+}
+TEST(CudaConformance, TreeReductions) {
+  SKIP_WITHOUT_CUDA();
+  checkTreeReductions(gpu());
+}
+TEST(CudaConformance, RandomPrograms) {
+  SKIP_WITHOUT_CUDA();
+  checkRandomPrograms(gpu());
+}
+TEST(CudaConformance, TransformedPrograms) {
+  SKIP_WITHOUT_CUDA();
+  checkTransformedPrograms(gpu());
+}
+TEST(CudaConformance, TheThreeToneTests) {
+  SKIP_WITHOUT_CUDA();
+  checkTheThreeToneTests(gpu());
+}
+
+// tf32 keeps 10 of f32's 23 mantissa bits in each operand (rounded to
+// nearest) and accumulates in f32: each product is off by at most about
+// 2^-10 of |a||b|, so the result is within 2^-9 * sum |a||b| (plus f32's own
+// accumulation error) of the exact sum. The same shapes as the tiled tests,
+// ragged edges included.
+TEST(CudaConformance, Tf32Products) {
+  SKIP_WITHOUT_CUDA();
+  ptx::TargetInfo target = backends::cudaTargetInfo(cuda());
+  if (target.sm < 80) GTEST_SKIP() << "tf32 needs sm_80 or newer; the device is sm_" << target.sm;
+  target.mode = ptx::ArithmeticMode::kTf32;
+  std::mt19937 rng(21);
+  for (int64_t m : {16, 17, 64, 129}) {
+    const int64_t k = m + 3, n = m - 1;
+    const std::vector<Spec> specs = {tensor::spec(DType::f32, {{"i", m}, {"k", k}}),
+                                     tensor::spec(DType::f32, {{"k", k}, {"j", n}})};
+    auto program = tensor::define("tf32", specs, [](tensor::Builder&, std::span<const tensor::Value> a) {
+      return a[0].dot(a[1], "k");
+    });
+    ASSERT_TRUE(program.ok()) << program.status();
+    auto exe = ptx::compileProgram(*program, target);
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    const std::string text(exe->code.begin(), exe->code.end());
+    EXPECT_NE(text.find("mma.sync"), std::string::npos) << "no tensor-core instruction in the module";
+    auto loaded = cuda().load(*exe);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    std::vector<float> a(m * k), b(k * n), c(m * n);
+    std::uniform_real_distribution<float> u(-2, 2);
+    for (float& x : a) x = u(rng);
+    for (float& x : b) x = u(rng);
+    ASSERT_TRUE((*loaded)->launch({bytes(a), bytes(b)}, {writableBytes(c)}).ok());
+    int bad = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double exact = 0, magnitude = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          exact += double(a[i * k + p]) * b[p * n + j];
+          magnitude += std::abs(double(a[i * k + p]) * b[p * n + j]);
+        }
+        const double bound = magnitude * (std::ldexp(1.0, -9) + k * std::ldexp(1.0, -23)) + 1e-30;
+        bad += std::abs(c[i * n + j] - exact) > bound;
+      }
+    }
+    EXPECT_EQ(bad, 0) << m << "x" << k << "x" << n;
+  }
+}
+
+}  // namespace
+}  // namespace accy::testing
