@@ -37,6 +37,11 @@ pack)
       esac
     done
   done
+  # The backend test's data (hand-written PTX, the fake driver), where it
+  # looks for it: $TEST_SRCDIR/accy/backends/cuda/testdata.
+  data="$bundle/srcdir/accy/backends/cuda/testdata"
+  mkdir -p "$data"
+  cp backends/cuda/testdata/*.ptx bazel-bin/backends/cuda/testdata/*.so "$data/"
   du -sh "$bundle"
   echo "ready: run 'bash bench/gpu/run.sh device' on the GPU machine with $bundle carried"
   ;;
@@ -52,7 +57,7 @@ device)
     echo "cuBLAS: ${cublas:-not found}"
   } | tee "$out/machine.txt"
   status=0
-  timeout 120 "$bundle/bin/cuda_backend_test" 2>&1 | tee "$out/cuda_backend_test.log" || status=1
+  TEST_SRCDIR="$PWD/$bundle/srcdir" timeout 120 "$bundle/bin/cuda_backend_test" 2>&1 | tee "$out/cuda_backend_test.log" || status=1
   timeout 300 "$bundle/bin/cuda_conformance_test" 2>&1 | tee "$out/cuda_conformance_test.log" || status=1
   timeout 150 "$bundle/bin/cuda_bench" --benchmark_min_time=0.2 --benchmark_out="$out/cuda_bench.json" \
     --benchmark_out_format=json 2>&1 | tee "$out/cuda_bench.log" || status=1

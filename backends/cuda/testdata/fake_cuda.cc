@@ -444,6 +444,21 @@ CUresult cuMemcpyDtoHAsync(void* destination, CUdeviceptr source, size_t bytes, 
   return CUDA_SUCCESS;
 }
 
+CUresult cuMemcpyDtoDAsync(CUdeviceptr destination, CUdeviceptr source, size_t bytes, CUstream stream) {
+  if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (stream == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  State& s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (allocationEnd(s.allocations, source, bytes) == 0 || allocationEnd(s.allocations, destination, bytes) == 0) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  std::memmove(reinterpret_cast<void*>(static_cast<uintptr_t>(destination)),
+               reinterpret_cast<const void*>(static_cast<uintptr_t>(source)), bytes);
+  return CUDA_SUCCESS;
+}
+
 CUresult cuMemHostRegister(void* p, size_t bytes, unsigned int flags) {
   if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
   if (p == nullptr || bytes == 0 || (flags & CU_MEMHOSTREGISTER_DEVICEMAP) == 0) return CUDA_ERROR_INVALID_VALUE;
