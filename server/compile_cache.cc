@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <vector>
 
 #include "compiler/executable/codec.h"
@@ -70,7 +71,10 @@ std::optional<executable::Executable> CompileCache::readDisk(const std::string& 
   if (!in) return std::nullopt;
   std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   auto corrupt = [&]() -> std::optional<executable::Executable> {
-    ++stats_.corrupt_entries;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.corrupt_entries;
+    }
     std::error_code ec;
     fs::remove(path, ec);
     return std::nullopt;
@@ -132,6 +136,7 @@ void CompileCache::evict() {
     fs::remove(e.path, ec);
     total -= e.size;
   }
+  std::lock_guard<std::mutex> lock(mu_);
   stats_.disk_bytes = total;
 }
 
@@ -139,27 +144,51 @@ absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> CompileCache::get
     const tensor::Program& program, std::string_view wire, const backends::Backend& backend,
     const std::string& target, std::string_view options, std::string* level) {
   const std::string key = keyFor(wire, strCat(backend.info().name, "/", target), options);
+  std::promise<Loaded> promise;
+  bool disk_enabled = false;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (auto it = memory_.find(key); it != memory_.end()) {
+      ++stats_.memory_hits;
+      *level = "memory";
+      return it->second;
+    }
+    if (auto it = in_flight_.find(key); it != in_flight_.end()) {
+      // Another session is compiling the same program: wait for it rather
+      // than compile twice; the result is the one it puts in memory.
+      std::shared_future<Loaded> pending = it->second;
+      ++stats_.memory_hits;
+      lock.unlock();
+      *level = "memory";
+      return pending.get();
+    }
+    in_flight_.emplace(key, promise.get_future().share());
+    disk_enabled = stats_.disk_enabled;
+  }
+  // Disk, compile and load run outside the lock: a slow compile delays
+  // only the sessions that asked for the same program.
+  auto fill = [&]() -> Loaded {
+    std::optional<executable::Executable> exe;
+    if (disk_enabled) exe = readDisk(key);
+    if (exe.has_value()) {
+      *level = "disk";
+    } else {
+      level->clear();
+      ACCY_ASSIGN_OR_RETURN(executable::Executable fresh, backend.compile(program, target));
+      if (disk_enabled) writeDisk(key, fresh);
+      exe = std::move(fresh);
+    }
+    return backend.load(std::move(*exe));
+  };
+  Loaded loaded = fill();
   std::lock_guard<std::mutex> lock(mu_);
-  if (auto it = memory_.find(key); it != memory_.end()) {
-    ++stats_.memory_hits;
-    *level = "memory";
-    return it->second;
+  ++(*level == "disk" ? stats_.disk_hits : stats_.misses);
+  if (loaded.ok()) {
+    if (static_cast<int64_t>(memory_.size()) >= options_.memory_max_entries) memory_.erase(memory_.begin());
+    memory_.emplace(key, *loaded);
   }
-  std::optional<executable::Executable> exe;
-  if (stats_.disk_enabled) exe = readDisk(key);
-  if (exe.has_value()) {
-    ++stats_.disk_hits;
-    *level = "disk";
-  } else {
-    ++stats_.misses;
-    level->clear();
-    ACCY_ASSIGN_OR_RETURN(executable::Executable fresh, backend.compile(program, target));
-    if (stats_.disk_enabled) writeDisk(key, fresh);
-    exe = std::move(fresh);
-  }
-  ACCY_ASSIGN_OR_RETURN(std::shared_ptr<const backends::LoadedProgram> loaded, backend.load(std::move(*exe)));
-  if (static_cast<int64_t>(memory_.size()) >= options_.memory_max_entries) memory_.erase(memory_.begin());
-  memory_.emplace(key, loaded);
+  in_flight_.erase(key);
+  promise.set_value(loaded);
   return loaded;
 }
 

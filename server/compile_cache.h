@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -47,7 +48,9 @@ class CompileCache {
 
   // The program loaded on `backend` for (wire bytes, target, options):
   // from memory, else from disk, else compiled by `backend` (then stored in
-  // both).
+  // both). Thread-safe; disk, compile and load run outside the cache's
+  // lock, and concurrent requests for the same key wait for the one compile
+  // (reported as memory hits). A failed compile is not cached.
   absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> get(const tensor::Program& program,
                                                                      std::string_view wire,
                                                                      const backends::Backend& backend,
@@ -68,8 +71,10 @@ class CompileCache {
   CacheOptions options_;
   executable::BuildRecord record_;
   std::string record_text_;
+  using Loaded = absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>>;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const backends::LoadedProgram>> memory_;
+  std::map<std::string, std::shared_future<Loaded>> in_flight_;
   CacheStats stats_;
 };
 

@@ -3,7 +3,12 @@
 // hitting, and an unstamped build refusing the disk.
 #include "server/compile_cache.h"
 
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
+#include <thread>
 #include <fstream>
 
 #include "accy/accy.h"
@@ -135,6 +140,61 @@ TEST(CompileCache, DiskIsKeptUnderItsByteBound) {
   ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", "t2", &level).ok());
   EXPECT_EQ(cache.stats().disk_entries, 0u);  // every entry is over a 1-byte bound
   std::filesystem::remove_all(dir);
+}
+
+
+// A slow compile holds up only the requests for the same program: another
+// program compiles and loads meanwhile, and the requests that share the
+// slow key wait for its one compile.
+TEST(CompileCache, ASlowCompileDelaysOnlyItsOwnKey) {
+  struct Gated final : backends::Backend {
+    std::unique_ptr<backends::Backend> cpu = backends::makeCpuBackend(backends::BackendOptions{1});
+    mutable std::mutex mu;
+    mutable std::condition_variable cv;
+    mutable bool open = false;
+    mutable std::atomic<int> slow_compiles{0};
+    const backends::DeviceInfo& info() const override { return cpu->info(); }
+    absl::StatusOr<executable::Executable> compile(const tensor::Program& p, const std::string& t) const override {
+      if (p.name == "slow") {
+        ++slow_compiles;
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return open; });
+      }
+      return cpu->compile(p, t);
+    }
+    absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> load(executable::Executable e) const override {
+      return cpu->load(std::move(e));
+    }
+  } backend;
+  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", 4}})};
+  auto slow = tensor::define("slow", specs, [](tensor::Builder&, std::span<const tensor::Value> a) { return a[0] * 2; });
+  auto fast = tensor::define("fast", specs, [](tensor::Builder&, std::span<const tensor::Value> a) { return a[0] * 3; });
+  const std::string slow_wire = wire::encode(*slow), fast_wire = wire::encode(*fast);
+  CompileCache cache(CacheOptions{}, stamped("a"));
+  std::vector<std::thread> waiting;
+  std::vector<std::string> levels(3);
+  std::atomic<int> done{0};
+  for (int i = 0; i < 3; ++i) {
+    waiting.emplace_back([&, i] {
+      EXPECT_TRUE(cache.get(*slow, slow_wire, backend, "x86_64", "", &levels[i]).ok());
+      ++done;
+    });
+  }
+  while (backend.slow_compiles.load() == 0) std::this_thread::yield();
+  std::string level;
+  EXPECT_TRUE(cache.get(*fast, fast_wire, backend, "x86_64", "", &level).ok());  // not blocked
+  EXPECT_EQ(level, "");
+  EXPECT_EQ(done.load(), 0);
+  {
+    std::lock_guard<std::mutex> lock(backend.mu);
+    backend.open = true;
+  }
+  backend.cv.notify_all();
+  for (std::thread& t : waiting) t.join();
+  EXPECT_EQ(backend.slow_compiles.load(), 1);
+  EXPECT_EQ(std::count(levels.begin(), levels.end(), ""), 1);        // the one that compiled
+  EXPECT_EQ(std::count(levels.begin(), levels.end(), "memory"), 2);  // the ones that waited for it
+  EXPECT_EQ(cache.stats().misses, 2u);
 }
 
 }  // namespace
