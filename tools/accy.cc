@@ -2,6 +2,8 @@
 //
 //   accy inspect FILE [--dot]
 //   accy compile FILE --emit=choir|asm|artifact [--target=x86_64] [--threads=K] [-o OUT]
+//   accy compile FILE --target=spirv --emit=spirv|artifact -o OUT
+//   accy compile FILE --target=ptx --emit=ptx|choir [--arch=sm_90] [--mode=exact|fast|tf32] [-o OUT]
 //   accy run FILE [--input N=IN.npy ...] [--output N=OUT.npy ...] [--threads=K]
 //
 // FILE is a wire-encoded program (compiler/wire/wire.h). Exit status: 0 on
@@ -20,6 +22,9 @@
 #include "absl/status/statusor.h"
 #include "accy/cpu.h"
 #include "backends/vulkan/vulkan_backend.h"
+#include "compiler/choir/printer.h"
+#include "compiler/codegen/ptx/compile.h"
+#include "compiler/codegen/ptx/pipeline.h"
 #include "compiler/codegen/spirv/compile.h"
 #include "compiler/codegen/x86_64/compile.h"
 #include "compiler/tensor/program.h"
@@ -46,9 +51,14 @@ commands:
       digraph with --dot.
   compile FILE --emit=choir|asm|artifact [--target=x86_64] [--threads=K] [-o OUT]
   compile FILE --target=spirv --emit=spirv|artifact -o OUT
+  compile FILE --target=ptx --emit=ptx|choir [--arch=sm_90]
+               [--mode=exact|fast|tf32] [-o OUT]
       Compile for a target and print the scheduled Choir module (choir), the
       assembly listing (asm), or write the executable as an ACCYEXE file
-      (artifact; needs -o). Text goes to stdout unless -o is given.
+      (artifact; needs -o). Text goes to stdout unless -o is given. For ptx:
+      the PTX module for a device of compute capability --arch (default
+      sm_90), or the GPU-mapped Choir module; --mode chooses exact (default)
+      or fast transcendentals, or tf32 tensor cores for dot.
   run FILE [--input N=IN.npy ...] [--output N=OUT.npy ...] [--threads=K]
       Compile for this CPU and run once. Input N (counting from 0) is read
       from a .npy file whose dtype and shape equal the input's (a 0-d array
@@ -250,21 +260,71 @@ std::optional<Failure> compileSpirv(const Args& args) {
   return std::nullopt;
 }
 
+// accy compile FILE --target=ptx --emit=ptx|choir [--arch=sm_NN]
+// [--mode=exact|fast|tf32] [-o OUT]: the PTX module (compiler/codegen/ptx)
+// for a device of that compute capability, assuming a driver that accepts
+// the PTX ISA the architecture needs (the module's .version is the lowest
+// its instructions need), or the GPU-mapped Choir module it translates.
+std::optional<Failure> compilePtx(const Args& args) {
+  const std::optional<std::string> emit = single(args, "--emit");
+  if (!emit || (*emit != "ptx" && *emit != "choir")) {
+    return usageError("compile: --target=ptx takes --emit=ptx or --emit=choir");
+  }
+  if (single(args, "--threads")) return usageError("compile: --threads is for --target=x86_64");
+  if (single(args, "-o") && single(args, "--out")) return usageError("compile: give -o or --out, not both");
+  std::optional<std::string> out = single(args, "-o");
+  if (!out) out = single(args, "--out");
+  ptx::TargetInfo target;
+  if (const std::optional<std::string> arch = single(args, "--arch")) {
+    const std::optional<int64_t> sm =
+        arch->rfind("sm_", 0) == 0 ? parseCount(std::string_view(*arch).substr(3), 999) : std::nullopt;
+    if (!sm || arch->size() < 5) return usageError(strCat("compile: --arch '", *arch, "' is not sm_NN (e.g. sm_90)"));
+    target.sm = static_cast<int>(*sm);
+  }
+  absl::StatusOr<ptx::PtxTarget> arch = ptx::ptxTargetFor(target.sm);
+  if (!arch.ok()) return usageError(strCat("compile: --arch: ", messageOf(arch.status())));
+  target.ptx_version = std::max(target.ptx_version, arch->min_ptx_version);
+  const std::string mode = single(args, "--mode").value_or("exact");
+  if (mode == "exact") {
+    target.mode = ptx::ArithmeticMode::kExact;
+  } else if (mode == "fast") {
+    target.mode = ptx::ArithmeticMode::kFast;
+  } else if (mode == "tf32") {
+    target.mode = ptx::ArithmeticMode::kTf32;
+  } else {
+    return usageError(strCat("compile: unknown --mode '", mode, "' (exact, fast or tf32)"));
+  }
+  absl::StatusOr<tensor::Program> program = loadProgram(args.file);
+  if (!program.ok()) return inputError(messageOf(program.status()));
+  if (*emit == "choir") {
+    absl::StatusOr<choir::Module> m = ptx::gpuModule(*program, target);
+    if (!m.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(m.status())));
+    return writeText(out, choir::toText(*m));
+  }
+  absl::StatusOr<executable::Executable> exe = ptx::compileProgram(*program, target);
+  if (!exe.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(exe.status())));
+  return writeText(out, std::string(exe->code.begin(), exe->code.end()));
+}
+
 // accy compile FILE --emit=... [--target=...] [--threads=K] [-o OUT]
 std::optional<Failure> compile(std::span<const std::string> argv) {
   Args args;
-  const OptionTable table{{"--emit", "--target", "--threads", "-o", "--out"}, {}, {}};
+  const OptionTable table{{"--emit", "--target", "--threads", "-o", "--out", "--arch", "--mode"}, {}, {}};
   if (auto f = parseArgs("compile", argv, table, &args)) return f;
   if (args.help) {
     std::fputs(kUsage, stdout);
     return std::nullopt;
   }
   const std::string target = single(args, "--target").value_or("x86_64");
+  if (target == "ptx") return compilePtx(args);
+  for (const char* ptx_only : {"--arch", "--mode"}) {
+    if (single(args, ptx_only)) return usageError(strCat("compile: ", ptx_only, " is for --target=ptx"));
+  }
   if (target == "spirv") return compileSpirv(args);
   if (target != "x86_64" || !target::kNativeCpuArtifactsSupported) {
     return inputError(strCat("compile: target ", target,
                              " is not available in this build (available: ",
-                             target::kNativeCpuArtifactsSupported ? "x86_64, spirv" : "spirv", ")"));
+                             target::kNativeCpuArtifactsSupported ? "x86_64, spirv, ptx" : "spirv, ptx", ")"));
   }
   const std::optional<std::string> emit = single(args, "--emit");
   if (!emit) return usageError("compile: --emit=choir|asm|artifact is required");

@@ -106,7 +106,7 @@ if [ ! -s "$WORK/tone.accyexe" ]; then
 elif [ "$(head -c 7 "$WORK/tone.accyexe")" != "ACCYEXE" ]; then
   fail "the artifact does not start with ACCYEXE"
 fi
-expect 2 "target ptx is not available in this build" -- "$ACCY" compile "$WIRE" --target=ptx --emit=asm
+expect 2 "target wgsl is not available in this build" -- "$ACCY" compile "$WIRE" --target=wgsl --emit=asm
 expect 2 "target cuda is not available in this build" -- "$ACCY" compile "$WIRE" --target cuda --emit=asm
 expect 2 "unknown --emit 'llvm'" -- "$ACCY" compile "$WIRE" --emit=llvm
 expect 2 "--emit=choir|asm|artifact is required" -- "$ACCY" compile "$WIRE"
@@ -214,7 +214,24 @@ if command -v spirv-val >/dev/null; then
 fi
 expect 0 "spirv, 1 kernels" -- "$ACCY" compile "$WIRE" --target=spirv --emit=artifact -o "$WORK/tone.spvexe"
 expect 2 "takes --emit=spirv or --emit=artifact" -- "$ACCY" compile "$WIRE" --target=spirv --emit=asm
-expect 2 "target ptx is not available" -- "$ACCY" compile "$WIRE" --target=ptx --emit=asm
+
+# PTX for CUDA: the module text (assembled when ptxas is here), the mapped
+# Choir module, and the usage errors.
+expect 0 ".visible .entry k7_sum(" -- "$ACCY" compile "$WIRE" --target=ptx --emit=ptx
+expect 0 ".target sm_80" -- "$ACCY" compile "$WIRE8" --target=ptx --arch=sm_80 --mode=fast --emit=ptx
+expect 0 "[workgroup 256]" -- "$ACCY" compile "$WIRE" --target=ptx --emit=choir
+expect 0 "" -- "$ACCY" compile "$WIRE" --target=ptx --arch sm_75 --emit=ptx -o "$WORK/tone.ptx"
+checks=$((checks + 1))
+grep -q "^.target sm_75$" "$WORK/tone.ptx" 2>/dev/null || fail "-o tone.ptx has no line '.target sm_75'"
+PTXAS=$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)
+if [ -x "$PTXAS" ]; then
+  expect 0 "" -- "$PTXAS" -arch=sm_75 "$WORK/tone.ptx" -o "$WORK/tone.cubin"
+fi
+expect 2 "takes --emit=ptx or --emit=choir" -- "$ACCY" compile "$WIRE" --target=ptx --emit=asm
+expect 2 "--arch 'gfx90' is not sm_NN" -- "$ACCY" compile "$WIRE" --target=ptx --arch=gfx90 --emit=ptx
+expect 2 "sm_60 is not supported" -- "$ACCY" compile "$WIRE" --target=ptx --arch=sm_60 --emit=ptx
+expect 2 "unknown --mode 'turbo'" -- "$ACCY" compile "$WIRE" --target=ptx --mode=turbo --emit=ptx
+expect 2 "--mode is for --target=ptx" -- "$ACCY" compile "$WIRE" --target=x86_64 --mode=fast --emit=asm
 
 echo "$checks checks, $failures failed"
 [ "$failures" -eq 0 ]

@@ -303,7 +303,10 @@ double loadElement(DType dtype, const std::byte* p) {
 }
 
 void storeElement(DType dtype, double value, std::byte* p) {
-  const double v = convertValue(value, isFloating(dtype) ? DType::f64 : dtype, dtype);
+  // i64 values are held in doubles: 2^63 is what INT64_MAX (and its
+  // neighbours) round to, and what a saturating cast gives, so it stores
+  // as INT64_MAX (toInt64 saturates) rather than wrapping to INT64_MIN.
+  const double v = dtype == DType::i64 ? value : convertValue(value, isFloating(dtype) ? DType::f64 : dtype, dtype);
   switch (dtype) {
     case DType::f32: {
       const float f = static_cast<float>(v);

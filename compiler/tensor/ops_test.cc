@@ -1,5 +1,7 @@
 // Every op against hand-computed results, including the axis-order rule,
 // scalar broadcasting and odd extents.
+#include <cstring>
+#include <limits>
 #include <cmath>
 #include <vector>
 
@@ -136,6 +138,22 @@ TEST(Ops, Cast) {
   EXPECT_THAT((*r)[0], ElementsAre(2, -2, 0, 2147483647));  // truncates, saturates
   EXPECT_THAT((*r)[1], ElementsAre(1, 1, 0, 1));
   EXPECT_THAT((*r)[2], ElementsAre(2.75, -2.75, 0, double(3e10f)));
+}
+
+// Casts to i64 saturate at both ends and send NaN to 0 (docs/SEMANTICS.md),
+// in the stored bytes too: the evaluator holds i64 in doubles, where
+// INT64_MAX reads as 2^63.
+TEST(Ops, CastToI64SaturatesInTheStoredBytes) {
+  auto program = define("c", std::vector<Spec>{f32({{"i", 5}})}, [](Builder&, Args x) { return x[0].cast(DType::i64); });
+  ASSERT_TRUE(program.ok()) << program.status();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> in = {inf, -inf, std::numeric_limits<float>::quiet_NaN(), 1e30f, -7.5f};
+  auto r = evaluate(*program, {accy::bytes(in)});
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<int64_t> out(5);
+  std::memcpy(out.data(), (*r)[0].data(), 40);
+  EXPECT_THAT(out, ElementsAre(std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min(), 0,
+                               std::numeric_limits<int64_t>::max(), -7));
 }
 
 TEST(Ops, ReductionsOverOneAndSeveralAxes) {

@@ -90,10 +90,16 @@ absl::StatusOr<choir::Module> gpuModule(const tensor::Program& program, const Ta
 }
 
 absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& program, const TargetInfo& target) {
+  return compileProgramWith(program, target, EmitOptions{});
+}
+
+absl::StatusOr<executable::Executable> compileProgramWith(const tensor::Program& program, const TargetInfo& target,
+                                                          const EmitOptions& emit) {
   ACCY_ASSIGN_OR_RETURN(const PtxTarget arch, ptxTargetFor(target.sm));
   ACCY_ASSIGN_OR_RETURN(choir::Module m, gpuModule(program, target));
   KernelOptions options;
   options.target = target;
+  options.wide_indices = emit.wide_indices;
   std::vector<TranslatedKernel> kernels;
   int version = arch.min_ptx_version;
   for (const choir::Kernel& k : m.kernels) {

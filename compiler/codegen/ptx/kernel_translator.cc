@@ -96,9 +96,9 @@ class Translator {
     int64_t outputs = 1, domain = 1, largest = 1;
     for (const LoopHeader& h : nest_.loops) outputs *= h.extent;
     for (const LoopHeader& h : leaf.domain) domain *= h.extent;
-    largest = std::max(outputs, domain);
+    largest = std::max({outputs, domain, outputs * std::max<int64_t>(nest_.split, 1)});
     for (const choir::Buffer& b : m_.buffers) largest = std::max(largest, b.elements());
-    wide_ = largest >= kNarrowLimit;
+    wide_ = o_.wide_indices || largest >= kNarrowLimit;
     out_.work = outputs * domain;
     if (o_.tf32) ACCY_RETURN_IF_ERROR(checkTf32());
 
@@ -309,6 +309,7 @@ class Translator {
 
   void prologue() {
     std::set<int> used = {nest_.leaf->buffer};
+    if (nest_.partials >= 0) used.insert(nest_.partials);
     visitExpr(nest_.leaf->value, [&](const Expr& x) {
       if (x.kind == ExprKind::kLoad) used.insert(x.buffer);
     });
@@ -886,14 +887,20 @@ class Translator {
     return r;
   }
 
-  // kTreeReduce: one block per output (grid-stride over outputs); the
-  // block's threads stride over the domain, then combine in shared memory
-  // down to 32 partial results and the first warp finishes with
-  // shfl.sync.down.
+  // kTreeReduce: one block per output (grid-stride over outputs), or
+  // nest_.split blocks per output; the block's threads stride over the
+  // domain, then combine in shared memory down to 32 partial results and
+  // the first warp finishes with shfl.sync.down.
   absl::Status treeReduce(int64_t outputs, int64_t domain) {
     const Stmt& s = *nest_.leaf;
     const DType d = m_.buffers[s.buffer].dtype;
-    out_.blocks = std::clamp<int64_t>(outputs, 1, t_.max_grid_x);
+    // Split (nest_.split = P > 0): P blocks per output, part p of output o
+    // being block o * P + p, starting at p * block size + tid and striding
+    // by P * block size; its uncombined result goes to partials[o * P + p]
+    // and the next kernel (from the mapping pass) combines the parts.
+    const int64_t split = nest_.split;
+    const int64_t blocks = outputs * std::max<int64_t>(split, 1);
+    out_.blocks = std::clamp<int64_t>(blocks, 1, t_.max_grid_x);
     const int eb = elemBytes(d);
     std::string mine;  // this thread's slot
     if (wg_ >= 64) {
@@ -905,11 +912,22 @@ class Translator {
     }
     const std::string lid = idxOf(tid_);
     const std::string first = idxOf(ctaid_), step = idxOf(nctaid_);
-    return strided(first, imm(outputs), step, [&](const std::string& o) -> absl::Status {
-      decompose(o, nest_.loops);
+    return strided(first, imm(blocks), step, [&](const std::string& block) -> absl::Status {
+      Operand start = lid, stride = imm(wg_);
+      if (split > 0) {
+        const std::string o = idxReg(), part = idxReg(), begin = idxReg();
+        e_.ins("div", ut(), " ", o, ", ", block, ", ", imm(split));
+        e_.ins("rem", ut(), " ", part, ", ", block, ", ", imm(split));
+        e_.ins("mad.lo", st(), " ", begin, ", ", part, ", ", imm(wg_), ", ", lid);
+        decompose(o, nest_.loops);
+        start = begin;
+        stride = imm(split * wg_);
+      } else {
+        decompose(block, nest_.loops);
+      }
       ACCY_ASSIGN_OR_RETURN(Operand acc, identity(s.combiner, d));
       const std::map<int, std::string> outer = vars_;
-      ACCY_RETURN_IF_ERROR(strided(lid, imm(domain), imm(wg_), [&](const std::string& r) -> absl::Status {
+      ACCY_RETURN_IF_ERROR(strided(start, imm(domain), stride, [&](const std::string& r) -> absl::Status {
         vars_ = outer;
         decompose(r, s.domain);
         ACCY_ASSIGN_OR_RETURN(Operand x, expr(s.value));
@@ -941,6 +959,11 @@ class Translator {
         }
         const std::string lead = predicate("eq", ".u32", tid_, "0");
         return when(lead, [&]() -> absl::Status {
+          if (split > 0) {
+            vars_[m_.num_vars] = block;  // a variable id no loop uses
+            storeElement(nest_.partials, {Affine::var(m_.num_vars)}, acc);
+            return absl::OkStatus();
+          }
           ACCY_ASSIGN_OR_RETURN(Operand result, finishMean(s, acc));
           storeElement(s.buffer, s.index, result);
           return absl::OkStatus();

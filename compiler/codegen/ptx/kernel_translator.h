@@ -19,6 +19,9 @@ struct KernelOptions {
   // (mma.sync m16n8k8 tf32); translateKernel refuses, naming the kernel and
   // why, when the kernel cannot be computed that way.
   bool tf32 = false;
+  // 64-bit index arithmetic even where every count fits 31 bits (it is
+  // chosen by itself for larger buffers and loops); for tests.
+  bool wide_indices = false;
 };
 
 struct TranslatedKernel {

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "compiler/choir/ir.h"
 #include "compiler/codegen/ptx/compile.h"
+#include "compiler/executable/executable.h"
 #include "compiler/tensor/program.h"
 
 namespace accy::ptx {
@@ -26,6 +27,13 @@ struct PtxTarget {
   int min_ptx_version = 0;
 };
 absl::StatusOr<PtxTarget> ptxTargetFor(int sm);
+
+// compileProgram with choices no device makes, for tests.
+struct EmitOptions {
+  bool wide_indices = false;  // 64-bit index arithmetic in every kernel
+};
+absl::StatusOr<executable::Executable> compileProgramWith(const tensor::Program& program, const TargetInfo& target,
+                                                          const EmitOptions& options);
 
 // "exact", "fast" or "tf32".
 const char* modeName(ArithmeticMode mode);

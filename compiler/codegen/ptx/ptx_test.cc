@@ -8,14 +8,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <random>
-#include <regex>
 #include <sstream>
 
 #include "accy/accy.h"
+#include "compiler/codegen/ptx/pipeline.h"
 #include "examples/tone/tone.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -143,6 +144,11 @@ TEST(Ptx, EveryOpCaseAssembles) {
         const std::string what = std::string(c.name) + " " + std::string(tensor::dtypeName(dtype)) + " p=" + std::to_string(p);
         compileAndAssemble(*program, target(90), what + " sm_90");
         if (p != 17) compileAndAssemble(*program, target(70), what + " sm_70");
+        if (p == 300) {
+          auto wide = compileProgramWith(*program, target(90), EmitOptions{.wide_indices = true});
+          ASSERT_TRUE(wide.ok()) << what << ": " << wide.status();
+          EXPECT_EQ(assemble(*wide, "sm_90"), "") << what << " 64-bit indices";
+        }
         if (c.floats_only) {
           compileAndAssemble(*program, target(90, ArithmeticMode::kFast), what + " sm_90 fast");
           if (p == 17) compileAndAssemble(*program, target(70, ArithmeticMode::kFast), what + " sm_70 fast");
@@ -197,6 +203,26 @@ TEST(Ptx, ToneProgramsAssemble) {
   const std::string k = kernelText(*exe, 0);
   EXPECT_THAT(k, ::testing::HasSubstr("shfl.sync.down.b32"));
   EXPECT_THAT(k, ::testing::HasSubstr("bar.sync 0"));
+}
+
+// Long reductions with few outputs are split across blocks (partials and
+// a combining kernel, passes/gpu_map.h).
+TEST(Ptx, LongReductionsAreSplitAcrossBlocks) {
+  SKIP_WITHOUT_PTXAS();
+  for (DType d : {DType::f32, DType::f64, DType::i32, DType::i64, DType::bool_}) {
+    const Spec specs[] = {tensor::spec(d, {{"r", 3}, {"p", 100000}})};
+    auto p = tensor::define("long", specs, [d](tensor::Builder&, Args a) {
+      return d == DType::bool_ ? a[0].max("p") : a[0].sum("p");
+    });
+    ASSERT_TRUE(p.ok()) << p.status();
+    auto exe = compileProgram(*p, target(90));
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    ASSERT_EQ(exe->launch_plan.steps.size(), 2u) << moduleText(*exe);
+    EXPECT_GT(exe->launch_plan.steps[0].parallel_extent, 3);
+    EXPECT_EQ(exe->launch_plan.steps[1].kernel, exe->launch_plan.steps[0].kernel + "_parts");
+    EXPECT_EQ(assemble(*exe, "sm_90"), "") << tensor::dtypeName(d);
+    compileAndAssemble(*p, target(70), "long sm_70");
+  }
 }
 
 // grad and vmap of programs with products: transposed dots, batch axes.
@@ -438,8 +464,8 @@ TEST(Ptx, DumpSimulationCases) {
   if (dir == nullptr) GTEST_SKIP() << "set ACCY_PTX_SIM_DIR to write simulation cases";
   int n = 0;
   auto dump = [&](const tensor::Program& p, const std::vector<std::vector<std::byte>>& inputs, const TargetInfo& t,
-                  double scale, const std::string& what) {
-    auto exe = compileProgram(p, t);
+                  double scale, const std::string& what, EmitOptions emit = {}) {
+    auto exe = compileProgramWith(p, t, emit);
     ASSERT_TRUE(exe.ok()) << what << ": " << exe.status();
     auto expected = tensor::evaluate(p, testing::views(inputs));
     ASSERT_TRUE(expected.ok()) << what << ": " << expected.status();
@@ -491,9 +517,85 @@ TEST(Ptx, DumpSimulationCases) {
       }
     }
   }
-  for (uint32_t seed = 1; seed <= 40; ++seed) {
+  // The forms under other block sizes, few blocks (several grid-stride
+  // steps per block) and 64-bit indices.
+  const std::vector<testing::OpCase> cases = testing::opCases();
+  for (const char* name : {"sum", "reduce_max", "reduce_min_outer", "mean", "prod", "dot", "div", "pow", "where", "cast_i32"}) {
+    const testing::OpCase* c = nullptr;
+    for (const testing::OpCase& x : cases) {
+      if (std::string(x.name) == name) c = &x;
+    }
+    ASSERT_NE(c, nullptr) << name;
+    for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64}) {
+      if (c->floats_only && !tensor::isFloating(dtype)) continue;
+      for (int64_t p : {17, 300}) {
+        const std::vector<Spec> specs = {tensor::spec(dtype, {{"p", p}, {"q", 5}}), tensor::spec(dtype, {{"p", p}, {"q", 5}})};
+        auto program = tensor::define(c->name, specs, c->fn);
+        if (!program.ok()) continue;
+        std::vector<std::vector<std::byte>> inputs = {testing::randomBytes(specs[0], rng, c->lo, c->hi),
+                                                      testing::randomBytes(specs[1], rng, c->lo, c->hi)};
+        const std::string what = std::string(c->name) + " " + std::string(tensor::dtypeName(dtype)) + " p=" + std::to_string(p);
+        for (uint32_t threads : {64u, 32u, 8u}) {
+          TargetInfo t = target(90);
+          t.max_threads_per_block = threads;
+          dump(*program, inputs, t, 1, what + " threads<=" + std::to_string(threads));
+        }
+        TargetInfo few = target(90);
+        few.max_grid_x = 3;
+        dump(*program, inputs, few, 1, what + " 3 blocks");
+        dump(*program, inputs, target(90), 1, what + " 64-bit indices", EmitOptions{.wide_indices = true});
+      }
+    }
+  }
+  // Special values through casts, min/max, division, pow and the
+  // transcendentals (exact mode).
+  for (DType d : {DType::f32, DType::f64}) {
+    const std::vector<double> special = {std::nan(""), INFINITY, -INFINITY, 0.0, -0.0, 1.0, -1.0, 3e9, -3e9,
+                                         1e19, -1e19, 2.5, -2.5, 0.5, 1e-40, -7.0, 700.0, -800.0, 89.0, 2.0};
+    const std::vector<Spec> specs = {tensor::spec(d, {{"p", static_cast<int64_t>(special.size())}}),
+                                     tensor::spec(d, {{"q", static_cast<int64_t>(special.size())}})};
+    auto program = tensor::define("special", specs, [](tensor::Builder&, Args a) -> std::vector<tensor::Value> {
+      // (Not cast to i64: the evaluator holds i64 in doubles, and 2^63 does
+      // not convert back; the emitter saturates to INT64_MAX as specified.)
+      return {a[0].cast(DType::i32), a[0].cast(DType::bool_), a[0].max(a[1]), a[0].min(a[1]),
+              a[0] / a[1], a[0].pow(a[1]), a[0].exp(), a[0].log(), a[0].min(100.0).max(-100.0).sin(), a[0].tanh(), a[0].sigmoid(), a[0].sqrt(),
+              a[0].abs(), a[0].ne(a[1]), a[0].eq(a[0]), a[0].max("p"), a[1].min("q")};
+    });
+    ASSERT_TRUE(program.ok()) << program.status();
+    std::vector<std::byte> in(specs[0].byteSize());
+    for (size_t i = 0; i < special.size(); ++i) tensor::storeElement(d, special[i], &in[i * tensor::dtypeSize(d)]);
+    dump(*program, {in, in}, target(90), 1, "special " + std::string(tensor::dtypeName(d)));
+  }
+  for (DType d : {DType::i32, DType::i64}) {
+    // i64 within 2^53: the evaluator holds i64 values in doubles.
+    const double min = d == DType::i32 ? -2147483648.0 : -9007199254740992.0;
+    const std::vector<double> values = {0, 1, -1, 2, -2, 7, -7, min, -min - 1, 3, 31, 63, -3, 100};
+    const std::vector<Spec> specs = {tensor::spec(d, {{"p", static_cast<int64_t>(values.size())}}),
+                                     tensor::spec(d, {{"q", static_cast<int64_t>(values.size())}})};
+    auto program = tensor::define("ints", specs, [](tensor::Builder&, Args a) -> std::vector<tensor::Value> {
+      return {a[0] / a[1], a[0].pow(a[1]), a[0].abs(), -a[0], a[0] * a[1], a[0].cast(DType::f32), a[0].cast(DType::bool_),
+              a[0].sum("p"), a[0].prod("p"), a[1].mean("q")};
+    });
+    ASSERT_TRUE(program.ok()) << program.status();
+    std::vector<std::byte> in(specs[0].byteSize());
+    for (size_t i = 0; i < values.size(); ++i) tensor::storeElement(d, values[i], &in[i * tensor::dtypeSize(d)]);
+    dump(*program, {in, in}, target(90), 1, "ints " + std::string(tensor::dtypeName(d)));
+  }
+  {
+    const Spec specs[] = {tensor::spec(DType::bool_, {{"i", 300}}), tensor::spec(DType::f32, {{"i", 300}})};
+    auto p = tensor::define("b", specs, [](tensor::Builder&, Args a) -> std::vector<tensor::Value> {
+      return {a[0].ne(a[1].gt(0.0)), a[0].max("i"), a[0].min("i"), tensor::where(a[0], a[1], -a[1]),
+              tensor::where(a[1].lt(0.0), a[0], a[1].gt(1.0))};
+    });
+    ASSERT_TRUE(p.ok()) << p.status();
+    std::vector<std::vector<std::byte>> inputs = {testing::randomBytes(specs[0], rng, 0, 1),
+                                                  testing::randomBytes(specs[1], rng, -2, 2)};
+    dump(*p, inputs, target(90), 1, "bools");
+  }
+  for (uint32_t seed = 1; seed <= 60; ++seed) {
     testing::RandomOptions o;
     o.dtype = seed % 4 == 0 ? DType::f64 : DType::f32;
+    if (seed > 40) o.max_extent = 40;
     auto c = testing::randomProgram(seed, o);
     dump(c.program, c.inputs, target(90), 1, "seed " + std::to_string(seed));
   }
