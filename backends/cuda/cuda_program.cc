@@ -238,21 +238,10 @@ absl::Status CudaProgram::launchTimed(absl::Span<const std::span<const std::byte
   ACCY_RETURN_IF_ERROR(backends::checkLaunchBuffers(exe_, inputs, outputs));
   if (kernel_ms != nullptr) *kernel_ms = 0.0f;
   if (functions_.empty()) return absl::OkStatus();
-  std::unique_ptr<LaunchResources> r;
-  {
-    std::lock_guard<std::mutex> lock(idle_mutex_);
-    if (!idle_.empty()) {
-      r = std::move(idle_.back());
-      idle_.pop_back();
-    }
-  }
-  if (r == nullptr) {
-    ACCY_ASSIGN_OR_RETURN(r, makeResources());
-  }
+  ACCY_ASSIGN_OR_RETURN(std::unique_ptr<LaunchResources> r, idle_.take([&] { return makeResources(); }));
   // On failure the resources are dropped, not pooled: their state is unknown.
   ACCY_RETURN_IF_ERROR(run(*r, inputs, outputs, kernel_ms));
-  std::lock_guard<std::mutex> lock(idle_mutex_);
-  if (idle_.size() < kMaxIdle) idle_.push_back(std::move(r));
+  idle_.give(std::move(r));
   return absl::OkStatus();
 }
 

@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "backends/backend.h"
+#include "backends/resource_pool.h"
 #include "backends/cuda/cuda_device.h"
 #include "compiler/executable/executable.h"
 
@@ -84,10 +85,8 @@ class CudaProgram final : public backends::LoadedProgram {
   std::vector<CUfunction> functions_;  // one per launch step
   std::string jit_log_;
 
-  // Launch resources not in use; at most kMaxIdle are kept.
-  static constexpr size_t kMaxIdle = 8;
-  mutable std::mutex idle_mutex_;
-  mutable std::vector<std::unique_ptr<LaunchResources>> idle_;
+  // Launch resources not in use.
+  mutable backends::ResourcePool<LaunchResources> idle_;
 };
 
 }  // namespace accy::cuda

@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "backends/backend.h"
+#include "backends/resource_pool.h"
 #include "backends/vulkan/vulkan_device.h"
 #include "compiler/executable/executable.h"
 
@@ -77,10 +78,8 @@ class VulkanProgram final : public backends::LoadedProgram {
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
   VkPipelineLayout pipeline_layout_ = VK_NULL_HANDLE;
 
-  // Launch resources not in use; at most kMaxIdle are kept.
-  static constexpr size_t kMaxIdle = 8;
-  mutable std::mutex idle_mutex_;
-  mutable std::vector<std::unique_ptr<LaunchResources>> idle_;
+  // Launch resources not in use.
+  mutable backends::ResourcePool<LaunchResources> idle_;
 };
 
 }  // namespace accy::vulkan
