@@ -12,6 +12,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -39,6 +40,25 @@ struct DeviceInfo {
   std::string unavailable_reason;    // when !available: what is missing
 };
 
+// How far arithmetic may deviate from the reference semantics. kExact is
+// the default everywhere. kFast lets a target use approximate
+// transcendentals (SPIR-V's GLSL.std.450, PTX's .approx; the x86-64 target
+// has only its accurate sequences and uses them). kTf32 runs f32 `dot`
+// kernels on NVIDIA tensor cores and exists only for target "ptx"; for any
+// other target, or a dot kernel that cannot use it, compiling fails with
+// InvalidArgument naming why.
+enum class ArithmeticMode : uint8_t { kExact, kFast, kTf32 };
+
+// "exact", "fast", "tf32"; InvalidArgument naming anything else.
+absl::StatusOr<ArithmeticMode> parseArithmeticMode(std::string_view name);
+const char* arithmeticModeName(ArithmeticMode mode);
+// The InvalidArgument every target but "ptx" gives for kTf32.
+absl::Status tf32NeedsCuda(std::string_view target);
+
+struct CompileOptions {
+  ArithmeticMode mode = ArithmeticMode::kExact;
+};
+
 struct BackendOptions {
   int threads = 0;  // CPU threads a launch may use; 0 means every hardware thread
 };
@@ -47,9 +67,13 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual const DeviceInfo& info() const = 0;
-  // Compiles for `target` (one of info().targets).
-  virtual absl::StatusOr<executable::Executable> compile(const tensor::Program& program,
-                                                         const std::string& target) const = 0;
+  // Compiles for `target` (one of info().targets) in `options.mode`.
+  virtual absl::StatusOr<executable::Executable> compile(const tensor::Program& program, const std::string& target,
+                                                         const CompileOptions& options) const = 0;
+  // The same in exact mode.
+  absl::StatusOr<executable::Executable> compile(const tensor::Program& program, const std::string& target) const {
+    return compile(program, target, CompileOptions{});
+  }
   virtual absl::StatusOr<std::shared_ptr<const LoadedProgram>> load(executable::Executable exe) const = 0;
 };
 

@@ -151,14 +151,26 @@ absl::Status RemoteSession::fail(const absl::Status& st) {
 }
 
 absl::StatusOr<session::Handle> RemoteSession::compile(std::string_view wire, std::string_view target,
-                                                       session::CompileInfo* info) {
-  if (target == "x86_64" && options_.cpu_in_process) return local_.compile(wire, info);
+                                                       session::CompileInfo* info, const backends::CompileOptions& options) {
+  if (target == "x86_64" && options_.cpu_in_process) {
+    // In process, like accyd's cpu device: exact (fast is the same code);
+    // tf32 is refused the same way.
+    if (options.mode == backends::ArithmeticMode::kTf32) {
+      return fail(makeError(ErrorKind::kInvalidArgument,
+                            "tf32 arithmetic runs on NVIDIA tensor cores and needs CUDA (target ptx); target x86_64 "
+                            "has no tf32 mode"));
+    }
+    return local_.compile(wire, info);
+  }
   grpc::ClientContext ctx;
   pb::CompileRequest req;
   pb::CompileReply reply;
   req.set_session_id(core_->session_id);
   req.set_program(std::string(wire));
   req.set_target(std::string(target));
+  if (options.mode != backends::ArithmeticMode::kExact) {
+    (*req.mutable_options())["mode"] = backends::arithmeticModeName(options.mode);
+  }
   grpc::Status st = core_->stub->Compile(&ctx, req, &reply);
   if (!st.ok()) return fail(RemoteCore::toStatus(st, ctx, ErrorKind::kCompileFailed));
   Remote r;

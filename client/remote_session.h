@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "backends/backend.h"
 #include "client/session.h"
 
 namespace accy::v1 {
@@ -66,8 +67,11 @@ class RemoteSession {
                                                                 const RemoteOptions& options = {});
   ~RemoteSession();
 
+  // `options.mode` chooses the arithmetic mode (backends/backend.h); tf32
+  // is for target "ptx" only, and refused by name elsewhere.
   absl::StatusOr<session::Handle> compile(std::string_view wire, std::string_view target = "x86_64",
-                                          session::CompileInfo* info = nullptr);
+                                          session::CompileInfo* info = nullptr,
+                                          const backends::CompileOptions& options = {});
   absl::StatusOr<std::span<const session::Descriptor>> inputDescriptors(session::Handle handle) const;
   absl::StatusOr<std::span<const session::Descriptor>> outputDescriptors(session::Handle handle) const;
   absl::Status invoke(session::Handle handle, absl::Span<const std::span<const std::byte>> inputs,

@@ -142,8 +142,9 @@ void CompileCache::evict() {
 
 absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> CompileCache::get(
     const tensor::Program& program, std::string_view wire, const backends::Backend& backend,
-    const std::string& target, std::string_view options, std::string* level) {
-  const std::string key = keyFor(wire, strCat(backend.info().name, "/", target), options);
+    const std::string& target, const backends::CompileOptions& options, std::string* level) {
+  const std::string key =
+      keyFor(wire, strCat(backend.info().name, "/", target), strCat("mode=", backends::arithmeticModeName(options.mode)));
   std::promise<Loaded> promise;
   bool disk_enabled = false;
   {
@@ -174,7 +175,7 @@ absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> CompileCache::get
       *level = "disk";
     } else {
       level->clear();
-      ACCY_ASSIGN_OR_RETURN(executable::Executable fresh, backend.compile(program, target));
+      ACCY_ASSIGN_OR_RETURN(executable::Executable fresh, backend.compile(program, target, options));
       if (disk_enabled) writeDisk(key, fresh);
       exe = std::move(fresh);
     }

@@ -55,7 +55,8 @@ class CompileCache {
                                                                      std::string_view wire,
                                                                      const backends::Backend& backend,
                                                                      const std::string& target,
-                                                                     std::string_view options, std::string* level);
+                                                                     const backends::CompileOptions& options,
+                                                                     std::string* level);
 
   CacheStats stats() const;
 

@@ -35,7 +35,9 @@ struct Fixture {
     int* compiles;
     explicit Counting(int* c) : compiles(c) {}
     const backends::DeviceInfo& info() const override { return cpu->info(); }
-    absl::StatusOr<executable::Executable> compile(const tensor::Program& p, const std::string& t) const override {
+    using Backend::compile;
+    absl::StatusOr<executable::Executable> compile(const tensor::Program& p, const std::string& t,
+                                                   const backends::CompileOptions&) const override {
       ++*compiles;
       return cpu->compile(p, t);
     }
@@ -72,16 +74,16 @@ TEST(CompileCache, RestartHitsTheDiskCorruptionRecompilesOtherBuildsMiss) {
   {
     CompileCache cache(diskAt(dir), stamped("a"));
     ASSERT_TRUE(cache.stats().disk_enabled);
-    ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", "", &level).ok());
+    ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", {}, &level).ok());
     EXPECT_EQ(level, "");
-    ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", "", &level).ok());
+    ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", {}, &level).ok());
     EXPECT_EQ(level, "memory");
     EXPECT_EQ(f.compiles, 1);
     EXPECT_EQ(cache.stats().disk_entries, 1u);
   }
   {  // a restarted daemon, same build: served from disk without compiling
     CompileCache cache(diskAt(dir), stamped("a"));
-    auto loaded = cache.get(f.program, f.wire, f.backend, "x86_64", "", &level);
+    auto loaded = cache.get(f.program, f.wire, f.backend, "x86_64", {}, &level);
     ASSERT_TRUE(loaded.ok());
     EXPECT_EQ(level, "disk");
     EXPECT_EQ(f.compiles, 1);
@@ -92,19 +94,19 @@ TEST(CompileCache, RestartHitsTheDiskCorruptionRecompilesOtherBuildsMiss) {
   }
   {  // a corrupted entry is detected, deleted and recompiled
     CompileCache cache(diskAt(dir), stamped("a"));
-    const std::string path = cache.pathFor(cache.keyFor(f.wire, "cpu/x86_64", ""));
+    const std::string path = cache.pathFor(cache.keyFor(f.wire, "cpu/x86_64", "mode=exact"));
     std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
     file.seekp(60);
     file.put('\x5a');
     file.close();
-    ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", "", &level).ok());
+    ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", {}, &level).ok());
     EXPECT_EQ(level, "");
     EXPECT_EQ(f.compiles, 2);
     EXPECT_EQ(cache.stats().corrupt_entries, 1u);
   }
   {  // another build record never hits
     CompileCache cache(diskAt(dir), stamped("b"));
-    ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", "", &level).ok());
+    ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", {}, &level).ok());
     EXPECT_EQ(level, "");
     EXPECT_EQ(f.compiles, 3);
   }
@@ -118,8 +120,8 @@ TEST(CompileCache, UnstampedBuildsRefuseTheDiskButCacheInMemory) {
   EXPECT_FALSE(cache.stats().disk_enabled);
   EXPECT_THAT(cache.stats().disk_disabled_reason, ::testing::HasSubstr("UnrecordedCompilerBuild"));
   std::string level;
-  ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", "", &level).ok());
-  ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", "", &level).ok());
+  ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", {}, &level).ok());
+  ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", {}, &level).ok());
   EXPECT_EQ(level, "memory");
   EXPECT_EQ(f.compiles, 1);
   EXPECT_TRUE(std::filesystem::is_empty(dir));
@@ -136,8 +138,8 @@ TEST(CompileCache, DiskIsKeptUnderItsByteBound) {
   tiny.disk_max_bytes = 1;
   CompileCache cache(tiny, stamped("a"));
   std::string level;
-  ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", "t1", &level).ok());
-  ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", "t2", &level).ok());
+  ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", {.mode = backends::ArithmeticMode::kExact}, &level).ok());
+  ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", {.mode = backends::ArithmeticMode::kFast}, &level).ok());
   EXPECT_EQ(cache.stats().disk_entries, 0u);  // every entry is over a 1-byte bound
   std::filesystem::remove_all(dir);
 }
@@ -154,7 +156,9 @@ TEST(CompileCache, ASlowCompileDelaysOnlyItsOwnKey) {
     mutable bool open = false;
     mutable std::atomic<int> slow_compiles{0};
     const backends::DeviceInfo& info() const override { return cpu->info(); }
-    absl::StatusOr<executable::Executable> compile(const tensor::Program& p, const std::string& t) const override {
+    using Backend::compile;
+    absl::StatusOr<executable::Executable> compile(const tensor::Program& p, const std::string& t,
+                                                   const backends::CompileOptions&) const override {
       if (p.name == "slow") {
         ++slow_compiles;
         std::unique_lock<std::mutex> lock(mu);
@@ -176,13 +180,13 @@ TEST(CompileCache, ASlowCompileDelaysOnlyItsOwnKey) {
   std::atomic<int> done{0};
   for (int i = 0; i < 3; ++i) {
     waiting.emplace_back([&, i] {
-      EXPECT_TRUE(cache.get(*slow, slow_wire, backend, "x86_64", "", &levels[i]).ok());
+      EXPECT_TRUE(cache.get(*slow, slow_wire, backend, "x86_64", {}, &levels[i]).ok());
       ++done;
     });
   }
   while (backend.slow_compiles.load() == 0) std::this_thread::yield();
   std::string level;
-  EXPECT_TRUE(cache.get(*fast, fast_wire, backend, "x86_64", "", &level).ok());  // not blocked
+  EXPECT_TRUE(cache.get(*fast, fast_wire, backend, "x86_64", {}, &level).ok());  // not blocked
   EXPECT_EQ(level, "");
   EXPECT_EQ(done.load(), 0);
   {

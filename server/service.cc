@@ -20,6 +20,7 @@ struct AccydService::ClientSession {
   uint64_t next_region = 1;
   std::atomic<int64_t> deadline;  // Clock ticks
   std::string target;             // of the Compile call in progress
+  backends::CompileOptions compile_options;  // of the Compile call in progress
 };
 
 grpc::StatusCode grpcCodeOf(session::Status s) {
@@ -170,7 +171,7 @@ grpc::Status AccydService::OpenSession(grpc::ServerContext* ctx, const pb::OpenS
       for (const std::string& t : d->info().targets) {
         if (t != s->target) continue;
         std::string level;
-        auto loaded = cache_.get(program, bytes, *d, t, "", &level);
+        auto loaded = cache_.get(program, bytes, *d, t, s->compile_options, &level);
         info->cache_hit = !level.empty();
         info->cache_level = level;
         return loaded;
@@ -221,6 +222,17 @@ grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRe
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   std::lock_guard<std::mutex> lock(s->mu);
   s->target = req->target().empty() ? "x86_64" : req->target();
+  // Options: "mode" = exact | fast | tf32 (backends::ArithmeticMode).
+  s->compile_options = backends::CompileOptions{};
+  for (const auto& [key, value] : req->options()) {
+    if (key != "mode") {
+      return finish(ctx, reply, makeError(ErrorKind::kInvalidArgument,
+                                          strCat("accyd: unknown compile option '", key, "' (known: mode)")));
+    }
+    auto mode = backends::parseArithmeticMode(value);
+    if (!mode.ok()) return finish(ctx, reply, mode.status());
+    s->compile_options.mode = *mode;
+  }
   const auto start = Clock::now();
   session::CompileInfo info;
   auto handle = s->table->compile(req->program(), &info);

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <tuple>
 
 #include "accy/accy.h"
 #include "accy/v1/accyd.grpc.pb.h"
@@ -491,6 +492,58 @@ TEST(Accyd, TheVulkanDeviceRunsSpirvPrograms) {
   float f8[8] = {0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5}, v8[8];
   ASSERT_TRUE(s->invoke(*h, {bytes(f8), bytes(data.time), bytes(data.sample)}, {writableBytes(v8)}).ok());
   for (int g = 0; g < 8; ++g) EXPECT_NEAR(mismatchF64(f8[g]), v8[g], 1e-4);
+}
+
+// Arithmetic modes through the daemon: fast on the vulkan device runs (the
+// fast and exact programs are cached apart); tf32 for a target without it
+// fails to compile with the reason, and so do an unknown option or mode.
+TEST(Accyd, ArithmeticModesAreCompileOptions) {
+  Daemon probe({"--devices=cpu,vulkan"});
+  auto s = connect(probe);
+  if (!s) GTEST_SKIP() << "accyd could not start with a vulkan device (no Vulkan here)";
+  RemoteOptions no_local;
+  no_local.cpu_in_process = false;
+  const std::string wire8 = wire::encode(*tensor::define("mismatch", toneSpecs(8), tone::mismatch));
+  session::CompileInfo exact_info, fast_info;
+  auto exact = s->compile(wire8, "spirv", &exact_info);
+  auto fast = s->compile(wire8, "spirv", &fast_info, {.mode = backends::ArithmeticMode::kFast});
+  ASSERT_TRUE(exact.ok() && fast.ok()) << exact.status() << fast.status();
+  EXPECT_EQ(fast_info.cache_level, "");  // not the exact program's entry
+  const tone::Samples data = tone::samples();
+  float f8[8] = {0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5}, v8[8];
+  ASSERT_TRUE(s->invoke(*fast, {bytes(f8), bytes(data.time), bytes(data.sample)}, {writableBytes(v8)}).ok());
+  for (int g = 0; g < 8; ++g) EXPECT_NEAR(mismatchF64(f8[g]), v8[g], 1e-3);  // GLSL.std.450 sin
+  // A mode the target cannot honour is a failed compile (status
+  // compile_failed), as the original has it, with the reason.
+  auto tf32 = s->compile(wire8, "spirv", nullptr, {.mode = backends::ArithmeticMode::kTf32});
+  EXPECT_EQ(session::statusOf(tf32.status()), session::Status::compile_failed);
+  EXPECT_THAT(tf32.status().message(), ::testing::HasSubstr("target spirv has no tf32 mode"));
+  // The daemon's cpu device, and the in-process CPU path, say the same.
+  auto remote_cpu = RemoteSession::connect(probe.target(), no_local);
+  ASSERT_TRUE(remote_cpu.ok()) << remote_cpu.status();
+  auto cpu_tf32 = (*remote_cpu)->compile(wire8, "x86_64", nullptr, {.mode = backends::ArithmeticMode::kTf32});
+  EXPECT_THAT(cpu_tf32.status().message(), ::testing::HasSubstr("target x86_64 has no tf32 mode"));
+  auto local_tf32 = s->compile(wire8, "x86_64", nullptr, {.mode = backends::ArithmeticMode::kTf32});
+  EXPECT_THAT(local_tf32.status().message(), ::testing::HasSubstr("target x86_64 has no tf32 mode"));
+  // Raw requests: an unknown option and an unknown mode are named.
+  auto stub = accy::v1::Accyd::NewStub(grpc::CreateChannel(probe.target(), grpc::InsecureChannelCredentials()));
+  for (auto [key, value, says] : {std::tuple<std::string, std::string, std::string>{"precision", "high",
+                                                                                   "unknown compile option 'precision'"},
+                                  {"mode", "turbo", "unknown arithmetic mode 'turbo'"}}) {
+    grpc::ClientContext ctx;
+    accy::v1::CompileRequest req;
+    accy::v1::CompileReply reply;
+    req.set_session_id(s->sessionId());
+    req.set_program(wire8);
+    req.set_target("spirv");
+    (*req.mutable_options())[key] = value;
+    grpc::Status gst = stub->Compile(&ctx, req, &reply);
+    EXPECT_EQ(gst.error_code(), grpc::StatusCode::INTERNAL) << key;  // compile_failed
+    EXPECT_THAT(gst.error_message(), HasSubstr(says));
+    auto trailer = ctx.GetServerTrailingMetadata().find("accy-status");
+    ASSERT_NE(trailer, ctx.GetServerTrailingMetadata().end());
+    EXPECT_EQ(std::string(trailer->second.data(), trailer->second.size()), "7");  // compile_failed
+  }
 }
 
 TEST(Accyd, TcpWithoutTlsIsRefused) {

@@ -50,7 +50,7 @@ commands:
       Decode a wire-encoded program and print it as text, or as a Graphviz
       digraph with --dot.
   compile FILE --emit=choir|asm|artifact [--target=x86_64] [--threads=K] [-o OUT]
-  compile FILE --target=spirv --emit=spirv|artifact -o OUT
+  compile FILE --target=spirv --emit=spirv|artifact [--mode=exact|fast] -o OUT
   compile FILE --target=ptx --emit=ptx|choir [--arch=sm_90]
                [--mode=exact|fast|tf32] [-o OUT]
       Compile for a target and print the scheduled Choir module (choir), the
@@ -58,7 +58,8 @@ commands:
       (artifact; needs -o). Text goes to stdout unless -o is given. For ptx:
       the PTX module for a device of compute capability --arch (default
       sm_90), or the GPU-mapped Choir module; --mode chooses exact (default)
-      or fast transcendentals, or tf32 tensor cores for dot.
+      or fast transcendentals, or tf32 tensor cores for dot. tf32 exists only
+      for ptx: asking for it with another target fails to compile.
   run FILE [--input N=IN.npy ...] [--output N=OUT.npy ...] [--threads=K]
       Compile for this CPU and run once. Input N (counting from 0) is read
       from a .npy file whose dtype and shape equal the input's (a 0-d array
@@ -227,7 +228,7 @@ std::optional<Failure> inspect(std::span<const std::string> argv) {
 // accy compile FILE --target=spirv --emit=spirv|artifact -o OUT: SPIR-V for
 // the Vulkan device here (its limits and features), or Vulkan 1.1 defaults
 // when there is none. --emit=spirv writes one module per kernel, OUT.<k>.spv.
-std::optional<Failure> compileSpirv(const Args& args) {
+std::optional<Failure> compileSpirv(const Args& args, bool fast) {
   const std::optional<std::string> emit = single(args, "--emit");
   if (!emit || (*emit != "spirv" && *emit != "artifact")) {
     return usageError("compile: --target=spirv takes --emit=spirv or --emit=artifact");
@@ -238,7 +239,8 @@ std::optional<Failure> compileSpirv(const Args& args) {
   absl::StatusOr<tensor::Program> program = loadProgram(args.file);
   if (!program.ok()) return inputError(messageOf(program.status()));
   std::unique_ptr<backends::Backend> vulkan = backends::makeVulkanBackend(backends::BackendOptions{});
-  const spirv::TargetInfo info = backends::vulkanTargetInfo(*vulkan);
+  spirv::TargetInfo info = backends::vulkanTargetInfo(*vulkan);
+  info.fast_math = fast;
   absl::StatusOr<executable::Executable> exe = spirv::compileProgram(*program, info);
   if (!exe.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(exe.status())));
   if (*emit == "artifact") {
@@ -317,10 +319,15 @@ std::optional<Failure> compile(std::span<const std::string> argv) {
   }
   const std::string target = single(args, "--target").value_or("x86_64");
   if (target == "ptx") return compilePtx(args);
-  for (const char* ptx_only : {"--arch", "--mode"}) {
-    if (single(args, ptx_only)) return usageError(strCat("compile: ", ptx_only, " is for --target=ptx"));
+  if (single(args, "--arch")) return usageError("compile: --arch is for --target=ptx");
+  // --mode: exact (default) or fast; tf32 exists only for ptx.
+  const std::string mode_name = single(args, "--mode").value_or("exact");
+  const absl::StatusOr<backends::ArithmeticMode> mode = backends::parseArithmeticMode(mode_name);
+  if (!mode.ok()) return usageError(strCat("compile: ", messageOf(mode.status())));
+  if (*mode == backends::ArithmeticMode::kTf32) {
+    return runError(strCat(args.file, ": compile failed: ", messageOf(backends::tf32NeedsCuda(target))));
   }
-  if (target == "spirv") return compileSpirv(args);
+  if (target == "spirv") return compileSpirv(args, *mode == backends::ArithmeticMode::kFast);
   if (target != "x86_64" || !target::kNativeCpuArtifactsSupported) {
     return inputError(strCat("compile: target ", target,
                              " is not available in this build (available: ",

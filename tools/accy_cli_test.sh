@@ -231,7 +231,14 @@ expect 2 "takes --emit=ptx or --emit=choir" -- "$ACCY" compile "$WIRE" --target=
 expect 2 "--arch 'gfx90' is not sm_NN" -- "$ACCY" compile "$WIRE" --target=ptx --arch=gfx90 --emit=ptx
 expect 2 "sm_60 is not supported" -- "$ACCY" compile "$WIRE" --target=ptx --arch=sm_60 --emit=ptx
 expect 2 "unknown --mode 'turbo'" -- "$ACCY" compile "$WIRE" --target=ptx --mode=turbo --emit=ptx
-expect 2 "--mode is for --target=ptx" -- "$ACCY" compile "$WIRE" --target=x86_64 --mode=fast --emit=asm
+# Arithmetic modes: fast everywhere (x86-64 keeps its accurate code), tf32
+# only for ptx: another target fails to compile, naming why.
+expect 0 "ret" -- "$ACCY" compile "$WIRE" --target=x86_64 --mode=fast --emit=asm
+expect 0 "kernel k7_sum" -- "$ACCY" compile "$WIRE" --target=spirv --mode=fast --emit=spirv -o "$WORK/tone-fast"
+expect 1 "needs CUDA (target ptx); target x86_64 has no tf32 mode" -- "$ACCY" compile "$WIRE" --target=x86_64 --mode=tf32 --emit=asm
+expect 1 "needs CUDA (target ptx); target spirv has no tf32 mode" -- "$ACCY" compile "$WIRE" --target=spirv --mode=tf32 --emit=spirv -o "$WORK/x"
+expect 2 "unknown arithmetic mode 'turbo'" -- "$ACCY" compile "$WIRE" --target=spirv --mode=turbo --emit=spirv -o "$WORK/x"
+expect 2 "--arch is for --target=ptx" -- "$ACCY" compile "$WIRE" --target=x86_64 --arch=sm_90 --emit=asm
 
 echo "$checks checks, $failures failed"
 [ "$failures" -eq 0 ]

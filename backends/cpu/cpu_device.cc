@@ -22,11 +22,14 @@ class CpuBackend final : public Backend {
   }
   const DeviceInfo& info() const override { return info_; }
 
-  absl::StatusOr<executable::Executable> compile(const tensor::Program& program,
-                                                 const std::string& target) const override {
+  using Backend::compile;
+  absl::StatusOr<executable::Executable> compile(const tensor::Program& program, const std::string& target,
+                                                 const CompileOptions& options) const override {
     if (target != "x86_64") {
       return makeError(ErrorKind::kCompileFailed, "cpu backend: no target " + target + "; it compiles x86_64");
     }
+    if (options.mode == ArithmeticMode::kTf32) return tf32NeedsCuda(target);
+    // kFast: the x86-64 target has only its accurate sequences.
     x64::CompileOptions o;
     o.threads = threads_;
     return x64::compileProgram(program, o);

@@ -41,13 +41,18 @@ class CudaBackend final : public Backend {
 
   const DeviceInfo& info() const override { return info_; }
 
-  absl::StatusOr<executable::Executable> compile(const tensor::Program& program,
-                                                 const std::string& target) const override {
+  using Backend::compile;
+  absl::StatusOr<executable::Executable> compile(const tensor::Program& program, const std::string& target,
+                                                 const CompileOptions& options) const override {
     if (target != "ptx") {
       return makeError(ErrorKind::kCompileFailed, "cuda backend: no target " + target + "; it compiles ptx");
     }
     ACCY_RETURN_IF_ERROR(requireDevice());
-    return ptx::compileProgram(program, target_);
+    ptx::TargetInfo target_info = target_;
+    target_info.mode = options.mode == ArithmeticMode::kTf32   ? ptx::ArithmeticMode::kTf32
+                       : options.mode == ArithmeticMode::kFast ? ptx::ArithmeticMode::kFast
+                                                               : ptx::ArithmeticMode::kExact;
+    return ptx::compileProgram(program, target_info);
   }
 
   absl::StatusOr<std::shared_ptr<const LoadedProgram>> load(executable::Executable exe) const override {

@@ -13,7 +13,9 @@ class NullBackend final : public Backend {
     info_.unavailable_reason = "the null backend is a template; it runs nothing";
   }
   const DeviceInfo& info() const override { return info_; }
-  absl::StatusOr<executable::Executable> compile(const tensor::Program&, const std::string& target) const override {
+  using Backend::compile;
+  absl::StatusOr<executable::Executable> compile(const tensor::Program&, const std::string& target,
+                                                 const CompileOptions&) const override {
     return makeError(ErrorKind::kUnimplemented, "null backend: cannot compile for " + target);
   }
   absl::StatusOr<std::shared_ptr<const LoadedProgram>> load(executable::Executable) const override {

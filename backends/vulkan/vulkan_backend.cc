@@ -41,13 +41,17 @@ class VulkanBackend final : public Backend {
 
   const DeviceInfo& info() const override { return info_; }
 
-  absl::StatusOr<executable::Executable> compile(const tensor::Program& program,
-                                                 const std::string& target) const override {
+  using Backend::compile;
+  absl::StatusOr<executable::Executable> compile(const tensor::Program& program, const std::string& target,
+                                                 const CompileOptions& options) const override {
     if (target != "spirv") {
       return makeError(ErrorKind::kCompileFailed, "vulkan backend: no target " + target + "; it compiles spirv");
     }
+    if (options.mode == ArithmeticMode::kTf32) return tf32NeedsCuda(target);
     ACCY_RETURN_IF_ERROR(requireDevice());
-    return spirv::compileProgram(program, target_);
+    spirv::TargetInfo target_info = target_;
+    target_info.fast_math = options.mode == ArithmeticMode::kFast;
+    return spirv::compileProgram(program, target_info);
   }
 
   absl::StatusOr<std::shared_ptr<const LoadedProgram>> load(executable::Executable exe) const override {
