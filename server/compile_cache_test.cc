@@ -48,10 +48,7 @@ struct Fixture {
   int compiles = 0;
   Counting backend{&compiles};
   Fixture() {
-    const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {}),
-                                  tensor::spec(tensor::DType::f32, {{"point", 16}}),
-                                  tensor::spec(tensor::DType::f32, {{"point", 16}})};
-    program = *tensor::define("mismatch", specs, tone::mismatch);
+    program = *tensor::define("mismatch", tone::specs(), tone::mismatch);
     wire = wire::encode(program);
   }
 };

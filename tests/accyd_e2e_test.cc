@@ -91,9 +91,7 @@ std::unique_ptr<RemoteSession> connect(const Daemon& d, RemoteOptions o = {}) {
 }
 
 std::vector<tensor::Spec> toneSpecs(int guesses) {
-  return {guesses ? tensor::spec(tensor::DType::f32, {{"guess", guesses}}) : tensor::spec(tensor::DType::f32, {}),
-          tensor::spec(tensor::DType::f32, {{"point", tone::kPoints}}),
-          tensor::spec(tensor::DType::f32, {{"point", tone::kPoints}})};
+  return guesses ? tone::specs({{"guess", guesses}}) : tone::specs();
 }
 
 uint32_t number(const absl::Status& st) { return static_cast<uint32_t>(session::statusOf(st)); }

@@ -34,12 +34,7 @@ bool write(const std::string& path, const std::string& bytes) {
 }
 
 bool emit(const std::string& path, std::vector<tensor::Axis> frequency_axes) {
-  const tensor::Spec specs[] = {
-      tensor::spec(tensor::DType::f32, std::move(frequency_axes)),
-      tensor::spec(tensor::DType::f32, {{"point", tone::kPoints}}),
-      tensor::spec(tensor::DType::f32, {{"point", tone::kPoints}}),
-  };
-  auto program = tensor::define("mismatch", specs, tone::mismatch);
+  auto program = tensor::define("mismatch", tone::specs(std::move(frequency_axes)), tone::mismatch);
   if (!program.ok()) {
     std::fprintf(stderr, "recording failed: %s\n", program.status().ToString().c_str());
     return false;

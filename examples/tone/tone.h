@@ -10,6 +10,8 @@
 #include <array>
 #include <cmath>
 #include <span>
+#include <utility>
+#include <vector>
 
 #include "accy/accy.h"
 
@@ -26,6 +28,15 @@ inline absl::StatusOr<accy::tensor::Value> mismatch(accy::tensor::Builder&,
   const accy::tensor::Value predicted = frequency.mul(time).sin();
   const accy::tensor::Value difference = predicted.sub(sample);
   return difference.mul(difference).sum("point");
+}
+
+// The input specs of `mismatch`: the frequency with the given axes (a
+// scalar when none, e.g. {{"guess", 8}} for eight guesses at once), then
+// time and sample over `point`.
+inline std::vector<accy::tensor::Spec> specs(std::vector<accy::tensor::Axis> frequency_axes = {}) {
+  return {accy::tensor::spec(accy::tensor::DType::f32, std::move(frequency_axes)),
+          accy::tensor::spec(accy::tensor::DType::f32, {{"point", kPoints}}),
+          accy::tensor::spec(accy::tensor::DType::f32, {{"point", kPoints}})};
 }
 
 struct Samples {

@@ -63,10 +63,8 @@ int main(int argc, char** argv) {
   std::string tone_bytes;
 
   // The tone programs: one guess and eight.
-  ok &= emit(dir, "tone_mismatch", {f32({}), f32({{"point", 16}}), f32({{"point", 16}})}, tone::mismatch,
-             &tone_bytes);
-  ok &= emit(dir, "tone_mismatch8", {f32({{"guess", 8}}), f32({{"point", 16}}), f32({{"point", 16}})},
-             tone::mismatch);
+  ok &= emit(dir, "tone_mismatch", tone::specs(), tone::mismatch, &tone_bytes);
+  ok &= emit(dir, "tone_mismatch8", tone::specs({{"guess", 8}}), tone::mismatch);
 
   // Every unary op, chained, and two reductions.
   ok &= emit(dir, "ops_unary", {f32({{"n", 8}})}, [](Builder&, std::span<const Value> a) {
