@@ -28,6 +28,12 @@ TEST(Registry, SelectsByNameWithClearErrors) {
   EXPECT_EQ(errorKind(unknown.status()), ErrorKind::kInvalidArgument);
   EXPECT_THAT(unknown.status().message(), ::testing::HasSubstr("knows cpu, vulkan, cuda, null"));
   EXPECT_EQ(errorKind(selectBackends({"null"}, BackendOptions{}).status()), ErrorKind::kUnimplemented);
+  auto twice = selectBackends({"cpu", "cpu"}, BackendOptions{});
+  EXPECT_EQ(errorKind(twice.status()), ErrorKind::kInvalidArgument);
+  EXPECT_THAT(twice.status().message(), ::testing::HasSubstr("device 'cpu' is named twice"));
+  auto one = selectBackends({"cpu"}, BackendOptions{});
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->size(), 1u);  // only what was asked for is made
   // Without a GPU, --devices=cuda is refused with the reason.
   auto cuda = selectBackends({"cuda"}, BackendOptions{});
   if (!cuda.ok()) {
