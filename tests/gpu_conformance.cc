@@ -2,6 +2,7 @@
 // gpu_conformance.h).
 #include "tests/gpu_conformance.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -191,7 +192,7 @@ void checkTiledProducts(const GpuUnderTest& gpu) {
 void checkTreeReductions(const GpuUnderTest& gpu) {
   std::mt19937 rng(12);
   for (DType d : {DType::f32, DType::f64, DType::i32}) {
-    for (int64_t p : {256, 1000, 4099, 70000}) {
+    for (int64_t p : gpu.size.tree_extents) {
       const std::vector<Spec> specs = {tensor::spec(d, {{"g", 3}, {"p", p}})};
       auto program = tensor::define("tree", specs, [](tensor::Builder&, Args a) -> std::vector<tensor::Value> {
         return {a[0].sum("p"), a[0].max("p"), a[0].min("p"), a[0].mean("p"), a[0].sum("p").sum("g")};
@@ -215,7 +216,8 @@ void checkTreeReductions(const GpuUnderTest& gpu) {
 }
 
 void checkRandomPrograms(const GpuUnderTest& gpu) {
-  for (uint32_t seed = 1; seed <= 200; ++seed) {
+  const uint32_t seeds = static_cast<uint32_t>(std::max(gpu.size.random_programs, 0));
+  for (uint32_t seed = 1; seed <= seeds; ++seed) {
     RandomOptions o;
     o.dtype = seed % 4 == 0 ? DType::f64 : DType::f32;
     RandomCase c = randomProgram(seed, o);
@@ -236,7 +238,8 @@ static std::vector<std::vector<std::byte>> randomInputs(const std::vector<Spec>&
 void checkTransformedPrograms(const GpuUnderTest& gpu) {
   std::mt19937 rng(13);
   int batched = 0, differentiated = 0;
-  for (uint32_t seed = 1; seed <= 60; ++seed) {
+  const uint32_t seeds = static_cast<uint32_t>(std::max(gpu.size.transformed_programs, 0));
+  for (uint32_t seed = 1; seed <= seeds; ++seed) {
     RandomOptions o;
     o.dtype = seed % 3 == 0 ? DType::f64 : DType::f32;
     o.max_extent = 9;
@@ -267,8 +270,8 @@ void checkTransformedPrograms(const GpuUnderTest& gpu) {
     EXPECT_TRUE(runAndCompare(gpu, g->program(), c.inputs)) << "valueAndGrad, seed " << seed;
     ++differentiated;
   }
-  EXPECT_EQ(batched, 60);
-  EXPECT_EQ(differentiated, 60);
+  EXPECT_EQ(batched, static_cast<int>(seeds));
+  EXPECT_EQ(differentiated, static_cast<int>(seeds));
 }
 
 void checkTheThreeToneTests(const GpuUnderTest& gpu) {

@@ -8,6 +8,7 @@
 #ifndef ACCY_TESTS_GPU_CONFORMANCE_H_
 #define ACCY_TESTS_GPU_CONFORMANCE_H_
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -19,6 +20,16 @@
 
 namespace accy::testing {
 
+// How much of the suite runs. The defaults are the whole suite, what every
+// device's own test runs; a slow stand-in for a device (the fake CUDA
+// driver running every kernel on the PTX interpreter,
+// tests/cuda_fake_conformance_test.cc) runs a deterministic part.
+struct GpuSuiteSize {
+  std::vector<int64_t> tree_extents = {256, 1000, 4099, 70000};  // checkTreeReductions' reduced extents
+  int random_programs = 200;                                     // checkRandomPrograms: seeds 1 to this
+  int transformed_programs = 60;                                 // checkTransformedPrograms: seeds 1 to this
+};
+
 struct GpuUnderTest {
   backends::Backend* backend = nullptr;  // loads and launches
   std::string target;                    // the backend's artifact target: "spirv", "ptx"
@@ -27,6 +38,7 @@ struct GpuUnderTest {
   std::function<absl::StatusOr<executable::Executable>(const tensor::Program&)> compile_for_gpu;
   bool int64 = false;  // the device runs i64
   std::string note;    // printed by checkTreeReductions (e.g. the subgroup size)
+  GpuSuiteSize size;   // the whole suite unless changed
 };
 
 // Compiles, runs and compares one program; the failure names the output.

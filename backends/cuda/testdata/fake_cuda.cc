@@ -10,7 +10,9 @@
 //   reverse_triple(x, t, y):    y[i] = t[n - 1 - i] * 3
 //   accy_fake_fault(...):       the stream's next synchronize fails with
 //                               CUDA_ERROR_ILLEGAL_ADDRESS
-//   anything else:              nothing
+//   anything else:              nothing, or, when ACCY_FAKE_CUDA_PTXSIM is
+//                               set, the kernel itself on the PTX
+//                               interpreter (below)
 //
 // over f32 elements i < min(n, blocks * threads), where n is the element
 // count of the allocation the output parameter points into. It checks what
@@ -24,14 +26,40 @@
 // device 0 with 66 SMs, device 1 with 132). Built with
 // ACCY_FAKE_CUDA_PARTIAL it lacks cuLaunchKernel and cuEventElapsedTime.
 //
+// Running real kernels: with ACCY_FAKE_CUDA_PTXSIM=/path/to/ptxsim.py
+// (compiler/codegen/ptx/ptxsim.py) set, a launch of any kernel other than
+// the four above runs it on that PTX interpreter, synchronously, inside
+// cuLaunchKernel: the module's text and, per parameter, the bytes from the
+// parameter's address to the end of its allocation go to files in a fresh
+// directory under $TEST_TMPDIR (else $TMPDIR, else /tmp), then
+//   $ACCY_FAKE_CUDA_PYTHON ptxsim.py launch module.ptx ENTRY GRID_X BLOCK_X
+//       param0 param1 ...
+// runs (ACCY_FAKE_CUDA_PYTHON, a path or a name on PATH, defaults to
+// /usr/bin/python3) and the files are copied back into the allocations.
+// Every parameter must point into an allocation, no two into the same one.
+// When the interpreter fails (a load or store outside a buffer, an
+// instruction it does not know, a deadlock at a barrier),
+// cuLaunchKernel returns CUDA_ERROR_LAUNCH_FAILED and the allocations are
+// left as they were; cuGetErrorString(CUDA_ERROR_LAUNCH_FAILED) on the same
+// thread then gives the interpreter's message. ACCY_FAKE_CUDA_PTXSIM_KEEP=1
+// keeps the directories, each with its command line in `command` (to run
+// a launch again by hand; the parameter files then hold its results).
+//
 // Tests reach its state through two extra exports, accy_fake_cuda_live and
 // accy_fake_cuda_last_launch (below).
 #include <cuda.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,9 +72,11 @@ struct CUctx_st {
 struct CUfunc_st {
   std::string name;
   int params = 0;
-  unsigned reqntid = 0;  // 0: no .reqntid
+  unsigned reqntid = 0;               // 0: no .reqntid
+  const std::string* text = nullptr;  // the module's PTX
 };
 struct CUmod_st {
+  std::string text;
   std::map<std::string, std::unique_ptr<CUfunc_st>> entries;
 };
 struct CUstream_st {
@@ -78,6 +108,8 @@ State& state() {
 }
 
 thread_local std::vector<CUcontext> current;
+// What the PTX interpreter said when this thread's last launch on it failed.
+thread_local std::string launch_failure;
 
 int envInt(const char* name, int fallback) {
   const char* v = std::getenv(name);
@@ -136,6 +168,114 @@ std::unique_ptr<CUmod_st> parse(const char* text) {
 
 [[maybe_unused]] float* floats(uint64_t address) { return reinterpret_cast<float*>(static_cast<uintptr_t>(address)); }
 
+#ifndef ACCY_FAKE_CUDA_PARTIAL
+bool writeFile(const std::string& path, const void* data, size_t bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
+  return out.good();
+}
+
+bool readFile(const std::string& path, std::string* data) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in.good()) return false;
+  data->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return true;
+}
+
+std::string tempRoot() {
+  for (const char* name : {"TEST_TMPDIR", "TMPDIR"}) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && v[0] != '\0') return v;
+  }
+  return "/tmp";
+}
+
+// Runs kernel f on the PTX interpreter `sim` (see the top of the file):
+// parameter i is the memory [begin[i], end[i]). Returns why it failed, or
+// the empty string; on failure the memory is as it was.
+std::string simulate(const char* sim, const CUfunc_st& f, unsigned grid, unsigned block,
+                     const std::vector<uintptr_t>& begin, const std::vector<uintptr_t>& end) {
+  const std::string what = "ptxsim could not run kernel " + f.name + ": ";
+  for (size_t i = 0; i < begin.size(); ++i) {
+    for (size_t j = i + 1; j < begin.size(); ++j) {
+      if (begin[i] < end[j] && begin[j] < end[i]) {
+        return what + "parameters " + std::to_string(i) + " and " + std::to_string(j) + " point into one allocation";
+      }
+    }
+  }
+  std::string pattern = tempRoot() + "/accy_fake_cuda.XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) return what + "mkdtemp " + pattern + ": " + std::strerror(errno);
+  const std::string dir = pattern;
+  const std::string module = dir + "/module.ptx", log = dir + "/log";
+  std::vector<std::string> files = {module, log};
+  for (size_t i = 0; i < begin.size(); ++i) files.push_back(dir + "/param" + std::to_string(i));
+  const char* python = std::getenv("ACCY_FAKE_CUDA_PYTHON");
+  if (python == nullptr || python[0] == '\0') python = "/usr/bin/python3";
+  std::vector<std::string> args = {python, sim, "launch", module, f.name, std::to_string(grid), std::to_string(block)};
+  args.insert(args.end(), files.begin() + 2, files.end());
+
+  std::string failure;
+  bool written = writeFile(module, f.text->data(), f.text->size());
+  for (size_t i = 0; i < begin.size(); ++i) {
+    written = written && writeFile(files[i + 2], reinterpret_cast<const void*>(begin[i]), end[i] - begin[i]);
+  }
+  if (!written) failure = what + "cannot write the files in " + dir;
+  if (failure.empty()) {
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    pid_t pid = 0;
+    const int spawned = posix_spawnp(&pid, python, &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    int status = 0;
+    if (spawned != 0) {
+      failure = what + "cannot run " + python + ": " + std::strerror(spawned);
+    } else {
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        std::string text;
+        readFile(log, &text);
+        while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+        failure = "ptxsim failed on kernel " + f.name + " (" + std::to_string(grid) + " blocks of " +
+                  std::to_string(block) + " threads, " +
+                  (WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
+                                     : "signal " + std::to_string(WTERMSIG(status))) +
+                  "): " + text;
+      }
+    }
+  }
+  if (failure.empty()) {
+    // Everything is read before anything is copied back.
+    std::vector<std::string> results(begin.size());
+    for (size_t i = 0; i < begin.size() && failure.empty(); ++i) {
+      if (!readFile(files[i + 2], &results[i]) || results[i].size() != end[i] - begin[i]) {
+        failure = what + files[i + 2] + " came back with " + std::to_string(results[i].size()) + " bytes, not " +
+                  std::to_string(end[i] - begin[i]);
+      }
+    }
+    for (size_t i = 0; i < begin.size() && failure.empty(); ++i) {
+      std::memcpy(reinterpret_cast<void*>(begin[i]), results[i].data(), results[i].size());
+    }
+  }
+  if (envInt("ACCY_FAKE_CUDA_PTXSIM_KEEP", 0) != 0) {
+    std::string command;
+    for (const std::string& a : args) command += (command.empty() ? "" : " ") + a;
+    command += "\n";
+    writeFile(dir + "/command", command.data(), command.size());
+  } else {
+    for (const std::string& file : files) unlink(file.c_str());
+    rmdir(dir.c_str());
+  }
+  return failure;
+}
+#endif
+
 }  // namespace
 
 // The state tests look at: "contexts" (primary-context retains outstanding),
@@ -189,6 +329,9 @@ CUresult cuGetErrorName(CUresult error, const char** str) {
     case CUDA_ERROR_ILLEGAL_ADDRESS:
       *str = "CUDA_ERROR_ILLEGAL_ADDRESS";
       return CUDA_SUCCESS;
+    case CUDA_ERROR_LAUNCH_FAILED:
+      *str = "CUDA_ERROR_LAUNCH_FAILED";
+      return CUDA_SUCCESS;
     default:
       *str = nullptr;
       return CUDA_ERROR_INVALID_VALUE;
@@ -200,6 +343,13 @@ CUresult cuGetErrorString(CUresult error, const char** str) {
   if (cuGetErrorName(error, &name) != CUDA_SUCCESS) {
     *str = nullptr;
     return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (error == CUDA_ERROR_LAUNCH_FAILED && !launch_failure.empty()) {
+    // This thread's last failed launch on the PTX interpreter, in its words.
+    thread_local std::string text;
+    text = std::string("fake driver says ") + name + ": " + launch_failure;
+    *str = text.c_str();
+    return CUDA_SUCCESS;
   }
   static std::mutex mu;
   static std::map<int, std::string>* texts = new std::map<int, std::string>;
@@ -371,6 +521,8 @@ CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int co
     writeLog(error_log, error_size, "ptxas fatal   : the fake JIT could not read an .entry");
     return CUDA_ERROR_INVALID_PTX;
   }
+  parsed->text = text;
+  for (auto& [name, f] : parsed->entries) f->text = &parsed->text;
   writeLog(info_log, info_size,
            "ptxas info    : fake JIT compiled " + std::to_string(parsed->entries.size()) + " entries\n");
   State& s = state();
@@ -505,6 +657,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
   State& s = state();
   std::vector<uint64_t> p(static_cast<size_t>(f->params));
   std::vector<uint64_t> elements(p.size(), 0);  // f32 elements from p[i] to its allocation's end
+  std::vector<uintptr_t> begins(p.size(), 0), ends(p.size(), 0);
   {
     std::lock_guard<std::mutex> lock(s.mu);
     ++s.launches;
@@ -519,6 +672,8 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
         return CUDA_SUCCESS;
       }
       elements[i] = (end - p[i]) / 4;
+      begins[i] = static_cast<uintptr_t>(p[i]);
+      ends[i] = end;
     }
   }
   const uint64_t threads = uint64_t{gx} * bx;
@@ -537,6 +692,9 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
     float* y = floats(p[2]);
     const uint64_t n = elements[2];
     for (uint64_t i = 0; i < std::min(n, threads); ++i) y[i] = t[n - 1 - i] * 3;
+  } else if (const char* sim = std::getenv("ACCY_FAKE_CUDA_PTXSIM"); sim != nullptr && sim[0] != '\0') {
+    launch_failure = simulate(sim, *f, gx, bx, begins, ends);
+    if (!launch_failure.empty()) return CUDA_ERROR_LAUNCH_FAILED;
   }
   return CUDA_SUCCESS;
 }

@@ -20,10 +20,21 @@ Usage:
 Each case N (N.ptx, N.json, N.in<k>, N.out<k>) is run and every output is
 compared with the reference evaluator's within the tolerances of
 tests/conformance.h (times the case's scale). Standard library only.
+
+Launch mode (one cuLaunchKernel; what the fake CUDA driver,
+backends/cuda/testdata/fake_cuda.cc, runs when ACCY_FAKE_CUDA_PTXSIM names
+this file):
+  /usr/bin/python3 ptxsim.py launch MODULE.ptx ENTRY GRID_X BLOCK_X BUF0 BUF1 ...
+runs ENTRY of MODULE.ptx on GRID_X blocks of BLOCK_X threads (which must be
+the entry's .reqntid). Each BUF is a file holding the bytes of one device
+allocation, passed as the entry's .u64 parameters in order (one per
+parameter); every file is read, changed by the kernel and written back in
+place. Exit status 0 on success; otherwise 1, with one line on stderr
+saying what failed (a load or store outside a buffer, an instruction the
+simulator does not know, a deadlock at a barrier, ...), and the files left
+as they were.
 """
 
-import concurrent.futures
-import json
 import math
 import os
 import re
@@ -36,27 +47,37 @@ M64 = (1 << 64) - 1
 GLOBAL_SHIFT = 40  # buffer i lives at (i + 1) << 40
 
 
+_F32, _U32 = struct.Struct("<f"), struct.Struct("<I")
+_F64, _U64 = struct.Struct("<d"), struct.Struct("<Q")
+
+
 def f32_of(bits):
-    return struct.unpack("<f", struct.pack("<I", bits & M32))[0]
+    return _F32.unpack(_U32.pack(bits & M32))[0]
 
 
 def bits_f32(x):
     try:
-        return struct.unpack("<I", struct.pack("<f", x))[0]
+        return _U32.unpack(_F32.pack(x))[0]
     except OverflowError:
         return 0x7F800000 if x > 0 else 0xFF800000
 
 
 def f64_of(bits):
-    return struct.unpack("<d", struct.pack("<Q", bits & M64))[0]
+    return _F64.unpack(_U64.pack(bits & M64))[0]
 
 
 def bits_f64(x):
-    return struct.unpack("<Q", struct.pack("<d", x))[0]
+    return _U64.unpack(_F64.pack(x))[0]
+
+
+_WIDTHS = {}
 
 
 def width(t):
-    return 1 if t == "pred" else int(re.sub(r"\D", "", t))
+    w = _WIDTHS.get(t)
+    if w is None:
+        w = _WIDTHS[t] = 1 if t == "pred" else int(re.sub(r"\D", "", t))
+    return w
 
 
 def dec(bits, t):
@@ -81,6 +102,44 @@ def enc(v, t):
     if t == "pred":
         return 1 if v else 0
     return v & ((1 << width(t)) - 1)
+
+
+def decoder(t):
+    """dec(bits, t) as a function of bits."""
+    if t == "f32":
+        return f32_of
+    if t == "f64":
+        return f64_of
+    if t == "pred":
+        return bool
+    w = width(t)
+    mask = (1 << w) - 1
+    if t[0] == "s":
+        sign = 1 << (w - 1)
+        return lambda bits: ((bits & mask) ^ sign) - sign
+    return lambda bits: bits & mask
+
+
+def encoder(t):
+    """enc(v, t) as a function of v."""
+    if t == "f32":
+        return bits_f32
+    if t == "f64":
+        return bits_f64
+    if t == "pred":
+        return lambda v: 1 if v else 0
+    mask = (1 << width(t)) - 1
+    return lambda v: v & mask
+
+
+INT_BINARY = {
+    "add": lambda x, y: x + y,
+    "sub": lambda x, y: x - y,
+    "mul": lambda x, y: x * y,
+    "rem": lambda x, y: x % y,
+    "max": max,
+    "min": min,
+}
 
 
 def fdiv(a, b):
@@ -202,25 +261,27 @@ class Thread:
         self.shared, self.mem, self.tid = shared, mem, tid
 
 
-def load(th, space, addr, t):
-    size = max(1, width(t) // 8)
+def memory(th, space, addr, size, what):
+    """The buffer and offset `size` bytes at `addr` lie in."""
     if space == "shared":
         buf, off = th.shared, addr & M32
     else:
-        buf, off = th.mem[(addr >> GLOBAL_SHIFT) - 1], addr & ((1 << GLOBAL_SHIFT) - 1)
-    if off < 0 or off + size > len(buf):
-        raise IndexError("%s load of %d bytes at %d (size %d)" % (space, size, off, len(buf)))
+        b = (addr >> GLOBAL_SHIFT) - 1
+        if b < 0 or b >= len(th.mem):
+            raise IndexError("global %s of %d bytes at 0x%x, in no buffer" % (what, size, addr))
+        buf, off = th.mem[b], addr & ((1 << GLOBAL_SHIFT) - 1)
+    if off + size > len(buf):
+        raise IndexError("%s %s of %d bytes at %d (size %d)" % (space, what, size, off, len(buf)))
+    return buf, off
+
+
+def load(th, space, addr, size):
+    buf, off = memory(th, space, addr, size, "load")
     return int.from_bytes(buf[off:off + size], "little")
 
 
-def store(th, space, addr, t, bits):
-    size = max(1, width(t) // 8)
-    if space == "shared":
-        buf, off = th.shared, addr & M32
-    else:
-        buf, off = th.mem[(addr >> GLOBAL_SHIFT) - 1], addr & ((1 << GLOBAL_SHIFT) - 1)
-    if off < 0 or off + size > len(buf):
-        raise IndexError("%s store of %d bytes at %d (size %d)" % (space, size, off, len(buf)))
+def store(th, space, addr, size, bits):
+    buf, off = memory(th, space, addr, size, "store")
     buf[off:off + size] = (bits & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
 
 
@@ -257,6 +318,7 @@ def compile_instruction(text, ctx):
         return lambda th: ("bar",)
     if name == "ld" or name == "st":
         space = "param" if "param" in mods else "shared" if "shared" in mods else "global"
+        size = max(1, width(t) // 8)
         if name == "ld":
             d, a = dest(ops[0]), address(ops[1], ctx)
 
@@ -265,11 +327,11 @@ def compile_instruction(text, ctx):
                 if space == "param":
                     d(th, where[1])
                 else:
-                    d(th, load(th, space, where, t))
+                    d(th, load(th, space, where, size))
 
             return ld
         a, v = address(ops[0], ctx), reader(ops[1], ctx)
-        return lambda th: store(th, space, a(th), t, v(th))
+        return lambda th: store(th, space, a(th), size, v(th))
     if name == "cvta":
         d, a = dest(ops[0]), reader(ops[1], ctx)
         return lambda th: d(th, a(th))
@@ -294,12 +356,13 @@ def compile_instruction(text, ctx):
     if name == "setp":
         cmp, ty = mods[1], mods[2]
         d, a, b = dest(ops[0]), reader(ops[1], ctx), reader(ops[2], ctx)
+        dv = decoder(ty)
         if ty in ("f32", "f64"):
             f = FLOAT_CMP[cmp]
-            return lambda th: d(th, 1 if f(dec(a(th), ty), dec(b(th), ty)) else 0)
+            return lambda th: d(th, 1 if f(dv(a(th)), dv(b(th))) else 0)
         f = {"lt": lambda x, y: x < y, "le": lambda x, y: x <= y, "gt": lambda x, y: x > y,
              "ge": lambda x, y: x >= y, "eq": lambda x, y: x == y, "ne": lambda x, y: x != y}[cmp]
-        return lambda th: d(th, 1 if f(dec(a(th), ty), dec(b(th), ty)) else 0)
+        return lambda th: d(th, 1 if f(dv(a(th)), dv(b(th))) else 0)
     if name == "selp":
         d, a, b, c = dest(ops[0]), reader(ops[1], ctx), reader(ops[2], ctx), reader(ops[3], ctx)
         w = width(t)
@@ -327,47 +390,44 @@ def compile_instruction(text, ctx):
     if t in ("f32", "f64") and name in ("add", "sub", "mul", "div", "fma", "sqrt", "neg", "abs"):
         rd = [reader(x, ctx) for x in ops[1:]]
         d = dest(ops[0])
+        dv, ev = decoder(t), encoder(t)
         if name == "fma":
-            return lambda th: d(th, enc(ffma(dec(rd[0](th), t), dec(rd[1](th), t), dec(rd[2](th), t), t), t))
+            a, b, c = rd
+            return lambda th: d(th, ev(ffma(dv(a(th)), dv(b(th)), dv(c(th)), t)))
         if name in ("sqrt", "neg", "abs"):
-            f = {"sqrt": fsqrt, "neg": lambda x: -x, "abs": abs}[name]
-            return lambda th: d(th, enc(f(dec(rd[0](th), t)), t))
+            f, a = {"sqrt": fsqrt, "neg": lambda x: -x, "abs": abs}[name], rd[0]
+            return lambda th: d(th, ev(f(dv(a(th)))))
         f = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y, "div": fdiv}[name]
-        return lambda th: d(th, enc(f(dec(rd[0](th), t), dec(rd[1](th), t)), t))
+        a, b = rd
+        return lambda th: d(th, ev(f(dv(a(th)), dv(b(th)))))
     if name in ("add", "sub", "mul", "mad", "div", "rem", "max", "min", "neg", "abs"):
         rd = [reader(x, ctx) for x in ops[1:]]
         d = dest(ops[0])
         wide = "wide" in mods
         out_t = t[0] + str(2 * width(t)) if wide else t
 
-        def arith(th):
-            v = [dec(r(th), t) for r in rd]
-            if name == "add":
-                r = v[0] + v[1]
-            elif name == "sub":
-                r = v[0] - v[1]
-            elif name == "mul":
-                r = v[0] * v[1]
-            elif name == "mad":
-                r = v[0] * v[1] + v[2]
-            elif name == "div":
-                if v[1] == 0:
-                    raise ZeroDivisionError(text)
-                q = abs(v[0]) // abs(v[1])
-                r = q if (v[0] < 0) == (v[1] < 0) else -q
-            elif name == "rem":
-                r = v[0] % v[1]
-            elif name == "max":
-                r = max(v)
-            elif name == "min":
-                r = min(v)
-            elif name == "neg":
-                r = -v[0]
-            else:
-                r = abs(v[0])
-            d(th, enc(r, out_t))
+        dv, ev = decoder(t), encoder(out_t)
+        if name in INT_BINARY and len(rd) == 2:
+            f, a, b = INT_BINARY[name], rd[0], rd[1]
+            return lambda th: d(th, ev(f(dv(a(th)), dv(b(th)))))
+        if name == "mad":
+            a, b, c = rd
+            return lambda th: d(th, ev(dv(a(th)) * dv(b(th)) + dv(c(th))))
+        if name == "div":
+            a, b = rd
 
-        return arith
+            def div(th):
+                x, y = dv(a(th)), dv(b(th))
+                if y == 0:
+                    raise ZeroDivisionError(text)
+                q = abs(x) // abs(y)
+                d(th, ev(q if (x < 0) == (y < 0) else -q))
+
+            return div
+        if name in ("neg", "abs") and len(rd) == 1:
+            f, a = (lambda x: -x) if name == "neg" else abs, rd[0]
+            return lambda th: d(th, ev(f(dv(a(th)))))
+        raise ValueError("operands of " + text)
     if name == "cvt":
         types = [m for m in mods[1:] if re.fullmatch(r"[fsub]\d+|tf32", m)]
         to, frm = types[0], types[1]
@@ -446,7 +506,8 @@ class Entry:
             self.code.append((guard, neg, compile_instruction(line, ctx), line))
 
 
-def parse_module(text):
+def parse_module(text, only=None):
+    """The module's entries by name (only the one named `only`, if given)."""
     entries = {}
     lines = [l.split("//")[0].strip() for l in text.split("\n")]
     i = 0
@@ -474,7 +535,8 @@ def parse_module(text):
                 shared, shared_size = sm.group(1), int(sm.group(2))
                 continue
             body.append(l.rstrip(";"))
-        entries[name] = Entry(name, params, reqntid, shared, shared_size, body)
+        if only is None or name == only:
+            entries[name] = Entry(name, params, reqntid, shared, shared_size, body)
     return entries
 
 
@@ -581,6 +643,7 @@ FORMATS = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "bool": "<B"}
 
 
 def run_case(directory, n):
+    import json
     base = os.path.join(directory, str(n))
     with open(base + ".json") as f:
         meta = json.load(f)
@@ -622,6 +685,7 @@ def run_case(directory, n):
 
 
 def check(args):
+    import json
     directory, n = args
     with open(os.path.join(directory, "%d.json" % n)) as f:
         name = json.load(f)["name"]
@@ -632,10 +696,46 @@ def check(args):
     return n, name, why
 
 
+def launch(args):
+    """The launch mode (see the docstring); returns the exit status."""
+    if len(args) < 4:
+        print("usage: ptxsim.py launch MODULE.ptx ENTRY GRID_X BLOCK_X BUF...", file=sys.stderr)
+        return 2
+    module, name, grid, block, files = args[0], args[1], int(args[2]), int(args[3]), args[4:]
+    try:
+        with open(module) as f:
+            entries = parse_module(f.read(), only=name)
+        if name not in entries:
+            raise LookupError("the module has no entry named %s" % name)
+        entry = entries[name]
+        if entry.reqntid != block:
+            raise ValueError("entry %s has .reqntid %d; launched with blocks of %d" % (name, entry.reqntid, block))
+        if grid < 1:
+            raise ValueError("a grid of %d blocks" % grid)
+        if len(files) != len(entry.params):
+            raise ValueError("entry %s takes %d parameters; given %d buffers" % (name, len(entry.params), len(files)))
+        mem = []
+        for path in files:
+            with open(path, "rb") as f:
+                mem.append(bytearray(f.read()))
+        for b in range(grid):
+            run_block(entry, b, grid, mem)
+    except Exception as e:  # a simulator or module error: say which
+        print("ptxsim: %s: %s" % (type(e).__name__, e), file=sys.stderr)
+        return 1
+    for path, buf in zip(files, mem):
+        with open(path, "r+b") as f:
+            f.write(buf)
+    return 0
+
+
 def main(argv):
+    if len(argv) > 1 and argv[1] == "launch":
+        return launch(argv[2:])
     directory = argv[1]
     cases = [int(a) for a in argv[2:]] or sorted(
         int(f[:-5]) for f in os.listdir(directory) if f.endswith(".json"))
+    import concurrent.futures
     failed = 0
     with concurrent.futures.ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         for n, name, why in pool.map(check, [(directory, n) for n in cases]):

@@ -1,0 +1,195 @@
+// CUDA conformance without a GPU: the GPU conformance suite
+// (tests/gpu_conformance.h) compiled to PTX (exact mode) and run through the
+// real CUDA backend (CudaProgram: module load, device buffers, parameter
+// order, grid and block, copies, streams) on the fake driver
+// (backends/cuda/testdata/fake_cuda.cc), whose cuLaunchKernel runs every
+// kernel on the PTX interpreter compiler/codegen/ptx/ptxsim.py
+// (ACCY_FAKE_CUDA_PTXSIM). The fake device reports what an H100/H200 does:
+// sm_90, 1024 threads per block, warps of 32.
+//
+// The interpreter runs every thread in Python, so a few parts of the suite
+// are smaller (GpuSuiteSize): tree reductions over rows of up to 20000
+// elements (split in 2 parts a row, where 70000 is split in 8), 100 of the
+// 200 random programs and 20 of the 60 transformed ones. The rest runs whole (every
+// op, integer pow, bool buffers, tiled products, the three tone tests),
+// and tf32 products on the interpreter's mma.sync, as
+// tests/cuda_conformance_test.cc does on a real GPU.
+#include <dlfcn.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <string>
+
+#include "backends/cuda/cuda_backend.h"
+#include "compiler/codegen/ptx/compile.h"
+#include "gtest/gtest.h"
+#include "tests/conformance.h"
+#include "tests/gpu_conformance.h"
+#include "tests/op_cases.h"
+
+namespace accy::testing {
+namespace {
+
+using tensor::DType;
+using tensor::Spec;
+
+std::string runfile(const std::string& path) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  return std::string(srcdir != nullptr ? srcdir : ".") + "/" + (workspace != nullptr ? workspace : "accy") + "/" + path;
+}
+
+std::string fakeDriver() { return runfile("backends/cuda/testdata/libfake_cuda.so"); }
+
+backends::Backend& cuda() {
+  static std::unique_ptr<backends::Backend> b = [] {
+    // Read by the fake driver at each launch.
+    setenv("ACCY_FAKE_CUDA_PTXSIM", runfile("compiler/codegen/ptx/ptxsim.py").c_str(), 1);
+    return backends::makeCudaBackendFrom(backends::BackendOptions{}, fakeDriver());
+  }();
+  return *b;
+}
+
+GpuUnderTest gpu() {
+  GpuUnderTest g;
+  g.backend = &cuda();
+  g.target = "ptx";
+  g.compile_for_gpu = [](const tensor::Program& program) {
+    return ptx::compileProgram(program, backends::cudaTargetInfo(cuda()));
+  };
+  g.int64 = true;
+  g.note = backends::cudaDeviceName(cuda());
+  g.size.tree_extents = {256, 1000, 4099, 20000};
+  g.size.random_programs = 100;
+  g.size.transformed_programs = 20;
+  return g;
+}
+
+// The fake driver's count of launches (accy_fake_cuda_live).
+int fakeLaunches() {
+  void* handle = dlopen(fakeDriver().c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (handle == nullptr) return -1;
+  auto live = reinterpret_cast<int (*)(const char*)>(dlsym(handle, "accy_fake_cuda_live"));
+  return live != nullptr ? live("launches") : -1;
+}
+
+class CudaFakeConformance : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(cuda().info().available) << cuda().info().unavailable_reason; }
+};
+
+TEST_F(CudaFakeConformance, TheFakeDeviceHasAnH100sLimits) {
+  const ptx::TargetInfo t = backends::cudaTargetInfo(cuda());
+  EXPECT_EQ(t.sm, 90);
+  EXPECT_EQ(t.max_threads_per_block, 1024u);
+  EXPECT_EQ(t.warp_size, 32u);
+  EXPECT_EQ(t.max_grid_x, 2147483647u);
+  EXPECT_EQ(t.ptx_version, 78);
+  EXPECT_EQ(t.mode, ptx::ArithmeticMode::kExact);
+  EXPECT_EQ(backends::cudaDeviceName(cuda()), "Accy Fake GPU 1 (device 1, sm_90, 132 SMs, 80 GiB, driver 12.8)");
+}
+
+// Each kernel of a multi-kernel program reaches the interpreter through
+// cuLaunchKernel, and the results come back through the device buffers.
+TEST_F(CudaFakeConformance, KernelsRunOnTheInterpreter) {
+  const std::vector<Spec> specs = {tensor::spec(DType::f32, {{"i", 300}, {"j", 7}})};
+  auto program = tensor::define("two", specs, [](tensor::Builder&, Args a) -> std::vector<tensor::Value> {
+    return {a[0] * 3 + 1, (a[0] * a[0]).sum("i")};
+  });
+  ASSERT_TRUE(program.ok()) << program.status();
+  auto exe = gpu().compile_for_gpu(*program);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  std::mt19937 rng(3);
+  const int before = fakeLaunches();
+  EXPECT_TRUE(runAndCompare(gpu(), *program, {randomBytes(specs[0], rng, -2, 2)}));
+  EXPECT_EQ(fakeLaunches() - before, static_cast<int>(exe->launch_plan.steps.size()));
+}
+
+// A kernel the interpreter cannot run is LaunchFailed at cuLaunchKernel,
+// in the interpreter's words; the outputs are untouched and the next
+// launch of a good program runs.
+TEST_F(CudaFakeConformance, AKernelTheInterpreterRefusesIsLaunchFailed) {
+  const std::vector<Spec> specs = {tensor::spec(DType::f32, {{"i", 40}})};
+  auto program = tensor::define("double", specs, [](tensor::Builder&, Args a) { return a[0] * 2; });
+  ASSERT_TRUE(program.ok()) << program.status();
+  auto exe = gpu().compile_for_gpu(*program);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  auto good = cuda().load(*exe);
+  ASSERT_TRUE(good.ok()) << good.status();
+  std::string text(exe->code.begin(), exe->code.end());
+  const size_t ret = text.rfind("ret;");
+  ASSERT_NE(ret, std::string::npos);
+  text.replace(ret, 4, "trap;");
+  exe->code.assign(text.begin(), text.end());
+  auto bad = cuda().load(*exe);
+  ASSERT_TRUE(bad.ok()) << bad.status();
+
+  std::vector<float> x(40, 1.5f), y(40, -1.0f);
+  const absl::Status s = (*bad)->launch({bytes(x)}, {writableBytes(y)});
+  EXPECT_EQ(errorKind(s), ErrorKind::kLaunchFailed) << s;
+  const std::string message(s.message());
+  EXPECT_NE(message.find("cuLaunchKernel failed with CUDA_ERROR_LAUNCH_FAILED"), std::string::npos) << message;
+  EXPECT_NE(message.find("instruction not known to the simulator: trap"), std::string::npos) << message;
+  EXPECT_EQ(y[0], -1.0f);
+  ASSERT_TRUE((*good)->launch({bytes(x)}, {writableBytes(y)}).ok());
+  EXPECT_EQ(y[39], 3.0f);
+}
+
+TEST_F(CudaFakeConformance, EveryOp) { checkEveryOp(gpu()); }
+TEST_F(CudaFakeConformance, IntegerPowEdgeCases) { checkIntegerPowEdgeCases(gpu()); }
+TEST_F(CudaFakeConformance, BoolBuffersMixedWithNumbers) { checkBoolBuffersMixedWithNumbers(gpu()); }
+TEST_F(CudaFakeConformance, TiledProducts) { checkTiledProducts(gpu()); }
+TEST_F(CudaFakeConformance, TreeReductions) { checkTreeReductions(gpu()); }
+TEST_F(CudaFakeConformance, RandomPrograms) { checkRandomPrograms(gpu()); }
+TEST_F(CudaFakeConformance, TransformedPrograms) { checkTransformedPrograms(gpu()); }
+TEST_F(CudaFakeConformance, TheThreeToneTests) { checkTheThreeToneTests(gpu()); }
+
+// tf32 products on the interpreter's mma.sync (m16n8k8, operands rounded to
+// tf32, f32 accumulation) against tf32's rounding bound, as
+// cuda_conformance_test's Tf32Products on a GPU; ragged edges included.
+TEST_F(CudaFakeConformance, Tf32Products) {
+  ptx::TargetInfo target = backends::cudaTargetInfo(cuda());
+  target.mode = ptx::ArithmeticMode::kTf32;
+  std::mt19937 rng(21);
+  for (int64_t m : {16, 17, 64, 129}) {
+    const int64_t k = m + 3, n = m - 1;
+    const std::vector<Spec> specs = {tensor::spec(DType::f32, {{"i", m}, {"k", k}}),
+                                     tensor::spec(DType::f32, {{"k", k}, {"j", n}})};
+    auto program = tensor::define("tf32", specs, [](tensor::Builder&, std::span<const tensor::Value> a) {
+      return a[0].dot(a[1], "k");
+    });
+    ASSERT_TRUE(program.ok()) << program.status();
+    auto exe = ptx::compileProgram(*program, target);
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    const std::string text(exe->code.begin(), exe->code.end());
+    EXPECT_NE(text.find("mma.sync"), std::string::npos) << "no tensor-core instruction in the module";
+    auto loaded = cuda().load(*exe);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    std::vector<float> a(m * k), b(k * n), c(m * n);
+    std::uniform_real_distribution<float> u(-2, 2);
+    for (float& x : a) x = u(rng);
+    for (float& x : b) x = u(rng);
+    const absl::Status launched = (*loaded)->launch({bytes(a), bytes(b)}, {writableBytes(c)});
+    ASSERT_TRUE(launched.ok()) << launched;
+    int bad = 0, rounded = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double exact = 0, magnitude = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          exact += double(a[i * k + p]) * b[p * n + j];
+          magnitude += std::abs(double(a[i * k + p]) * b[p * n + j]);
+        }
+        const double bound = magnitude * (std::ldexp(1.0, -9) + k * std::ldexp(1.0, -23)) + 1e-30;
+        bad += std::abs(c[i * n + j] - exact) > bound;
+        // tf32's rounding shows: f32 products would be within about k ulp.
+        rounded += std::abs(c[i * n + j] - exact) > magnitude * k * std::ldexp(1.0, -23);
+      }
+    }
+    EXPECT_EQ(bad, 0) << m << "x" << k << "x" << n;
+    EXPECT_GT(rounded, 0) << m << "x" << k << "x" << n << ": no tf32 rounding seen; were the products f32?";
+  }
+}
+
+}  // namespace
+}  // namespace accy::testing
