@@ -101,12 +101,23 @@ void BM_Gpu_Dot512(benchmark::State& state) {
       [](tensor::Builder&, std::span<const tensor::Value> a) { return a[0].dot(a[1], "k"); }, m * m * 12, 2.0 * m * m * m);
 }
 
-void BM_Gpu_Dot512Tiled(benchmark::State& state) {
+void BM_Gpu_Dot512Untiled(benchmark::State& state) {
   constexpr int64_t m = 512;
   run(
       state, {tensor::spec(tensor::DType::f32, {{"i", m}, {"k", m}}), tensor::spec(tensor::DType::f32, {{"k", m}, {"j", m}})},
       [](tensor::Builder&, std::span<const tensor::Value> a) { return a[0].dot(a[1], "k"); }, m * m * 12, 2.0 * m * m * m,
-      [](accy::spirv::TargetInfo& t) { t.cooperative_workgroups = true; });
+      [](accy::spirv::TargetInfo& t) { t.tile_products = false; });
+}
+
+void BM_Gpu_Dot512TiledOneOutputPerInvocation(benchmark::State& state) {
+  constexpr int64_t m = 512;
+  run(
+      state, {tensor::spec(tensor::DType::f32, {{"i", m}, {"k", m}}), tensor::spec(tensor::DType::f32, {{"k", m}, {"j", m}})},
+      [](tensor::Builder&, std::span<const tensor::Value> a) { return a[0].dot(a[1], "k"); }, m * m * 12, 2.0 * m * m * m,
+      [](accy::spirv::TargetInfo& t) {
+        t.cooperative_workgroups = true;
+        t.register_blocking = false;
+      });
 }
 
 }  // namespace
@@ -117,6 +128,7 @@ BENCHMARK(BM_Gpu_Sum)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Gpu_SumTree)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Gpu_SumTreeWithoutSubgroups)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Gpu_Dot512)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_Gpu_Dot512Tiled)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Gpu_Dot512Untiled)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Gpu_Dot512TiledOneOutputPerInvocation)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 BENCHMARK_MAIN();

@@ -156,6 +156,9 @@ struct Kernel {
   // (passes/gpu_map.h, GpuForm::kTiledProduct); workgroup_size is its
   // square. 0 otherwise.
   int64_t gpu_tile = 0;
+  // Outputs per invocation along each of the row and the column of a tiled
+  // product (register blocking); 1 when not blocked, 0 for other kernels.
+  int64_t gpu_micro = 0;
   // A tree reduction split across gpu_split workgroups per output
   // (passes/gpu_map.h): each leaves its partial result in buffer
   // gpu_partials at [output * gpu_split + part], and the next kernel

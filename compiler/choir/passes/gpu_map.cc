@@ -119,6 +119,7 @@ absl::StatusOr<Module> mapToGpu(Module m, const GpuMapOptions& options) {
     }
     k.workgroup_size = wg;
     k.gpu_tile = 0;
+    k.gpu_micro = 0;
     if (s->kind == StmtKind::kStore) {
       for (Stmt* l : nest) l->loop = tagged(l->loop, LoopTag::kGpuThread, 0);
       continue;
@@ -134,6 +135,8 @@ absl::StatusOr<Module> mapToGpu(Module m, const GpuMapOptions& options) {
       while ((tile * 2) * (tile * 2) <= wg && tile < 16) tile *= 2;
       k.gpu_tile = tile;
       k.workgroup_size = tile * tile;
+      const int64_t micro = std::max<int64_t>(options.micro_tile, 1);
+      k.gpu_micro = micro > 1 && loops[row].extent >= 2 * tile && loops[col].extent >= 2 * tile ? micro : 1;
       for (int i = 0; i < static_cast<int>(nest.size()); ++i) {
         nest[i]->loop = i == row   ? tagged(loops[i], LoopTag::kGpuThread, 1)
                         : i == col ? tagged(loops[i], LoopTag::kGpuThread, 0)
@@ -206,6 +209,8 @@ absl::StatusOr<GpuNest> describeGpuKernel(const Kernel& kernel) {
     g.lhs = s.value->args[0];
     g.rhs = s.value->args[1];
     g.tile = kernel.gpu_tile;
+    if (kernel.gpu_micro < 1) return bad("a tiled kernel needs its register blocking (1 for none)");
+    g.micro = kernel.gpu_micro;
     return g;
   }
   if (!s.domain.empty() && all(g.loops, LoopTag::kGpuBlock) && all(s.domain, LoopTag::kGpuThread)) {

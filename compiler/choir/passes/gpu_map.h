@@ -21,6 +21,10 @@ struct GpuMapOptions {
   // whose domain is at least this long, are tiled through workgroup memory.
   // 0 turns tiling off.
   int64_t min_extent_for_tiles = 8;
+  // Register blocking of tiled products: each invocation computes
+  // micro_tile x micro_tile outputs, when the row and column extents are at
+  // least twice the tile edge; 1 turns it off.
+  int64_t micro_tile = 4;
   // Tree reductions whose domain is long enough to give every invocation
   // at least this many points in `split_parts_target` workgroups are split
   // into parts (see kTreeReduce below); 0 turns splitting off.
@@ -39,11 +43,17 @@ struct GpuMapOptions {
 //    rhs, another (the column) by rhs and not lhs. The innermost such loops
 //    are tagged kGpuThread with gpu_dim 1 (row) and 0 (column), every other
 //    output loop kGpuBlock (dimension 2), the domain kSerial; kernel.gpu_tile
-//    is the tile edge T and the workgroup is T x T. Each workgroup computes
-//    a T x T block of outputs: for each T-long slice of the domain its
-//    invocations stage lhs (T rows x T domain points) and rhs (T domain
-//    points x T columns) in workgroup memory, barrier, and accumulate in
-//    domain order (the same order as a serial reduction).
+//    is the tile edge T and the workgroup is T x T; kernel.gpu_micro = R is
+//    the register blocking. Each workgroup computes a TR x TR block of
+//    outputs (grid-stride over blocks and batch points): invocation
+//    (ty, tx) = (local id / T, local id % T) owns rows row0 + ty + i T and
+//    columns col0 + tx + j T for i, j < R. For each T-long slice of the
+//    domain the invocations stage lhs (TR rows x T points; invocation
+//    (ty, tx) stages rows ty + i T at point tx) and rhs (T points x TR
+//    columns; point ty, columns tx + j T) in workgroup memory, guarded at
+//    the edges, barrier, and accumulate each output over the slice in
+//    domain order (mul then add: the same operations as a serial
+//    reduction), bounded by what is left of the domain.
 //  - Reductions with few outputs and long domains (kTreeReduce): the output
 //    loops are tagged kGpuBlock (one workgroup per output, grid-stride), the
 //    domain loops kGpuThread: the workgroup's invocations split the domain
@@ -74,6 +84,7 @@ struct GpuNest {
   std::vector<int> batch;
   ExprRef lhs, rhs;
   int64_t tile = 0;
+  int64_t micro = 1;  // kTiledProduct: R, outputs per invocation along each axis
   // kTreeReduce: workgroups per output and the partials buffer (0, -1 when
   // not split).
   int64_t split = 0;

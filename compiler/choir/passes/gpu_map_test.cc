@@ -92,6 +92,7 @@ TEST(GpuMap, ProductsAreTiledThroughWorkgroupMemory) {
   ASSERT_EQ(d->loops.size(), 3u);
   EXPECT_EQ(d->loops[d->row].extent, 40);
   EXPECT_EQ(d->loops[d->col].extent, 33);
+  EXPECT_EQ(d->micro, 4);  // rows and columns >= 2 x 16: 4 x 4 outputs per invocation
   EXPECT_EQ(d->batch, std::vector<int>{0});
   EXPECT_EQ(d->loops[0].tag, LoopTag::kGpuBlock);
   EXPECT_EQ(d->leaf->domain[0].tag, LoopTag::kSerial);
@@ -100,6 +101,12 @@ TEST(GpuMap, ProductsAreTiledThroughWorkgroupMemory) {
   auto small = mapToGpu(m, GpuMapOptions{.max_workgroup_size = 64});
   EXPECT_EQ(small->kernels[0].gpu_tile, 8);
   EXPECT_EQ(small->kernels[0].workgroup_size, 64);
+  // Register blocking off, or too few rows for it: one output per invocation.
+  EXPECT_EQ(describeGpuKernel(mapToGpu(m, GpuMapOptions{.max_workgroup_size = 1024, .micro_tile = 1})->kernels[0])->micro, 1);
+  Module narrow = *fuseKernels(lowered(
+      {tensor::spec(DType::f32, {{"i", 20}, {"k", 24}}), tensor::spec(DType::f32, {{"k", 24}, {"j", 33}})},
+      [](tensor::Builder&, Args a) { return a[0].dot(a[1], "k"); }));
+  EXPECT_EQ(describeGpuKernel(mapToGpu(narrow, GpuMapOptions{.max_workgroup_size = 1024})->kernels[0])->micro, 1);
   // Below the threshold (or with tiling off) it is one invocation per output.
   auto off = mapToGpu(m, GpuMapOptions{.min_extent_for_tiles = 0});
   EXPECT_EQ(off->kernels[0].gpu_tile, 0);

@@ -14,8 +14,13 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
   ACCY_ASSIGN_OR_RETURN(m, choir::fuseKernels(std::move(m)));
   choir::GpuMapOptions map;
   map.max_workgroup_size = target.max_workgroup_size;
-  if (!target.tile_products || !target.cooperative_workgroups) map.min_extent_for_tiles = 0;
+  // On a device that runs a workgroup as one thread (lavapipe), trees lose;
+  // register-blocked tiles still win (docs/PERFORMANCE.md), plain ones do not.
+  if (!target.tile_products || (!target.cooperative_workgroups && !target.register_blocking)) {
+    map.min_extent_for_tiles = 0;
+  }
   if (!target.cooperative_workgroups) map.min_domain_for_tree = INT64_MAX;
+  if (!target.register_blocking) map.micro_tile = 1;
   ACCY_ASSIGN_OR_RETURN(m, choir::mapToGpu(std::move(m), map));
   ACCY_RETURN_IF_ERROR(choir::verifyModule(m));
   executable::Executable exe;

@@ -41,10 +41,14 @@ struct TargetInfo {
   // Tile sum-of-products kernels (dot) through workgroup memory
   // (passes/gpu_map.h); off only to measure what tiling buys.
   bool tile_products = true;
+  // Tiled products compute 4 x 4 outputs per invocation (register
+  // blocking, passes/gpu_map.h); off only to measure what it buys.
+  bool register_blocking = true;
   // Whether a workgroup's invocations run concurrently. When false (Vulkan
   // devices of type CPU: lavapipe runs a workgroup as one thread switching
-  // at each barrier), kernels do not cooperate through workgroup memory:
-  // no tiled products, no tree reductions (measured in docs/PERFORMANCE.md).
+  // at each barrier), reductions do not cooperate through workgroup memory
+  // (no trees), and products are tiled only with register blocking, which
+  // still wins there (measured in docs/PERFORMANCE.md).
   bool cooperative_workgroups = true;
 };
 

@@ -841,20 +841,22 @@ class Translator {
     return absl::OkStatus();
   }
 
-  // A T x T block of outputs per workgroup (grid-stride over blocks and
-  // batch points). For each T-long slice of the domain the invocations
-  // stage lhs and rhs tiles in workgroup memory (guarded at the edges),
-  // then each accumulates its output over the slice in domain order: the
-  // same sequence of operations as a serial reduction.
+  // A TR x TR block of outputs per workgroup (T x T invocations, each with
+  // R x R outputs: rows ty + i T, columns tx + j T), grid-stride over blocks
+  // and batch points. For each T-long slice of the domain the invocations
+  // stage lhs (TR rows x T points) and rhs (T points x TR columns) in
+  // workgroup memory (guarded at the edges), then each accumulates its
+  // outputs over the slice in domain order: the same sequence of operations
+  // as a serial reduction (passes/gpu_map.h).
   absl::StatusOr<int64_t> tiledProduct(const choir::GpuNest& g) {
     const Stmt& s = *g.leaf;
     const DType d = m_.buffers[s.buffer].dtype;
     ACCY_ASSIGN_OR_RETURN(uint32_t type, scalarType(d));
-    const int64_t tile = g.tile;
+    const int64_t tile = g.tile, micro = g.micro, edge = g.tile * g.micro;
     const LoopHeader& row = g.loops[g.row];
     const LoopHeader& col = g.loops[g.col];
     const LoopHeader& k = s.domain[0];
-    const int64_t row_tiles = (row.extent + tile - 1) / tile, col_tiles = (col.extent + tile - 1) / tile;
+    const int64_t row_tiles = (row.extent + edge - 1) / edge, col_tiles = (col.extent + edge - 1) / edge;
     std::vector<LoopHeader> batch;
     int64_t blocks = row_tiles * col_tiles;
     for (int i : g.batch) {
@@ -863,66 +865,94 @@ class Translator {
     }
     if (blocks > INT32_MAX) return unimplemented(strCat("kernel ", k_.name, " has more than 2^31 tiles"));
     const int64_t workgroups = std::max<int64_t>(1, std::min<int64_t>(blocks, t_.max_workgroup_count));
-    const uint32_t tile_array = b_.typeArray(type, uconst(static_cast<uint32_t>(tile * tile)));
+    // lhs[r * T + p] for r < TR rows, p < T points; rhs[p * TR + c].
+    const uint32_t tile_array = b_.typeArray(type, uconst(static_cast<uint32_t>(edge * tile)));
     const uint32_t lhs_tile = b_.globalVariable(b_.typePointer(kWorkgroup, tile_array), kWorkgroup);
     const uint32_t rhs_tile = b_.globalVariable(b_.typePointer(kWorkgroup, tile_array), kWorkgroup);
     auto at = [&](uint32_t array, uint32_t index) {
       return b_.value(op::AccessChain, b_.typePointer(kWorkgroup, type), {array, index});
     };
     auto add = [&](uint32_t a, uint32_t b) { return b_.value(op::IAdd, u32_, {a, b}); };
+    auto mul = [&](uint32_t a, uint32_t b) { return b_.value(op::IMul, u32_, {a, b}); };
+    auto plus = [&](uint32_t a, int64_t n) { return n == 0 ? a : add(a, uconst(static_cast<uint32_t>(n))); };
     auto less = [&](uint32_t a, int64_t n) { return b_.value(op::ULessThan, bool_, {a, uconst(static_cast<uint32_t>(n))}); };
     auto both = [&](uint32_t a, uint32_t b) { return b_.value(op::LogicalAnd, bool_, {a, b}); };
-    const uint32_t t = uconst(static_cast<uint32_t>(tile));
+    const uint32_t t = uconst(static_cast<uint32_t>(tile)), tr_edge = uconst(static_cast<uint32_t>(edge));
     const uint32_t ty = b_.value(op::UDiv, u32_, {lid_, t}), tx = b_.value(op::UMod, u32_, {lid_, t});
-    const uint32_t acc = b_.localVariable(b_.typePointer(kFunction, type));
+    std::vector<uint32_t> acc(static_cast<size_t>(micro * micro));
+    for (uint32_t& a : acc) a = b_.localVariable(b_.typePointer(kFunction, type));
     ACCY_RETURN_IF_ERROR(strided(group_, uconst(static_cast<uint32_t>(blocks)), uconst(static_cast<uint32_t>(workgroups)),
                                  [&](uint32_t block) -> absl::Status {
       const uint32_t tc = b_.value(op::UMod, u32_, {block, uconst(static_cast<uint32_t>(col_tiles))});
       const uint32_t rest = b_.value(op::UDiv, u32_, {block, uconst(static_cast<uint32_t>(col_tiles))});
       const uint32_t tr = b_.value(op::UMod, u32_, {rest, uconst(static_cast<uint32_t>(row_tiles))});
       decompose(b_.value(op::UDiv, u32_, {rest, uconst(static_cast<uint32_t>(row_tiles))}), batch);
-      const uint32_t row0 = b_.value(op::IMul, u32_, {tr, t}), col0 = b_.value(op::IMul, u32_, {tc, t});
-      const uint32_t r = add(row0, ty), c = add(col0, tx);
+      // This invocation's first row and column; the others are T apart.
+      const uint32_t r = add(mul(tr, tr_edge), ty), c = add(mul(tc, tr_edge), tx);
       ACCY_ASSIGN_OR_RETURN(uint32_t zero, identity(OpCode::kAdd, d));
-      b_.inst(op::Store, {acc, zero});
+      for (uint32_t a : acc) b_.inst(op::Store, {a, zero});
       ACCY_RETURN_IF_ERROR(strided(uconst(0), uconst(static_cast<uint32_t>(k.extent)), t, [&](uint32_t k0) -> absl::Status {
-        // lhs tile: T rows x T domain points; rhs tile: T domain points x T columns.
-        vars_[row.var] = r;
-        vars_[k.var] = add(k0, tx);
-        ACCY_RETURN_IF_ERROR(when(both(less(r, row.extent), less(vars_[k.var], k.extent)), [&]() -> absl::Status {
-          ACCY_ASSIGN_OR_RETURN(uint32_t v, expr(g.lhs));
-          b_.inst(op::Store, {at(lhs_tile, lid_), v});
-          return absl::OkStatus();
-        }));
-        vars_[k.var] = add(k0, ty);
-        vars_[col.var] = c;
-        ACCY_RETURN_IF_ERROR(when(both(less(vars_[k.var], k.extent), less(c, col.extent)), [&]() -> absl::Status {
-          ACCY_ASSIGN_OR_RETURN(uint32_t v, expr(g.rhs));
-          b_.inst(op::Store, {at(rhs_tile, lid_), v});
-          return absl::OkStatus();
-        }));
+        for (int64_t i = 0; i < micro; ++i) {
+          // lhs row ty + i T of the block, point k0 + tx.
+          vars_[row.var] = plus(r, i * tile);
+          vars_[k.var] = add(k0, tx);
+          ACCY_RETURN_IF_ERROR(
+              when(both(less(vars_[row.var], row.extent), less(vars_[k.var], k.extent)), [&]() -> absl::Status {
+                ACCY_ASSIGN_OR_RETURN(uint32_t v, expr(g.lhs));
+                b_.inst(op::Store, {at(lhs_tile, add(mul(plus(ty, i * tile), t), tx)), v});
+                return absl::OkStatus();
+              }));
+        }
+        for (int64_t j = 0; j < micro; ++j) {
+          // rhs point k0 + ty, column tx + j T of the block.
+          vars_[k.var] = add(k0, ty);
+          vars_[col.var] = plus(c, j * tile);
+          ACCY_RETURN_IF_ERROR(
+              when(both(less(vars_[k.var], k.extent), less(vars_[col.var], col.extent)), [&]() -> absl::Status {
+                ACCY_ASSIGN_OR_RETURN(uint32_t v, expr(g.rhs));
+                b_.inst(op::Store, {at(rhs_tile, add(mul(ty, tr_edge), plus(tx, j * tile))), v});
+                return absl::OkStatus();
+              }));
+        }
         barrier();
         // Only the slice's real points: nothing padded enters the sum.
         const uint32_t left = b_.value(op::ISub, u32_, {uconst(static_cast<uint32_t>(k.extent)), k0});
         const uint32_t n = b_.value(op::Select, u32_, {b_.value(op::ULessThan, bool_, {left, t}), left, t});
         ACCY_RETURN_IF_ERROR(strided(uconst(0), n, uconst(1), [&](uint32_t kk) -> absl::Status {
-          const uint32_t a = b_.value(op::Load, type, {at(lhs_tile, add(b_.value(op::IMul, u32_, {ty, t}), kk))});
-          const uint32_t bv = b_.value(op::Load, type, {at(rhs_tile, add(b_.value(op::IMul, u32_, {kk, t}), tx))});
-          ACCY_ASSIGN_OR_RETURN(uint32_t p, combine(OpCode::kMul, d, a, bv));
-          ACCY_ASSIGN_OR_RETURN(uint32_t sum, combine(OpCode::kAdd, d, b_.value(op::Load, type, {acc}), p));
-          b_.inst(op::Store, {acc, sum});
+          std::vector<uint32_t> a(static_cast<size_t>(micro)), bv(static_cast<size_t>(micro));
+          for (int64_t i = 0; i < micro; ++i) {
+            a[i] = b_.value(op::Load, type, {at(lhs_tile, add(mul(plus(ty, i * tile), t), kk))});
+          }
+          for (int64_t j = 0; j < micro; ++j) {
+            bv[j] = b_.value(op::Load, type, {at(rhs_tile, add(mul(kk, tr_edge), plus(tx, j * tile)))});
+          }
+          for (int64_t i = 0; i < micro; ++i) {
+            for (int64_t j = 0; j < micro; ++j) {
+              const uint32_t cell = acc[static_cast<size_t>(i * micro + j)];
+              ACCY_ASSIGN_OR_RETURN(uint32_t p, combine(OpCode::kMul, d, a[i], bv[j]));
+              ACCY_ASSIGN_OR_RETURN(uint32_t sum, combine(OpCode::kAdd, d, b_.value(op::Load, type, {cell}), p));
+              b_.inst(op::Store, {cell, sum});
+            }
+          }
           return absl::OkStatus();
         }));
         barrier();  // the tiles are refilled next slice
         return absl::OkStatus();
       }));
-      vars_[row.var] = r;
-      vars_[col.var] = c;
-      return when(both(less(r, row.extent), less(c, col.extent)), [&]() -> absl::Status {
-        ACCY_ASSIGN_OR_RETURN(uint32_t result, finishMean(s, b_.value(op::Load, type, {acc})));
-        storeElement(s.buffer, s.index, result);
-        return absl::OkStatus();
-      });
+      for (int64_t i = 0; i < micro; ++i) {
+        for (int64_t j = 0; j < micro; ++j) {
+          vars_[row.var] = plus(r, i * tile);
+          vars_[col.var] = plus(c, j * tile);
+          ACCY_RETURN_IF_ERROR(
+              when(both(less(vars_[row.var], row.extent), less(vars_[col.var], col.extent)), [&]() -> absl::Status {
+                ACCY_ASSIGN_OR_RETURN(uint32_t result,
+                                      finishMean(s, b_.value(op::Load, type, {acc[static_cast<size_t>(i * micro + j)]})));
+                storeElement(s.buffer, s.index, result);
+                return absl::OkStatus();
+              }));
+        }
+      }
+      return absl::OkStatus();
     }));
     return workgroups;
   }
