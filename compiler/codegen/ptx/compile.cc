@@ -84,6 +84,9 @@ absl::StatusOr<choir::Module> gpuModule(const tensor::Program& program, const Ta
   ACCY_ASSIGN_OR_RETURN(m, choir::fuseKernels(std::move(m)));
   choir::GpuMapOptions map;
   map.max_workgroup_size = target.max_threads_per_block;
+  // Register blocking (R x R outputs per thread); the tf32 mma.sync path
+  // computes one output per thread.
+  map.micro_tile = target.mode == ArithmeticMode::kTf32 ? 1 : 4;
   ACCY_ASSIGN_OR_RETURN(m, choir::mapToGpu(std::move(m), map));
   ACCY_RETURN_IF_ERROR(choir::verifyModule(m));
   return m;

@@ -976,39 +976,56 @@ class Translator {
 
   // --- the tiled product ----------------------------------------------------
 
-  // kTiledProduct: each block computes T x T outputs (grid-stride over
-  // tiles and batch points). For each T-long slice of the domain, its
-  // threads stage lhs (T rows x T domain points) and rhs (T domain points x
-  // T columns) in shared memory, guarded (out-of-range slots hold 0), then
-  // each thread accumulates its output over the slice in domain order
-  // (mul.rn, add.rn: the serial reduction's rounding), over exactly
-  // min(T, K - kt) points. The store is guarded too. With tf32 the first
-  // two warps multiply the staged tiles (rounded to TF32 when staged) with
-  // mma.sync m16n8k8 instead.
+  // kTiledProduct (passes/gpu_map.h): a block of T x T threads computes a
+  // TR x TR block of outputs, R = nest_.micro (grid-stride over blocks and
+  // batch points). Thread (ty, tx) = (tid / T, tid % T) owns rows
+  // row0 + ty + i T and columns col0 + tx + j T for i, j < R (a strided
+  // micro-tile: coalesced stores, conflict-free shared reads), in R * R
+  // accumulator registers. For each T-long slice of the domain its threads
+  // stage lhs (TR rows x T points; thread (ty, tx) stages rows ty + i T at
+  // point kt + tx) and rhs (T points x TR columns; point kt + ty, columns
+  // tx + j T) in shared memory, guarded (out-of-range slots hold 0), then
+  // each thread accumulates each of its outputs over the slice in domain
+  // order (mul.rn, add.rn: the serial reduction's rounding, so results do
+  // not depend on R), over exactly min(T, K - kt) points. The stores are
+  // guarded per output. With tf32 (R = 1 only) the first two warps
+  // multiply the staged tiles (rounded to TF32 when staged) with mma.sync
+  // m16n8k8 instead.
   absl::Status tiledProduct() {
     const Stmt& s = *nest_.leaf;
     const DType d = m_.buffers[s.buffer].dtype;
-    const int64_t T = nest_.tile;
+    const int64_t T = nest_.tile, M = nest_.micro, TM = T * M;
     const LoopHeader& row_loop = nest_.loops[nest_.row];
     const LoopHeader& col_loop = nest_.loops[nest_.col];
     const LoopHeader& dom = s.domain[0];
-    const int64_t R = row_loop.extent, C = col_loop.extent, K = dom.extent;
-    const int64_t tiles_r = (R + T - 1) / T, tiles_c = (C + T - 1) / T;
+    const int64_t rows = row_loop.extent, cols = col_loop.extent, K = dom.extent;
+    const bool mma = o_.tf32;
+    if (M < 1 || (mma && M != 1)) {
+      return makeError(ErrorKind::kCompileFailed,
+                       strCat("PTX emitter: internal error: kernel ", k_.name, " is register-blocked ", M, "x", M,
+                              mma ? "; the tf32 mma.sync path computes one output per thread (micro tile 1)"
+                                  : "; the micro tile must be at least 1"));
+    }
+    const int64_t blocks_r = (rows + TM - 1) / TM, blocks_c = (cols + TM - 1) / TM;
     std::vector<LoopHeader> batch;
     int64_t batches = 1;
     for (int i : nest_.batch) {
       batch.push_back(nest_.loops[i]);
       batches *= nest_.loops[i].extent;
     }
-    const int64_t tiles = tiles_r * tiles_c * batches;
+    const int64_t tiles = blocks_r * blocks_c * batches;
     out_.blocks = std::clamp<int64_t>(tiles, 1, t_.max_grid_x);
     int log_t = 0;
     while ((int64_t{1} << log_t) < T) ++log_t;
     if ((int64_t{1} << log_t) != T) return unimplemented(strCat("kernel ", k_.name, ": tile ", T, " is not a power of two"));
-    const bool mma = o_.tf32;
     if (mma) need(70, 80);
     const int eb = mma ? 4 : elemBytes(d);
-    const int64_t tile_bytes = T * T * eb;
+    // As: TM rows x T points (row-major); Bs: T points x TM columns.
+    const int64_t tile_bytes = TM * T * eb;
+    if (2 * tile_bytes > 48 * 1024) {
+      return unimplemented(strCat("kernel ", k_.name, ": a ", T, "x", T, " tile blocked ", M, "x", M, " needs ",
+                                  2 * tile_bytes, " bytes of shared memory (48 KiB allowed)"));
+    }
     shared_bytes_ = static_cast<int>(2 * tile_bytes);
 
     // Thread (ty, tx) of the block: tid = ty * T + tx.
@@ -1018,11 +1035,15 @@ class Translator {
     const std::string tx = idxOf(tx32), ty = idxOf(ty32);
     const std::string sbase = e_.reg(RegClass::kB32);
     e_.ins("mov.u32 ", sbase, ", ", shared_name());
-    // Where this thread stages: As[ty][tx] and Bs[ty][tx].
+    // Where this thread stages: As[ty + i T][tx] = a_slot + i T T eb and
+    // Bs[ty][tx + j T] = b_slot + j T eb.
     const std::string a_slot = e_.reg(RegClass::kB32), b_slot = e_.reg(RegClass::kB32);
     e_.ins("mad.lo.u32 ", a_slot, ", ", tid_, ", ", eb, ", ", sbase);
-    e_.ins("add.u32 ", b_slot, ", ", a_slot, ", ", tile_bytes);
-    // Where it reads in the fma path: As[ty][kk] and Bs[kk][tx].
+    e_.ins("mad.lo.u32 ", b_slot, ", ", ty32, ", ", TM * eb, ", ", sbase);
+    e_.ins("mad.lo.u32 ", b_slot, ", ", tx32, ", ", eb, ", ", b_slot);
+    e_.ins("add.u32 ", b_slot, ", ", b_slot, ", ", tile_bytes);
+    // Where it reads in the fma path: As[ty + i T][kk] = a_row + (i T T + kk) eb
+    // and Bs[kk][tx + j T] = b_col + (kk TM + j T) eb.
     const std::string a_row = e_.reg(RegClass::kB32), b_col = e_.reg(RegClass::kB32);
     e_.ins("mad.lo.u32 ", a_row, ", ", ty32, ", ", T * eb, ", ", sbase);
     e_.ins("mad.lo.u32 ", b_col, ", ", tx32, ", ", eb, ", ", sbase);
@@ -1054,26 +1075,38 @@ class Translator {
 
     const std::string first = idxOf(ctaid_), step = idxOf(nctaid_);
     return strided(first, imm(tiles), step, [&](const std::string& tile) -> absl::Status {
-      // tile = ((batch...) * tiles_r + tr) * tiles_c + tc
-      const std::string tc = idxReg(), rest = idxReg(), tr = idxReg();
-      e_.ins("rem", ut(), " ", tc, ", ", tile, ", ", imm(tiles_c));
-      e_.ins("div", ut(), " ", rest, ", ", tile, ", ", imm(tiles_c));
-      e_.ins("rem", ut(), " ", tr, ", ", rest, ", ", imm(tiles_r));
+      // tile = ((batch...) * blocks_r + br) * blocks_c + bc
+      const std::string bc = idxReg(), rest = idxReg(), br = idxReg();
+      e_.ins("rem", ut(), " ", bc, ", ", tile, ", ", imm(blocks_c));
+      e_.ins("div", ut(), " ", rest, ", ", tile, ", ", imm(blocks_c));
+      e_.ins("rem", ut(), " ", br, ", ", rest, ", ", imm(blocks_r));
       if (!batch.empty()) {
         const std::string b_index = idxReg();
-        e_.ins("div", ut(), " ", b_index, ", ", rest, ", ", imm(tiles_r));
+        e_.ins("div", ut(), " ", b_index, ", ", rest, ", ", imm(blocks_r));
         decompose(b_index, batch);
       }
-      const std::string r0 = idxReg(), c0 = idxReg(), row = idxReg(), col = idxReg();
-      e_.ins("mul.lo", st(), " ", r0, ", ", tr, ", ", imm(T));
-      e_.ins("mul.lo", st(), " ", c0, ", ", tc, ", ", imm(T));
-      e_.ins("add", st(), " ", row, ", ", r0, ", ", ty);
-      e_.ins("add", st(), " ", col, ", ", c0, ", ", tx);
-      const std::string row_ok = predicate("lt", ut(), row, imm(R));
-      const std::string col_ok = predicate("lt", ut(), col, imm(C));
+      const std::string r0 = idxReg(), c0 = idxReg();
+      e_.ins("mul.lo", st(), " ", r0, ", ", br, ", ", imm(TM));
+      e_.ins("mul.lo", st(), " ", c0, ", ", bc, ", ", imm(TM));
+      // This thread's rows row[i] = r0 + ty + i T and columns col[j] =
+      // c0 + tx + j T, and whether each is in range.
+      std::vector<std::string> row(M), col(M), row_ok(M), col_ok(M);
+      for (int64_t i = 0; i < M; ++i) {
+        row[i] = idxReg();
+        col[i] = idxReg();
+        if (i == 0) {
+          e_.ins("add", st(), " ", row[i], ", ", r0, ", ", ty);
+          e_.ins("add", st(), " ", col[i], ", ", c0, ", ", tx);
+        } else {
+          e_.ins("add", st(), " ", row[i], ", ", row[0], ", ", imm(i * T));
+          e_.ins("add", st(), " ", col[i], ", ", col[0], ", ", imm(i * T));
+        }
+        row_ok[i] = predicate("lt", ut(), row[i], imm(rows));
+        col_ok[i] = predicate("lt", ut(), col[i], imm(cols));
+      }
       const std::map<int, std::string> outer = vars_;
 
-      std::string acc;
+      std::vector<std::string> acc;  // acc[i * M + j]: output (row[i], col[j])
       std::vector<std::string> frag;  // mma accumulators c0..c3
       if (mma) {
         for (int i = 0; i < 4; ++i) {
@@ -1081,7 +1114,10 @@ class Translator {
           e_.ins("mov.f32 ", frag.back(), ", ", f32Literal(0));
         }
       } else {
-        ACCY_ASSIGN_OR_RETURN(acc, identity(OpCode::kAdd, d));
+        for (int64_t i = 0; i < M * M; ++i) {
+          ACCY_ASSIGN_OR_RETURN(Operand a, identity(OpCode::kAdd, d));
+          acc.push_back(a);
+        }
       }
 
       // Stages slot = guard ? value : 0 (TF32-rounded for mma).
@@ -1102,35 +1138,46 @@ class Translator {
         }
         return absl::OkStatus();
       };
+      auto shifted = [](const std::string& reg, int64_t bytes) {
+        return bytes == 0 ? reg : strCat(reg, "+", bytes);
+      };
 
       // One slice of n domain points starting at kt (n and the tail known
       // here; kt a register or an immediate).
       auto slice = [&](const Operand& kt, int64_t n) -> absl::Status {
-        vars_ = outer;
-        vars_[row_loop.var] = row;
-        vars_[col_loop.var] = col;
-        // lhs(row, kt + tx)
+        // lhs(row[i], kt + tx) for each i.
         const std::string k_l = idxReg();
         e_.ins("add", st(), " ", k_l, ", ", materialize(kt), ", ", tx);
-        std::string guard_l = row_ok;
-        if (n < T) {
-          guard_l = e_.reg(RegClass::kPred);
-          const std::string in = predicate("lt", ut(), tx, imm(n));
-          e_.ins("and.pred ", guard_l, ", ", row_ok, ", ", in);
+        const std::string in_l = n < T ? predicate("lt", ut(), tx, imm(n)) : "";
+        for (int64_t i = 0; i < M; ++i) {
+          std::string guard = row_ok[i];
+          if (n < T) {
+            guard = e_.reg(RegClass::kPred);
+            e_.ins("and.pred ", guard, ", ", row_ok[i], ", ", in_l);
+          }
+          vars_ = outer;
+          vars_[row_loop.var] = row[i];
+          vars_[col_loop.var] = col[0];
+          vars_[dom.var] = k_l;
+          ACCY_RETURN_IF_ERROR(stage(nest_.lhs, guard, shifted(a_slot, i * T * T * eb)));
         }
-        vars_[dom.var] = k_l;
-        ACCY_RETURN_IF_ERROR(stage(nest_.lhs, guard_l, a_slot));
-        // rhs(kt + ty, col)
+        // rhs(kt + ty, col[j]) for each j.
         const std::string k_r = idxReg();
         e_.ins("add", st(), " ", k_r, ", ", materialize(kt), ", ", ty);
-        std::string guard_r = col_ok;
-        if (n < T) {
-          guard_r = e_.reg(RegClass::kPred);
-          const std::string in = predicate("lt", ut(), ty, imm(n));
-          e_.ins("and.pred ", guard_r, ", ", col_ok, ", ", in);
+        const std::string in_r = n < T ? predicate("lt", ut(), ty, imm(n)) : "";
+        for (int64_t j = 0; j < M; ++j) {
+          std::string guard = col_ok[j];
+          if (n < T) {
+            guard = e_.reg(RegClass::kPred);
+            e_.ins("and.pred ", guard, ", ", col_ok[j], ", ", in_r);
+          }
+          vars_ = outer;
+          vars_[row_loop.var] = row[0];
+          vars_[col_loop.var] = col[j];
+          vars_[dom.var] = k_r;
+          ACCY_RETURN_IF_ERROR(stage(nest_.rhs, guard, shifted(b_slot, j * T * eb)));
         }
-        vars_[dom.var] = k_r;
-        ACCY_RETURN_IF_ERROR(stage(nest_.rhs, guard_r, b_slot));
+        vars_ = outer;
         e_.op("bar.sync 0");
         if (mma) {
           ACCY_RETURN_IF_ERROR(when(in_mma, [&]() -> absl::Status {
@@ -1153,10 +1200,19 @@ class Translator {
           }));
         } else {
           for (int64_t kk = 0; kk < n; ++kk) {
-            const std::string x = sharedLoad(d, strCat("[", a_row, "+", kk * eb, "]"));
-            const std::string y = sharedLoad(d, strCat("[", b_col, "+", kk * T * eb, "]"));
-            ACCY_ASSIGN_OR_RETURN(Operand p, binary(OpCode::kMul, d, x, y));
-            ACCY_RETURN_IF_ERROR(accumulate(OpCode::kAdd, d, acc, p));
+            std::vector<std::string> x(M), y(M);
+            for (int64_t i = 0; i < M; ++i) {
+              x[i] = sharedLoad(d, strCat("[", shifted(a_row, (i * T * T + kk) * eb), "]"));
+            }
+            for (int64_t j = 0; j < M; ++j) {
+              y[j] = sharedLoad(d, strCat("[", shifted(b_col, (kk * TM + j * T) * eb), "]"));
+            }
+            for (int64_t i = 0; i < M; ++i) {
+              for (int64_t j = 0; j < M; ++j) {
+                ACCY_ASSIGN_OR_RETURN(Operand p, binary(OpCode::kMul, d, x[i], y[j]));
+                ACCY_RETURN_IF_ERROR(accumulate(OpCode::kAdd, d, acc[i * M + j], p));
+              }
+            }
           }
         }
         e_.op("bar.sync 0");
@@ -1171,11 +1227,8 @@ class Translator {
       vars_ = outer;
 
       // Guarded stores.
-      auto storeAt = [&](const std::string& r, const std::string& c, const Operand& value) -> absl::Status {
-        const std::string ok = e_.reg(RegClass::kPred);
-        const std::string rok = predicate("lt", ut(), r, imm(R));
-        const std::string cok = predicate("lt", ut(), c, imm(C));
-        e_.ins("and.pred ", ok, ", ", rok, ", ", cok);
+      auto storeAt = [&](const std::string& r, const std::string& c, const std::string& ok,
+                         const Operand& value) -> absl::Status {
         return when(ok, [&]() -> absl::Status {
           vars_ = outer;
           vars_[row_loop.var] = r;
@@ -1185,8 +1238,21 @@ class Translator {
           return absl::OkStatus();
         });
       };
+      auto inRange = [&](const std::string& r, const std::string& c) {
+        const std::string ok = e_.reg(RegClass::kPred);
+        const std::string rok = predicate("lt", ut(), r, imm(rows));
+        const std::string cok = predicate("lt", ut(), c, imm(cols));
+        e_.ins("and.pred ", ok, ", ", rok, ", ", cok);
+        return ok;
+      };
       if (!mma) {
-        ACCY_RETURN_IF_ERROR(storeAt(row, col, acc));
+        for (int64_t i = 0; i < M; ++i) {
+          for (int64_t j = 0; j < M; ++j) {
+            const std::string ok = e_.reg(RegClass::kPred);
+            e_.ins("and.pred ", ok, ", ", row_ok[i], ", ", col_ok[j]);
+            ACCY_RETURN_IF_ERROR(storeAt(row[i], col[j], ok, acc[i * M + j]));
+          }
+        }
       } else {
         ACCY_RETURN_IF_ERROR(when(in_mma, [&]() -> absl::Status {
           // c0: (g, 2 t4), c1: (g, 2 t4 + 1), c2: (g + 8, 2 t4), c3: (g + 8, 2 t4 + 1), columns offset by 8w.
@@ -1197,10 +1263,10 @@ class Translator {
           e_.ins("mad.lo", st(), " ", cw, ", ", w, ", ", imm(8), ", ", c0);
           e_.ins("mad.lo", st(), " ", c_lo, ", ", t4, ", ", imm(2), ", ", cw);
           e_.ins("add", st(), " ", c_hi, ", ", c_lo, ", ", imm(1));
-          ACCY_RETURN_IF_ERROR(storeAt(r_lo, c_lo, frag[0]));
-          ACCY_RETURN_IF_ERROR(storeAt(r_lo, c_hi, frag[1]));
-          ACCY_RETURN_IF_ERROR(storeAt(r_hi, c_lo, frag[2]));
-          return storeAt(r_hi, c_hi, frag[3]);
+          ACCY_RETURN_IF_ERROR(storeAt(r_lo, c_lo, inRange(r_lo, c_lo), frag[0]));
+          ACCY_RETURN_IF_ERROR(storeAt(r_lo, c_hi, inRange(r_lo, c_hi), frag[1]));
+          ACCY_RETURN_IF_ERROR(storeAt(r_hi, c_lo, inRange(r_hi, c_lo), frag[2]));
+          return storeAt(r_hi, c_hi, inRange(r_hi, c_hi), frag[3]);
         }));
       }
       vars_ = outer;

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "accy/accy.h"
+#include "compiler/choir/passes/gpu_map.h"
 #include "compiler/codegen/ptx/pipeline.h"
 #include "examples/tone/tone.h"
 #include "gmock/gmock.h"
@@ -253,27 +254,39 @@ TEST(Ptx, TransformedProgramsAssemble) {
   }
 }
 
-// Dots that hit the tiled form with ragged rows, columns and slices.
+// Dots that hit the tiled form with ragged rows, columns and slices, with
+// one output per thread and register-blocked 4x4 (rows and columns >= 2T:
+// blocks of 64 x 64 outputs, ragged in every direction).
 TEST(Ptx, TiledDotsWithRaggedEdgesAssemble) {
   SKIP_WITHOUT_PTXAS();
   struct Shape {
     int64_t b, i, k, j;
   };
   for (const Shape& s : {Shape{1, 40, 24, 33}, Shape{3, 17, 5 + 16, 9}, Shape{1, 64, 64, 64}, Shape{2, 8, 8, 8},
-                         Shape{1, 100, 13, 30}}) {
+                         Shape{1, 100, 13, 30}, Shape{1, 37, 70, 19 + 32}, Shape{3, 40, 21, 35}, Shape{1, 130, 17, 97},
+                         Shape{1, 32, 16, 32}}) {
     for (DType d : {DType::f32, DType::f64, DType::i32, DType::i64}) {
       const Spec specs[] = {tensor::spec(d, {{"b", s.b}, {"i", s.i}, {"k", s.k}}), tensor::spec(d, {{"k", s.k}, {"j", s.j}})};
       auto p = tensor::define("dot", specs, [](tensor::Builder&, Args a) { return (a[0] + 1).dot(a[1], "k"); });
       ASSERT_TRUE(p.ok()) << p.status();
       const std::string what = std::string(tensor::dtypeName(d)) + " " + std::to_string(s.i) + "x" + std::to_string(s.k) +
                                "x" + std::to_string(s.j);
+      // Register blocking when rows and columns are both at least 2T = 32.
+      const int64_t micro = s.i >= 32 && s.j >= 32 ? 4 : 1, edge = 16 * micro;
       for (int sm : {90, 70}) {
+        auto m = gpuModule(*p, target(sm));
+        ASSERT_TRUE(m.ok()) << m.status();
+        ASSERT_EQ(m->kernels.size(), 1u);
+        auto nest = choir::describeGpuKernel(m->kernels[0]);
+        ASSERT_TRUE(nest.ok()) << nest.status();
+        EXPECT_EQ(nest->form, choir::GpuForm::kTiledProduct) << what;
+        EXPECT_EQ(nest->micro, micro) << what;
         auto exe = compileProgram(*p, target(sm));
         ASSERT_TRUE(exe.ok()) << exe.status();
         ASSERT_EQ(exe->launch_plan.steps.size(), 1u);
         const auto& step = exe->launch_plan.steps[0];
         EXPECT_EQ(step.group_size, 256);
-        const int64_t tiles = s.b * ((s.i + 15) / 16) * ((s.j + 15) / 16);
+        const int64_t tiles = s.b * ((s.i + edge - 1) / edge) * ((s.j + edge - 1) / edge);
         EXPECT_EQ(step.parallel_extent, tiles) << what;
         const std::string k = kernelText(*exe, 0);
         EXPECT_THAT(moduleText(*exe), ::testing::HasSubstr("// kernel " + step.kernel + ": tiled product")) << what;
@@ -281,7 +294,16 @@ TEST(Ptx, TiledDotsWithRaggedEdgesAssemble) {
         EXPECT_EQ(assemble(*exe, archFor(sm)), "") << what;
       }
       if (d == DType::f32) {
+        auto fast = compileProgram(*p, target(90, ArithmeticMode::kFast));
+        ASSERT_TRUE(fast.ok()) << fast.status();
+        EXPECT_EQ(assemble(*fast, "sm_90"), "") << what << " fast";
         for (int sm : {80, 90}) {
+          // tf32: never register-blocked (the mma.sync path is 1x1).
+          auto m = gpuModule(*p, target(sm, ArithmeticMode::kTf32));
+          ASSERT_TRUE(m.ok()) << m.status();
+          auto nest = choir::describeGpuKernel(m->kernels[0]);
+          ASSERT_TRUE(nest.ok()) << nest.status();
+          EXPECT_EQ(nest->micro, 1) << what;
           auto exe = compileProgram(*p, target(sm, ArithmeticMode::kTf32));
           ASSERT_TRUE(exe.ok()) << exe.status();
           EXPECT_THAT(moduleText(*exe), ::testing::HasSubstr("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"));
@@ -599,12 +621,17 @@ TEST(Ptx, DumpSimulationCases) {
     auto c = testing::randomProgram(seed, o);
     dump(c.program, c.inputs, target(90), 1, "seed " + std::to_string(seed));
   }
-  // Tiled dots with ragged edges, exact and tf32.
+  // Tiled dots with ragged edges, exact and tf32; rows and columns >= 32
+  // are register-blocked 4x4 (blocks of 64 x 64 outputs), ragged in every
+  // direction: rows, columns, each thread's strided rows and columns, the
+  // domain's last slice, batch points.
   struct Shape {
     int64_t b, i, k, j;
   };
-  for (const Shape& s : {Shape{1, 40, 24, 33}, Shape{2, 17, 21, 9}, Shape{1, 16, 16, 16}}) {
-    for (DType d : {DType::f32, DType::f64, DType::i32}) {
+  for (const Shape& s : {Shape{1, 40, 24, 33}, Shape{2, 17, 21, 9}, Shape{1, 16, 16, 16}, Shape{1, 37, 70, 51},
+                         Shape{3, 40, 21, 35}, Shape{1, 70, 19, 66}}) {
+    for (DType d : {DType::f32, DType::f64, DType::i32, DType::i64}) {
+      if (d == DType::i64 && s.i < 32) continue;
       const std::vector<Spec> specs = {tensor::spec(d, {{"b", s.b}, {"i", s.i}, {"k", s.k}}),
                                        tensor::spec(d, {{"k", s.k}, {"j", s.j}})};
       auto p = tensor::define("dot", specs, [](tensor::Builder&, Args a) { return (a[0] + 1).dot(a[1], "k"); });
@@ -614,7 +641,23 @@ TEST(Ptx, DumpSimulationCases) {
                                std::to_string(s.k) + "x" + std::to_string(s.j);
       dump(*p, inputs, target(90), 1, what);
       if (d == DType::f32) dump(*p, inputs, target(80, ArithmeticMode::kTf32), 100, what + " tf32");
+      if (d == DType::f32 && s.i == 37) dump(*p, inputs, target(90, ArithmeticMode::kFast), 1, what + " fast");
+      if (d == DType::f64 && s.i == 70) {
+        TargetInfo few = target(90);
+        few.max_grid_x = 1;
+        dump(*p, inputs, few, 1, what + " 1 block");
+        dump(*p, inputs, target(90), 1, what + " 64-bit indices", EmitOptions{.wide_indices = true});
+      }
     }
+  }
+  // A register-blocked mean of products (finishMean per output).
+  for (DType d : {DType::f32, DType::f64}) {
+    const std::vector<Spec> specs = {tensor::spec(d, {{"i", 45}, {"k", 23}}), tensor::spec(d, {{"k", 23}, {"j", 34}})};
+    auto p = tensor::define("mean_of_products", specs, [](tensor::Builder&, Args a) { return (a[0] * a[1]).mean("k"); });
+    ASSERT_TRUE(p.ok()) << p.status();
+    std::vector<std::vector<std::byte>> inputs = {testing::randomBytes(specs[0], rng, -3, 3),
+                                                  testing::randomBytes(specs[1], rng, -3, 3)};
+    dump(*p, inputs, target(90), 1, "mean of products " + std::string(tensor::dtypeName(d)));
   }
   // The tone program through valueAndGrad and vmap.
   const Spec one[] = {tensor::spec(DType::f32, {}), tensor::spec(DType::f32, {{"point", 16}}),
