@@ -151,44 +151,8 @@ TEST_F(CudaFakeConformance, TheThreeToneTests) { checkTheThreeToneTests(gpu()); 
 TEST_F(CudaFakeConformance, Tf32Products) {
   ptx::TargetInfo target = backends::cudaTargetInfo(cuda());
   target.mode = ptx::ArithmeticMode::kTf32;
-  std::mt19937 rng(21);
-  for (int64_t m : {16, 17, 64, 129}) {
-    const int64_t k = m + 3, n = m - 1;
-    const std::vector<Spec> specs = {tensor::spec(DType::f32, {{"i", m}, {"k", k}}),
-                                     tensor::spec(DType::f32, {{"k", k}, {"j", n}})};
-    auto program = tensor::define("tf32", specs, [](tensor::Builder&, std::span<const tensor::Value> a) {
-      return a[0].dot(a[1], "k");
-    });
-    ASSERT_TRUE(program.ok()) << program.status();
-    auto exe = ptx::compileProgram(*program, target);
-    ASSERT_TRUE(exe.ok()) << exe.status();
-    const std::string text(exe->code.begin(), exe->code.end());
-    EXPECT_NE(text.find("mma.sync"), std::string::npos) << "no tensor-core instruction in the module";
-    auto loaded = cuda().load(*exe);
-    ASSERT_TRUE(loaded.ok()) << loaded.status();
-    std::vector<float> a(m * k), b(k * n), c(m * n);
-    std::uniform_real_distribution<float> u(-2, 2);
-    for (float& x : a) x = u(rng);
-    for (float& x : b) x = u(rng);
-    const absl::Status launched = (*loaded)->launch({bytes(a), bytes(b)}, {writableBytes(c)});
-    ASSERT_TRUE(launched.ok()) << launched;
-    int bad = 0, rounded = 0;
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) {
-        double exact = 0, magnitude = 0;
-        for (int64_t p = 0; p < k; ++p) {
-          exact += double(a[i * k + p]) * b[p * n + j];
-          magnitude += std::abs(double(a[i * k + p]) * b[p * n + j]);
-        }
-        const double bound = magnitude * (std::ldexp(1.0, -9) + k * std::ldexp(1.0, -23)) + 1e-30;
-        bad += std::abs(c[i * n + j] - exact) > bound;
-        // tf32's rounding shows: f32 products would be within about k ulp.
-        rounded += std::abs(c[i * n + j] - exact) > magnitude * k * std::ldexp(1.0, -23);
-      }
-    }
-    EXPECT_EQ(bad, 0) << m << "x" << k << "x" << n;
-    EXPECT_GT(rounded, 0) << m << "x" << k << "x" << n << ": no tf32 rounding seen; were the products f32?";
-  }
+  checkTf32Products(
+      gpu(), [&](const tensor::Program& program) { return ptx::compileProgram(program, target); }, "mma.sync");
 }
 
 }  // namespace

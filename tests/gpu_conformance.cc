@@ -274,6 +274,47 @@ void checkTransformedPrograms(const GpuUnderTest& gpu) {
   EXPECT_EQ(differentiated, static_cast<int>(seeds));
 }
 
+void checkTf32Products(const GpuUnderTest& gpu, const CompileFn& compile_tf32, std::string_view instruction) {
+  std::mt19937 rng(21);
+  for (int64_t m : {16, 17, 64, 129}) {
+    const int64_t k = m + 3, n = m - 1;
+    const std::vector<Spec> specs = {tensor::spec(DType::f32, {{"i", m}, {"k", k}}),
+                                     tensor::spec(DType::f32, {{"k", k}, {"j", n}})};
+    auto program = tensor::define("tf32", specs, [](tensor::Builder&, std::span<const tensor::Value> a) {
+      return a[0].dot(a[1], "k");
+    });
+    ASSERT_TRUE(program.ok()) << program.status();
+    auto exe = compile_tf32(*program);
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    const std::string text(exe->code.begin(), exe->code.end());
+    EXPECT_NE(text.find(instruction), std::string::npos) << "no " << instruction << " in the module";
+    auto loaded = gpu.backend->load(*exe);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    std::vector<float> a(m * k), b(k * n), c(m * n);
+    std::uniform_real_distribution<float> u(-2, 2);
+    for (float& x : a) x = u(rng);
+    for (float& x : b) x = u(rng);
+    const absl::Status launched = (*loaded)->launch({bytes(a), bytes(b)}, {writableBytes(c)});
+    ASSERT_TRUE(launched.ok()) << launched;
+    int bad = 0, rounded = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double exact = 0, magnitude = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          exact += double(a[i * k + p]) * b[p * n + j];
+          magnitude += std::abs(double(a[i * k + p]) * b[p * n + j]);
+        }
+        const double bound = magnitude * (std::ldexp(1.0, -9) + k * std::ldexp(1.0, -23)) + 1e-30;
+        bad += std::abs(c[i * n + j] - exact) > bound;
+        // tf32's rounding shows: f32 products would be within about k ulp.
+        rounded += std::abs(c[i * n + j] - exact) > magnitude * k * std::ldexp(1.0, -23);
+      }
+    }
+    EXPECT_EQ(bad, 0) << m << "x" << k << "x" << n;
+    EXPECT_GT(rounded, 0) << m << "x" << k << "x" << n << ": no tf32 rounding seen; were the products f32?";
+  }
+}
+
 void checkTheThreeToneTests(const GpuUnderTest& gpu) {
   const tone::Samples data = tone::samples();
   auto mismatch = [&](double f) {

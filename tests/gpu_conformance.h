@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -53,6 +54,13 @@ void checkTreeReductions(const GpuUnderTest& gpu);
 void checkRandomPrograms(const GpuUnderTest& gpu);
 void checkTransformedPrograms(const GpuUnderTest& gpu);
 void checkTheThreeToneTests(const GpuUnderTest& gpu);
+
+// `dot` with tf32 operands (10 of f32's 23 mantissa bits, rounded to
+// nearest) accumulated in f32: every output within 2^-9 sum |a||b| (plus
+// f32's accumulation error) of the exact sum, tf32's rounding visible in
+// some, and `instruction` (e.g. "mma.sync") in the module; ragged shapes.
+using CompileFn = std::function<absl::StatusOr<executable::Executable>(const tensor::Program&)>;
+void checkTf32Products(const GpuUnderTest& gpu, const CompileFn& compile_tf32, std::string_view instruction);
 
 }  // namespace accy::testing
 
