@@ -3,15 +3,16 @@
 # PATH may be another interpreter), isolated from PYTHON* variables and user
 # site packages: it needs only the standard library.
 #   accy_c_test.sh SCRIPT LIBACCY_C_SO MISMATCH_WIRE MISMATCH8_WIRE
-# Under --config=asan the library needs the ASan runtime loaded first, which
-# an uninstrumented Python does not do: it is preloaded then (leak checking
-# off, since the interpreter itself is not instrumented).
+# Under --config=asan or tsan the library needs its sanitizer runtime loaded
+# first, which an uninstrumented Python does not do: it is preloaded then
+# (ASan's leak checking off, since the interpreter itself is not
+# instrumented).
 set -eu
 script="$1"
 shift
-asan=$(ldd "$1" 2>/dev/null | awk '/libasan/ {print $3; exit}')
-if [ -n "$asan" ]; then
-  export LD_PRELOAD="$asan"
+runtime=$(ldd "$1" 2>/dev/null | awk '/libasan|libtsan/ {print $3; exit}')
+if [ -n "$runtime" ]; then
+  export LD_PRELOAD="$runtime"
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 fi
 exec /usr/bin/python3 -I -B "$script" "$@"
