@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "compiler/codegen/arithmetic_mode.h"
 #include "compiler/executable/executable.h"
 #include "compiler/tensor/program.h"
 
@@ -40,18 +41,12 @@ struct DeviceInfo {
   std::string unavailable_reason;    // when !available: what is missing
 };
 
-// How far arithmetic may deviate from the reference semantics. kExact is
-// the default everywhere. kFast lets a target use approximate
-// transcendentals (SPIR-V's GLSL.std.450, PTX's .approx; the x86-64 target
-// has only its accurate sequences and uses them). kTf32 runs f32 `dot`
-// kernels on NVIDIA tensor cores and exists only for target "ptx"; for any
-// other target, or a dot kernel that cannot use it, compiling fails with
-// InvalidArgument naming why.
-enum class ArithmeticMode : uint8_t { kExact, kFast, kTf32 };
-
-// "exact", "fast", "tf32"; InvalidArgument naming anything else.
-absl::StatusOr<ArithmeticMode> parseArithmeticMode(std::string_view name);
-const char* arithmeticModeName(ArithmeticMode mode);
+// The arithmetic modes (compiler/codegen/arithmetic_mode.h). For kTf32 on
+// any target but "ptx", or a dot kernel that cannot use it, compiling fails
+// with InvalidArgument naming why.
+using codegen::ArithmeticMode;
+using codegen::arithmeticModeName;
+using codegen::parseArithmeticMode;
 // The InvalidArgument every target but "ptx" gives for kTf32.
 absl::Status tf32NeedsCuda(std::string_view target);
 

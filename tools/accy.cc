@@ -286,16 +286,10 @@ std::optional<Failure> compilePtx(const Args& args) {
   absl::StatusOr<ptx::PtxTarget> arch = ptx::ptxTargetFor(target.sm);
   if (!arch.ok()) return usageError(strCat("compile: --arch: ", messageOf(arch.status())));
   target.ptx_version = std::max(target.ptx_version, arch->min_ptx_version);
-  const std::string mode = single(args, "--mode").value_or("exact");
-  if (mode == "exact") {
-    target.mode = ptx::ArithmeticMode::kExact;
-  } else if (mode == "fast") {
-    target.mode = ptx::ArithmeticMode::kFast;
-  } else if (mode == "tf32") {
-    target.mode = ptx::ArithmeticMode::kTf32;
-  } else {
-    return usageError(strCat("compile: unknown --mode '", mode, "' (exact, fast or tf32)"));
-  }
+  const absl::StatusOr<ptx::ArithmeticMode> mode =
+      codegen::parseArithmeticMode(single(args, "--mode").value_or("exact"));
+  if (!mode.ok()) return usageError(strCat("compile: ", messageOf(mode.status())));
+  target.mode = *mode;
   absl::StatusOr<tensor::Program> program = loadProgram(args.file);
   if (!program.ok()) return inputError(messageOf(program.status()));
   if (*emit == "choir") {

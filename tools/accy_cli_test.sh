@@ -230,7 +230,7 @@ fi
 expect 2 "takes --emit=ptx or --emit=choir" -- "$ACCY" compile "$WIRE" --target=ptx --emit=asm
 expect 2 "--arch 'gfx90' is not sm_NN" -- "$ACCY" compile "$WIRE" --target=ptx --arch=gfx90 --emit=ptx
 expect 2 "sm_60 is not supported" -- "$ACCY" compile "$WIRE" --target=ptx --arch=sm_60 --emit=ptx
-expect 2 "unknown --mode 'turbo'" -- "$ACCY" compile "$WIRE" --target=ptx --mode=turbo --emit=ptx
+expect 2 "unknown arithmetic mode 'turbo'" -- "$ACCY" compile "$WIRE" --target=ptx --mode=turbo --emit=ptx
 # Arithmetic modes: fast everywhere (x86-64 keeps its accurate code), tf32
 # only for ptx: another target fails to compile, naming why.
 expect 0 "ret" -- "$ACCY" compile "$WIRE" --target=x86_64 --mode=fast --emit=asm

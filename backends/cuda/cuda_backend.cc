@@ -49,9 +49,7 @@ class CudaBackend final : public Backend {
     }
     ACCY_RETURN_IF_ERROR(requireDevice());
     ptx::TargetInfo target_info = target_;
-    target_info.mode = options.mode == ArithmeticMode::kTf32   ? ptx::ArithmeticMode::kTf32
-                       : options.mode == ArithmeticMode::kFast ? ptx::ArithmeticMode::kFast
-                                                               : ptx::ArithmeticMode::kExact;
+    target_info.mode = options.mode;
     return ptx::compileProgram(program, target_info);
   }
 

@@ -13,20 +13,15 @@
 
 #include "accy/accy.h"
 #include "examples/tone/tone.h"
+#include "tools/files.h"
 
 namespace tensor = accy::tensor;
 
 namespace {
 
 bool write(const std::string& path, const std::string& bytes) {
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) {
-    std::perror(path.c_str());
-    return false;
-  }
-  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  if (std::fclose(f) != 0 || !ok) {
-    std::fprintf(stderr, "%s: write failed\n", path.c_str());
+  if (const absl::Status st = accy::files::writeFile(path, bytes); !st.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(st.message()).c_str());
     return false;
   }
   std::printf("wrote %s (%zu bytes)\n", path.c_str(), bytes.size());

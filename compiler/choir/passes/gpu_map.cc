@@ -1,6 +1,7 @@
 #include "compiler/choir/passes/gpu_map.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "compiler/tensor/errors.h"
 #include "compiler/tensor/strings.h"
@@ -18,13 +19,15 @@ bool exprUses(const ExprRef& e, int var) {
 
 LoopHeader tagged(const LoopHeader& h, LoopTag tag, int dim) { return LoopHeader{h.var, h.extent, tag, 1, 1, dim}; }
 
-// The nest's loops and leaf, or an error naming the kernel.
-absl::StatusOr<std::pair<std::vector<Stmt*>, Stmt*>> nestOf(Kernel& k) {
+// The nest's loops and leaf, or an error naming the kernel; K is Kernel
+// (to retag the loops) or const Kernel (to read them).
+template <typename K, typename S = std::conditional_t<std::is_const_v<K>, const Stmt, Stmt>>
+absl::StatusOr<std::pair<std::vector<S*>, S*>> nestOf(K& k) {
   if (k.body.size() != 1) {
     return makeError(ErrorKind::kUnimplemented, strCat("gpu mapping: kernel ", k.name, " is not one loop nest"));
   }
-  std::vector<Stmt*> nest;
-  Stmt* s = &k.body[0];
+  std::vector<S*> nest;
+  S* s = &k.body[0];
   while (s->kind == StmtKind::kLoop) {
     if (s->body.size() != 1) {
       return makeError(ErrorKind::kUnimplemented,
@@ -176,10 +179,10 @@ absl::StatusOr<GpuNest> describeGpuKernel(const Kernel& kernel) {
     return makeError(ErrorKind::kInvalidProgram, strCat("kernel ", kernel.name, " is not mapped to a GPU: ", why));
   };
   if (kernel.workgroup_size <= 0) return bad("no workgroup size");
-  auto found = nestOf(const_cast<Kernel&>(kernel));
+  auto found = nestOf(kernel);
   if (!found.ok()) return found.status();
   GpuNest g;
-  for (Stmt* l : found->first) g.loops.push_back(l->loop);
+  for (const Stmt* l : found->first) g.loops.push_back(l->loop);
   g.leaf = found->second;
   const Stmt& s = *g.leaf;
   auto all = [](const std::vector<LoopHeader>& hs, LoopTag tag) {

@@ -54,18 +54,6 @@ std::string commentSafe(const std::string& s) {
 
 }  // namespace
 
-const char* modeName(ArithmeticMode mode) {
-  switch (mode) {
-    case ArithmeticMode::kExact:
-      return "exact";
-    case ArithmeticMode::kFast:
-      return "fast";
-    case ArithmeticMode::kTf32:
-      return "tf32";
-  }
-  return "?";
-}
-
 absl::StatusOr<PtxTarget> ptxTargetFor(int sm) {
   // Architectures and the first PTX ISA version that knows each.
   static constexpr PtxTarget kKnown[] = {{70, 60}, {72, 61}, {75, 63},  {80, 70},  {86, 71},  {87, 74},  {89, 78},
@@ -122,10 +110,10 @@ absl::StatusOr<executable::Executable> compileProgramWith(const tensor::Program&
   executable::Executable exe;
   exe.target = "ptx";
   exe.isa = target.mode == ArithmeticMode::kExact ? strCat("sm_", arch.sm)
-                                                  : strCat("sm_", arch.sm, "-", modeName(target.mode));
+                                                  : strCat("sm_", arch.sm, "-", codegen::arithmeticModeName(target.mode));
   std::string text = strCat(".version ", versionText(version), "\n.target sm_", arch.sm, "\n.address_size 64\n\n");
   strAppend(&text, "// Accy PTX for program ", commentSafe(program.name), ": ", m.kernels.size(), " kernels, mode ",
-            modeName(target.mode), ", device sm_", target.sm, "\n\n");
+            codegen::arithmeticModeName(target.mode), ", device sm_", target.sm, "\n\n");
   for (size_t i = 0; i < kernels.size(); ++i) {
     const choir::Kernel& k = m.kernels[i];
     const TranslatedKernel& t = kernels[i];

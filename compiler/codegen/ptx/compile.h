@@ -21,17 +21,16 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "compiler/codegen/arithmetic_mode.h"
 #include "compiler/executable/executable.h"
 #include "compiler/tensor/program.h"
 
 namespace accy::ptx {
 
-// How arithmetic may deviate from the reference semantics.
-enum class ArithmeticMode : uint8_t {
-  kExact,  // default: accurate instruction sequences for transcendentals
-  kFast,   // hardware approximations (sin.approx, ex2.approx, ...)
-  kTf32,   // kExact, and `dot` in f32 on tensor cores with TF32 inputs
-};
+// The arithmetic modes of every target (compiler/codegen/arithmetic_mode.h):
+// kFast uses the hardware approximations (sin.approx, ex2.approx, ...),
+// kTf32 runs f32 `dot` on tensor cores with TF32 inputs.
+using codegen::ArithmeticMode;
 
 // What the device allows (from cuDeviceGetAttribute) and what is asked.
 struct TargetInfo {

@@ -35,9 +35,6 @@ struct EmitOptions {
 absl::StatusOr<executable::Executable> compileProgramWith(const tensor::Program& program, const TargetInfo& target,
                                                           const EmitOptions& options);
 
-// "exact", "fast" or "tf32".
-const char* modeName(ArithmeticMode mode);
-
 }  // namespace accy::ptx
 
 #endif  // ACCY_COMPILER_CODEGEN_PTX_PIPELINE_H_
