@@ -1,5 +1,6 @@
 #include "client/session.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "backends/cpu/cpu_device.h"
@@ -132,16 +133,17 @@ absl::StatusOr<uint32_t> Session::indexOf(Handle handle) const {
 }
 
 absl::StatusOr<Handle> Session::compile(std::string_view bytes, CompileInfo* info) {
-  uint32_t index = kMaxPrograms;
-  for (uint32_t i = 0; i < kMaxPrograms; ++i) {
+  const uint32_t slots = std::clamp<uint32_t>(options_.max_programs, 1, kMaxPrograms);
+  uint32_t index = slots;
+  for (uint32_t i = 0; i < slots; ++i) {
     if (entries_[i] == nullptr) {
       index = i;
       break;
     }
   }
-  if (index == kMaxPrograms) {
+  if (index == slots) {
     return makeError(ErrorKind::kTooManyPrograms,
-                     strCat("session: all ", kMaxPrograms, " program slots are in use; release one"));
+                     strCat("session: all ", slots, " program slots are in use; release one"));
   }
   auto program = wire::decode(bytes);
   if (!program.ok()) {

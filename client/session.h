@@ -80,6 +80,9 @@ using Compiler = std::function<absl::StatusOr<std::shared_ptr<const backends::Lo
 struct SessionOptions {
   // Threads one run may use; 0 means every hardware thread.
   int threads = 0;
+  // Programs held at once, 1 to kMaxPrograms (a value outside is taken as
+  // the nearest of those); compiling one more fails with too_many_programs.
+  uint32_t max_programs = kMaxPrograms;
   // Programs with more nodes than this fail to compile (compile_failed).
   int64_t max_compile_nodes = int64_t{1} << 16;
   // Programs whose temporaries need more scratch than this fail to compile

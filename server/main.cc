@@ -2,11 +2,13 @@
 //
 //   accyd [--listen=unix:/run/accyd/accyd.sock | --listen=tcp:HOST:PORT --tls-cert=F --tls-key=F
 //          [--tls-client-ca=F]] (--listen may repeat) [--socket-mode=0600|0660] [--cache-dir=DIR] [--cache-max-bytes=N] [--threads=N]
-//         [--lease-seconds=N] [--max-sessions=N] [--max-regions-per-session=N]
+//         [--lease-seconds=N] [--max-sessions=N] [--max-programs-per-session=N] [--max-regions-per-session=N]
 //         [--max-region-bytes=N] [--max-message-bytes=N] [--max-scratch-bytes=N]
 //         [--check-numerics=0|1] [--devices=cpu[,vulkan][,cuda]]
 //
-// Unix socket by default (mode 0600); TCP only with TLS. SIGTERM or SIGINT
+// Numbers are whole decimal numbers within each flag's range (a bad one is
+// refused at start, naming the flag). Unix socket by default (mode 0600);
+// TCP only with TLS. SIGTERM or SIGINT
 // stops accepting calls, drains the ones in flight (up to 10 s) and exits 0.
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
@@ -14,6 +16,8 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <cctype>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -22,7 +26,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "backends/registry.h"
+#include "client/session.h"
 #include "compiler/executable/build_record.h"
 #include "server/compile_cache.h"
 #include "server/regions.h"
@@ -48,7 +54,8 @@ int usage(const char* why) {
 int main(int argc, char** argv) {
   std::map<std::string, std::string> flags = {
       {"listen", "unix:/run/accyd/accyd.sock"}, {"cache-dir", ""}, {"cache-max-bytes", "1073741824"},
-      {"threads", "0"}, {"lease-seconds", "30"}, {"max-sessions", "256"}, {"max-regions-per-session", "64"},
+      {"threads", "0"}, {"lease-seconds", "30"}, {"max-sessions", "256"}, {"max-programs-per-session", "64"},
+      {"max-regions-per-session", "64"},
       {"max-region-bytes", "4294967296"}, {"max-message-bytes", "268435456"}, {"devices", "cpu"},
       {"tls-cert", ""}, {"tls-key", ""}, {"tls-client-ca", ""}, {"max-scratch-bytes", "17179869184"},
       {"check-numerics", "0"}, {"socket-mode", "0600"}};
@@ -58,8 +65,9 @@ int main(int argc, char** argv) {
     if (arg == "--help" || arg == "-h") {
       std::printf("usage: accyd [--listen=unix:PATH|tcp:HOST:PORT] [--tls-cert=F --tls-key=F [--tls-client-ca=F]]\n"
                   "             [--cache-dir=DIR] [--cache-max-bytes=N] [--threads=N] [--lease-seconds=N]\n"
-                  "             [--max-sessions=N] [--max-regions-per-session=N] [--max-region-bytes=N]\n"
-                  "             [--max-message-bytes=N] [--max-scratch-bytes=N] [--check-numerics=0|1]\n"
+                  "             [--max-sessions=N] [--max-programs-per-session=1..64] [--max-regions-per-session=N]\n"
+                  "             [--max-region-bytes=N]"
+                  " [--max-message-bytes=N] [--max-scratch-bytes=N] [--check-numerics=0|1]\n"
                   "             [--socket-mode=0600|0660] [--devices=cpu[,vulkan][,cuda]]   (--listen may repeat)\n"
                   "devices: cpu (target x86_64), vulkan (spirv), cuda (ptx; needs the NVIDIA driver's libcuda.so.1\n"
                   "and a GPU); a device that is not available here is refused at start with the reason\n");
@@ -80,10 +88,41 @@ int main(int argc, char** argv) {
     if (end > start) device_names.push_back(flags["devices"].substr(start, end - start));
     start = end + 1;
   }
+  // Every number flag, checked before anything starts.
+  struct NumberFlag {
+    const char* key;
+    int64_t min, max;
+  };
+  const NumberFlag number_flags[] = {
+      {"cache-max-bytes", 0, INT64_MAX},
+      {"threads", 0, 4096},
+      {"lease-seconds", 1, 86400},
+      {"max-sessions", 1, 1 << 20},
+      {"max-programs-per-session", 1, accy::session::kMaxPrograms},
+      {"max-regions-per-session", 1, 1 << 20},
+      {"max-region-bytes", 1, INT64_MAX},
+      {"max-message-bytes", 1024, INT32_MAX},  // gRPC's message size is an int
+      {"max-scratch-bytes", 0, INT64_MAX},
+  };
+  std::map<std::string, int64_t> numbers;
+  for (const NumberFlag& f : number_flags) {
+    const std::string& text = flags[f.key];
+    int64_t value = 0;
+    if (!absl::SimpleAtoi(text, &value) || text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])) ||
+        value < f.min || value > f.max) {
+      return usage(("--" + std::string(f.key) + "=" + text + ": expected a whole number from " + std::to_string(f.min) +
+                    " to " + std::to_string(f.max))
+                       .c_str());
+    }
+    numbers[f.key] = value;
+  }
+  if (flags["check-numerics"] != "0" && flags["check-numerics"] != "1") {
+    return usage(("--check-numerics=" + flags["check-numerics"] + ": expected 0 or 1").c_str());
+  }
+  auto number = [&](const char* key) { return numbers.at(key); };
   auto devices = accy::backends::selectBackends(
-      device_names, accy::backends::BackendOptions{static_cast<int>(std::strtoll(flags["threads"].c_str(), nullptr, 10))});
+      device_names, accy::backends::BackendOptions{static_cast<int>(number("threads"))});
   if (!devices.ok()) return usage(std::string(devices.status().message()).c_str());
-  auto number = [&](const char* key) { return std::strtoll(flags[key].c_str(), nullptr, 10); };
 
   // Signals go to one waiting thread, never to gRPC's threads.
   sigset_t signals;
@@ -134,6 +173,7 @@ int main(int argc, char** argv) {
   }
   accy::server::Limits limits;
   limits.max_sessions = number("max-sessions");
+  limits.max_programs_per_session = number("max-programs-per-session");
   limits.max_regions_per_session = number("max-regions-per-session");
   limits.max_region_bytes = number("max-region-bytes");
   limits.max_message_bytes = number("max-message-bytes");

@@ -160,6 +160,7 @@ grpc::Status AccydService::OpenSession(grpc::ServerContext* ctx, const pb::OpenS
                                        pb::OpenSessionReply* reply) {
   auto s = std::make_shared<ClientSession>();
   session::SessionOptions options;
+  options.max_programs = static_cast<uint32_t>(limits_.max_programs_per_session);
   options.max_scratch_bytes = limits_.max_scratch_bytes;
   options.check_numerics = limits_.check_numerics;
   // Programs compile on the device serving the requested target (set per

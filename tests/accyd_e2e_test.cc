@@ -419,6 +419,26 @@ TEST(Accyd, LimitsAreEnforcedWithClearErrors) {
   EXPECT_FALSE(h.ok());
 }
 
+TEST(Accyd, ProgramsPerSessionAreLimited) {
+  Daemon d({"--max-programs-per-session=2"});
+  auto s = connect(d);
+  ASSERT_TRUE(s);
+  const std::string program = wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch));
+  auto first = s->compile(program);
+  auto second = s->compile(program);
+  ASSERT_TRUE(first.ok() && second.ok());
+  auto third = s->compile(program);
+  EXPECT_EQ(number(third.status()), 5u);  // too_many_programs
+  EXPECT_THAT(third.status().message(), HasSubstr("all 2 program slots are in use"));
+  // Releasing one frees its slot; the other program still runs.
+  ASSERT_TRUE(s->release(*first).ok());
+  EXPECT_TRUE(s->compile(program).ok());
+  const tone::Samples data = tone::samples();
+  float f[1] = {2.5f}, v[1];
+  ASSERT_TRUE(s->invoke(*second, {bytes(f), bytes(data.time), bytes(data.sample)}, {writableBytes(v)}).ok());
+  EXPECT_NEAR(v[0], mismatchF64(2.5), 1e-4);
+}
+
 TEST(Accyd, TcpWithTlsServesAndLeasesFreeDeadClients) {
   // A self-signed certificate for localhost, made with the openssl tool.
   char dir[] = "/tmp/accyd-tls-XXXXXX";

@@ -5,10 +5,13 @@
 #define ACCY_TESTS_OP_CASES_H_
 
 #include <functional>
+#include <optional>
 #include <random>
+#include <string_view>
 #include <vector>
 
 #include "accy/accy.h"
+#include "gtest/gtest.h"
 
 namespace accy::testing {
 
@@ -81,6 +84,47 @@ inline std::vector<OpCase> opCases() {
       {"concat", [](Builder&, Args a) { return tensor::concat("p", {a[0], a[1] * 3}); }, -3, 3, false},
       {"iota", [](Builder& b, Args a) { return a[0] + b.iota("p", a[0].axes()[0].extent, a[0].dtype()); }, -3, 3, false},
   };
+}
+
+// The op cases recording refuses by design, with the error it must give
+// (docs/SEMANTICS.md): floating-only ops on integers and bools, arithmetic
+// on bools (the op's own, or the case's: `where`, `transpose` and `concat`
+// scale or shift an operand), and slices that a 1-long axis cannot hold.
+// nullopt: the case must record. Conformance tests assert both directions,
+// so no case is dropped without its refusal being checked.
+inline std::optional<ErrorKind> refusedByDesign(const OpCase& c, tensor::DType dtype, int64_t p) {
+  static const std::string_view kArithmetic[] = {"add", "sub",  "mul",       "div",    "pow",  "neg",    "abs",
+                                                 "sum", "mean", "dot",       "where",  "transpose", "concat", "iota"};
+  const std::string_view name = c.name;
+  if (c.floats_only && !tensor::isFloating(dtype)) return ErrorKind::kUnsupportedDType;
+  if (dtype == tensor::DType::bool_) {
+    for (std::string_view a : kArithmetic) {
+      if (name == a) return ErrorKind::kUnsupportedDType;
+    }
+  }
+  if (p < 2 && (name == "slice" || name == "split")) return ErrorKind::kInvalidSlice;
+  return std::nullopt;
+}
+
+// Records case `c` for `dtype` and extent `p` (specs made by the caller);
+// a gtest failure when recording refuses what it must record, or records
+// (or refuses differently) what it must refuse. The program, or nullopt for
+// a refusal that was checked.
+inline std::optional<tensor::Program> recordCase(const OpCase& c, tensor::DType dtype, int64_t p,
+                                                 const std::vector<tensor::Spec>& specs) {
+  auto program = tensor::define(c.name, specs, c.fn);
+  const std::optional<ErrorKind> refusal = refusedByDesign(c, dtype, p);
+  if (refusal) {
+    EXPECT_FALSE(program.ok()) << c.name << " " << tensor::dtypeName(dtype) << " p=" << p << " recorded; it must be refused";
+    if (!program.ok()) {
+      EXPECT_EQ(errorKind(program.status()), *refusal) << c.name << " " << tensor::dtypeName(dtype) << ": "
+                                                        << program.status();
+    }
+    return std::nullopt;
+  }
+  EXPECT_TRUE(program.ok()) << c.name << " " << tensor::dtypeName(dtype) << " p=" << p << ": " << program.status();
+  if (!program.ok()) return std::nullopt;
+  return std::move(*program);
 }
 
 }  // namespace accy::testing

@@ -1,92 +1,71 @@
 #!/usr/bin/env bash
-# Builds and runs every test with Bazel, then prints the count of test cases
-# (GoogleTest cases from each target's test.xml; a target without a report
-# counts as one failure), plus one case for a short fuzz run of the wire
-# decoder and compiler when clang with libFuzzer is installed, as a final
-# line "N passed, N failed".
+# Builds and runs every test with Bazel, then two checks outside it (the
+# stamped daemon's disk cache, a short fuzz run), and counts test cases with
+# tools/test_tally.py: each failed case or target by name, each skipped case
+# with its reason, and a last line alone "N passed, N failed, N skipped".
 # Extra arguments go to `bazel test` (e.g. --config=asan).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-bazel test //... "$@"
-status=$?
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+extra="$work/extra"   # "passed WHAT" | "failed WHAT" | "skipped WHAT: WHY", one a line
+: >"$extra"
 
-passed=0
-failed=0
+# Bazel's summary names every target with its status; the tally reads it.
+bazel test //... "$@" 2>&1 | tee "$work/summary"
+status=${PIPESTATUS[0]}
+targets=$(bazel query 'tests(//...)' 2>/dev/null)
 testlogs=$(bazel info bazel-testlogs "$@" 2>/dev/null)
-for target in $(bazel query 'tests(//...)' 2>/dev/null); do
-  path=${target#//}
-  path=${path/://}
-  xml="$testlogs/$path/test.xml"
-  if [ ! -f "$xml" ]; then
-    echo "no test report for $target"
-    failed=$((failed + 1))
-    continue
-  fi
-  # The first <testsuites ...> element carries the totals.
-  header=$(grep -m1 -o '<testsuites[^>]*>' "$xml" || true)
-  if [ -z "$header" ]; then
-    header=$(grep -m1 -o '<testsuite [^>]*>' "$xml" || true)
-  fi
-  tests=$(sed -n 's/.* tests="\([0-9]*\)".*/\1/p' <<<"$header")
-  failures=$(sed -n 's/.* failures="\([0-9]*\)".*/\1/p' <<<"$header")
-  errors=$(sed -n 's/.* errors="\([0-9]*\)".*/\1/p' <<<"$header")
-  tests=${tests:-0}
-  bad=$(( ${failures:-0} + ${errors:-0} ))
-  if [ "$tests" -eq 0 ]; then
-    # A target whose test.xml Bazel wrote itself (not GoogleTest): one case.
-    if grep -q '<failure' "$xml"; then bad=1; else bad=0; fi
-    tests=1
-  fi
-  passed=$((passed + tests - bad))
-  failed=$((failed + bad))
-done
-if [ $status -ne 0 ] && [ $failed -eq 0 ]; then
-  failed=1  # a build failure that left no report behind
+case $status in
+  0 | 3) ;;  # 3: built, some tests failed (the tally names them)
+  *) echo "failed bazel test: exit status $status (a build or command error; see above)" >>"$extra" ;;
+esac
+if [ -z "$targets" ]; then
+  echo "failed bazel query 'tests(//...)' found no test targets" >>"$extra"
 fi
 
 # The daemon's disk cache needs a stamped build: build one, keep a copy (a
 # later unstamped build replaces bazel-bin's), and run the restart test
-# against it: one case, passed or failed.
-stamped_dir=$(mktemp -d)
-if bazel build --stamp --workspace_status_command=tools/build_record_status.sh //server:accyd >/dev/null 2>&1 &&
+# against it.
+stamped_dir="$work/stamped"
+mkdir -p "$stamped_dir"
+if bazel build --stamp --workspace_status_command=tools/build_record_status.sh //server:accyd >"$stamped_dir/build.log" 2>&1 &&
    cp bazel-bin/server/accyd "$stamped_dir/accyd" &&
-   bazel build "$@" //server:accyd //tests:accyd_e2e_test >/dev/null 2>&1; then
+   bazel build "$@" //server:accyd //tests:accyd_e2e_test >>"$stamped_dir/build.log" 2>&1; then
   if ACCYD_STAMPED_BINARY="$stamped_dir/accyd" TEST_SRCDIR="$PWD/bazel-bin/tests/accyd_e2e_test.runfiles" \
      ./bazel-bin/tests/accyd_e2e_test --gtest_filter='*RestartWithAWarmDiskCache*' >"$stamped_dir/log" 2>&1 &&
      grep -q '^\[       OK \]' "$stamped_dir/log"; then
-    echo "stamped accyd: restart with a warm disk cache and a corrupted entry: ok"
-    passed=$((passed + 1))
+    echo "passed stamped accyd: restart with a warm disk cache and a corrupted entry" >>"$extra"
   else
-    echo "stamped accyd: restart test FAILED:"
+    echo "stamped accyd: the end of the restart test's log:"
     tail -n 40 "$stamped_dir/log"
-    failed=$((failed + 1))
+    echo "failed stamped accyd: restart with a warm disk cache and a corrupted entry" >>"$extra"
   fi
 else
-  echo "stamped accyd: build FAILED"
-  failed=$((failed + 1))
+  tail -n 40 "$stamped_dir/build.log"
+  echo "failed stamped accyd: the stamped build failed" >>"$extra"
 fi
-rm -rf "$stamped_dir"
 
 # A short run of the wire fuzzer (decode, compile, run; tools/fuzz/) when
-# clang++ with libFuzzer is installed: one case, passed or failed. The seed
-# is fixed so a failure reproduces; docs/FUZZING.md has the long runs.
-# The fuzzer's build directory belongs to this checkout: its generated
-# Makefile names the checkout's path.
+# clang++ with libFuzzer is installed. The seed is fixed so a failure
+# reproduces; docs/FUZZING.md has the long runs. The fuzzer's build
+# directory belongs to this checkout: its generated Makefile names the
+# checkout's path.
 export FUZZ_BUILD_DIR="${TMPDIR:-/tmp}/accy-fuzz-$(pwd | sha256sum | cut -c1-12)"
 if tools/fuzz/build_fuzzer.sh --check; then
-  fuzz_log=$(mktemp)
-  if tools/fuzz/run_fuzzer.sh 20000 -seed=1 >"$fuzz_log" 2>&1; then
-    echo "fuzz: 20000 runs of wire_fuzz, no crash, leak or timeout"
-    passed=$((passed + 1))
+  if tools/fuzz/run_fuzzer.sh 20000 -seed=1 >"$work/fuzz" 2>&1; then
+    echo "passed fuzz: 20000 runs of wire_fuzz, no crash, leak or timeout" >>"$extra"
   else
-    echo "fuzz: wire_fuzz FAILED; the end of its log:"
-    tail -n 60 "$fuzz_log"
-    failed=$((failed + 1))
+    echo "fuzz: the end of wire_fuzz's log:"
+    tail -n 60 "$work/fuzz"
+    echo "failed fuzz: wire_fuzz (20000 runs, -seed=1)" >>"$extra"
   fi
-  rm -f "$fuzz_log"
 else
-  echo "fuzz: skipped (clang++ with libFuzzer is not installed; tools/setup.sh installs it)"
+  echo "skipped fuzz: wire_fuzz: clang++ with libFuzzer is not installed (tools/setup.sh installs it)" >>"$extra"
 fi
-echo "$passed passed, $failed failed"
-[ $failed -eq 0 ]
+
+echo
+echo "Test count (tools/test_tally.py): failures and skips with their reasons"
+# shellcheck disable=SC2086
+/usr/bin/python3 tools/test_tally.py --testlogs "$testlogs" --summary "$work/summary" --extra "$extra" $targets

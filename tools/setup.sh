@@ -9,7 +9,7 @@ packages=(
   g++ libabsl-dev libasmjit-dev libgtest-dev libgmock-dev libbenchmark-dev libeigen3-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libvulkan-dev spirv-tools spirv-headers mesa-vulkan-drivers vulkan-tools wabt
-  libssl-dev libopenblas-dev graphviz
+  libssl-dev openssl libopenblas-dev graphviz
   clang libclang-rt-14-dev
 )
 

@@ -12,6 +12,8 @@
 #                             (elementwise bandwidth against a device-to-device
 #                             copy, a reduction, f32 and tf32 dot against
 #                             cuBLAS). Logs go to $OUT (or ./gpu-results).
+#                             Fails when a test failed or skipped a case (on a
+#                             GPU machine a skip means the GPU was not used).
 #
 # The GPU machine builds nothing: it has no Bazel and no network. libcuda.so.1
 # and cuBLAS are the machine's own (the driver's and the CUDA toolkit's).
@@ -57,8 +59,25 @@ device)
     echo "cuBLAS: ${cublas:-not found}"
   } | tee "$out/machine.txt"
   status=0
-  TEST_SRCDIR="$PWD/$bundle/srcdir" timeout 120 "$bundle/bin/cuda_backend_test" 2>&1 | tee "$out/cuda_backend_test.log" || status=1
-  timeout 300 "$bundle/bin/cuda_conformance_test" 2>&1 | tee "$out/cuda_conformance_test.log" || status=1
+  # Cases that skip on a GPU by design are left out by name (they check the
+  # no-GPU path, or the fake driver's limits); any other skip here means the
+  # GPU was not used, and fails the run.
+  TEST_SRCDIR="$PWD/$bundle/srcdir" timeout 120 "$bundle/bin/cuda_backend_test" \
+    --gtest_filter='-CudaBackendInfo.WithoutAGpuItIsUnavailableAndSaysWhy:Drivers/CudaBackendTest.RunsACompiledProgramLikeTheEvaluator/FakeDriver' \
+    2>&1 | tee "$out/cuda_backend_test.log" || status=1
+  timeout 300 "$bundle/bin/cuda_conformance_test" --gtest_filter='-CudaConformance.TheBackendSaysWhyItIsUnavailable' \
+    2>&1 | tee "$out/cuda_conformance_test.log" || status=1
+  for log in "$out/cuda_backend_test.log" "$out/cuda_conformance_test.log"; do
+    if grep -q '^\[  SKIPPED \]' "$log"; then
+      echo "FAILED: cases skipped on the GPU machine ($(basename "$log")):"
+      grep -B3 '^\[  SKIPPED \]' "$log" | grep -v '^\[       OK \]' || true
+      status=1
+    fi
+    if ! grep -q '^\[  PASSED  \] [1-9]' "$log"; then
+      echo "FAILED: no case passed in $(basename "$log")"
+      status=1
+    fi
+  done
   timeout 150 "$bundle/bin/cuda_bench" --benchmark_min_time=0.2 --benchmark_out="$out/cuda_bench.json" \
     --benchmark_out_format=json 2>&1 | tee "$out/cuda_bench.log" || status=1
   exit $status

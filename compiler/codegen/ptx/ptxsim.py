@@ -11,9 +11,8 @@ f64, through double for f32; the .approx instructions as the correctly
 rounded function, so fast mode's own error is not measured here).
 
 Usage:
-  bazel build //compiler/codegen/ptx:ptx_test
-  mkdir -p /tmp/sim && ACCY_PTX_SIM_DIR=/tmp/sim \
-      bazel-bin/compiler/codegen/ptx/ptx_test --gtest_filter='*DumpSimulationCases*'
+  bazel build //compiler/codegen/ptx:ptx_sim_cases
+  mkdir -p /tmp/sim && ACCY_PTX_SIM_DIR=/tmp/sim bazel-bin/compiler/codegen/ptx/ptx_sim_cases
   /usr/bin/python3 compiler/codegen/ptx/ptxsim.py /tmp/sim [CASE ...]
 (or bazel test //compiler/codegen/ptx:ptxsim_test, which does both).
 
@@ -743,6 +742,9 @@ def main(argv):
                 failed += 1
                 print("FAIL %d (%s): %s" % (n, name, why), flush=True)
     print("%d cases, %d failed" % (len(cases), failed))
+    if not cases:
+        print("FAIL: no case ran (no N.json in %s)" % directory)
+        return 1
     return 1 if failed else 0
 
 
