@@ -13,16 +13,20 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <string>
 #include <thread>
 
 #include "accy/accy.h"
+#include "bench/bench_util.h"
 #include "client/remote_session.h"
 #include "examples/tone/tone.h"
 
 namespace tensor = accy::tensor;
+using accy::bench::check;
+using accy::bench::ok;
 
 namespace {
 
@@ -46,10 +50,24 @@ void startDaemon() {
   }
 }
 
-std::unique_ptr<accy::client::RemoteSession> remote() {
+// A session with the daemon; null, with the benchmark ended, when the
+// connection fails.
+std::unique_ptr<accy::client::RemoteSession> remote(benchmark::State& state) {
   accy::client::RemoteOptions o;
   o.cpu_in_process = false;
-  return std::move(*accy::client::RemoteSession::connect(g_target, o));
+  auto s = accy::client::RemoteSession::connect(g_target, o);
+  if (!ok(state, s, "connect to accyd")) return nullptr;
+  return std::move(*s);
+}
+
+double mismatchF64(double f) {
+  const tone::Samples data = tone::samples();
+  double e = 0;
+  for (int i = 0; i < tone::kPoints; ++i) {
+    const double gap = std::sin(f * data.time[i]) - data.sample[i];
+    e += gap * gap;
+  }
+  return e;
 }
 
 tensor::Program toneProgram(double scale = 1.0) {
@@ -71,36 +89,44 @@ void percentiles(benchmark::State& state, std::vector<double>& micros) {
                                                        benchmark::Counter::kIsRate);
 }
 
+// Times each call (which returns a status; the first failure ends the
+// benchmark with it).
 template <typename F>
 void timed(benchmark::State& state, F&& call) {
   std::vector<double> micros;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
-    call();
+    const absl::Status st = call();
     micros.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    if (!ok(state, st, "invoke")) return;
   }
   percentiles(state, micros);
 }
 
 void BM_ToneInvoke_InProcess(benchmark::State& state) {
   auto exe = tensor::CpuExecutable::compile(toneProgram(), {.threads = 1});
+  if (!ok(state, exe, "compile")) return;
   const tone::Samples data = tone::samples();
   const float f[1] = {2.5f};
-  float v[1];
+  float v[1] = {NAN};
   timed(state, [&] {
-    (void)exe->launch({accy::bytes(f), accy::bytes(data.time), accy::bytes(data.sample)}, {accy::writableBytes(v)});
+    return exe->launch({accy::bytes(f), accy::bytes(data.time), accy::bytes(data.sample)}, {accy::writableBytes(v)});
   });
+  check(state, std::fabs(v[0] - mismatchF64(2.5)) <= 1e-4, "wrong mismatch " + std::to_string(v[0]));
 }
 
 void BM_ToneInvoke_AccydUnixSocket(benchmark::State& state) {
-  auto s = remote();
+  auto s = remote(state);
+  if (!s) return;
   auto h = s->compile(accy::wire::encode(toneProgram()));
+  if (!ok(state, h, "compile")) return;
   const tone::Samples data = tone::samples();
   const float f[1] = {2.5f};
-  float v[1];
+  float v[1] = {NAN};
   timed(state, [&] {
-    (void)s->invoke(*h, {accy::bytes(f), accy::bytes(data.time), accy::bytes(data.sample)}, {accy::writableBytes(v)});
+    return s->invoke(*h, {accy::bytes(f), accy::bytes(data.time), accy::bytes(data.sample)}, {accy::writableBytes(v)});
   });
+  check(state, std::fabs(v[0] - mismatchF64(2.5)) <= 1e-4, "wrong mismatch " + std::to_string(v[0]));
 }
 
 constexpr int64_t kBig = int64_t{16} << 20;  // 16 Mi f32 = 64 MiB
@@ -110,52 +136,79 @@ tensor::Program doubleProgram() {
   return *tensor::define("twice", specs, [](tensor::Builder&, std::span<const tensor::Value> a) { return a[0] * 2; });
 }
 
+// Every element of `y` is twice 1.
+bool checkDoubled(benchmark::State& state, const float* y) {
+  for (int64_t i = 0; i < kBig; ++i) {
+    if (y[i] != 2.0f) return check(state, false, "wrong y[" + std::to_string(i) + "] = " + std::to_string(y[i]));
+  }
+  return true;
+}
+
 void BM_Invoke64MiB_InProcessKernel(benchmark::State& state) {
   auto exe = tensor::CpuExecutable::compile(doubleProgram(), {.threads = 1});
+  if (!ok(state, exe, "compile")) return;
   std::vector<float> x(kBig, 1.0f), y(kBig);
-  for (auto _ : state) (void)exe->launch({accy::bytes(x)}, {accy::writableBytes(y)});
+  for (auto _ : state) {
+    if (!ok(state, exe->launch({accy::bytes(x)}, {accy::writableBytes(y)}), "launch")) return;
+  }
+  if (!checkDoubled(state, y.data())) return;
   state.SetBytesProcessed(state.iterations() * kBig * 8);
 }
 
 void BM_Invoke64MiB_AccydSharedMemory(benchmark::State& state) {
-  auto s = remote();
+  auto s = remote(state);
+  if (!s) return;
   auto h = s->compile(accy::wire::encode(doubleProgram()));
+  if (!ok(state, h, "compile")) return;
   auto in = s->allocateShared(kBig * 4);
+  if (!ok(state, in, "allocateShared")) return;
   auto out = s->allocateShared(kBig * 4);
+  if (!ok(state, out, "allocateShared")) return;
   std::fill_n(reinterpret_cast<float*>((*in)->bytes().data()), kBig, 1.0f);
   for (auto _ : state) {
-    (void)s->invoke(*h, {std::span<const std::byte>((*in)->bytes())}, {(*out)->bytes()});
+    if (!ok(state, s->invoke(*h, {std::span<const std::byte>((*in)->bytes())}, {(*out)->bytes()}), "invoke")) return;
   }
+  if (!checkDoubled(state, reinterpret_cast<const float*>((*out)->bytes().data()))) return;
   state.SetBytesProcessed(state.iterations() * kBig * 8);
 }
 
 void BM_Invoke64MiB_AccydInlineBytes(benchmark::State& state) {
-  auto s = remote();
+  auto s = remote(state);
+  if (!s) return;
   auto h = s->compile(accy::wire::encode(doubleProgram()));
+  if (!ok(state, h, "compile")) return;
   std::vector<float> x(kBig, 1.0f), y(kBig);
-  for (auto _ : state) (void)s->invoke(*h, {accy::bytes(x)}, {accy::writableBytes(y)});
+  for (auto _ : state) {
+    if (!ok(state, s->invoke(*h, {accy::bytes(x)}, {accy::writableBytes(y)}), "invoke")) return;
+  }
+  if (!checkDoubled(state, y.data())) return;
   state.SetBytesProcessed(state.iterations() * kBig * 8);
 }
 
 void BM_Compile_AccydCacheHit(benchmark::State& state) {
-  auto s = remote();
+  auto s = remote(state);
+  if (!s) return;
   const std::string bytes = accy::wire::encode(toneProgram());
-  (void)s->compile(bytes);
+  auto first = s->compile(bytes);
+  if (!ok(state, first, "compile")) return;
   for (auto _ : state) {
     auto h = s->compile(bytes);
-    (void)s->release(*h);
+    if (!ok(state, h, "compile")) return;
+    if (!ok(state, s->release(*h), "release")) return;
   }
 }
 
 void BM_Compile_AccydFresh(benchmark::State& state) {
-  auto s = remote();
+  auto s = remote(state);
+  if (!s) return;
   double scale = 1.0;
   for (auto _ : state) {
     state.PauseTiming();
     const std::string bytes = accy::wire::encode(toneProgram(scale += 1.0));  // a new cache key each time
     state.ResumeTiming();
     auto h = s->compile(bytes);
-    (void)s->release(*h);
+    if (!ok(state, h, "compile")) return;
+    if (!ok(state, s->release(*h), "release")) return;
   }
 }
 
@@ -183,10 +236,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   startDaemon();
-  int n = static_cast<int>(args.size());
-  benchmark::Initialize(&n, args.data());
-  benchmark::RunSpecifiedBenchmarks();
+  const int status = accy::bench::runBenchmarks(static_cast<int>(args.size()), args.data(), {{"accyd", g_accyd}});
   kill(g_pid, SIGTERM);
   waitpid(g_pid, nullptr, 0);
-  return 0;
+  return status;
 }

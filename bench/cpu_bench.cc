@@ -1,24 +1,34 @@
-// CPU benchmarks, each measured side by side with its reference in one run
-// (see docs/PERFORMANCE.md for the figures and the command):
+// CPU benchmarks, each measured side by side with its references in one
+// run (see docs/PERFORMANCE.md for the figures and the command; the
+// references are built at -O3 -march=native in bench/references.cc, and
+// tools/bench.sh picks OpenBLAS's kernel for the CPU):
 //   - fused y = sin(a*x + b) * c over 2^24 f32: Accy (1 thread, all threads)
 //     vs an Eigen array expression vs a plain std::sin loop;
-//   - sum over 2^24 f32: Accy vs an AVX-512 intrinsics loop, one thread;
+//   - sum over 2^24 f32: Accy vs AVX-512 and AVX2 intrinsics loops, one
+//     thread;
 //   - 1024^3 f32 matrix product: Accy vs Eigen vs OpenBLAS (one thread);
 //   - the tone program: compile latency and launch latency, and the launch
 //     of its value-and-gradient program against the plain one.
+// Every compile and launch is checked (a failure ends that benchmark with
+// the error, and the binary exits 1), and every Accy output is checked once
+// against a double-precision computation.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
-#include <immintrin.h>
 
-#include <Eigen/Dense>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "accy/accy.h"
+#include "bench/bench_util.h"
+#include "bench/references.h"
 #include "examples/tone/tone.h"
 
 namespace tensor = accy::tensor;
+using accy::bench::check;
+using accy::bench::ok;
+namespace ref = accy::bench::ref;
 
 namespace {
 
@@ -48,12 +58,22 @@ tensor::Program sinAffine() {
   });
 }
 
+// Every 4099th element of y = sin(2x + 1) * 3 within f32's documented
+// accuracy of the double-precision value.
+bool checkSinAffine(benchmark::State& state, const std::vector<float>& y) {
+  for (int64_t i = 0; i < kN; i += 4099) {
+    const double want = std::sin(2.0 * inputX()[i] + 1.0) * 3.0;
+    if (!(std::fabs(y[i] - want) <= 1e-5 * 3 + 1e-6 * std::fabs(want))) {
+      return check(state, false, "wrong output at " + std::to_string(i) + ": " + std::to_string(y[i]) + ", expected " +
+                                     std::to_string(want));
+    }
+  }
+  return true;
+}
+
 void runSinAccy(benchmark::State& state, int threads) {
   auto exe = tensor::CpuExecutable::compile(sinAffine(), {.threads = threads});
-  if (!exe.ok()) {
-    state.SkipWithError(exe.status().ToString().c_str());
-    return;
-  }
+  if (!ok(state, exe, "compile")) return;
   const float a = 2, b = 1, c = 3;
   std::vector<float> y(kN);
   for (auto _ : state) {
@@ -61,8 +81,9 @@ void runSinAccy(benchmark::State& state, int threads) {
                            accy::bytes(std::span(&c, 1))},
                           {accy::writableBytes(y)});
     benchmark::DoNotOptimize(y.data());
-    if (!st.ok()) state.SkipWithError(st.ToString().c_str());
+    if (!ok(state, st, "launch")) return;
   }
+  if (!checkSinAffine(state, y)) return;
   state.SetBytesProcessed(state.iterations() * kN * 8);
 }
 
@@ -70,65 +91,76 @@ void BM_SinAffine_Accy_1Thread(benchmark::State& state) { runSinAccy(state, 1); 
 void BM_SinAffine_Accy_AllThreads(benchmark::State& state) { runSinAccy(state, 0); }
 
 void BM_SinAffine_Eigen(benchmark::State& state) {
-  Eigen::Map<const Eigen::ArrayXf> x(inputX().data(), kN);
-  Eigen::ArrayXf y(kN);
-  const float a = 2, b = 1, c = 3;
+  std::vector<float> y(kN);
   for (auto _ : state) {
-    y = (a * x + b).sin() * c;
+    ref::sinAffineEigen(inputX().data(), y.data(), kN, 2, 1, 3);
     benchmark::DoNotOptimize(y.data());
   }
+  if (!checkSinAffine(state, y)) return;
   state.SetBytesProcessed(state.iterations() * kN * 8);
 }
 
 void BM_SinAffine_PlainLoop(benchmark::State& state) {
-  const std::vector<float>& x = inputX();
   std::vector<float> y(kN);
-  const float a = 2, b = 1, c = 3;
   for (auto _ : state) {
-    for (int64_t i = 0; i < kN; ++i) y[i] = std::sin(a * x[i] + b) * c;
+    ref::sinAffineLoop(inputX().data(), y.data(), kN, 2, 1, 3);
     benchmark::DoNotOptimize(y.data());
   }
+  if (!checkSinAffine(state, y)) return;
   state.SetBytesProcessed(state.iterations() * kN * 8);
 }
 
 // --- sum -------------------------------------------------------------------
+
+// The sum of x in double, and whether `s` is within f32 summation's error
+// of it (n ulp of the sum of magnitudes, loosely).
+bool checkSum(benchmark::State& state, float s) {
+  double exact = 0, magnitude = 0;
+  for (float v : inputX()) {
+    exact += v;
+    magnitude += std::fabs(v);
+  }
+  return check(state, std::fabs(s - exact) <= magnitude * 1e-5,
+               "wrong sum " + std::to_string(s) + ", expected " + std::to_string(exact));
+}
 
 void BM_Sum_Accy_1Thread(benchmark::State& state) {
   const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", kN}})};
   auto program = tensor::define("sum", specs, [](tensor::Builder&, std::span<const tensor::Value> v) {
     return v[0].sum("i");
   });
+  if (!ok(state, program, "define")) return;
   auto exe = tensor::CpuExecutable::compile(*program, {.threads = 1});
+  if (!ok(state, exe, "compile")) return;
   float out = 0;
   for (auto _ : state) {
     auto st = exe->launch({accy::bytes(inputX())}, {accy::writableBytes(std::span(&out, 1))});
     benchmark::DoNotOptimize(out);
-    if (!st.ok()) state.SkipWithError(st.ToString().c_str());
+    if (!ok(state, st, "launch")) return;
   }
+  if (!checkSum(state, out)) return;
   state.SetBytesProcessed(state.iterations() * kN * 4);
 }
 
-__attribute__((target("avx512f"))) float sumAvx512(const float* x, int64_t n) {
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-  __m512 acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    acc0 = _mm512_add_ps(acc0, _mm512_loadu_ps(x + i));
-    acc1 = _mm512_add_ps(acc1, _mm512_loadu_ps(x + i + 16));
-    acc2 = _mm512_add_ps(acc2, _mm512_loadu_ps(x + i + 32));
-    acc3 = _mm512_add_ps(acc3, _mm512_loadu_ps(x + i + 48));
-  }
-  float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
-  for (; i < n; ++i) s += x[i];
-  return s;
-}
-
 void BM_Sum_Avx512Intrinsics_1Thread(benchmark::State& state) {
-  if (!__builtin_cpu_supports("avx512f")) {
-    state.SkipWithError("no AVX-512 on this CPU");
+  if (!ref::hasAvx512()) {
+    state.SkipWithError(ACCY_BENCH_NOT_APPLICABLE "no AVX-512 on this CPU");
     return;
   }
-  for (auto _ : state) benchmark::DoNotOptimize(sumAvx512(inputX().data(), kN));
+  float s = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(s = ref::sumAvx512(inputX().data(), kN));
+  if (!checkSum(state, s)) return;
+  state.SetBytesProcessed(state.iterations() * kN * 4);
+}
+
+void BM_Sum_Avx2Intrinsics_1Thread(benchmark::State& state) {
+  if (!ref::hasAvx2()) {
+    state.SkipWithError(ACCY_BENCH_NOT_APPLICABLE "no AVX2 on this CPU");
+    return;
+  }
+  float s = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(s = ref::sumAvx2(inputX().data(), kN));
+  if (!checkSum(state, s)) return;
   state.SetBytesProcessed(state.iterations() * kN * 4);
 }
 
@@ -145,34 +177,55 @@ const std::vector<float>& matB() {
   return b;
 }
 
+// 64 entries of c = a * b against double-precision dot products.
+bool checkMatmul(benchmark::State& state, const std::vector<float>& c) {
+  for (int64_t s = 0; s < 64; ++s) {
+    const int64_t i = (s * 397) % kM, j = (s * 631 + 17) % kM;
+    double want = 0, magnitude = 0;
+    for (int64_t p = 0; p < kM; ++p) {
+      want += double(matA()[i * kM + p]) * matB()[p * kM + j];
+      magnitude += std::fabs(double(matA()[i * kM + p]) * matB()[p * kM + j]);
+    }
+    if (!(std::fabs(c[i * kM + j] - want) <= magnitude * 1e-5)) {
+      return check(state, false, "wrong c[" + std::to_string(i) + "][" + std::to_string(j) + "] = " +
+                                     std::to_string(c[i * kM + j]) + ", expected " + std::to_string(want));
+    }
+  }
+  return true;
+}
+
+void setFlops(benchmark::State& state) {
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * kM * kM * kM * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
 void BM_Matmul1024_Accy_1Thread(benchmark::State& state) {
   const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", kM}, {"k", kM}}),
                                 tensor::spec(tensor::DType::f32, {{"k", kM}, {"j", kM}})};
   auto program = tensor::define("matmul", specs, [](tensor::Builder&, std::span<const tensor::Value> v) {
     return v[0].dot(v[1], "k");
   });
+  if (!ok(state, program, "define")) return;
   auto exe = tensor::CpuExecutable::compile(*program, {.threads = 1});
+  if (!ok(state, exe, "compile")) return;
   std::vector<float> c(kM * kM);
   for (auto _ : state) {
     auto st = exe->launch({accy::bytes(matA()), accy::bytes(matB())}, {accy::writableBytes(c)});
     benchmark::DoNotOptimize(c.data());
-    if (!st.ok()) state.SkipWithError(st.ToString().c_str());
+    if (!ok(state, st, "launch")) return;
   }
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(2.0 * kM * kM * kM * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  if (!checkMatmul(state, c)) return;
+  setFlops(state);
 }
 
 void BM_Matmul1024_Eigen_1Thread(benchmark::State& state) {
-  Eigen::setNbThreads(1);
-  using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  Eigen::Map<const Mat> a(matA().data(), kM, kM), b(matB().data(), kM, kM);
-  Mat c(kM, kM);
+  std::vector<float> c(kM * kM);
   for (auto _ : state) {
-    c.noalias() = a * b;
+    ref::matmulEigen(matA().data(), matB().data(), c.data(), kM, kM, kM);
     benchmark::DoNotOptimize(c.data());
   }
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(2.0 * kM * kM * kM * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  if (!checkMatmul(state, c)) return;
+  setFlops(state);
 }
 
 void BM_Matmul1024_OpenBLAS_1Thread(benchmark::State& state) {
@@ -183,8 +236,8 @@ void BM_Matmul1024_OpenBLAS_1Thread(benchmark::State& state) {
                 matB().data(), kM, 0.0f, c.data(), kM);
     benchmark::DoNotOptimize(c.data());
   }
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(2.0 * kM * kM * kM * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  if (!checkMatmul(state, c)) return;
+  setFlops(state);
 }
 
 // --- tone: compile and launch latency ------------------------------------
@@ -196,16 +249,34 @@ tensor::Program toneProgram() {
   return *tensor::define("mismatch", specs, tone::mismatch);
 }
 
+// The tone mismatch at `frequency`, in double.
+double toneMismatch(double frequency) {
+  const tone::Samples data = tone::samples();
+  double e = 0;
+  for (int i = 0; i < tone::kPoints; ++i) {
+    const double gap = std::sin(frequency * data.time[i]) - data.sample[i];
+    e += gap * gap;
+  }
+  return e;
+}
+
+bool checkTone(benchmark::State& state, float value) {
+  return check(state, std::fabs(value - toneMismatch(2.5)) <= 1e-4,
+               "wrong mismatch " + std::to_string(value) + ", expected " + std::to_string(toneMismatch(2.5)));
+}
+
 void BM_Tone_Compile(benchmark::State& state) {
   const tensor::Program p = toneProgram();
   for (auto _ : state) {
     auto exe = tensor::CpuExecutable::compile(p);
     benchmark::DoNotOptimize(exe);
+    if (!ok(state, exe, "compile")) return;
   }
 }
 
 void BM_Tone_Launch(benchmark::State& state) {
   auto exe = tensor::CpuExecutable::compile(toneProgram());
+  if (!ok(state, exe, "compile")) return;
   const tone::Samples data = tone::samples();
   const float frequency[1] = {2.5f};
   float value[1];
@@ -213,7 +284,9 @@ void BM_Tone_Launch(benchmark::State& state) {
     auto st = exe->launch({accy::bytes(frequency), accy::bytes(data.time), accy::bytes(data.sample)},
                           {accy::writableBytes(value)});
     benchmark::DoNotOptimize(value[0]);
+    if (!ok(state, st, "launch")) return;
   }
+  checkTone(state, value[0]);
 }
 
 void BM_ToneValueAndGrad_Launch(benchmark::State& state) {
@@ -221,7 +294,11 @@ void BM_ToneValueAndGrad_Launch(benchmark::State& state) {
                                 tensor::spec(tensor::DType::f32, {{"point", tone::kPoints}}),
                                 tensor::spec(tensor::DType::f32, {{"point", tone::kPoints}})};
   auto f = tensor::Function::define("mismatch", specs, tone::mismatch);
-  auto exe = f->valueAndGrad({.wrt = {0}})->compileCpu();
+  if (!ok(state, f, "define")) return;
+  auto vg = f->valueAndGrad({.wrt = {0}});
+  if (!ok(state, vg, "valueAndGrad")) return;
+  auto exe = vg->compileCpu();
+  if (!ok(state, exe, "compile")) return;
   const tone::Samples data = tone::samples();
   const float frequency[1] = {2.5f};
   float value[1], slope[1];
@@ -229,7 +306,13 @@ void BM_ToneValueAndGrad_Launch(benchmark::State& state) {
     auto st = exe->launch({accy::bytes(frequency), accy::bytes(data.time), accy::bytes(data.sample)},
                           {accy::writableBytes(value), accy::writableBytes(slope)});
     benchmark::DoNotOptimize(slope[0]);
+    if (!ok(state, st, "launch")) return;
   }
+  if (!checkTone(state, value[0])) return;
+  // d/df of the mismatch, by central difference in double.
+  const double h = 1e-5, want = (toneMismatch(2.5 + h) - toneMismatch(2.5 - h)) / (2 * h);
+  check(state, std::fabs(slope[0] - want) <= 1e-3 * (1 + std::fabs(want)),
+        "wrong slope " + std::to_string(slope[0]) + ", expected " + std::to_string(want));
 }
 
 }  // namespace
@@ -240,6 +323,7 @@ BENCHMARK(BM_SinAffine_Eigen)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SinAffine_PlainLoop)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Sum_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Sum_Avx512Intrinsics_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Sum_Avx2Intrinsics_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Matmul1024_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Matmul1024_Eigen_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Matmul1024_OpenBLAS_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -247,4 +331,8 @@ BENCHMARK(BM_Tone_Compile)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Tone_Launch)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_ToneValueAndGrad_Launch)->Unit(benchmark::kNanosecond);
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  openblas_set_num_threads(1);
+  return accy::bench::runBenchmarks(argc, argv,
+                                    {{"openblas_kernel", openblas_get_corename()}, {"openblas_config", openblas_get_config()}});
+}

@@ -1,17 +1,28 @@
-// GPU benchmarks through the backend registry (Vulkan now; CUDA when it
-// lands), side by side in one run: elementwise bandwidth and a reduction
-// against the device's copy bandwidth (a copy kernel through the same path),
-// and `dot` in GFLOP/s. On a machine without a GPU they run on lavapipe,
-// for the record. Run: bazel run //bench:gpu_bench (or tools/bench.sh).
+// Vulkan benchmarks, side by side in one run: a copy kernel (y = x + 0)
+// through the same launch path as the reference, elementwise and sum
+// against it, the GPU forms (workgroup trees, tiled products) against the
+// device's own choice, and `dot` in GFLOP/s. A launch here includes copying
+// every buffer to and from the device's memory, so on lavapipe (no GPU)
+// these measure that host-staged path, not device bandwidth. Every compile
+// and launch is checked (a failure ends the benchmark, and the binary exits
+// 1), and every output is checked once against the reference evaluator.
+// The CUDA benchmark (bench/cuda_bench.cc) times device-resident buffers.
+// Run: tools/bench.sh, or bazel run -c opt //bench:gpu_bench.
 #include <benchmark/benchmark.h>
 
+#include <cmath>
+#include <random>
+#include <string>
 #include <vector>
 
 #include "accy/accy.h"
 #include "backends/vulkan/vulkan_backend.h"
+#include "bench/bench_util.h"
 #include "compiler/codegen/spirv/compile.h"
 
 namespace tensor = accy::tensor;
+using accy::bench::check;
+using accy::bench::ok;
 
 namespace {
 
@@ -27,33 +38,46 @@ constexpr int64_t kN = int64_t{1} << 22;  // 16 MiB of f32
 template <typename F>
 void run(benchmark::State& state, std::vector<tensor::Spec> specs, F fn, int64_t bytes_moved, double flops,
          void (*adjust)(accy::spirv::TargetInfo&) = nullptr) {
-  if (!device().info().available) {
-    state.SkipWithError(("no Vulkan device: " + device().info().unavailable_reason).c_str());
-    return;
-  }
+  if (!check(state, device().info().available, "no Vulkan device: " + device().info().unavailable_reason)) return;
   auto p = tensor::define("bench", specs, fn);
+  if (!ok(state, p, "define")) return;
   accy::spirv::TargetInfo target = accy::backends::vulkanTargetInfo(device());
   if (adjust) adjust(target);
   auto exe = accy::spirv::compileProgram(*p, target);
-  if (!exe.ok()) {
-    state.SkipWithError(exe.status().ToString().c_str());
-    return;
-  }
+  if (!ok(state, exe, "compile")) return;
   auto loaded = device().load(*exe);
-  if (!loaded.ok()) {
-    state.SkipWithError(loaded.status().ToString().c_str());
-    return;
-  }
+  if (!ok(state, loaded, "load")) return;
+  // Inputs in [-1, 1), small enough that a 512-long dot stays exact to
+  // f32's tolerance.
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1, 1);
   std::vector<std::vector<float>> in;
-  for (const auto& s : specs) in.emplace_back(s.elementCount(), 0.5f);
+  for (const auto& s : specs) {
+    in.emplace_back(s.elementCount());
+    for (float& x : in.back()) x = u(rng);
+  }
   std::vector<std::vector<float>> out;
-  for (const auto& s : p->outputSpecs()) out.emplace_back(s.elementCount());
+  for (const auto& s : p->outputSpecs()) out.emplace_back(s.elementCount(), NAN);
   std::vector<std::span<const std::byte>> iv;
   std::vector<std::span<std::byte>> ov;
   for (auto& v : in) iv.push_back(accy::bytes(v));
   for (auto& v : out) ov.push_back(accy::writableBytes(v));
   for (auto _ : state) {
-    if (auto st = (*loaded)->launch(iv, ov); !st.ok()) state.SkipWithError(st.ToString().c_str());
+    if (!ok(state, (*loaded)->launch(iv, ov), "launch")) return;
+  }
+  // Once, against the reference evaluator (f32 tolerance, scaled by the
+  // number of terms a sum adds).
+  auto expected = tensor::evaluate(*p, iv);
+  if (!ok(state, expected, "evaluate")) return;
+  for (size_t k = 0; k < out.size(); ++k) {
+    for (size_t e = 0; e < out[k].size(); ++e) {
+      const double x = tensor::loadElement(tensor::DType::f32, &(*expected)[k][e * 4]);
+      if (!(std::fabs(out[k][e] - x) <= 1e-4 * (1 + std::fabs(x)) + 1e-6 * std::sqrt(double(kN)))) {
+        check(state, false, "wrong output " + std::to_string(k) + " element " + std::to_string(e) + ": " +
+                                std::to_string(out[k][e]) + ", evaluator " + std::to_string(x));
+        return;
+      }
+    }
   }
   state.SetBytesProcessed(state.iterations() * bytes_moved);
   if (flops > 0) {
@@ -131,4 +155,8 @@ BENCHMARK(BM_Gpu_Dot512)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Gpu_Dot512Untiled)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Gpu_Dot512TiledOneOutputPerInvocation)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  const std::string name =
+      device().info().available ? accy::backends::vulkanDeviceName(device()) : device().info().unavailable_reason;
+  return accy::bench::runBenchmarks(argc, argv, {{"vulkan_device", name}});
+}

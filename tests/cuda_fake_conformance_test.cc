@@ -22,6 +22,7 @@
 #include <string>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_program.h"
 #include "compiler/codegen/ptx/compile.h"
 #include "gtest/gtest.h"
 #include "tests/conformance.h"
@@ -104,6 +105,51 @@ TEST_F(CudaFakeConformance, KernelsRunOnTheInterpreter) {
   const int before = fakeLaunches();
   EXPECT_TRUE(runAndCompare(gpu(), *program, {randomBytes(specs[0], rng, -2, 2)}));
   EXPECT_EQ(fakeLaunches() - before, static_cast<int>(exe->launch_plan.steps.size()));
+}
+
+// A program enqueued on buffers the caller keeps on the device (what the
+// CUDA benchmark times): the same launch steps, results in the caller's
+// device buffers; a wrong buffer count is InvalidBuffer before anything runs.
+TEST_F(CudaFakeConformance, ProgramsRunOnBuffersTheCallerKeepsOnTheDevice) {
+  const std::vector<Spec> specs = {tensor::spec(DType::f32, {{"i", 100}})};
+  auto program = tensor::define("affine", specs, [](tensor::Builder&, Args a) { return a[0] * 2 + 1; });
+  ASSERT_TRUE(program.ok()) << program.status();
+  auto exe = gpu().compile_for_gpu(*program);
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  auto loaded = cuda().load(*exe);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const auto* prog = dynamic_cast<const cuda::CudaProgram*>(loaded->get());
+  ASSERT_NE(prog, nullptr);
+  const cuda::CudaFunctions& cu = prog->device().cu();
+  ASSERT_EQ(cu.cuCtxSetCurrent(prog->device().context()), CUDA_SUCCESS);
+  CUstream stream = nullptr;
+  ASSERT_EQ(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  std::vector<float> x(100), y(100, NAN);
+  for (int i = 0; i < 100; ++i) x[i] = 0.25f * i - 7;
+  std::vector<CUdeviceptr> buffers;
+  for (const auto& b : exe->artifact_plan.buffers) {
+    CUdeviceptr p = 0;
+    ASSERT_EQ(cu.cuMemAlloc(&p, static_cast<size_t>(std::max<int64_t>(b.bytes, 4))), CUDA_SUCCESS);
+    buffers.push_back(p);
+  }
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    const auto& plan = exe->artifact_plan.buffers[b];
+    if (plan.role == choir::BufferRole::kInput) {
+      ASSERT_EQ(cu.cuMemcpyHtoDAsync(buffers[b], x.data(), 400, stream), CUDA_SUCCESS);
+    }
+  }
+  ASSERT_TRUE(prog->enqueueOnDevice(buffers, stream).ok());
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    if (exe->artifact_plan.buffers[b].role == choir::BufferRole::kOutput) {
+      ASSERT_EQ(cu.cuMemcpyDtoHAsync(y.data(), buffers[b], 400, stream), CUDA_SUCCESS);
+    }
+  }
+  ASSERT_EQ(cu.cuStreamSynchronize(stream), CUDA_SUCCESS);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(y[i], x[i] * 2 + 1) << i;
+  const absl::Status wrong = prog->enqueueOnDevice(absl::MakeConstSpan(buffers).subspan(1), stream);
+  EXPECT_EQ(errorKind(wrong), ErrorKind::kInvalidBuffer) << wrong;
+  for (CUdeviceptr p : buffers) EXPECT_EQ(cu.cuMemFree(p), CUDA_SUCCESS);
+  EXPECT_EQ(cu.cuStreamDestroy(stream), CUDA_SUCCESS);
 }
 
 // A kernel the interpreter cannot run is LaunchFailed at cuLaunchKernel,

@@ -1,11 +1,44 @@
 #!/usr/bin/env bash
-# Builds and runs the benchmarks (CPU, then accyd). OpenBLAS is slowed by
-# half by two variables set in this environment (OPENBLAS_CORETYPE,
-# OPENBLAS_L2_SIZE), so they are unset for the benchmark process only.
+# Builds and runs the benchmarks (CPU, accyd, Vulkan) side by side with their
+# references, then prints the tables of docs/PERFORMANCE.md
+# (tools/bench_table.py): every ratio against the best reference of the same
+# run, with the CPU model and OpenBLAS's kernel. Reports go to
+# bench-results/ (JSON). Exits non-zero when a benchmark failed.
+#
+# OpenBLAS 0.3.21 (Debian 12) does not know recent CPUs and falls back to a
+# slow kernel on them, and this environment may set OPENBLAS_CORETYPE and
+# OPENBLAS_L2_SIZE. So the kernel is chosen here for the CPU the benchmark
+# runs on, for the benchmark process only: Intel with AVX-512 BF16
+# (Cooper Lake, Sapphire Rapids and later) Cooperlake, other AVX-512 Intel
+# SkylakeX, other AVX2 Intel Haswell; AMD and the rest OpenBLAS's own
+# detection, with both variables unset. The benchmark prints the kernel
+# that ran (openblas_get_corename()).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bazel build //bench:cpu_bench //bench:accyd_bench //bench:gpu_bench //server:accyd
+
+vendor=$(awk -F': ' '/^vendor_id/ {print $2; exit}' /proc/cpuinfo)
+flags=$(awk -F': ' '/^flags/ {print $2; exit}' /proc/cpuinfo)
+core=""
+if [ "$vendor" = GenuineIntel ]; then
+  case " $flags " in
+    *" avx512_bf16 "*) core=Cooperlake ;;
+    *" avx512f "*) core=SkylakeX ;;
+    *" avx2 "*) core=Haswell ;;
+  esac
+fi
+blas_env=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
+[ -n "$core" ] && blas_env+=("OPENBLAS_CORETYPE=$core")
+
+out=bench-results
+mkdir -p "$out"
 reps=(--benchmark_repetitions="${REPETITIONS:-5}" --benchmark_report_aggregates_only=true)
-env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ./bazel-bin/bench/cpu_bench "${reps[@]}" "$@"
-./bazel-bin/bench/accyd_bench --accyd=bazel-bin/server/accyd "${reps[@]}" "$@"
-./bazel-bin/bench/gpu_bench "${reps[@]}" "$@"
+status=0
+"${blas_env[@]}" ./bazel-bin/bench/cpu_bench "${reps[@]}" --benchmark_out="$out/cpu.json" \
+  --benchmark_out_format=json "$@" || status=1
+./bazel-bin/bench/accyd_bench --accyd=bazel-bin/server/accyd "${reps[@]}" --benchmark_out="$out/accyd.json" \
+  --benchmark_out_format=json "$@" || status=1
+./bazel-bin/bench/gpu_bench "${reps[@]}" --benchmark_out="$out/gpu.json" --benchmark_out_format=json "$@" || status=1
+echo
+/usr/bin/python3 tools/bench_table.py "$out/cpu.json" "$out/accyd.json" "$out/gpu.json" | tee "$out/tables.md"
+exit $status

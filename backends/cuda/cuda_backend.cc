@@ -96,6 +96,11 @@ std::string cudaDeviceName(const Backend& backend) {
   return c != nullptr ? c->deviceName() : std::string();
 }
 
+std::shared_ptr<const cuda::CudaDevice> cudaDevice(const Backend& backend) {
+  const auto* c = dynamic_cast<const CudaBackend*>(&backend);
+  return c != nullptr && c->info().available ? c->device() : nullptr;
+}
+
 absl::StatusOr<std::unique_ptr<cuda::HostRegistration>> cudaRegisterHostMemory(const Backend& backend, void* data,
                                                                                size_t size) {
   const auto* c = dynamic_cast<const CudaBackend*>(&backend);

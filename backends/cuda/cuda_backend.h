@@ -44,6 +44,11 @@ ptx::TargetInfo cudaTargetInfo(const Backend& backend);
 // driver 12.8)"; empty for an unavailable CUDA backend or any other backend.
 std::string cudaDeviceName(const Backend& backend);
 
+// The device a CUDA backend runs on, for callers that manage device memory
+// and streams themselves (the CUDA benchmark); null for an unavailable CUDA
+// backend or any other backend.
+std::shared_ptr<const cuda::CudaDevice> cudaDevice(const Backend& backend);
+
 // The optional host-memory capability: page-locks [data, data + size) and
 // maps it for the device (see cuda::HostRegistration), so launches whose
 // buffers lie in it copy by DMA. The registration undoes itself when

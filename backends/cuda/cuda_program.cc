@@ -180,6 +180,30 @@ absl::StatusOr<std::unique_ptr<CudaProgram::LaunchResources>> CudaProgram::makeR
   return r;
 }
 
+absl::Status CudaProgram::enqueueSteps(void** args, CUstream stream) const {
+  const CudaFunctions& cu = device_->cu();
+  for (size_t k = 0; k < functions_.size(); ++k) {
+    const executable::LaunchStep& s = exe_.launch_plan.steps[k];
+    const unsigned int blocks = static_cast<unsigned int>(std::max<int64_t>(s.parallel_extent, 1));
+    const unsigned int threads = static_cast<unsigned int>(s.group_size);
+    ACCY_CU_CALL(cu, cuLaunchKernel, functions_[k], blocks, 1, 1, threads, 1, 1, 0, stream, args, nullptr);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaProgram::enqueueOnDevice(absl::Span<const CUdeviceptr> buffers, CUstream stream) const {
+  if (buffers.size() != exe_.artifact_plan.buffers.size()) {
+    return makeError(ErrorKind::kInvalidBuffer, strCat("cuda: ", buffers.size(), " device buffers for a program of ",
+                                                       exe_.artifact_plan.buffers.size()));
+  }
+  ContextScope scope(*device_);
+  ACCY_RETURN_IF_ERROR(scope.status());
+  std::vector<CUdeviceptr> addresses(buffers.begin(), buffers.end());
+  std::vector<void*> args;
+  for (CUdeviceptr& a : addresses) args.push_back(&a);
+  return enqueueSteps(args.empty() ? nullptr : args.data(), stream);
+}
+
 absl::Status CudaProgram::run(LaunchResources& r, absl::Span<const std::span<const std::byte>> inputs,
                               absl::Span<const std::span<std::byte>> outputs, float* kernel_ms) const {
   const CudaFunctions& cu = device_->cu();
@@ -204,13 +228,7 @@ absl::Status CudaProgram::run(LaunchResources& r, absl::Span<const std::span<con
       }
     }
     if (kernel_ms != nullptr) ACCY_CU_CALL(cu, cuEventRecord, r.start, r.stream);
-    void** args = r.args.empty() ? nullptr : r.args.data();
-    for (size_t k = 0; k < functions_.size(); ++k) {
-      const executable::LaunchStep& s = exe_.launch_plan.steps[k];
-      const unsigned int blocks = static_cast<unsigned int>(std::max<int64_t>(s.parallel_extent, 1));
-      const unsigned int threads = static_cast<unsigned int>(s.group_size);
-      ACCY_CU_CALL(cu, cuLaunchKernel, functions_[k], blocks, 1, 1, threads, 1, 1, 0, r.stream, args, nullptr);
-    }
+    ACCY_RETURN_IF_ERROR(enqueueSteps(r.args.empty() ? nullptr : r.args.data(), r.stream));
     if (kernel_ms != nullptr) ACCY_CU_CALL(cu, cuEventRecord, r.end, r.stream);
     for (size_t b = 0; b < plans.size(); ++b) {
       const size_t bytes = static_cast<size_t>(plans[b].bytes);

@@ -65,7 +65,18 @@ class CudaProgram final : public backends::LoadedProgram {
   absl::Status launchTimed(absl::Span<const std::span<const std::byte>> inputs,
                            absl::Span<const std::span<std::byte>> outputs, float* kernel_ms) const;
 
+  // Enqueues every step, in order, on `stream` with `buffers` as the
+  // kernels' parameters (the device addresses of the artifact plan's
+  // buffers, one per buffer in plan order, each at least as large as
+  // planned; the caller owns them and their contents) and returns without
+  // waiting. For callers that keep their data on the device (benchmarks,
+  // pipelines of programs). InvalidBuffer for a wrong buffer count; the
+  // cudaError of a failing call (faults surface when the caller waits for
+  // the stream).
+  absl::Status enqueueOnDevice(absl::Span<const CUdeviceptr> buffers, CUstream stream) const;
+
   const executable::Executable& executable() const override { return exe_; }
+  const CudaDevice& device() const { return *device_; }
 
   // The JIT's info log from load (ptxas's notes: registers, spills); empty
   // when it wrote none.
@@ -76,6 +87,8 @@ class CudaProgram final : public backends::LoadedProgram {
 
   CudaProgram(std::shared_ptr<const CudaDevice> device, executable::Executable exe);
   absl::StatusOr<std::unique_ptr<LaunchResources>> makeResources() const;
+  // cuLaunchKernel for every step with `args` (one pointer per buffer).
+  absl::Status enqueueSteps(void** args, CUstream stream) const;
   absl::Status run(LaunchResources& r, absl::Span<const std::span<const std::byte>> inputs,
                    absl::Span<const std::span<std::byte>> outputs, float* kernel_ms) const;
 

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -128,41 +129,52 @@ TEST(Ptx, PtxasCatchesBadModules) {
   EXPECT_THAT(assemble(exe, "sm_90"), ::testing::HasSubstr("failed"));
 }
 
-// Every op case (tests/op_cases.h) over f32, f64, i32, i64 and bool, with
-// extents that give one element, ragged blocks, and tree reductions: exact
-// mode for sm_90 and sm_70, fast mode too for the float-only cases.
-TEST(Ptx, EveryOpCaseAssembles) {
+// Every op case (tests/op_cases.h) over f32, f64, i32, i64 and bool (one
+// test per dtype, so the shards share the work), with extents that give one
+// element, ragged blocks, and tree reductions: exact mode for sm_90 and
+// sm_70, fast mode too for the float-only cases. A case recording refuses
+// by design is asserted refused (tests/op_cases.h), never dropped.
+class PtxOpCases : public ::testing::TestWithParam<DType> {};
+
+TEST_P(PtxOpCases, EveryOpCaseAssembles) {
   SKIP_WITHOUT_PTXAS();
+  const DType dtype = GetParam();
   int programs = 0;
   for (const testing::OpCase& c : testing::opCases()) {
-    for (DType dtype : {DType::f32, DType::f64, DType::i32, DType::i64, DType::bool_}) {
-      if (c.floats_only && !tensor::isFloating(dtype)) continue;
-      for (int64_t p : {1, 17, 300}) {
-        const std::vector<Spec> specs = {tensor::spec(dtype, {{"p", p}, {"q", 5}}), tensor::spec(dtype, {{"p", p}, {"q", 5}})};
-        auto program = tensor::define(c.name, specs, c.fn);
-        if (!program.ok()) continue;  // e.g. add on bool: checked by the recording tests
-        ++programs;
-        const std::string what = std::string(c.name) + " " + std::string(tensor::dtypeName(dtype)) + " p=" + std::to_string(p);
-        compileAndAssemble(*program, target(90), what + " sm_90");
-        if (p != 17) compileAndAssemble(*program, target(70), what + " sm_70");
-        if (p == 300) {
-          auto wide = compileProgramWith(*program, target(90), EmitOptions{.wide_indices = true});
-          ASSERT_TRUE(wide.ok()) << what << ": " << wide.status();
-          EXPECT_EQ(assemble(*wide, "sm_90"), "") << what << " 64-bit indices";
-        }
-        if (c.floats_only) {
-          compileAndAssemble(*program, target(90, ArithmeticMode::kFast), what + " sm_90 fast");
-          if (p == 17) compileAndAssemble(*program, target(70, ArithmeticMode::kFast), what + " sm_70 fast");
-        }
+    for (int64_t p : {1, 17, 300}) {
+      const std::vector<Spec> specs = {tensor::spec(dtype, {{"p", p}, {"q", 5}}), tensor::spec(dtype, {{"p", p}, {"q", 5}})};
+      const std::optional<tensor::Program> program = testing::recordCase(c, dtype, p, specs);
+      if (!program) continue;  // a refusal by design, asserted by recordCase
+      ++programs;
+      const std::string what = std::string(c.name) + " " + std::string(tensor::dtypeName(dtype)) + " p=" + std::to_string(p);
+      compileAndAssemble(*program, target(90), what + " sm_90");
+      if (p != 17) compileAndAssemble(*program, target(70), what + " sm_70");
+      if (p == 300) {
+        auto wide = compileProgramWith(*program, target(90), EmitOptions{.wide_indices = true});
+        ASSERT_TRUE(wide.ok()) << what << ": " << wide.status();
+        EXPECT_EQ(assemble(*wide, "sm_90"), "") << what << " 64-bit indices";
+      }
+      if (c.floats_only) {
+        compileAndAssemble(*program, target(90, ArithmeticMode::kFast), what + " sm_90 fast");
+        if (p == 17) compileAndAssemble(*program, target(70, ArithmeticMode::kFast), what + " sm_70 fast");
       }
     }
   }
-  EXPECT_GT(programs, 250);
+  EXPECT_GT(programs, tensor::isFloating(dtype) ? 120 : 40);
 }
 
-TEST(Ptx, RandomProgramsAssemble) {
+INSTANTIATE_TEST_SUITE_P(Dtypes, PtxOpCases, ::testing::Values(DType::f32, DType::f64, DType::i32, DType::i64, DType::bool_),
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(tensor::dtypeName(info.param));
+                         });
+
+// 120 random programs, in four tests of 30 seeds (so the shards share the
+// work).
+class PtxRandomPrograms : public ::testing::TestWithParam<uint32_t> {};
+
+TEST_P(PtxRandomPrograms, Assemble) {
   SKIP_WITHOUT_PTXAS();
-  for (uint32_t seed = 1; seed <= 120; ++seed) {
+  for (uint32_t seed = GetParam(); seed < GetParam() + 30; ++seed) {
     testing::RandomOptions o;
     o.dtype = seed % 3 ? DType::f32 : DType::f64;
     if (seed % 5 == 0) o.max_extent = 300;  // long domains: tree reductions, tiled dots
@@ -171,6 +183,8 @@ TEST(Ptx, RandomProgramsAssemble) {
     compileAndAssemble(c.program, target(seed % 4 == 0 ? 70 : 90, mode), "seed " + std::to_string(seed));
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Seeds, PtxRandomPrograms, ::testing::Values(1u, 31u, 61u, 91u));
 
 // The original's three tone programs, the last through valueAndGrad and vmap.
 TEST(Ptx, ToneProgramsAssemble) {

@@ -1,0 +1,76 @@
+#include "bench/bench_util.h"
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace accy::bench {
+
+bool ok(benchmark::State& state, const absl::Status& status, const char* what) {
+  if (status.ok()) return true;
+  const std::string message = std::string(what) + (*what ? ": " : "") + status.ToString();
+  state.SkipWithError(message.c_str());
+  return false;
+}
+
+bool check(benchmark::State& state, bool condition, const std::string& message) {
+  if (!condition) state.SkipWithError(message.c_str());
+  return condition;
+}
+
+std::string cpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "unknown CPU";
+}
+
+namespace {
+
+// The console report, counting the runs that ended with an error.
+class CountingReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs) {
+      if (r.error_occurred && r.error_message.rfind(ACCY_BENCH_NOT_APPLICABLE, 0) != 0) {
+        ++errors_;
+        std::fprintf(stderr, "benchmark %s FAILED: %s\n", r.benchmark_name().c_str(), r.error_message.c_str());
+      }
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+  int errors() const { return errors_; }
+
+ private:
+  int errors_ = 0;
+};
+
+}  // namespace
+
+int runBenchmarks(int argc, char** argv, const std::vector<std::pair<std::string, std::string>>& context) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  std::vector<std::pair<std::string, std::string>> all = {{"cpu_model", cpuModel()}};
+  all.insert(all.end(), context.begin(), context.end());
+  for (const auto& [key, value] : all) {
+    std::printf("%s: %s\n", key.c_str(), value.c_str());
+    benchmark::AddCustomContext(key, value);
+  }
+  std::fflush(stdout);
+  CountingReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  if (reporter.errors() > 0) {
+    std::fprintf(stderr, "%d benchmark(s) ended with an error\n", reporter.errors());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace accy::bench

@@ -1,0 +1,64 @@
+#include "bench/references.h"
+
+#include <immintrin.h>
+
+#include <Eigen/Dense>
+#include <cmath>
+
+namespace accy::bench::ref {
+
+void sinAffineEigen(const float* x, float* y, int64_t n, float a, float b, float c) {
+  Eigen::Map<const Eigen::ArrayXf> xs(x, n);
+  Eigen::Map<Eigen::ArrayXf> ys(y, n);
+  ys = (a * xs + b).sin() * c;
+}
+
+void sinAffineLoop(const float* x, float* y, int64_t n, float a, float b, float c) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::sin(a * x[i] + b) * c;
+}
+
+bool hasAvx512() { return __builtin_cpu_supports("avx512f"); }
+bool hasAvx2() { return __builtin_cpu_supports("avx2"); }
+
+__attribute__((target("avx512f"))) float sumAvx512(const float* x, int64_t n) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  __m512 acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    acc0 = _mm512_add_ps(acc0, _mm512_loadu_ps(x + i));
+    acc1 = _mm512_add_ps(acc1, _mm512_loadu_ps(x + i + 16));
+    acc2 = _mm512_add_ps(acc2, _mm512_loadu_ps(x + i + 32));
+    acc3 = _mm512_add_ps(acc3, _mm512_loadu_ps(x + i + 48));
+  }
+  float s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
+  for (; i < n; ++i) s += x[i];
+  return s;
+}
+
+__attribute__((target("avx2"))) float sumAvx2(const float* x, int64_t n) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    acc0 = _mm256_add_ps(acc0, _mm256_loadu_ps(x + i));
+    acc1 = _mm256_add_ps(acc1, _mm256_loadu_ps(x + i + 8));
+    acc2 = _mm256_add_ps(acc2, _mm256_loadu_ps(x + i + 16));
+    acc3 = _mm256_add_ps(acc3, _mm256_loadu_ps(x + i + 24));
+  }
+  const __m256 all = _mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, all);
+  float s = 0;
+  for (float l : lanes) s += l;
+  for (; i < n; ++i) s += x[i];
+  return s;
+}
+
+void matmulEigen(const float* a, const float* b, float* c, int64_t m, int64_t k, int64_t n) {
+  using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  Eigen::Map<const Mat> am(a, m, k), bm(b, k, n);
+  Eigen::Map<Mat> cm(c, m, n);
+  cm.noalias() = am * bm;
+}
+
+}  // namespace accy::bench::ref

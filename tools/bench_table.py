@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Turns the JSON reports of the benchmarks into the tables of
+docs/PERFORMANCE.md: each Accy row beside the best of its references from
+the same run, as a ratio (reference time / Accy time: above 1 is Accy
+faster), with the CPU model and OpenBLAS's kernel from the report's context.
+
+    tools/bench_table.py cpu.json [accyd.json] [gpu.json]
+
+Medians of the repetitions are used where the report has them. A benchmark
+that ended with an error is shown with its message, never as a figure.
+"""
+
+import json
+import sys
+
+# (label, Accy benchmark, [reference benchmarks], unit). The ratio is
+# against the fastest reference of the row that ran.
+CPU_ROWS = [
+    ("`y = sin(a*x + b) * c`, 2^24 f32, 1 thread", "BM_SinAffine_Accy_1Thread",
+     ["BM_SinAffine_Eigen", "BM_SinAffine_PlainLoop"], "ms"),
+    ("same, all threads", "BM_SinAffine_Accy_AllThreads", ["BM_SinAffine_Eigen", "BM_SinAffine_PlainLoop"], "ms"),
+    ("`sum`, 2^24 f32, 1 thread", "BM_Sum_Accy_1Thread",
+     ["BM_Sum_Avx512Intrinsics_1Thread", "BM_Sum_Avx2Intrinsics_1Thread"], "ms"),
+    ("`dot` 1024^3 f32, 1 thread", "BM_Matmul1024_Accy_1Thread",
+     ["BM_Matmul1024_Eigen_1Thread", "BM_Matmul1024_OpenBLAS_1Thread"], "ms"),
+    ("tone program, compile", "BM_Tone_Compile", [], "us"),
+    ("tone program, launch", "BM_Tone_Launch", [], "ns"),
+    ("tone value-and-gradient, launch (reference: the plain launch)", "BM_ToneValueAndGrad_Launch",
+     ["BM_Tone_Launch"], "ns"),
+]
+ACCYD_ROWS = [
+    ("tone invoke round trip, Unix socket (reference: in process)", "BM_ToneInvoke_AccydUnixSocket",
+     ["BM_ToneInvoke_InProcess"], "us"),
+    ("64 MiB in + 64 MiB out, shared memory (reference: the kernel in process)", "BM_Invoke64MiB_AccydSharedMemory",
+     ["BM_Invoke64MiB_InProcessKernel"], "ms"),
+    ("same, inline bytes through gRPC (reference: shared memory)", "BM_Invoke64MiB_AccydInlineBytes",
+     ["BM_Invoke64MiB_AccydSharedMemory"], "ms"),
+    ("tone compile + release, cache hit (reference: a fresh compile)", "BM_Compile_AccydCacheHit",
+     ["BM_Compile_AccydFresh"], "us"),
+]
+GPU_ROWS = [
+    ("copy kernel `y = x + 0`, 2^22 f32 (host-staged launch path)", "BM_Gpu_Copy", [], "ms"),
+    ("`y = 2x + b`, 2^22 f32 (reference: the copy kernel)", "BM_Gpu_Elementwise", ["BM_Gpu_Copy"], "ms"),
+    ("`sum`, 2^22 f32, the device's choice (reference: the copy kernel)", "BM_Gpu_Sum", ["BM_Gpu_Copy"], "ms"),
+    ("`sum`, split workgroup tree with subgroups (reference: the device's choice)", "BM_Gpu_SumTree", ["BM_Gpu_Sum"],
+     "ms"),
+    ("`sum`, split workgroup tree without subgroups (reference: with them)", "BM_Gpu_SumTreeWithoutSubgroups",
+     ["BM_Gpu_SumTree"], "ms"),
+    ("`dot` 512^3 f32, the device's choice: tiled, 4 x 4 outputs per invocation", "BM_Gpu_Dot512", [], "ms"),
+    ("`dot` 512^3 untiled (reference: the device's choice)", "BM_Gpu_Dot512Untiled", ["BM_Gpu_Dot512"], "ms"),
+    ("`dot` 512^3 tiled, one output per invocation (reference: the device's choice)",
+     "BM_Gpu_Dot512TiledOneOutputPerInvocation", ["BM_Gpu_Dot512"], "ms"),
+]
+
+TO_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def load(path):
+    with open(path) as f:
+        report = json.load(f)
+    runs = {}
+    for b in report.get("benchmarks", []):
+        name = b.get("run_name") or b["name"]
+        kind = b.get("aggregate_name")
+        if b.get("error_occurred"):
+            runs[name] = {"error": b.get("error_message", "error")}
+            continue
+        if kind not in (None, "median"):
+            continue
+        if kind is None and name in runs and "median" in runs[name]:
+            continue
+        entry = {"ns": b["real_time"] * TO_NS[b.get("time_unit", "ns")], "counters": b}
+        if kind == "median":
+            entry["median"] = True
+        if kind == "median" or name not in runs:
+            runs[name] = entry
+    return report.get("context", {}), runs
+
+
+def show(ns, unit):
+    value = ns / TO_NS[unit]
+    return ("%.3g" % value if value < 100 else "%.0f" % value) + " " + unit
+
+
+def extra(run):
+    c = run["counters"]
+    if "GFLOP/s" in c:
+        return " (%.1f GFLOP/s)" % (c["GFLOP/s"])
+    if "bytes_per_second" in c:
+        return " (%.1f GB/s)" % (c["bytes_per_second"] / 1e9)
+    if "p50_us" in c:
+        return " (p50 %.1f us, p99 %.1f us)" % (c["p50_us"], c["p99_us"])
+    return ""
+
+
+def table(title, rows, runs, out):
+    out.append("| %s | Accy | best reference (same run) | ratio (reference time / Accy time) |" % title)
+    out.append("| --- | --- | --- | --- |")
+    for label, accy, refs, unit in rows:
+        run = runs.get(accy)
+        if run is None:
+            continue
+        if "error" in run:
+            out.append("| %s | FAILED: %s | | |" % (label, run["error"]))
+            continue
+        ran = [(r, runs[r]) for r in refs if r in runs and "error" not in runs[r]]
+        skipped = ["%s (%s)" % (r, runs[r]["error"]) for r in refs if r in runs and "error" in runs[r]]
+        cell = show(run["ns"], unit) + extra(run)
+        if not ran:
+            out.append("| %s | %s | %s | |" % (label, cell, "; ".join(skipped)))
+            continue
+        best_name, best = min(ran, key=lambda kv: kv[1]["ns"])
+        ratio = best["ns"] / run["ns"]
+        others = ", ".join("%s %s" % (n.replace("BM_", ""), show(r["ns"], unit)) for n, r in ran if n != best_name)
+        ref_cell = "%s %s%s" % (best_name.replace("BM_", ""), show(best["ns"], unit), extra(best))
+        if others:
+            ref_cell += "; also " + others
+        if skipped:
+            ref_cell += "; not run: " + "; ".join(skipped)
+        out.append("| %s | %s | %s | **%.2fx** |" % (label, cell, ref_cell, ratio))
+    out.append("")
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__)
+        return 2
+    out = []
+    context, cpu = load(argv[1])
+    out.append("CPU: %s; %s cores; OpenBLAS kernel %s (%s)" % (
+        context.get("cpu_model", "unknown"), context.get("num_cpus", "?"), context.get("openblas_kernel", "?"),
+        context.get("openblas_config", "?")))
+    out.append("")
+    table("CPU benchmark", CPU_ROWS, cpu, out)
+    if len(argv) > 2:
+        _, accyd = load(argv[2])
+        table("accyd benchmark", ACCYD_ROWS, accyd, out)
+    if len(argv) > 3:
+        gctx, gpu = load(argv[3])
+        out.append("Vulkan device: %s" % gctx.get("vulkan_device", "?"))
+        out.append("")
+        table("Vulkan benchmark", GPU_ROWS, gpu, out)
+    print("\n".join(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
