@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,16 +40,16 @@ class CountingReporter : public benchmark::ConsoleReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs) {
       if (r.error_occurred && r.error_message.rfind(ACCY_BENCH_NOT_APPLICABLE, 0) != 0) {
-        ++errors_;
+        if (!failed_.insert(r.benchmark_name()).second) continue;  // one line per benchmark, not per repetition
         std::fprintf(stderr, "benchmark %s FAILED: %s\n", r.benchmark_name().c_str(), r.error_message.c_str());
       }
     }
     ConsoleReporter::ReportRuns(runs);
   }
-  int errors() const { return errors_; }
+  int errors() const { return static_cast<int>(failed_.size()); }
 
  private:
-  int errors_ = 0;
+  std::set<std::string> failed_;
 };
 
 }  // namespace

@@ -11,7 +11,10 @@
 //     of its value-and-gradient program against the plain one.
 // Every compile and launch is checked (a failure ends that benchmark with
 // the error, and the binary exits 1), and every Accy output is checked once
-// against a double-precision computation.
+// against a double-precision computation. Outputs written through pointers
+// are kept alive with ClobberMemory, never DoNotOptimize(lvalue): GCC 12 can
+// keep such an lvalue in a register across the "+m,r" constraint and lose
+// the kernel's store (the checks caught a stale tone output that way).
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
@@ -135,7 +138,7 @@ void BM_Sum_Accy_1Thread(benchmark::State& state) {
   float out = 0;
   for (auto _ : state) {
     auto st = exe->launch({accy::bytes(inputX())}, {accy::writableBytes(std::span(&out, 1))});
-    benchmark::DoNotOptimize(out);
+    benchmark::ClobberMemory();
     if (!ok(state, st, "launch")) return;
   }
   if (!checkSum(state, out)) return;
@@ -148,7 +151,10 @@ void BM_Sum_Avx512Intrinsics_1Thread(benchmark::State& state) {
     return;
   }
   float s = 0;
-  for (auto _ : state) benchmark::DoNotOptimize(s = ref::sumAvx512(inputX().data(), kN));
+  for (auto _ : state) {
+    s = ref::sumAvx512(inputX().data(), kN);
+    benchmark::ClobberMemory();
+  }
   if (!checkSum(state, s)) return;
   state.SetBytesProcessed(state.iterations() * kN * 4);
 }
@@ -159,7 +165,10 @@ void BM_Sum_Avx2Intrinsics_1Thread(benchmark::State& state) {
     return;
   }
   float s = 0;
-  for (auto _ : state) benchmark::DoNotOptimize(s = ref::sumAvx2(inputX().data(), kN));
+  for (auto _ : state) {
+    s = ref::sumAvx2(inputX().data(), kN);
+    benchmark::ClobberMemory();
+  }
   if (!checkSum(state, s)) return;
   state.SetBytesProcessed(state.iterations() * kN * 4);
 }
@@ -283,7 +292,7 @@ void BM_Tone_Launch(benchmark::State& state) {
   for (auto _ : state) {
     auto st = exe->launch({accy::bytes(frequency), accy::bytes(data.time), accy::bytes(data.sample)},
                           {accy::writableBytes(value)});
-    benchmark::DoNotOptimize(value[0]);
+    benchmark::ClobberMemory();
     if (!ok(state, st, "launch")) return;
   }
   checkTone(state, value[0]);
@@ -305,7 +314,7 @@ void BM_ToneValueAndGrad_Launch(benchmark::State& state) {
   for (auto _ : state) {
     auto st = exe->launch({accy::bytes(frequency), accy::bytes(data.time), accy::bytes(data.sample)},
                           {accy::writableBytes(value), accy::writableBytes(slope)});
-    benchmark::DoNotOptimize(slope[0]);
+    benchmark::ClobberMemory();
     if (!ok(state, st, "launch")) return;
   }
   if (!checkTone(state, value[0])) return;

@@ -215,6 +215,22 @@ void checkTreeReductions(const GpuUnderTest& gpu) {
   if (!gpu.note.empty()) std::printf("%s\n", gpu.note.c_str());
 }
 
+void checkReductionsAsTheDeviceChooses(const GpuUnderTest& gpu) {
+  std::mt19937 rng(14);
+  GpuUnderTest own = gpu;
+  own.compile_for_gpu = [&gpu](const tensor::Program& program) { return gpu.backend->compile(program, gpu.target); };
+  for (DType d : {DType::f32, DType::f64}) {
+    for (int64_t p : {int64_t{256}, int64_t{70000}, int64_t{1} << 22}) {
+      const std::vector<Spec> specs = {tensor::spec(d, {{"p", p}})};
+      auto program = tensor::define("long", specs, [](tensor::Builder&, Args a) -> std::vector<tensor::Value> {
+        return {a[0].sum("p"), a[0].max("p"), (a[0] * a[0]).mean("p")};
+      });
+      ASSERT_TRUE(program.ok()) << program.status();
+      EXPECT_TRUE(runAndCompare(own, *program, {randomBytes(specs[0], rng, -1, 1)})) << tensor::dtypeName(d) << " p=" << p;
+    }
+  }
+}
+
 void checkRandomPrograms(const GpuUnderTest& gpu) {
   const uint32_t seeds = static_cast<uint32_t>(std::max(gpu.size.random_programs, 0));
   for (uint32_t seed = 1; seed <= seeds; ++seed) {

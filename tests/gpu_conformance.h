@@ -51,6 +51,9 @@ void checkIntegerPowEdgeCases(const GpuUnderTest& gpu);
 void checkBoolBuffersMixedWithNumbers(const GpuUnderTest& gpu);
 void checkTiledProducts(const GpuUnderTest& gpu);
 void checkTreeReductions(const GpuUnderTest& gpu);
+// Long reductions as the backend compiles them for its own device (its
+// choice of forms, not the forced cooperative ones), up to 2^22 elements.
+void checkReductionsAsTheDeviceChooses(const GpuUnderTest& gpu);
 void checkRandomPrograms(const GpuUnderTest& gpu);
 void checkTransformedPrograms(const GpuUnderTest& gpu);
 void checkTheThreeToneTests(const GpuUnderTest& gpu);

@@ -54,6 +54,10 @@ TEST(VulkanConformance, TreeReductions) {
   SKIP_WITHOUT_VULKAN();
   checkTreeReductions(gpu());
 }
+TEST(VulkanConformance, ReductionsAsTheDeviceChooses) {
+  SKIP_WITHOUT_VULKAN();
+  checkReductionsAsTheDeviceChooses(gpu());
+}
 TEST(VulkanConformance, RandomPrograms) {
   SKIP_WITHOUT_VULKAN();
   checkRandomPrograms(gpu());

@@ -60,7 +60,8 @@ def load(path):
         report = json.load(f)
     runs = {}
     for b in report.get("benchmarks", []):
-        name = b.get("run_name") or b["name"]
+        # "BM_Sum_Accy_1Thread/real_time" -> "BM_Sum_Accy_1Thread"
+        name = (b.get("run_name") or b["name"]).split("/")[0]
         kind = b.get("aggregate_name")
         if b.get("error_occurred"):
             runs[name] = {"error": b.get("error_message", "error")}

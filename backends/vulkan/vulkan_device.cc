@@ -159,6 +159,7 @@ absl::StatusOr<std::shared_ptr<VulkanDevice>> VulkanDevice::open(const std::stri
                                  (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_RELATIVE_BIT) != 0;
   d->limits_.subgroup_size = subgroup_shuffles ? subgroup.subgroupSize : 0;
   d->limits_.cooperative_workgroups = best_properties.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU;
+  if (best_properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) d->limits_.max_loop_iterations = 65535;
   vk.vkGetPhysicalDeviceMemoryProperties(d->physical_, &d->memory_);
 
   const float priority = 1.0f;

@@ -47,6 +47,10 @@ struct DeviceLimits {
   // of type CPU, such as lavapipe, which run a workgroup as one thread
   // that switches at every barrier).
   bool cooperative_workgroups = true;
+  // Loop iterations one invocation may run in all (0: no limit). 65,535 on
+  // devices of type CPU: llvmpipe (lavapipe) ends an invocation's loops
+  // there (spirv::TargetInfo::max_loop_iterations).
+  uint32_t max_loop_iterations = 0;
 };
 
 class VulkanDevice {

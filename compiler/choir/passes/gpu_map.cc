@@ -148,7 +148,8 @@ absl::StatusOr<Module> mapToGpu(Module m, const GpuMapOptions& options) {
       s->domain[0] = tagged(s->domain[0], LoopTag::kSerial, 0);
       continue;
     }
-    const bool tree = domain >= options.min_domain_for_tree && outputs <= options.max_outputs_for_tree;
+    const bool tree = (domain >= options.min_domain_for_tree && outputs <= options.max_outputs_for_tree) ||
+                      domain > options.max_serial_domain;
     for (Stmt* l : nest) l->loop = tagged(l->loop, tree ? LoopTag::kGpuBlock : LoopTag::kGpuThread, 0);
     for (LoopHeader& h : s->domain) h = tagged(h, tree ? LoopTag::kGpuThread : LoopTag::kSerial, 0);
     k.gpu_split = 0;

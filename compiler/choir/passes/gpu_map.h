@@ -17,6 +17,10 @@ struct GpuMapOptions {
   int64_t max_workgroup_size = 128;     // device limit on invocations per workgroup
   int64_t min_domain_for_tree = 256;    // reductions at least this long cooperate...
   int64_t max_outputs_for_tree = 4096;  // ...when they have at most this many outputs
+  // Reductions longer than this cooperate (tree, split when long) whatever
+  // the two limits above say: for devices that bound the loop iterations
+  // one invocation may run (spirv::TargetInfo::max_loop_iterations).
+  int64_t max_serial_domain = INT64_MAX;
   // Products (dot) whose row and column extents are both at least this, and
   // whose domain is at least this long, are tiled through workgroup memory.
   // 0 turns tiling off.

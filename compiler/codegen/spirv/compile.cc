@@ -20,6 +20,7 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
     map.min_extent_for_tiles = 0;
   }
   if (!target.cooperative_workgroups) map.min_domain_for_tree = INT64_MAX;
+  if (target.max_loop_iterations > 0) map.max_serial_domain = target.max_loop_iterations / 4;
   if (!target.register_blocking) map.micro_tile = 1;
   ACCY_ASSIGN_OR_RETURN(m, choir::mapToGpu(std::move(m), map));
   ACCY_RETURN_IF_ERROR(choir::verifyModule(m));

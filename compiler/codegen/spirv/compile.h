@@ -50,6 +50,14 @@ struct TargetInfo {
   // (no trees), and products are tiled only with register blocking, which
   // still wins there (measured in docs/PERFORMANCE.md).
   bool cooperative_workgroups = true;
+  // The most loop iterations one invocation may run, over all its loops
+  // together; 0 for no limit. Mesa's llvmpipe (lavapipe) ends every loop
+  // of an invocation once they have run 65,535 iterations in all, silently
+  // dropping the rest. With a limit, reductions longer than a quarter of it
+  // use the workgroup forms (split across workgroups), which keep every
+  // invocation's share short, and a kernel that would still pass the limit
+  // fails to compile with Unimplemented instead of computing less.
+  uint32_t max_loop_iterations = 0;
 };
 
 absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& program, const TargetInfo& target);

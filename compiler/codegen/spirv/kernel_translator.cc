@@ -228,6 +228,11 @@ class Translator {
         break;
       }
     }
+    if (t_.max_loop_iterations > 0 && loop_trips_ >= t_.max_loop_iterations) {
+      return unimplemented(strCat("kernel ", k_.name, " would run up to ", loop_trips_,
+                                  " loop iterations in one invocation; this device ends an invocation's loops after ",
+                                  t_.max_loop_iterations, " (llvmpipe's limit), which would drop the rest of the work"));
+    }
     b_.endMain();
     out.words = b_.finish();
     return out;
@@ -256,7 +261,11 @@ class Translator {
     return unimplemented("dtype");
   }
 
-  uint32_t uconst(uint32_t v) { return b_.constantBits(u32_, v, 32); }
+  uint32_t uconst(uint32_t v) {
+    const uint32_t id = b_.constantBits(u32_, v, 32);
+    uconst_values_[id] = v;
+    return id;
+  }
 
   absl::StatusOr<uint32_t> constant(DType d, double v) {
     ACCY_ASSIGN_OR_RETURN(uint32_t type, scalarType(d));
@@ -318,13 +327,27 @@ class Translator {
   // --- control flow -------------------------------------------------------
 
   // for (x = start; x < limit; x += step) body(x), all u32, structured.
-  absl::Status strided(uint32_t start, uint32_t limit, uint32_t step, const std::function<absl::Status(uint32_t)>& body) {
-    return loop(start, limit, [&](uint32_t x) { return b_.value(op::IAdd, u32_, {x, step}); }, body);
+  // `max_trips` bounds the iterations where `limit` or `step` is not a
+  // constant (start is at least 0, so constants bound them otherwise).
+  absl::Status strided(uint32_t start, uint32_t limit, uint32_t step, const std::function<absl::Status(uint32_t)>& body,
+                       int64_t max_trips = -1) {
+    const auto l = uconst_values_.find(limit), st = uconst_values_.find(step);
+    if (l != uconst_values_.end() && st != uconst_values_.end() && st->second > 0) {
+      max_trips = (int64_t{l->second} + st->second - 1) / st->second;
+    }
+    return loop(start, limit, [&](uint32_t x) { return b_.value(op::IAdd, u32_, {x, step}); }, body, max_trips);
   }
 
-  // for (x = start; x < limit; x = next(x)) body(x), all u32, structured.
+  // for (x = start; x < limit; x = next(x)) body(x), all u32, structured,
+  // running at most `max_trips` times (-1: unknown), which counts toward
+  // the iterations one invocation runs (loop_trips_).
   absl::Status loop(uint32_t start, uint32_t limit, const std::function<uint32_t(uint32_t)>& next,
-                    const std::function<absl::Status(uint32_t)>& body) {
+                    const std::function<absl::Status(uint32_t)>& body, int64_t max_trips = -1) {
+    constexpr int64_t kUnknown = int64_t{1} << 40;  // counts as over any device's limit
+    const int64_t trips = max_trips < 0 ? kUnknown : max_trips;
+    const int64_t enclosing = trips_multiplier_;
+    loop_trips_ = std::min(kUnknown, loop_trips_ + std::min(kUnknown, enclosing * std::max<int64_t>(trips, 1)));
+    trips_multiplier_ = std::min(kUnknown, enclosing * std::max<int64_t>(trips, 1));
     const uint32_t ptr = b_.localVariable(b_.typePointer(kFunction, u32_));
     b_.inst(op::Store, {ptr, start});
     const uint32_t header = b_.id(), cond = b_.id(), loop_body = b_.id(), cont = b_.id(), merge = b_.id();
@@ -346,6 +369,7 @@ class Translator {
     b_.inst(op::Store, {ptr, next(b_.value(op::Load, u32_, {ptr}))});
     b_.inst(op::Branch, {header});
     b_.label(merge);
+    trips_multiplier_ = enclosing;
     return absl::OkStatus();
   }
 
@@ -804,7 +828,8 @@ class Translator {
             ACCY_ASSIGN_OR_RETURN(uint32_t c, combine(s.combiner, d, mine, other));
             b_.inst(op::Store, {acc, c});
             return absl::OkStatus();
-          }));
+          },
+          /*max_trips=*/8));  // offsets 1 to 64 within a subgroup of at most 128
       ACCY_RETURN_IF_ERROR(when(b_.value(op::IEqual, bool_, {lane, uconst(0)}), [&]() -> absl::Status {
         b_.inst(op::Store, {slot(id), b_.value(op::Load, type, {acc})});
         return absl::OkStatus();
@@ -812,12 +837,15 @@ class Translator {
       barrier();
       ACCY_RETURN_IF_ERROR(when(b_.value(op::IEqual, bool_, {lid_, uconst(0)}), [&]() -> absl::Status {
         b_.inst(op::Store, {acc, b_.value(op::Load, type, {slot(uconst(0))})});
-        ACCY_RETURN_IF_ERROR(strided(uconst(1), count, uconst(1), [&](uint32_t i) -> absl::Status {
-          ACCY_ASSIGN_OR_RETURN(uint32_t c, combine(s.combiner, d, b_.value(op::Load, type, {acc}),
-                                                    b_.value(op::Load, type, {slot(i)})));
-          b_.inst(op::Store, {acc, c});
-          return absl::OkStatus();
-        }));
+        ACCY_RETURN_IF_ERROR(strided(
+            uconst(1), count, uconst(1),
+            [&](uint32_t i) -> absl::Status {
+              ACCY_ASSIGN_OR_RETURN(uint32_t c, combine(s.combiner, d, b_.value(op::Load, type, {acc}),
+                                                        b_.value(op::Load, type, {slot(i)})));
+              b_.inst(op::Store, {acc, c});
+              return absl::OkStatus();
+            },
+            /*max_trips=*/wg_));  // one slot per subgroup
         return finish(b_.value(op::Load, type, {acc}));
       }));
     } else {
@@ -918,7 +946,9 @@ class Translator {
         // Only the slice's real points: nothing padded enters the sum.
         const uint32_t left = b_.value(op::ISub, u32_, {uconst(static_cast<uint32_t>(k.extent)), k0});
         const uint32_t n = b_.value(op::Select, u32_, {b_.value(op::ULessThan, bool_, {left, t}), left, t});
-        ACCY_RETURN_IF_ERROR(strided(uconst(0), n, uconst(1), [&](uint32_t kk) -> absl::Status {
+        ACCY_RETURN_IF_ERROR(strided(
+            uconst(0), n, uconst(1),
+            [&](uint32_t kk) -> absl::Status {
           std::vector<uint32_t> a(static_cast<size_t>(micro)), bv(static_cast<size_t>(micro));
           for (int64_t i = 0; i < micro; ++i) {
             a[i] = b_.value(op::Load, type, {at(lhs_tile, add(mul(plus(ty, i * tile), t), kk))});
@@ -935,7 +965,8 @@ class Translator {
             }
           }
           return absl::OkStatus();
-        }));
+        },
+        /*max_trips=*/tile));  // the slice's points
         barrier();  // the tiles are refilled next slice
         return absl::OkStatus();
       }));
@@ -973,6 +1004,9 @@ class Translator {
   std::vector<uint32_t> elem_types_;  // storage element type per buffer (u8 for bool buffers)
   std::map<int, uint32_t> vars_;
   std::map<std::string, uint32_t> cse_;
+  std::map<uint32_t, uint32_t> uconst_values_;  // id of each uconst -> its value
+  int64_t trips_multiplier_ = 1;                // iterations of the loops being emitted, multiplied
+  int64_t loop_trips_ = 0;                      // loop iterations one invocation may run, all loops together
 };
 
 }  // namespace

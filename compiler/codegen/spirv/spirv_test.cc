@@ -214,3 +214,41 @@ TEST(Spirv, ExactModeArithmeticValidates) {
 
 }  // namespace
 }  // namespace accy::spirv
+
+namespace accy::spirv {
+namespace {
+
+// A device that bounds an invocation's loop iterations (llvmpipe: 65,535 in
+// all) gets long reductions split across workgroups, so that no invocation
+// runs long; a kernel that would still pass the bound is refused by name
+// rather than compiled to compute less.
+TEST(Spirv, LoopIterationLimitsAreRespectedOrRefused) {
+  TargetInfo cpu_device = lavapipeLike(false);
+  cpu_device.cooperative_workgroups = false;
+  cpu_device.max_loop_iterations = 65535;
+  const tensor::Spec long_sum[] = {tensor::spec(tensor::DType::f32, {{"i", int64_t{1} << 22}})};
+  auto sum = tensor::define("sum", long_sum, [](tensor::Builder&, std::span<const tensor::Value> a) { return a[0].sum("i"); });
+  ASSERT_TRUE(sum.ok());
+  auto limited = compileProgram(*sum, cpu_device);
+  ASSERT_TRUE(limited.ok()) << limited.status();
+  EXPECT_EQ(limited->launch_plan.steps.size(), 2u) << "the sum is split, then its parts combined";
+  EXPECT_EQ(validate(*limited), "");
+  cpu_device.max_loop_iterations = 0;  // no limit: one invocation sums it all
+  auto unlimited = compileProgram(*sum, cpu_device);
+  ASSERT_TRUE(unlimited.ok()) << unlimited.status();
+  EXPECT_EQ(unlimited->launch_plan.steps.size(), 1u);
+
+  TargetInfo tiny = lavapipeLike(false);
+  tiny.max_workgroup_count = 4;
+  tiny.max_loop_iterations = 100;
+  const tensor::Spec many[] = {tensor::spec(tensor::DType::f32, {{"i", 1000000}})};
+  auto twice = tensor::define("twice", many, [](tensor::Builder&, std::span<const tensor::Value> a) { return a[0] * 2; });
+  const absl::Status refused = compileProgram(*twice, tiny).status();
+  EXPECT_EQ(errorKind(refused), ErrorKind::kUnimplemented) << refused;
+  EXPECT_THAT(std::string(refused.message()), ::testing::HasSubstr("loop iterations in one invocation"));
+  tiny.max_loop_iterations = 0;
+  EXPECT_TRUE(compileProgram(*twice, tiny).ok());
+}
+
+}  // namespace
+}  // namespace accy::spirv
