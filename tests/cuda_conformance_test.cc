@@ -68,6 +68,10 @@ TEST(CudaConformance, TreeReductions) {
   SKIP_WITHOUT_CUDA();
   checkTreeReductions(gpu());
 }
+TEST(CudaConformance, ReductionsAsTheDeviceChooses) {
+  SKIP_WITHOUT_CUDA();
+  checkReductionsAsTheDeviceChooses(gpu());
+}
 TEST(CudaConformance, RandomPrograms) {
   SKIP_WITHOUT_CUDA();
   checkRandomPrograms(gpu());
