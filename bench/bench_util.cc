@@ -23,13 +23,26 @@ bool check(benchmark::State& state, bool condition, const std::string& message) 
 
 std::string cpuModel() {
   std::ifstream in("/proc/cpuinfo");
+  std::string name = "unknown CPU", family, model, flags;
+  auto value = [](const std::string& line) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) return std::string();
+    const size_t start = line.find_first_not_of(' ', colon + 1);
+    return start == std::string::npos ? std::string() : line.substr(start);
+  };
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
+    if (line.rfind("model name", 0) == 0) name = value(line);
+    else if (line.rfind("cpu family", 0) == 0) family = value(line);
+    else if (line.rfind("model", 0) == 0 && model.empty()) model = value(line);
+    else if (line.rfind("flags", 0) == 0) flags = " " + value(line) + " ";
+    else if (line.empty() && !flags.empty()) break;  // the first processor is enough
   }
-  return "unknown CPU";
+  std::string isa = flags.find(" avx512f ") != std::string::npos ? "AVX-512"
+                    : flags.find(" avx2 ") != std::string::npos ? "AVX2"
+                                                                : "SSE";
+  if (flags.find(" avx512_bf16 ") != std::string::npos) isa += " (BF16)";
+  if (flags.find(" amx_tile ") != std::string::npos) isa += ", AMX";
+  return name + " (family " + family + ", model " + model + ", " + isa + ")";
 }
 
 namespace {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds and runs the benchmarks (CPU, accyd, Vulkan) side by side with their
-# references, then prints the tables of docs/PERFORMANCE.md
-# (tools/bench_table.py): every ratio against the best reference of the same
-# run, with the CPU model and OpenBLAS's kernel. Reports go to
+# Builds (-c opt, as released: no assertions, no per-pass verifier) and runs
+# the benchmarks (CPU, accyd, Vulkan) side by side with their references,
+# then prints the tables of docs/PERFORMANCE.md (tools/bench_table.py): every
+# ratio against the best reference of the same run, with the CPU model and
+# OpenBLAS's kernel. Reports go to
 # bench-results/ (JSON). Exits non-zero when a benchmark failed.
 #
 # OpenBLAS 0.3.21 (Debian 12) does not know recent CPUs and falls back to a
@@ -15,7 +16,7 @@
 # that ran (openblas_get_corename()).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bazel build //bench:cpu_bench //bench:accyd_bench //bench:gpu_bench //server:accyd
+bazel build -c opt //bench:cpu_bench //bench:accyd_bench //bench:gpu_bench //server:accyd
 
 vendor=$(awk -F': ' '/^vendor_id/ {print $2; exit}' /proc/cpuinfo)
 flags=$(awk -F': ' '/^flags/ {print $2; exit}' /proc/cpuinfo)

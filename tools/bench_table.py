@@ -118,7 +118,8 @@ def table(title, rows, runs, out):
             ref_cell += "; also " + others
         if skipped:
             ref_cell += "; not run: " + "; ".join(skipped)
-        out.append("| %s | %s | %s | **%.2fx** |" % (label, cell, ref_cell, ratio))
+        shown = "%.2fx" % ratio if ratio >= 0.01 else "1/%.0fx" % (1 / ratio)
+        out.append("| %s | %s | %s | **%s** |" % (label, cell, ref_cell, shown))
     out.append("")
 
 
