@@ -21,7 +21,6 @@
 #include <fstream>
 #include <future>
 #include <map>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -61,10 +60,11 @@ std::vector<std::string> splitWhitespace(const std::string& text) {
 std::vector<std::string> systemdArguments() {
   std::map<std::string, std::string> env;
   std::istringstream env_file(readFile(runfile("deploy/systemd/accyd.env")));
-  const std::regex assignment(R"(^([A-Z_][A-Z0-9_]*)=\"(.*)\"\s*$)");
   for (std::string line; std::getline(env_file, line);) {
-    std::smatch m;
-    if (std::regex_match(line, m, assignment)) env[m[1]] = m[2];
+    // NAME="value" (comments and blank lines skipped)
+    const size_t eq = line.find("=\"");
+    if (line.empty() || line[0] == '#' || eq == std::string::npos || line.back() != '"') continue;
+    env[line.substr(0, eq)] = line.substr(eq + 2, line.size() - eq - 3);
   }
   std::istringstream unit(readFile(runfile("deploy/systemd/accyd.service")));
   std::vector<std::string> args;
@@ -90,18 +90,17 @@ std::vector<std::string> daemonSetArguments() {
   std::istringstream yaml(readFile(runfile("deploy/kubernetes/accyd-daemonset.yaml")));
   std::vector<std::string> args;
   bool in_args = false;
-  const std::regex item(R"(^\s*-\s+(--\S+)\s*$)");
   for (std::string line; std::getline(yaml, line);) {
     const size_t first = line.find_first_not_of(' ');
     if (first == std::string::npos || line[first] == '#') continue;
-    if (line.substr(first) == "args:") {
+    const std::string item = line.substr(first);
+    if (item == "args:") {
       in_args = true;
       continue;
     }
     if (!in_args) continue;
-    std::smatch m;
-    if (!std::regex_match(line, m, item)) break;
-    args.push_back(m[1]);
+    if (item.rfind("- --", 0) != 0) break;  // the next key ends the list
+    args.push_back(item.substr(2));
   }
   return args;
 }
@@ -115,9 +114,11 @@ std::vector<std::string> containerArguments() {
   if (cmd == std::string::npos) return {};
   const std::string array = text.substr(cmd + 6, text.find(']', cmd) - cmd - 6);
   std::vector<std::string> args;
-  const std::regex quoted("\"([^\"]*)\"");
-  for (auto it = std::sregex_iterator(array.begin(), array.end(), quoted); it != std::sregex_iterator(); ++it) {
-    args.push_back((*it)[1]);
+  for (size_t open = array.find('"'); open != std::string::npos; open = array.find('"', open)) {
+    const size_t close = array.find('"', open + 1);
+    if (close == std::string::npos) break;
+    args.push_back(array.substr(open + 1, close - open - 1));
+    open = close + 1;
   }
   return args;
 }

@@ -13,7 +13,9 @@ extra="$work/extra"   # "passed WHAT" | "failed WHAT" | "skipped WHAT: WHY", one
 : >"$extra"
 
 # Bazel's summary names every target with its status; the tally reads it.
-bazel test //... "$@" 2>&1 | tee "$work/summary"
+# --keep_going: a target that fails to build is counted (FAILED TO BUILD)
+# while every other test still runs.
+bazel test --keep_going //... "$@" 2>&1 | tee "$work/summary"
 status=${PIPESTATUS[0]}
 targets=$(bazel query 'tests(//...)' 2>/dev/null)
 testlogs=$(bazel info bazel-testlogs "$@" 2>/dev/null)
