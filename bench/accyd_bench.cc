@@ -60,16 +60,6 @@ std::unique_ptr<accy::client::RemoteSession> remote(benchmark::State& state) {
   return std::move(*s);
 }
 
-double mismatchF64(double f) {
-  const tone::Samples data = tone::samples();
-  double e = 0;
-  for (int i = 0; i < tone::kPoints; ++i) {
-    const double gap = std::sin(f * data.time[i]) - data.sample[i];
-    e += gap * gap;
-  }
-  return e;
-}
-
 tensor::Program toneProgram(double scale = 1.0) {
   const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {}),
                                 tensor::spec(tensor::DType::f32, {{"point", tone::kPoints}}),
@@ -112,7 +102,7 @@ void BM_ToneInvoke_InProcess(benchmark::State& state) {
   timed(state, [&] {
     return exe->launch({accy::bytes(f), accy::bytes(data.time), accy::bytes(data.sample)}, {accy::writableBytes(v)});
   });
-  check(state, std::fabs(v[0] - mismatchF64(2.5)) <= 1e-4, "wrong mismatch " + std::to_string(v[0]));
+  check(state, std::fabs(v[0] - tone::referenceMismatch(2.5)) <= 1e-4, "wrong mismatch " + std::to_string(v[0]));
 }
 
 void BM_ToneInvoke_AccydUnixSocket(benchmark::State& state) {
@@ -126,7 +116,7 @@ void BM_ToneInvoke_AccydUnixSocket(benchmark::State& state) {
   timed(state, [&] {
     return s->invoke(*h, {accy::bytes(f), accy::bytes(data.time), accy::bytes(data.sample)}, {accy::writableBytes(v)});
   });
-  check(state, std::fabs(v[0] - mismatchF64(2.5)) <= 1e-4, "wrong mismatch " + std::to_string(v[0]));
+  check(state, std::fabs(v[0] - tone::referenceMismatch(2.5)) <= 1e-4, "wrong mismatch " + std::to_string(v[0]));
 }
 
 constexpr int64_t kBig = int64_t{16} << 20;  // 16 Mi f32 = 64 MiB

@@ -96,16 +96,6 @@ std::vector<tensor::Spec> toneSpecs(int guesses) {
 
 uint32_t number(const absl::Status& st) { return static_cast<uint32_t>(session::statusOf(st)); }
 
-double mismatchF64(double f) {
-  const tone::Samples data = tone::samples();
-  double e = 0;
-  for (int i = 0; i < tone::kPoints; ++i) {
-    const double gap = std::sin(f * data.time[i]) - data.sample[i];
-    e += gap * gap;
-  }
-  return e;
-}
-
 TEST(Accyd, TheThreeToneTestsThroughRemoteSession) {
   Daemon d({});
   auto s = connect(d);
@@ -116,13 +106,13 @@ TEST(Accyd, TheThreeToneTestsThroughRemoteSession) {
   ASSERT_TRUE(one.ok()) << one.status();
   float f1[1] = {2.5f}, v1[1];
   ASSERT_TRUE(s->invoke(*one, {bytes(f1), bytes(data.time), bytes(data.sample)}, {writableBytes(v1)}).ok());
-  EXPECT_NEAR(mismatchF64(2.5), v1[0], 1e-4);
+  EXPECT_NEAR(tone::referenceMismatch(2.5), v1[0], 1e-4);
   // compare eight frequency guesses
   auto eight = s->compile(wire::encode(*tensor::define("mismatch", toneSpecs(8), tone::mismatch)));
   ASSERT_TRUE(eight.ok());
   float f8[8] = {0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5}, v8[8];
   ASSERT_TRUE(s->invoke(*eight, {bytes(f8), bytes(data.time), bytes(data.sample)}, {writableBytes(v8)}).ok());
-  for (int g = 0; g < 8; ++g) EXPECT_NEAR(mismatchF64(f8[g]), v8[g], 1e-4);
+  for (int g = 0; g < 8; ++g) EXPECT_NEAR(tone::referenceMismatch(f8[g]), v8[g], 1e-4);
   // refine eight frequency guesses: compiled once, launched 100 times
   auto f = tensor::Function::define("mismatch", toneSpecs(0), tone::mismatch);
   auto each = f->valueAndGrad({.wrt = {0}})->vmap(
@@ -228,7 +218,7 @@ TEST(Accyd, SharedMemoryBuffersAndBoundsChecks) {
                            std::as_bytes(std::span(sample, 16))},
                       {std::as_writable_bytes(std::span(out, 8))});
   ASSERT_TRUE(st.ok()) << st;
-  for (int g = 0; g < 8; ++g) EXPECT_NEAR(out[g], mismatchF64(0.5 + g), 1e-4);
+  for (int g = 0; g < 8; ++g) EXPECT_NEAR(out[g], tone::referenceMismatch(0.5 + g), 1e-4);
   // A reference past the region's end is refused.
   auto stub = accy::v1::Accyd::NewStub(grpc::CreateChannel(d.target(), grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
@@ -368,7 +358,7 @@ TEST(Accyd, SixteenClientsThousandInvokesEach) {
         const float f[1] = {0.5f + 0.01f * ((c * 1000 + n) % 700)};
         float out[1];
         if (!s->invoke(*h, {bytes(f), bytes(data.time), bytes(data.sample)}, {writableBytes(out)}).ok() ||
-            std::fabs(out[0] - mismatchF64(f[0])) > 1e-3) {
+            std::fabs(out[0] - tone::referenceMismatch(f[0])) > 1e-3) {
           ++wrong;
         }
       }
@@ -436,7 +426,7 @@ TEST(Accyd, ProgramsPerSessionAreLimited) {
   const tone::Samples data = tone::samples();
   float f[1] = {2.5f}, v[1];
   ASSERT_TRUE(s->invoke(*second, {bytes(f), bytes(data.time), bytes(data.sample)}, {writableBytes(v)}).ok());
-  EXPECT_NEAR(v[0], mismatchF64(2.5), 1e-4);
+  EXPECT_NEAR(v[0], tone::referenceMismatch(2.5), 1e-4);
 }
 
 TEST(Accyd, TcpWithTlsServesAndLeasesFreeDeadClients) {
@@ -467,7 +457,7 @@ TEST(Accyd, TcpWithTlsServesAndLeasesFreeDeadClients) {
   const tone::Samples data = tone::samples();
   float f[1] = {2.5f}, v[1];
   ASSERT_TRUE(s->invoke(*h, {bytes(f), bytes(data.time), bytes(data.sample)}, {writableBytes(v)}).ok());
-  EXPECT_NEAR(v[0], mismatchF64(2.5), 1e-4);
+  EXPECT_NEAR(v[0], tone::referenceMismatch(2.5), 1e-4);
   EXPECT_EQ(number(s->allocateShared(64).status()), 4u);  // shared memory needs the Unix socket
   // A client that stops renewing its lease is freed: the daemon's session
   // count drops back.
@@ -517,7 +507,7 @@ TEST(Accyd, TheVulkanDeviceRunsSpirvPrograms) {
   const tone::Samples data = tone::samples();
   float f8[8] = {0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5}, v8[8];
   ASSERT_TRUE(s->invoke(*h, {bytes(f8), bytes(data.time), bytes(data.sample)}, {writableBytes(v8)}).ok());
-  for (int g = 0; g < 8; ++g) EXPECT_NEAR(mismatchF64(f8[g]), v8[g], 1e-4);
+  for (int g = 0; g < 8; ++g) EXPECT_NEAR(tone::referenceMismatch(f8[g]), v8[g], 1e-4);
 }
 
 // Arithmetic modes through the daemon: fast on the vulkan device runs (the
@@ -538,7 +528,7 @@ TEST(Accyd, ArithmeticModesAreCompileOptions) {
   const tone::Samples data = tone::samples();
   float f8[8] = {0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5}, v8[8];
   ASSERT_TRUE(s->invoke(*fast, {bytes(f8), bytes(data.time), bytes(data.sample)}, {writableBytes(v8)}).ok());
-  for (int g = 0; g < 8; ++g) EXPECT_NEAR(mismatchF64(f8[g]), v8[g], 1e-3);  // GLSL.std.450 sin
+  for (int g = 0; g < 8; ++g) EXPECT_NEAR(tone::referenceMismatch(f8[g]), v8[g], 1e-3);  // GLSL.std.450 sin
   // A mode the target cannot honour is a failed compile (status
   // compile_failed), as the original has it, with the reason.
   auto tf32 = s->compile(wire8, "spirv", nullptr, {.mode = backends::ArithmeticMode::kTf32});
@@ -601,7 +591,7 @@ TEST(Accyd, RestartWithAWarmDiskCacheAndACorruptedEntry) {
     const tone::Samples data = tone::samples();
     float f[1] = {2.5f}, v[1];
     ASSERT_TRUE(s->invoke(*h, {bytes(f), bytes(data.time), bytes(data.sample)}, {writableBytes(v)}).ok());
-    EXPECT_NEAR(v[0], mismatchF64(2.5), 1e-4);
+    EXPECT_NEAR(v[0], tone::referenceMismatch(2.5), 1e-4);
     EXPECT_EQ(d.stop(), 0);
   };
   compileOnce("");      // fresh compile, written to disk

@@ -334,14 +334,7 @@ void checkTf32Products(const GpuUnderTest& gpu, const CompileFn& compile_tf32, s
 
 void checkTheThreeToneTests(const GpuUnderTest& gpu) {
   const tone::Samples data = tone::samples();
-  auto mismatch = [&](double f) {
-    double e = 0;
-    for (int i = 0; i < tone::kPoints; ++i) {
-      const double gap = std::sin(f * data.time[i]) - data.sample[i];
-      e += gap * gap;
-    }
-    return e;
-  };
+  auto mismatch = [](double f) { return tone::referenceMismatch(f); };
   auto run = [&](const tensor::Program& p) {
     auto exe = gpu.backend->compile(p, gpu.target);
     EXPECT_TRUE(exe.ok()) << exe.status();

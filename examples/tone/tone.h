@@ -53,6 +53,18 @@ inline Samples samples() {
   return s;
 }
 
+// The mismatch of `frequency` against samples() computed in double: the
+// value tests and benchmarks check a compiled mismatch against.
+inline double referenceMismatch(double frequency) {
+  const Samples data = samples();
+  double e = 0;
+  for (int i = 0; i < kPoints; ++i) {
+    const double gap = std::sin(frequency * data.time[i]) - data.sample[i];
+    e += gap * gap;
+  }
+  return e;
+}
+
 }  // namespace tone
 
 #endif  // ACCY_EXAMPLES_TONE_TONE_H_
