@@ -2,7 +2,8 @@
 // size (docs/PERFORMANCE.md, "Compile time by stage").
 //
 //   bazel run -c opt //bench:compile_bench -- [--sizes=256,1024,4096,16384]
-//       [--shapes=chain,reductions,fanout,mlp] [--budget-seconds=60] [--threads=1]
+//       [--shapes=chain,reductions,fanout,mlp] [--budget-seconds=60]
+//       [--fuse-max-nodes=256] [--choir]
 //
 // Shapes (N is the node count of the recorded program, within a few):
 //   chain       v*1.0001, v+0.5, tanh(v) in turn over a 1024 x 8 input, then
@@ -32,12 +33,14 @@
 #include "accy/accy.h"
 #include "backends/cpu/cpu_backend.h"
 #include "bench/bench_util.h"
+#include "bench/program_shapes.h"
 #include "compiler/choir/lower.h"
 #include "compiler/choir/passes/fuse.h"
 #include "compiler/choir/passes/loop_order.h"
 #include "compiler/choir/passes/parallelize.h"
 #include "compiler/choir/passes/tile.h"
 #include "compiler/choir/passes/vectorize.h"
+#include "compiler/choir/printer.h"
 #include "compiler/codegen/x86_64/compile.h"
 #include "compiler/codegen/x86_64/emitter.h"
 #include "compiler/codegen/x86_64/simd.h"
@@ -65,65 +68,12 @@ T orDie(absl::StatusOr<T> v, const std::string& what) {
   return *std::move(v);
 }
 
-// --- program shapes --------------------------------------------------------
-
-std::vector<tensor::Spec> matrixInput() { return {tensor::spec(DType::f32, {{"a", 1024}, {"b", 8}})}; }
-
-tensor::Program chain(int n) {
-  return orDie(tensor::define("chain", matrixInput(),
-                              [n](tensor::Builder&, Args a) {
-                                Value v = a[0];
-                                for (int i = 0; i < n; ++i) {
-                                  v = i % 3 == 0 ? v * 1.0001 : i % 3 == 1 ? v + 0.5 : v.tanh();
-                                }
-                                return v.sum({"a", "b"});
-                              }),
-               "define chain");
-}
-
-tensor::Program reductions(int n) {
-  return orDie(tensor::define("reductions", matrixInput(),
-                              [n](tensor::Builder&, Args a) {
-                                Value total = (a[0] * 1.0).sum("a");
-                                for (int i = 1; i < n / 3; ++i) total = total + (a[0] * (1.0 + i * 1e-3)).sum("a");
-                                return total.sum("b");
-                              }),
-               "define reductions");
-}
-
-tensor::Program fanout(int n) {
-  return orDie(tensor::define("fanout", matrixInput(),
-                              [n](tensor::Builder&, Args a) {
-                                const Value v = a[0].tanh();
-                                Value total = v;
-                                for (int i = 1; i < n / 3; ++i) total = total + (v * (1.0 + i * 1e-3) + i * 1e-3);
-                                return total.sum({"a", "b"});
-                              }),
-               "define fanout");
-}
-
-// Layers of an MLP whose value-and-gradient program has about n nodes (each
-// layer records 5 nodes and its gradient about 12 more).
-int mlpLayers(int n) { return std::max(1, n / 17); }
-
-tensor::Function mlpLoss(int layers) {
-  std::vector<tensor::Spec> specs = {tensor::spec(DType::f32, {{"batch", 16}, {"k", 32}})};
-  for (int l = 0; l < layers; ++l) {
-    specs.push_back(tensor::spec(DType::f32, {{"k", 32}, {"j", 32}}));
-    specs.push_back(tensor::spec(DType::f32, {{"j", 32}}));
-  }
-  return orDie(tensor::Function::define("mlp", specs,
-                                        [layers](tensor::Builder&, Args a) {
-                                          Value h = a[0];
-                                          for (int l = 0; l < layers; ++l) {
-                                            h = (h.dot(a[1 + 2 * l], "k") + a[2 + 2 * l]).tanh().rename("j", "k");
-                                          }
-                                          return (h * h).sum({"batch", "k"});
-                                        }),
-               "define mlp");
-}
-
 // --- stages ----------------------------------------------------------------
+
+// The fusion limits every compile here uses (--fuse-max-nodes changes one).
+choir::FuseLimits g_fuse_limits;
+// --choir: print the final Choir module of each compile to stderr.
+bool g_print_choir = false;
 
 struct Row {
   std::string shape;
@@ -156,7 +106,7 @@ void compileOnce(Row& r, const tensor::Program& program) {
   choir::Module m = orDie(choir::lowerProgram(decoded), "lower");
   auto t3 = Clock::now();
   best(r, "lower", seconds(t2, t3));
-  m = orDie(choir::fuseKernels(std::move(m)), "fuse");
+  m = orDie(choir::fuseKernels(std::move(m), g_fuse_limits), "fuse");
   auto t4 = Clock::now();
   best(r, "fuse", seconds(t3, t4));
   m = orDie(choir::orderLoops(std::move(m)), "loop order");
@@ -175,6 +125,7 @@ void compileOnce(Row& r, const tensor::Program& program) {
   m = orDie(choir::parallelizeLoops(std::move(m), parallelize), "parallelize");
   auto t8 = Clock::now();
   best(r, "parallelize", seconds(t7, t8));
+  if (g_print_choir) std::fprintf(stderr, "%s\n", choir::toText(m).c_str());
   accy::x64::EmitOptions emit;
   emit.isa = isa;
   accy::x64::CpuArtifact artifact = orDie(accy::x64::emitModule(m, emit), "emit");
@@ -185,6 +136,7 @@ void compileOnce(Row& r, const tensor::Program& program) {
   // timed here.
   accy::x64::CompileOptions whole;
   whole.threads = 1;
+  whole.fuse_limits = g_fuse_limits;
   whole.isa = isa;
   accy::executable::Executable exe = orDie(accy::x64::compileProgram(decoded, whole), "compile");
   auto t10 = Clock::now();
@@ -240,10 +192,14 @@ int main(int argc, char** argv) {
         if (!comma) break;
         p = comma + 1;
       }
+    } else if (std::strcmp(argv[i], "--choir") == 0) {
+      g_print_choir = true;
+    } else if (std::strncmp(argv[i], "--fuse-max-nodes=", 17) == 0) {
+      g_fuse_limits.max_nodes = std::atoll(argv[i] + 17);
     } else if (std::strncmp(argv[i], "--budget-seconds=", 17) == 0) {
       budget = std::atof(argv[i] + 17);
     } else {
-      std::fprintf(stderr, "usage: compile_bench [--sizes=N,...] [--shapes=chain,reductions,fanout,mlp] [--budget-seconds=S]\n");
+      std::fprintf(stderr, "usage: compile_bench [--sizes=N,...] [--shapes=chain,reductions,fanout,mlp] [--budget-seconds=S] [--fuse-max-nodes=N] [--choir]\n");
       return 2;
     }
   }
@@ -272,15 +228,16 @@ int main(int argc, char** argv) {
         tensor::Program program;
         if (shape == "mlp") {
           auto t0 = Clock::now();
-          tensor::Function loss = mlpLoss(mlpLayers(n));
+          tensor::Function loss = accy::shapes::mlpLoss(accy::shapes::mlpLayers(n));
           auto t1 = Clock::now();
           best(r, "record", seconds(t0, t1));
           std::vector<int> wrt;
-          for (int k = 1; k < static_cast<int>(loss.program().inputSpecs().size()); ++k) wrt.push_back(k);
+          const int inputs = static_cast<int>(loss.program().inputs.size());
+          for (int k = 1; k < inputs; ++k) wrt.push_back(k);
           tensor::Function grad = orDie(loss.valueAndGrad({.wrt = wrt}), "valueAndGrad");
           auto t2 = Clock::now();
           best(r, "valueAndGrad", seconds(t1, t2));
-          std::vector<tensor::InAxis> in_axes(grad.program().inputSpecs().size(), tensor::unmapped);
+          std::vector<tensor::InAxis> in_axes(grad.program().inputs.size(), tensor::unmapped);
           in_axes[0] = tensor::mappedAxis(0);
           tensor::Function batched =
               orDie(grad.vmap({.axis_size = 4, .in_axes = in_axes, .axis_name = "example"}), "vmap");
@@ -290,7 +247,10 @@ int main(int argc, char** argv) {
           (void)batched;
         } else {
           auto t0 = Clock::now();
-          program = shape == "chain" ? chain(n) : shape == "reductions" ? reductions(n) : fanout(n);
+          program = orDie(shape == "chain"        ? accy::shapes::chain(n)
+                            : shape == "reductions" ? accy::shapes::reductions(n)
+                                                    : accy::shapes::fanout(n),
+                            shape);
           best(r, "record", seconds(t0, Clock::now()));
         }
         r.nodes = program.nodes.size();

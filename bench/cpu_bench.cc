@@ -7,6 +7,8 @@
 //   - sum over 2^24 f32: Accy vs AVX-512 and AVX2 intrinsics loops, one
 //     thread;
 //   - 1024^3 f32 matrix product: Accy vs Eigen vs OpenBLAS (one thread);
+//   - a 4,096-op fused chain: the fuser's default kernel-size limit vs one
+//     kernel vs no fusion (run time, code bytes, kernels);
 //   - the tone program: compile latency and launch latency, and the launch
 //     of its value-and-gradient program against the plain one.
 // Every compile and launch is checked (a failure ends that benchmark with
@@ -24,8 +26,11 @@
 #include <vector>
 
 #include "accy/accy.h"
+#include "backends/cpu/cpu_backend.h"
 #include "bench/bench_util.h"
+#include "bench/program_shapes.h"
 #include "bench/references.h"
+#include "compiler/codegen/x86_64/compile.h"
 #include "examples/tone/tone.h"
 
 namespace tensor = accy::tensor;
@@ -49,6 +54,53 @@ const std::vector<float>& inputX() {
   static const std::vector<float> x = randomFloats(kN, -10, 10, 1);
   return x;
 }
+
+// --- a 4,096-op fused chain ----------------------------------------------
+//
+// shapes::chain(4096) (v*1.0001, v+0.5, tanh in turn over 1024 x 8, then a
+// sum) compiled three ways: with the fuser's default limits (kernels of at
+// most FuseLimits::max_nodes ops), as one kernel (no node limit), and
+// unfused (every op its own loop). Compile time is not measured here
+// (bench/compile_bench.cc does); each is compiled once, then launched.
+
+void runChain(benchmark::State& state, bool fuse, int64_t max_nodes) {
+  auto program = accy::shapes::chain(4096);
+  if (!ok(state, program, "define")) return;
+  accy::x64::CompileOptions o;
+  o.threads = 1;
+  o.fuse = fuse;
+  o.fuse_limits.max_nodes = max_nodes;
+  auto exe = accy::x64::compileProgram(*program, o);
+  if (!ok(state, exe, "compile")) return;
+  state.counters["code_bytes"] = static_cast<double>(exe->code.size());
+  state.counters["kernels"] = static_cast<double>(exe->launch_plan.steps.size());
+  auto loaded = accy::cpu::LoadedExecutable::load(*std::move(exe), 1);
+  if (!ok(state, loaded, "load")) return;
+  const std::vector<float> x = randomFloats(1024 * 8, -2, 2, 7);
+  float out = 0;
+  std::span<const std::byte> in[] = {accy::bytes(x)};
+  std::span<std::byte> outs[] = {accy::writableBytes(std::span(&out, 1))};
+  for (auto _ : state) {
+    auto st = loaded->launch(in, outs);
+    benchmark::ClobberMemory();
+    if (!ok(state, st, "launch")) return;
+  }
+  double want = 0;
+  for (float xi : x) {
+    double v = xi;
+    for (int i = 0; i < 4096; ++i) v = i % 3 == 0 ? v * 1.0001 : i % 3 == 1 ? v + 0.5 : std::tanh(v);
+    want += v;
+  }
+  if (!check(state, std::fabs(out - want) <= 1e-4 * std::fabs(want) + 1e-3,
+             "wrong chain sum " + std::to_string(out) + ", expected " + std::to_string(want))) {
+    return;
+  }
+  state.SetItemsProcessed(state.iterations() * 4096 * 1024 * 8);  // element ops
+}
+
+void BM_Chain4096_Accy_Fused(benchmark::State& state) { runChain(state, true, accy::choir::FuseLimits{}.max_nodes); }
+void BM_Chain4096_Accy_OneKernel(benchmark::State& state) { runChain(state, true, int64_t{1} << 40); }
+void BM_Chain4096_Accy_Unfused(benchmark::State& state) { runChain(state, false, 0); }
 
 // --- y = sin(a*x + b) * c -------------------------------------------------
 
@@ -325,6 +377,9 @@ BENCHMARK(BM_Sum_Avx2Intrinsics_1Thread)->Unit(benchmark::kMillisecond)->UseReal
 BENCHMARK(BM_Matmul1024_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Matmul1024_Eigen_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Matmul1024_OpenBLAS_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Chain4096_Accy_Fused)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Chain4096_Accy_OneKernel)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Chain4096_Accy_Unfused)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Tone_Compile)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Tone_Launch)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_ToneValueAndGrad_Launch)->Unit(benchmark::kNanosecond);

@@ -108,5 +108,29 @@ TEST(CpuConformance, LargeParallelKernelsMatch) {
   EXPECT_TRUE(runAndCompare(*program, inputs, x64::detectIsa(), 2));
 }
 
+// Programs the fuser has to cut (docs/CHOIR.md, "Fusion limits"): a chain
+// longer than FuseLimits::max_nodes, a value read twice at every step, and
+// rows of 8 floats (vectorized with a narrower vector than the widest), on
+// every ISA the host has.
+TEST(CpuConformance, ProgramsTheFuserCutsMatch) {
+  const std::vector<Spec> specs = {tensor::spec(DType::f32, {{"a", 37}, {"b", 8}})};
+  std::vector<tensor::Program> programs;
+  programs.push_back(*tensor::define("long_chain", specs, [](Builder&, Args a) -> std::vector<Value> {
+    Value v = a[0];
+    for (int i = 0; i < 600; ++i) v = i % 3 == 0 ? v * 1.0001 : i % 3 == 1 ? v + 0.5 : v.tanh();
+    return {v, v.sum({"a", "b"})};
+  }));
+  programs.push_back(*tensor::define("doubling", specs, [](Builder&, Args a) -> std::vector<Value> {
+    Value v = a[0] * 1e-12;
+    for (int i = 0; i < 40; ++i) v = v + v;
+    return {v, v.sum("a")};
+  }));
+  std::mt19937 rng(11);
+  for (const tensor::Program& p : programs) {
+    std::vector<std::vector<std::byte>> inputs = {randomBytes(p.inputSpecs()[0], rng, -1, 1)};
+    for (x64::Isa isa : hostIsas()) EXPECT_TRUE(runAndCompare(p, inputs, isa)) << p.name;
+  }
+}
+
 }  // namespace
 }  // namespace accy::testing

@@ -11,6 +11,7 @@ packages=(
   libvulkan-dev spirv-tools spirv-headers mesa-vulkan-drivers vulkan-tools wabt
   libssl-dev openssl libopenblas-dev graphviz
   clang libclang-rt-14-dev
+  cmake xz-utils
 )
 
 missing=()
@@ -20,20 +21,59 @@ for p in "${packages[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "setup: all ${#packages[@]} packages present"
-  exit 0
+as_root=()
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then
+  as_root=(sudo)
 fi
 
-echo "setup: installing ${missing[*]}"
-as_root=()
-if [ "$(id -u)" -ne 0 ]; then
-  if command -v sudo >/dev/null; then
-    as_root=(sudo)
-  else
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+else
+  echo "setup: installing ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ] && [ ${#as_root[@]} -eq 0 ]; then
     echo "setup: missing packages and not root (no sudo): ${missing[*]}" >&2
     exit 1
   fi
+  "${as_root[@]}" apt-get update -q
+  DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
-"${as_root[@]}" apt-get update -q
-DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+
+# asmjit for release. Debian's libasmjit-dev is built without NDEBUG, so its
+# register allocator checks its whole state after every instruction: most of
+# the x86-64 emission time of a large kernel (docs/PERFORMANCE.md, "Compile
+# time by stage"). The same Debian source package, built with
+# CMAKE_BUILD_TYPE=Release, goes to /opt/accy/asmjit; the build links it
+# ahead of the system library (third_party/system.BUILD), and falls back to
+# Debian's when it is absent. Headers stay Debian's (the same version).
+asmjit_dir=/opt/accy/asmjit
+asmjit_version=$(dpkg-query -W -f='${Version}' libasmjit-dev)
+if [ -f "$asmjit_dir/lib/libasmjit.a" ] && [ "$(cat "$asmjit_dir/VERSION" 2>/dev/null)" = "$asmjit_version" ]; then
+  echo "setup: asmjit $asmjit_version (release) present"
+  exit 0
+fi
+echo "setup: building asmjit $asmjit_version for release from Debian's source package"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/lists/partial" "$work/cache/archives/partial" "$work/src"
+quiet() { "$@" >"$work/log" 2>&1 || { cat "$work/log" >&2; echo "setup: failed: $*" >&2; exit 1; }; }
+# The system's own Debian sources, as source-package entries.
+if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+  sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources > "$work/sources.sources"
+  apt_sources=(-o "Dir::Etc::SourceParts=$work" -o "Dir::Etc::SourceList=/dev/null")
+else
+  sed -n 's/^deb /deb-src /p' /etc/apt/sources.list > "$work/sources.list"
+  apt_sources=(-o "Dir::Etc::SourceList=$work/sources.list" -o "Dir::Etc::SourceParts=/dev/null")
+fi
+apt_private=("${apt_sources[@]}" -o "Dir::State::Lists=$work/lists" -o "Dir::Cache=$work/cache")
+quiet apt-get "${apt_private[@]}" update -q
+(cd "$work/src" && quiet apt-get "${apt_private[@]}" source --download-only "asmjit=$asmjit_version")
+tar -xJf "$work"/src/asmjit_*.orig.tar.xz -C "$work/src"
+src=$(find "$work/src" -mindepth 1 -maxdepth 1 -type d -name 'asmjit*' | head -n1)
+quiet cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DASMJIT_STATIC=ON \
+  -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DCMAKE_INSTALL_PREFIX="$work/install"
+quiet cmake --build "$work/build" -j "$(nproc)"
+quiet cmake --install "$work/build"
+"${as_root[@]}" mkdir -p "$asmjit_dir/lib"
+"${as_root[@]}" cp "$(find "$work/install" -name libasmjit.a | head -n1)" "$asmjit_dir/lib/libasmjit.a"
+echo "$asmjit_version" | "${as_root[@]}" tee "$asmjit_dir/VERSION" >/dev/null
+echo "setup: asmjit $asmjit_version (release) in $asmjit_dir"

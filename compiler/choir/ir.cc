@@ -45,24 +45,34 @@ Affine scale(const Affine& a, int64_t k) {
 }
 
 void Substitution::set(int var, Affine a) {
-  if (present.size() <= static_cast<size_t>(var)) {
-    present.resize(var + 1, false);
-    value.resize(var + 1);
+  for (auto& [v, value] : entries) {
+    if (v == var) {
+      value = std::move(a);
+      return;
+    }
   }
-  present[var] = true;
-  value[var] = std::move(a);
+  entries.emplace_back(var, std::move(a));
+}
+
+const Affine* Substitution::find(int var) const {
+  for (const auto& [v, value] : entries) {
+    if (v == var) return &value;
+  }
+  return nullptr;
 }
 
 Affine substitute(const Affine& a, const Substitution& s) {
+  countWork(static_cast<int64_t>(a.terms.size()) + 1);
   Affine r = Affine::constantOf(a.constant);
   for (const Affine::Term& t : a.terms) {
-    if (static_cast<size_t>(t.var) < s.present.size() && s.present[t.var]) {
-      r = add(r, scale(s.value[t.var], t.coeff));
+    if (const Affine* v = s.find(t.var)) {
+      for (const Affine::Term& u : v->terms) r.terms.push_back({u.var, u.coeff * t.coeff});
+      r.constant += v->constant * t.coeff;
     } else {
-      r = add(r, Affine::var(t.var, t.coeff));
+      r.terms.push_back(t);
     }
   }
-  return r;
+  return normalize(std::move(r));
 }
 
 int64_t Buffer::elements() const {
@@ -78,6 +88,7 @@ std::vector<int64_t> Buffer::strides() const {
 }
 
 ExprRef makeLoad(DType dtype, int buffer, std::vector<Affine> index) {
+  countWork();
   auto e = std::make_shared<Expr>();
   e->kind = ExprKind::kLoad;
   e->dtype = dtype;
@@ -87,6 +98,7 @@ ExprRef makeLoad(DType dtype, int buffer, std::vector<Affine> index) {
 }
 
 ExprRef makeConstant(DType dtype, double value) {
+  countWork();
   auto e = std::make_shared<Expr>();
   e->kind = ExprKind::kConstant;
   e->dtype = dtype;
@@ -95,6 +107,7 @@ ExprRef makeConstant(DType dtype, double value) {
 }
 
 ExprRef makeIndex(DType dtype, Affine index) {
+  countWork();
   auto e = std::make_shared<Expr>();
   e->kind = ExprKind::kIndex;
   e->dtype = dtype;
@@ -103,6 +116,7 @@ ExprRef makeIndex(DType dtype, Affine index) {
 }
 
 ExprRef makeOp(OpCode op, DType dtype, std::vector<ExprRef> args) {
+  countWork();
   auto e = std::make_shared<Expr>();
   e->kind = ExprKind::kOp;
   e->op = op;

@@ -17,8 +17,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "compiler/choir/work.h"
 #include "compiler/tensor/dtype.h"
 #include "compiler/tensor/program.h"
 
@@ -47,12 +49,14 @@ struct Affine {
 
 Affine add(const Affine& a, const Affine& b);
 Affine scale(const Affine& a, int64_t k);
-// Replaces every variable v that has an entry in `subst` (indexed by var id,
-// empty Affine::terms with `present` false meaning keep) by its expression.
+// Replaces each variable that has an entry by its expression; every other
+// variable is kept. Substitutions name a few variables (one per loop of a
+// nest), so entries are a small list: making one costs nothing in the
+// number of variables of the module.
 struct Substitution {
-  std::vector<bool> present;
-  std::vector<Affine> value;
+  std::vector<std::pair<int, Affine>> entries;
   void set(int var, Affine a);
+  const Affine* find(int var) const;
 };
 Affine substitute(const Affine& a, const Substitution& s);
 
@@ -182,6 +186,7 @@ struct Module {
 // visited once per path).
 template <typename F>
 void visitExpr(const ExprRef& e, F&& f) {
+  countWork();
   f(*e);
   for (const ExprRef& a : e->args) visitExpr(a, f);
 }
@@ -190,6 +195,7 @@ void visitExpr(const ExprRef& e, F&& f) {
 template <typename F>
 void visitStmts(const std::vector<Stmt>& stmts, F&& f) {
   for (const Stmt& s : stmts) {
+    countWork();
     f(s);
     if (s.kind == StmtKind::kLoop) visitStmts(s.body, f);
   }

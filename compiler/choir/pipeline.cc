@@ -23,7 +23,7 @@ absl::StatusOr<Module> compileToChoir(const tensor::Program& program, const Pipe
   ACCY_ASSIGN_OR_RETURN(Module m, lowerProgram(program));
   ACCY_RETURN_IF_ERROR(after("lower", m));
   if (options.fuse) {
-    ACCY_ASSIGN_OR_RETURN(m, fuseKernels(std::move(m)));
+    ACCY_ASSIGN_OR_RETURN(m, fuseKernels(std::move(m), options.fuse_limits));
     ACCY_RETURN_IF_ERROR(after("fuse", m));
   }
   ACCY_ASSIGN_OR_RETURN(m, orderLoops(std::move(m)));

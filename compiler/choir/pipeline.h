@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "compiler/choir/ir.h"
+#include "compiler/choir/passes/fuse.h"
 #include "compiler/choir/passes/parallelize.h"
 #include "compiler/choir/passes/tile.h"
 #include "compiler/choir/passes/vectorize.h"
@@ -20,6 +21,7 @@ struct PipelineOptions {
   TileOptions tile;
   ParallelizeOptions parallelize;
   bool fuse = true;
+  FuseLimits fuse_limits;
   // Run the verifier after every pass (always on in debug builds).
   bool verify_each_pass = false;
   // Called with the module after lowering and after each pass.

@@ -80,7 +80,9 @@ std::string toText(const Affine& a) {
   return s;
 }
 
-std::string toText(const Module& m, const ExprRef& e) {
+namespace {
+
+std::string exprText(const Module& m, const ExprRef& e) {
   switch (e->kind) {
     case ExprKind::kLoad:
       return strCat(m.buffers[e->buffer].name, indexText(e->index));
@@ -98,6 +100,14 @@ std::string toText(const Module& m, const ExprRef& e) {
     }
   }
   return "?";
+}
+
+}  // namespace
+
+std::string toText(const Module& m, const ExprRef& e) {
+  std::string text = exprText(m, e);
+  countWork(static_cast<int64_t>(text.size()));  // each level copies its operands' text
+  return text;
 }
 
 std::string toText(const Module& m) {

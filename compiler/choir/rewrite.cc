@@ -4,6 +4,7 @@ namespace accy::choir {
 
 ExprRef substituteExpr(const ExprRef& e, const Substitution& s) {
   if (e->kind == ExprKind::kConstant) return e;
+  countWork();
   auto copy = std::make_shared<Expr>(*e);
   for (Affine& a : copy->index) a = substitute(a, s);
   for (ExprRef& a : copy->args) a = substituteExpr(a, s);
@@ -13,6 +14,7 @@ ExprRef substituteExpr(const ExprRef& e, const Substitution& s) {
 ExprRef replaceLoads(const ExprRef& e, const std::function<ExprRef(const ExprRef&)>& f) {
   if (e->kind == ExprKind::kLoad) return f(e);
   if (e->args.empty()) return e;
+  countWork();
   auto copy = std::make_shared<Expr>(*e);
   for (ExprRef& a : copy->args) a = replaceLoads(a, f);
   return copy;
@@ -90,18 +92,33 @@ bool exprIsExpensive(const ExprRef& e) {
 }
 
 void dropUnusedTemps(Module& m) {
+  std::vector<bool> used(m.buffers.size(), false);
+  for (size_t b = 0; b < m.buffers.size(); ++b) used[b] = m.buffers[b].role != BufferRole::kTemp;
+  for (const Kernel& k : m.kernels) {
+    if (k.gpu_partials >= 0) used[k.gpu_partials] = true;
+    visitStmts(k.body, [&](const Stmt& s) {
+      if (s.buffer >= 0) used[s.buffer] = true;
+      if (s.value) {
+        visitExpr(s.value, [&](const Expr& e) {
+          if (e.kind == ExprKind::kLoad) used[e.buffer] = true;
+        });
+      }
+    });
+  }
   std::vector<int> remap(m.buffers.size(), -1);
   std::vector<Buffer> kept;
+  bool renumbered = false;
   for (size_t b = 0; b < m.buffers.size(); ++b) {
-    bool used = m.buffers[b].role != BufferRole::kTemp;
-    for (const Kernel& k : m.kernels) used = used || kernelReads(k, int(b)) || kernelWrites(k, int(b));
-    if (used) {
-      remap[b] = static_cast<int>(kept.size());
-      kept.push_back(m.buffers[b]);
-    }
+    if (!used[b]) continue;
+    remap[b] = static_cast<int>(kept.size());
+    renumbered = renumbered || remap[b] != static_cast<int>(b);
+    kept.push_back(std::move(m.buffers[b]));
   }
+  m.buffers = std::move(kept);
+  if (!renumbered) return;
   std::function<ExprRef(const ExprRef&)> renumber = [&](const ExprRef& e) -> ExprRef {
     if (e->kind != ExprKind::kLoad && e->args.empty()) return e;
+    countWork();
     auto copy = std::make_shared<Expr>(*e);
     if (copy->kind == ExprKind::kLoad) copy->buffer = remap[copy->buffer];
     for (ExprRef& a : copy->args) a = renumber(a);
@@ -114,8 +131,10 @@ void dropUnusedTemps(Module& m) {
       if (s.value) s.value = renumber(s.value);
     }
   };
-  for (Kernel& k : m.kernels) walk(k.body);
-  m.buffers = std::move(kept);
+  for (Kernel& k : m.kernels) {
+    walk(k.body);
+    if (k.gpu_partials >= 0) k.gpu_partials = remap[k.gpu_partials];
+  }
 }
 
 }  // namespace accy::choir

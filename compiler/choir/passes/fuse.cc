@@ -1,8 +1,10 @@
 #include "compiler/choir/passes/fuse.h"
 
-#include <set>
+#include <algorithm>
+#include <functional>
 
-#include "compiler/choir/printer.h"
+#include "absl/container/flat_hash_map.h"
+
 #include "compiler/choir/rewrite.h"
 
 namespace accy::choir {
@@ -32,61 +34,240 @@ bool asProducer(const Module& m, const Kernel& k, Producer* out) {
   return true;
 }
 
-// Counts, over every statement of `k`, the distinct load sites of `buffer`
-// and the largest iteration count under which one of them is evaluated.
-void measureUses(const Module& m, const std::vector<Stmt>& stmts, int buffer, int64_t trips,
-                 std::set<std::string>* sites, int64_t* max_trips) {
+bool isExpensiveOp(OpCode op) {
+  switch (op) {
+    case OpCode::kSin:
+    case OpCode::kCos:
+    case OpCode::kExp:
+    case OpCode::kLog:
+    case OpCode::kTanh:
+    case OpCode::kSigmoid:
+    case OpCode::kPow:
+    case OpCode::kDiv:
+    case OpCode::kSqrt:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// How a buffer is used and, for an inlined producer, what its value costs
+// once its own producers are inlined into it.
+struct BufferFacts {
+  int writers = 0;         // kernels that write it
+  int64_t loads = 0;       // load nodes that read it, over all kernels
+  int64_t max_trips = 0;   // most evaluations of one such load in one run
+  // Where it is read: the first statement and index, and whether any load
+  // is elsewhere (another statement or another index). Loads at one site
+  // are one evaluation: every emitter shares equal subexpressions.
+  const Stmt* site_stmt = nullptr;
+  const std::vector<Affine>* site_index = nullptr;
+  bool several_sites = false;
+  bool inlined = false;    // its producer is substituted at every load
+  int producer = -1;       // the kernel, when inlined
+  // Of the producer's value with its own inlined producers substituted:
+  int64_t nodes = 1;       // expression nodes
+  int64_t registers = 1;   // values live at once to evaluate it (Sethi-Ullman)
+  bool expensive = false;  // holds a transcendental, a division, a power
+};
+
+// The facts of `e` with every inlined load replaced by its producer's value.
+struct ValueFacts {
+  int64_t nodes = 0;
+  int64_t registers = 1;
+  bool expensive = false;
+};
+
+ValueFacts valueFacts(const ExprRef& e, const std::vector<BufferFacts>& facts) {
+  countWork();
+  if (e->kind == ExprKind::kLoad && facts[e->buffer].inlined) {
+    const BufferFacts& f = facts[e->buffer];
+    return {f.nodes, f.registers, f.expensive};
+  }
+  ValueFacts v{1, 1, e->kind == ExprKind::kOp && isExpensiveOp(e->op)};
+  std::vector<int64_t> needs;
+  for (const ExprRef& a : e->args) {
+    const ValueFacts af = valueFacts(a, facts);
+    v.nodes += af.nodes;
+    v.expensive = v.expensive || af.expensive;
+    needs.push_back(af.registers);
+  }
+  // Operands evaluated in decreasing order of need: operand i is evaluated
+  // while the i values before it are held.
+  std::sort(needs.begin(), needs.end(), std::greater<>());
+  for (size_t i = 0; i < needs.size(); ++i) v.registers = std::max(v.registers, needs[i] + int64_t(i));
+  return v;
+}
+
+// Rewrites expressions with every inlined load replaced by its producer's
+// value, the producer's loop variables bound to the load's index. Each node
+// of the result is made once, so the cost is the size of the result, which
+// the limits below bound by a constant times the size of the program.
+class Inliner {
+ public:
+  Inliner(const Module& m, const std::vector<BufferFacts>& facts, const std::vector<Producer>& producers)
+      : m_(m), facts_(facts), producers_(producers) {}
+
+  ExprRef rewrite(const ExprRef& e, const Substitution* s) {
+    if (e->kind == ExprKind::kConstant) return e;
+    if (e->kind == ExprKind::kLoad && facts_[e->buffer].inlined) {
+      const Producer& p = producers_[facts_[e->buffer].producer];
+      Substitution bind;
+      for (size_t d = 0; d < p.loops.size(); ++d) {
+        bind.set(p.loops[d].var, s != nullptr ? substitute(e->index[d], *s) : e->index[d]);
+      }
+      return rewrite(p.store->value, &bind);
+    }
+    if (s == nullptr && !holdsInlinedLoad(e)) return e;
+    countWork();
+    auto copy = std::make_shared<Expr>(*e);
+    if (s != nullptr) {
+      for (Affine& a : copy->index) a = substitute(a, *s);
+    }
+    for (ExprRef& a : copy->args) a = rewrite(a, s);
+    return copy;
+  }
+
+ private:
+  // Whether a load of an inlined buffer is below `e` (remembered per node,
+  // so that the question costs one visit of each node in all).
+  bool holdsInlinedLoad(const ExprRef& e) {
+    if (e->kind == ExprKind::kLoad) return facts_[e->buffer].inlined;
+    if (e->args.empty()) return false;
+    if (auto it = holds_.find(e.get()); it != holds_.end()) return it->second;
+    bool holds = false;
+    for (const ExprRef& a : e->args) holds = holdsInlinedLoad(a) || holds;
+    holds_.emplace(e.get(), holds);
+    return holds;
+  }
+
+  const Module& m_;
+  const std::vector<BufferFacts>& facts_;
+  const std::vector<Producer>& producers_;
+  absl::flat_hash_map<const Expr*, bool> holds_;
+};
+
+void countUses(const std::vector<Stmt>& stmts, int64_t trips, std::vector<BufferFacts>* facts) {
   for (const Stmt& s : stmts) {
+    countWork();
     if (s.kind == StmtKind::kLoop) {
-      measureUses(m, s.body, buffer, trips * s.loop.extent, sites, max_trips);
+      countUses(s.body, trips * s.loop.extent, facts);
       continue;
     }
     if (!s.value) continue;
     int64_t t = trips;
     for (const LoopHeader& h : s.domain) t *= h.extent;
     visitExpr(s.value, [&](const Expr& e) {
-      if (e.kind != ExprKind::kLoad || e.buffer != buffer) return;
-      std::string key;
-      for (const Affine& a : e.index) key += toText(a) + ";";
-      sites->insert(key);
-      *max_trips = std::max(*max_trips, t);
+      if (e.kind != ExprKind::kLoad) return;
+      BufferFacts& f = (*facts)[e.buffer];
+      ++f.loads;
+      f.max_trips = std::max(f.max_trips, t);
+      if (f.site_stmt == nullptr) {
+        f.site_stmt = &s;
+        f.site_index = &e.index;
+      } else if (f.site_stmt != &s || *f.site_index != e.index) {
+        f.several_sites = true;
+      }
     });
   }
 }
 
+void countWriters(const std::vector<Stmt>& stmts, int kernel, std::vector<int>* last_writer,
+                  std::vector<BufferFacts>* facts) {
+  for (const Stmt& s : stmts) {
+    countWork();
+    if (s.kind == StmtKind::kLoop) countWriters(s.body, kernel, last_writer, facts);
+    if ((s.kind == StmtKind::kStore || s.kind == StmtKind::kReduce) && (*last_writer)[s.buffer] != kernel) {
+      (*last_writer)[s.buffer] = kernel;
+      ++(*facts)[s.buffer].writers;
+    }
+  }
+}
+
+// Whether producer `p`, whose value (its own inlined producers included)
+// has facts `v` and fits the limits, is inlined at every load.
+bool inlinable(const Module& m, const BufferFacts& f, const ValueFacts& v, const Producer& p,
+               const FuseLimits& limits) {
+  if (v.nodes > limits.max_nodes || v.registers > limits.max_registers) return false;
+  // Evaluated once per element: read at one site, under no loop its value
+  // does not depend on.
+  const bool once = !f.several_sites && f.max_trips <= m.buffers[p.store->buffer].elements();
+  if (v.expensive && !once) return false;
+  // Copies of the tree to each further load, bounded.
+  return (f.loads - 1) * v.nodes <= limits.max_duplicated_nodes;
+}
+
 }  // namespace
 
-absl::StatusOr<Module> fuseKernels(Module m) {
-  for (size_t pi = m.kernels.size(); pi-- > 0;) {
-    Producer p;
-    if (!asProducer(m, m.kernels[pi], &p)) continue;
-    const int buffer = p.store->buffer;
-    bool written_elsewhere = false;
-    std::set<std::string> sites;
-    int64_t max_trips = 0;
-    for (size_t k = 0; k < m.kernels.size(); ++k) {
-      if (k == pi) continue;
-      written_elsewhere = written_elsewhere || kernelWrites(m.kernels[k], buffer);
-      measureUses(m, m.kernels[k].body, buffer, 1, &sites, &max_trips);
-    }
-    if (written_elsewhere) continue;
-    const ExprRef value = p.store->value;
-    const int64_t elements = m.buffers[buffer].elements();
-    if (exprIsExpensive(value) && (sites.size() > 1 || max_trips > elements)) continue;
-    // Inline: each load buffer[idx...] becomes value with loop var d := idx[d].
-    const std::vector<LoopHeader> loops = p.loops;
-    auto inline_load = [&](const ExprRef& load) -> ExprRef {
-      if (load->buffer != buffer) return load;
-      Substitution s;
-      for (size_t d = 0; d < loops.size(); ++d) s.set(loops[d].var, load->index[d]);
-      return substituteExpr(value, s);
-    };
-    for (size_t k = 0; k < m.kernels.size(); ++k) {
-      if (k == pi) continue;
-      forEachValue(m.kernels[k].body, [&](ExprRef& e) { e = replaceLoads(e, inline_load); });
-    }
-    m.kernels.erase(m.kernels.begin() + static_cast<std::ptrdiff_t>(pi));
+absl::StatusOr<Module> fuseKernels(Module m, const FuseLimits& limits) {
+  const size_t kernels = m.kernels.size();
+  std::vector<BufferFacts> facts(m.buffers.size());
+  std::vector<int> last_writer(m.buffers.size(), -1);
+  for (size_t k = 0; k < kernels; ++k) {
+    countWriters(m.kernels[k].body, static_cast<int>(k), &last_writer, &facts);
+    countUses(m.kernels[k].body, 1, &facts);
   }
+  // Decide in program order: a producer's own producers are decided first,
+  // so the facts of its value include what is inlined into it.
+  std::vector<Producer> producers(kernels);
+  std::vector<bool> removed(kernels, false);
+  // The facts of `value` once it fits the limits: while it is too large or
+  // needs too many registers, the largest producer it inlines directly is
+  // stored instead (undoing that decision only shrinks the values that
+  // inline it, so they still fit). Each step walks `value`'s own nodes.
+  auto fit = [&](const ExprRef& value) {
+    ValueFacts v = valueFacts(value, facts);
+    while (v.nodes > limits.max_nodes || v.registers > limits.max_registers) {
+      int largest = -1;
+      visitExpr(value, [&](const Expr& e) {
+        if (e.kind == ExprKind::kLoad && facts[e.buffer].inlined &&
+            (largest < 0 || facts[e.buffer].nodes > facts[largest].nodes)) {
+          largest = e.buffer;
+        }
+      });
+      if (largest < 0) break;
+      facts[largest].inlined = false;
+      removed[facts[largest].producer] = false;
+      v = valueFacts(value, facts);
+    }
+    return v;
+  };
+  for (size_t k = 0; k < kernels; ++k) {
+    Producer& p = producers[k];
+    if (asProducer(m, m.kernels[k], &p) && facts[p.store->buffer].writers == 1) {
+      BufferFacts& f = facts[p.store->buffer];
+      if (f.loads == 0) {  // nothing reads it: the kernel is dead
+        removed[k] = true;
+        continue;
+      }
+      const ValueFacts v = fit(p.store->value);
+      if (inlinable(m, f, v, p, limits)) {
+        f.inlined = true;
+        f.producer = static_cast<int>(k);
+        f.nodes = v.nodes;
+        f.registers = v.registers;
+        f.expensive = v.expensive;
+        removed[k] = true;
+      }
+      continue;
+    }
+    // A kernel that stays: each of its values within the limits.
+    visitStmts(m.kernels[k].body, [&](const Stmt& s) {
+      if (s.value) fit(s.value);
+    });
+  }
+  Inliner inliner(m, facts, producers);
+  std::vector<Kernel> kept;
+  kept.reserve(kernels);
+  for (size_t k = 0; k < kernels; ++k) {
+    if (removed[k]) continue;
+    // Kept kernels are never read by the inliner (only removed producers
+    // are), so each can move.
+    Kernel kernel = std::move(m.kernels[k]);
+    forEachValue(kernel.body, [&](ExprRef& e) { e = inliner.rewrite(e, nullptr); });
+    kept.push_back(std::move(kernel));
+  }
+  m.kernels = std::move(kept);
   dropUnusedTemps(m);
   return m;
 }

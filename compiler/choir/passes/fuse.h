@@ -9,12 +9,31 @@
 
 namespace accy::choir {
 
+// Bounds on what fusion makes, so that a long program compiles in time
+// linear in its size and its fused kernels stay fast: a producer is kept as
+// its own kernel (its result stored and loaded) where inlining it would make
+// an expression larger or needing more live values than these.
+struct FuseLimits {
+  // Nodes of one inlined value, its own inlined producers included: bounds
+  // the code of one fused loop (a 4,096-op chain becomes kernels of at most
+  // this many ops; docs/PERFORMANCE.md measures the run time of the cut).
+  int64_t max_nodes = 256;
+  // Values live at once to evaluate it (Sethi-Ullman number): beyond what
+  // the vector registers of every target hold, inlining spills.
+  int64_t max_registers = 12;
+  // Nodes added by copying a cheap producer to each extra place that reads
+  // it (a value read at k places adds (k - 1) x its nodes).
+  int64_t max_duplicated_nodes = 16;
+};
+
 // A producer is inlined when it is a perfect loop nest storing a temporary
-// at its own loop variables and no other kernel writes that temporary. An
-// expensive producer (transcendentals, division) is kept as its own kernel
-// when inlining would evaluate it more often than it has elements: at
-// several distinct sites, or under loops its result does not depend on.
-absl::StatusOr<Module> fuseKernels(Module module);
+// at its own loop variables, no other kernel writes that temporary, and the
+// limits allow it. An expensive producer (transcendentals, division) is
+// kept as its own kernel when inlining would evaluate it more often than it
+// has elements: at several places, or under loops its result does not
+// depend on. A producer whose result nothing reads is dropped. The pass
+// costs time linear in the size of the module.
+absl::StatusOr<Module> fuseKernels(Module module, const FuseLimits& limits = {});
 
 }  // namespace accy::choir
 

@@ -1,6 +1,7 @@
 #include "compiler/choir/passes/fuse.h"
 
 #include "compiler/choir/passes/pass_testing.h"
+#include "compiler/choir/rewrite.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -51,6 +52,71 @@ TEST(Fuse, ExpensiveProducerUnderABroadcastStaysSeparate) {
                      [](tensor::Builder&, Args a) { return (a[0].exp() * a[1]).sum("j"); });
   auto fused = fuseKernels(m);
   EXPECT_EQ(fused->kernels.size(), 2u) << toText(*fused);
+}
+
+// v = v + v, sixty times: each value is cheap and read twice. Copying it to
+// both places at every step would make a tree of 2^60 nodes; the copies are
+// bounded by FuseLimits::max_duplicated_nodes, so some values stay stored.
+TEST(Fuse, ACheapValueReadTwiceAtEveryStepStaysSmall) {
+  Module m = lowered({tensor::spec(DType::f32, {{"i", 8}})}, [](tensor::Builder&, Args a) {
+    tensor::Value v = a[0];
+    for (int k = 0; k < 60; ++k) v = v + v;
+    return v;
+  });
+  auto fused = fuseKernels(m);
+  ASSERT_TRUE(fused.ok());
+  EXPECT_TRUE(verifyModule(*fused).ok());
+  int64_t nodes = 0;
+  for (const Kernel& k : fused->kernels) {
+    visitStmts(k.body, [&](const Stmt& s) {
+      if (s.value) nodes += exprSize(s.value);
+    });
+  }
+  EXPECT_LE(nodes, 60 * (FuseLimits{}.max_duplicated_nodes + 2)) << toText(*fused);
+  EXPECT_LT(fused->kernels.size(), 60u);  // still fused where the copies are small
+}
+
+// A long chain is cut into kernels of at most max_nodes nodes each.
+TEST(Fuse, ALongChainIsCutAtTheNodeLimit) {
+  Module m = lowered({tensor::spec(DType::f32, {{"i", 8}})}, [](tensor::Builder&, Args a) {
+    tensor::Value v = a[0];
+    for (int k = 0; k < 1000; ++k) v = k % 2 == 0 ? v * 1.5 : v.tanh();
+    return v;
+  });
+  FuseLimits limits;
+  limits.max_nodes = 100;
+  auto fused = fuseKernels(m, limits);
+  ASSERT_TRUE(fused.ok());
+  EXPECT_TRUE(verifyModule(*fused).ok());
+  EXPECT_GE(fused->kernels.size(), 1500u / 100);  // 1,000 ops make 1,500 nodes
+  for (const Kernel& k : fused->kernels) {
+    visitStmts(k.body, [&](const Stmt& s) {
+      if (s.value) {
+        EXPECT_LE(exprSize(s.value), limits.max_nodes) << k.name;
+      }
+    });
+  }
+}
+
+// A balanced sum of 32 products needs 7 live values; a limit of 4 keeps
+// its inner sums stored.
+TEST(Fuse, AnExpressionNeedingMoreRegistersThanTheLimitIsSplit) {
+  Module m = lowered({tensor::spec(DType::f32, {{"i", 8}})}, [](tensor::Builder&, Args a) {
+    std::vector<tensor::Value> level;
+    for (int k = 0; k < 32; ++k) level.push_back(a[0] * (1.0 + k));
+    while (level.size() > 1) {
+      std::vector<tensor::Value> next;
+      for (size_t k = 0; k + 1 < level.size(); k += 2) next.push_back(level[k] + level[k + 1]);
+      level = next;
+    }
+    return level[0];
+  });
+  FuseLimits limits;
+  limits.max_registers = 4;
+  auto split = fuseKernels(m, limits);
+  ASSERT_TRUE(split.ok());
+  EXPECT_GT(split->kernels.size(), 1u);
+  EXPECT_EQ(fuseKernels(m)->kernels.size(), 1u);  // the default limit takes it whole
 }
 
 }  // namespace

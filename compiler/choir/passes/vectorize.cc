@@ -5,6 +5,17 @@
 namespace accy::choir {
 namespace {
 
+// Lanes for a loop of `extent` elements of `lane`: the widest vector the
+// target has, halved (down to 16 bytes) while the loop is shorter than one
+// vector, so that a short contiguous row (8 floats under AVX-512) still runs
+// as one vector.
+int lanesFor(const VectorizeOptions& o, DType lane, int64_t extent) {
+  const int size = static_cast<int>(tensor::dtypeSize(lane));
+  int bytes = o.vector_bytes;
+  while (bytes > 16 && extent < bytes / size) bytes /= 2;
+  return bytes / size;
+}
+
 // The one floating dtype of every value in `e`, or nullopt when the values
 // mix types or hold anything the vector path does not take.
 bool uniformFloat(const Module& m, const ExprRef& e, int var, DType* lane) {
@@ -45,7 +56,7 @@ void visit(const Module& m, std::vector<Stmt>& stmts, const VectorizeOptions& o)
       }
       const Stmt& st = s.body[0];
       DType lane = m.buffers[st.buffer].dtype;
-      const int width = o.vector_bytes / static_cast<int>(tensor::dtypeSize(lane));
+      const int width = lanesFor(o, lane, s.loop.extent);
       if (s.loop.tag == LoopTag::kSerial && isFloating(lane) && s.loop.extent >= width &&
           flatIndex(m.buffers[st.buffer], st.index).coeffOf(s.loop.var) == 1 &&
           uniformFloat(m, st.value, s.loop.var, &lane)) {
@@ -57,7 +68,7 @@ void visit(const Module& m, std::vector<Stmt>& stmts, const VectorizeOptions& o)
     if (s.kind == StmtKind::kReduce) {
       LoopHeader& h = s.domain.back();
       DType lane = m.buffers[s.buffer].dtype;
-      const int width = o.vector_bytes / static_cast<int>(tensor::dtypeSize(lane));
+      const int width = lanesFor(o, lane, h.extent);
       if (h.tag == LoopTag::kSerial && isFloating(lane) && h.extent >= width &&
           uniformFloat(m, s.value, h.var, &lane)) {
         h.tag = LoopTag::kVectorized;

@@ -16,7 +16,9 @@ struct VectorizeOptions {
 // value in the statement is f32, or every value is f64 (comparisons giving
 // bool may feed `where`); it has no index values or casts; every load walks
 // the loop's variable with stride 0 or 1; a store walks it with stride 1;
-// and the extent is at least one vector. The emitter adds the tail.
+// and the extent is at least one vector. The vector is the target's widest,
+// or narrower (down to 16 bytes) for a loop shorter than the widest. The
+// emitter adds the tail.
 absl::StatusOr<Module> vectorizeLoops(Module module, const VectorizeOptions& options);
 
 }  // namespace accy::choir

@@ -32,11 +32,24 @@ TEST(Vectorize, StridedIntegerShortOrCastLoopsStayScalar) {
             LoopTag::kSerial);  // the load walks the inner loop with stride 40
   EXPECT_EQ(tag(lowered({tensor::spec(DType::i32, {{"i", 40}})}, [](tensor::Builder&, Args a) { return a[0] * 2; })),
             LoopTag::kSerial);
-  EXPECT_EQ(tag(lowered({tensor::spec(DType::f32, {{"i", 8}})}, [](tensor::Builder&, Args a) { return a[0] * 2; })),
-            LoopTag::kSerial);  // shorter than one vector
+  EXPECT_EQ(tag(lowered({tensor::spec(DType::f32, {{"i", 3}})}, [](tensor::Builder&, Args a) { return a[0] * 2; })),
+            LoopTag::kSerial);  // shorter than the narrowest vector (16 bytes)
   EXPECT_EQ(tag(lowered({tensor::spec(DType::i32, {{"i", 40}})},
                         [](tensor::Builder&, Args a) { return a[0].cast(DType::f32) * 2; })),
             LoopTag::kSerial);
+}
+
+TEST(Vectorize, ARowShorterThanTheWidestVectorTakesANarrowerOne) {
+  auto width = [](int64_t n) {
+    Module m = *fuseKernels(lowered({tensor::spec(DType::f32, {{"r", 5}, {"i", n}})},
+                                    [](tensor::Builder&, Args a) { return a[0] * 2; }));
+    const LoopHeader h = innermost(*vectorizeLoops(m, VectorizeOptions{.vector_bytes = 64}));
+    return h.tag == LoopTag::kVectorized ? h.vector_width : 0;
+  };
+  EXPECT_EQ(width(40), 16);
+  EXPECT_EQ(width(8), 8);   // one 32-byte vector per row
+  EXPECT_EQ(width(6), 4);   // one 16-byte vector and a tail
+  EXPECT_EQ(width(3), 0);
 }
 
 TEST(Vectorize, ReductionInnermostDomainLoop) {

@@ -10,6 +10,7 @@
 #include "compiler/choir/passes/gpu_map.h"
 #include "compiler/choir/printer.h"
 #include "compiler/choir/rewrite.h"
+#include "compiler/choir/value_numbering.h"
 #include "compiler/codegen/math/elementary.h"
 #include "compiler/codegen/ptx/emitter.h"
 #include "compiler/codegen/ptx/ptx_ops.h"
@@ -279,9 +280,9 @@ class Translator {
     e_.ins("setp.ge", ut(), " ", p, ", ", x, ", ", limit);
     e_.ins("@", p, " bra ", done);
     // Values made in the loop are not defined after it: restore the cache.
-    const auto saved = cse_;
+    const size_t saved = cse_log_.size();
     ACCY_RETURN_IF_ERROR(body(x));
-    cse_ = saved;
+    forgetSince(saved);
     e_.ins("add", ut(), " ", x, ", ", x, ", ", step);
     e_.ins("bra ", head);
     e_.place(done);
@@ -292,9 +293,9 @@ class Translator {
   absl::Status when(const std::string& cond, const std::function<absl::Status()>& body) {
     const std::string skip = e_.label();
     e_.ins("@!", cond, " bra ", skip);
-    const auto saved = cse_;
+    const size_t saved = cse_log_.size();
     ACCY_RETURN_IF_ERROR(body());
-    cse_ = saved;
+    forgetSince(saved);
     e_.place(skip);
     return absl::OkStatus();
   }
@@ -375,30 +376,8 @@ class Translator {
 
   // --- expressions --------------------------------------------------------
 
-  // A structural key: equal keys mean equal values under the current
-  // variable bindings (constants by their exact bits).
-  std::string key(const ExprRef& e) const {
-    switch (e->kind) {
-      case ExprKind::kLoad: {
-        std::string k = strCat("L", e->buffer, "[");
-        for (const Affine& a : e->index) strAppend(&k, choir::toText(a), ";");
-        return k + "]";
-      }
-      case ExprKind::kConstant:
-        return strCat("C", tensor::dtypeName(e->dtype), ":", f64Literal(e->constant));
-      case ExprKind::kIndex:
-        return strCat("I", tensor::dtypeName(e->dtype), "(", choir::toText(e->index[0]), ")");
-      case ExprKind::kOp: {
-        std::string k = strCat("O", static_cast<int>(e->op), ":", tensor::dtypeName(e->dtype), "(");
-        for (const ExprRef& a : e->args) strAppend(&k, key(a), ",");
-        return k + ")";
-      }
-    }
-    return "?";
-  }
-
   absl::StatusOr<Operand> expr(const ExprRef& e) {
-    const std::string k = key(e);
+    const int k = numbers_.number(e);
     if (auto it = cse_.find(k); it != cse_.end()) return it->second;
     Operand v;
     switch (e->kind) {
@@ -424,7 +403,7 @@ class Translator {
         break;
       }
     }
-    cse_[k] = v;
+    remember(k, v);
     return v;
   }
 
@@ -1288,7 +1267,22 @@ class Translator {
   std::string tid_, ctaid_, nctaid_;
   std::vector<std::string> base_;  // global base address per used buffer
   std::map<int, std::string> vars_;
-  std::map<std::string, std::string> cse_;
+  // Common subexpressions: value number -> register, for the values that
+  // dominate the current point. A scope (a loop body, a guarded block)
+  // forgets on exit what it added, by the log, at the cost of what it added.
+  choir::ValueNumbering numbers_;
+  absl::flat_hash_map<int, std::string> cse_;
+  std::vector<int> cse_log_;
+  void remember(int k, const std::string& v) {
+    cse_.emplace(k, v);
+    cse_log_.push_back(k);
+  }
+  void forgetSince(size_t mark) {
+    while (cse_log_.size() > mark) {
+      cse_.erase(cse_log_.back());
+      cse_log_.pop_back();
+    }
+  }
 };
 
 }  // namespace

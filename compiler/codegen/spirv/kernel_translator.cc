@@ -7,8 +7,9 @@
 
 #include "compiler/choir/passes/gpu_map.h"
 #include "compiler/choir/printer.h"
-#include "compiler/codegen/math/elementary.h"
 #include "compiler/choir/rewrite.h"
+#include "compiler/choir/value_numbering.h"
+#include "compiler/codegen/math/elementary.h"
 #include "compiler/codegen/spirv/module_builder.h"
 #include "compiler/tensor/errors.h"
 #include "compiler/tensor/scalar_ops.h"
@@ -361,9 +362,9 @@ class Translator {
     b_.label(loop_body);
     // Values made inside the loop do not dominate code after it: keep the
     // cache of the enclosing scope and restore it.
-    const auto saved = cse_;
+    const size_t saved = cse_log_.size();
     ACCY_RETURN_IF_ERROR(body(x));
-    cse_ = saved;
+    forgetSince(saved);
     b_.inst(op::Branch, {cont});
     b_.label(cont);
     b_.inst(op::Store, {ptr, next(b_.value(op::Load, u32_, {ptr}))});
@@ -379,9 +380,9 @@ class Translator {
     b_.inst(op::SelectionMerge, {merge, 0});
     b_.inst(op::BranchConditional, {cond, then, merge});
     b_.label(then);
-    const auto saved = cse_;
+    const size_t saved = cse_log_.size();
     ACCY_RETURN_IF_ERROR(body());
-    cse_ = saved;
+    forgetSince(saved);
     b_.inst(op::Branch, {merge});
     b_.label(merge);
     return absl::OkStatus();
@@ -444,7 +445,7 @@ class Translator {
   // --- expressions --------------------------------------------------------
 
   absl::StatusOr<uint32_t> expr(const ExprRef& e) {
-    const std::string key = choir::toText(m_, e);  // also distinguishes index variables
+    const int key = numbers_.number(e);  // also distinguishes index variables
     if (auto it = cse_.find(key); it != cse_.end()) return it->second;
     ACCY_ASSIGN_OR_RETURN(uint32_t type, scalarType(e->dtype));
     uint32_t v = 0;
@@ -471,7 +472,7 @@ class Translator {
         break;
       }
     }
-    cse_[key] = v;
+    remember(key, v);
     return v;
   }
 
@@ -1003,7 +1004,22 @@ class Translator {
   std::vector<uint32_t> buffer_vars_;
   std::vector<uint32_t> elem_types_;  // storage element type per buffer (u8 for bool buffers)
   std::map<int, uint32_t> vars_;
-  std::map<std::string, uint32_t> cse_;
+  // Common subexpressions: value number -> SPIR-V id, for the values that
+  // dominate the current point. A scope (a loop body, a guarded block)
+  // forgets on exit what it added, by the log, at the cost of what it added.
+  choir::ValueNumbering numbers_;
+  absl::flat_hash_map<int, uint32_t> cse_;
+  std::vector<int> cse_log_;
+  void remember(int k, uint32_t v) {
+    cse_.emplace(k, v);
+    cse_log_.push_back(k);
+  }
+  void forgetSince(size_t mark) {
+    while (cse_log_.size() > mark) {
+      cse_.erase(cse_log_.back());
+      cse_log_.pop_back();
+    }
+  }
   std::map<uint32_t, uint32_t> uconst_values_;  // id of each uconst -> its value
   int64_t trips_multiplier_ = 1;                // iterations of the loops being emitted, multiplied
   int64_t loop_trips_ = 0;                      // loop iterations one invocation may run, all loops together

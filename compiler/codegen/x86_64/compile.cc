@@ -20,6 +20,8 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
   choir::PipelineOptions pipeline;
   pipeline.vectorize.vector_bytes = vectorBytes(isa);
   pipeline.parallelize.threads = resolveThreads(options.threads);
+  pipeline.fuse = options.fuse;
+  pipeline.fuse_limits = options.fuse_limits;
   ACCY_ASSIGN_OR_RETURN(choir::Module module, choir::compileToChoir(program, pipeline));
   if (options.choir_text != nullptr) *options.choir_text = choir::toText(module);
   EmitOptions emit;

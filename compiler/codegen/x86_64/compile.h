@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "compiler/choir/passes/fuse.h"
 #include "compiler/codegen/x86_64/simd.h"
 #include "compiler/executable/executable.h"
 #include "compiler/tensor/program.h"
@@ -19,6 +20,10 @@ struct CompileOptions {
   int threads = 0;
   // Instruction set; the host's best when unset.
   std::optional<Isa> isa;
+  // Fusion: off compiles every op as its own loop (for measuring what
+  // fusion buys); the limits bound the fused kernels (choir/passes/fuse.h).
+  bool fuse = true;
+  choir::FuseLimits fuse_limits;
   // Receive the final Choir module and the assembly listing, when set.
   std::string* choir_text = nullptr;
   std::string* assembly = nullptr;

@@ -224,7 +224,8 @@ absl::Status KernelEmitter::innermostStore(const Stmt& l, bool outermost) {
       cse_.clear();
       return store(st, vec);
     });
-    if (status.ok()) {
+    // The scalar tail, unless the extent is known to be whole vectors.
+    if (status.ok() && (parallel || l.loop.extent % width != 0)) {
       status = countedLoop(cc_, i, limit, 1, [&] {
         cse_.clear();
         return store(st, scalar);
@@ -415,7 +416,7 @@ x86::Gp KernelEmitter::maskToBool(const Mask& m, Simd& s) {
 }
 
 absl::StatusOr<KernelEmitter::Val> KernelEmitter::expr(const ExprRef& e, const Mode& mode) {
-  const std::string key = choir::toText(m_, e);
+  const int key = numbers_.number(e);
   if (auto it = cse_.find(key); it != cse_.end()) return it->second;
   Val v;
   switch (e->kind) {
@@ -464,7 +465,7 @@ absl::StatusOr<KernelEmitter::Val> KernelEmitter::expr(const ExprRef& e, const M
         for (int side = 0; side < 2; ++side) {
           const ExprRef& m = e->args[side];
           if (m->kind != ExprKind::kOp || m->op != OpCode::kMul) continue;
-          if (cse_.count(choir::toText(m_, m)) != 0) continue;
+          if (cse_.contains(numbers_.number(m))) continue;
           ACCY_ASSIGN_OR_RETURN(Val a, expr(m->args[0], mode));
           ACCY_ASSIGN_OR_RETURN(Val b, expr(m->args[1], mode));
           ACCY_ASSIGN_OR_RETURN(Val c, expr(e->args[1 - side], mode));
@@ -905,6 +906,7 @@ absl::Status KernelEmitter::reduce(const Stmt& s) {
   Simd vsimd(cc_, isa_, laneOf(dtype),
              vectorized ? width * static_cast<int>(tensor::dtypeSize(dtype)) : 16);
   constexpr int kUnroll = 4;
+  constexpr int kUnrollNodes = 32;
   std::vector<Val> vacc;
   if (vectorized) {
     for (int u = 0; u < kUnroll; ++u) vacc.push_back(identity(s.combiner, dtype, &vsimd));
@@ -923,9 +925,16 @@ absl::Status KernelEmitter::reduce(const Stmt& s) {
     prepareRowBases(s.value, h.var);
     beginHoist({&vsimd, &scalar32_, &scalar64_});
     Mode scalar{false, nullptr, h.var, i};
+    // The loops below are emitted only where they run: the extent is known,
+    // so is what is left after whole unrolled steps and whole vectors. Each
+    // copy of the value is code to emit and to register-allocate, so a large
+    // value (a long fused chain: enough independent work per lane for the
+    // core to overlap iterations) is not unrolled.
+    const bool unroll = vectorized && h.extent >= kUnroll * width && choir::exprSize(s.value) <= kUnrollNodes;
+    const int64_t after_unroll = unroll ? h.extent % (kUnroll * width) : h.extent;
     if (vectorized) {
       Mode vec{true, &vsimd, h.var, i};
-      if (h.extent >= kUnroll * width) {
+      if (unroll) {
         x86::Gp ulimit = constantReg(cc_, h.extent - (kUnroll * width - 1));
         ACCY_RETURN_IF_ERROR(countedLoop(cc_, i, ulimit, kUnroll * width, [&]() -> absl::Status {
           // Lanes u*width.. of this step: advance the inner register
@@ -940,20 +949,24 @@ absl::Status KernelEmitter::reduce(const Stmt& s) {
           return absl::OkStatus();
         }));
       }
-      x86::Gp vlimit = constantReg(cc_, h.extent - (width - 1));
-      ACCY_RETURN_IF_ERROR(countedLoop(cc_, i, vlimit, width, [&]() -> absl::Status {
+      if (after_unroll >= width) {
+        x86::Gp vlimit = constantReg(cc_, h.extent - (width - 1));
+        ACCY_RETURN_IF_ERROR(countedLoop(cc_, i, vlimit, width, [&]() -> absl::Status {
+          cse_.clear();
+          ACCY_ASSIGN_OR_RETURN(Val x, expr(s.value, vec));
+          combine(s.combiner, dtype, vacc[0], x, &vsimd);
+          return absl::OkStatus();
+        }));
+      }
+    }
+    if (!vectorized || h.extent % width != 0) {
+      ACCY_RETURN_IF_ERROR(countedLoop(cc_, i, constantReg(cc_, h.extent), 1, [&]() -> absl::Status {
         cse_.clear();
-        ACCY_ASSIGN_OR_RETURN(Val x, expr(s.value, vec));
-        combine(s.combiner, dtype, vacc[0], x, &vsimd);
+        ACCY_ASSIGN_OR_RETURN(Val x, expr(s.value, scalar));
+        combine(s.combiner, dtype, acc, x, nullptr);
         return absl::OkStatus();
       }));
     }
-    ACCY_RETURN_IF_ERROR(countedLoop(cc_, i, constantReg(cc_, h.extent), 1, [&]() -> absl::Status {
-      cse_.clear();
-      ACCY_ASSIGN_OR_RETURN(Val x, expr(s.value, scalar));
-      combine(s.combiner, dtype, acc, x, nullptr);
-      return absl::OkStatus();
-    }));
     endHoist();
     rows_active_ = false;
     rows_.clear();

@@ -7,8 +7,10 @@
 #include <map>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "compiler/choir/ir.h"
+#include "compiler/choir/value_numbering.h"
 #include "compiler/codegen/x86_64/simd.h"
 
 namespace accy::x64 {
@@ -81,7 +83,8 @@ class KernelEmitter {
   std::map<int, asmjit::x86::Gp> vars_;
   std::map<std::string, asmjit::x86::Gp> rows_;  // valid inside one innermost loop
   bool rows_active_ = false;
-  std::map<std::string, Val> cse_;                // one evaluation point
+  choir::ValueNumbering numbers_;                 // the CSE keys, for the whole module
+  absl::flat_hash_map<int, Val> cse_;             // one evaluation point
   // Preheader of the innermost loop being emitted; shared by every Simd.
   void beginHoist(std::initializer_list<Simd*> simds);
   void endHoist();
