@@ -62,6 +62,15 @@ Affine flatIndex(const Buffer& b, const std::vector<Affine>& index) {
   return flat;
 }
 
+int64_t flatCoeff(const Buffer& b, const std::vector<Affine>& index, int var) {
+  int64_t coeff = 0, stride = 1;
+  for (size_t d = index.size(); d-- > 0;) {
+    coeff += index[d].coeffOf(var) * stride;
+    if (d < b.shape.size()) stride *= b.shape[d];
+  }
+  return coeff;
+}
+
 int exprSize(const ExprRef& e) {
   int n = 0;
   visitExpr(e, [&](const Expr&) { ++n; });

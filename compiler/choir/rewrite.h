@@ -25,6 +25,9 @@ bool kernelWrites(const Kernel& k, int buffer);
 
 // Flattened element offset of an access: sum over dims of index * stride.
 Affine flatIndex(const Buffer& b, const std::vector<Affine>& index);
+// Its coefficient of `var` (the element stride of the access along `var`),
+// without building the flattened index.
+int64_t flatCoeff(const Buffer& b, const std::vector<Affine>& index, int var);
 
 // Number of expression nodes, and whether any is expensive (transcendental,
 // division, pow).

@@ -11,7 +11,7 @@ namespace {
 int unitStrideLoads(const Module& m, const ExprRef& e, int var) {
   int n = 0;
   visitExpr(e, [&](const Expr& x) {
-    if (x.kind == ExprKind::kLoad && flatIndex(m.buffers[x.buffer], x.index).coeffOf(var) == 1) ++n;
+    if (x.kind == ExprKind::kLoad && flatCoeff(m.buffers[x.buffer], x.index, var) == 1) ++n;
   });
   return n;
 }
@@ -51,7 +51,7 @@ int stridedLoads(const Module& m, const ExprRef& e, int var) {
   int n = 0;
   visitExpr(e, [&](const Expr& x) {
     if (x.kind != ExprKind::kLoad) return;
-    const int64_t c = flatIndex(m.buffers[x.buffer], x.index).coeffOf(var);
+    const int64_t c = flatCoeff(m.buffers[x.buffer], x.index, var);
     if (c != 0 && c != 1) ++n;
   });
   return n;
@@ -84,7 +84,7 @@ bool accumulateInOutput(Module& m, Kernel& k, const std::vector<LoopHeader>& loo
   if (loops.empty()) return false;
   const LoopHeader& o = loops.back();
   const Buffer& out = m.buffers[r.buffer];
-  if (flatIndex(out, r.index).coeffOf(o.var) != 1) return false;
+  if (flatCoeff(out, r.index, o.var) != 1) return false;
   if (stridedLoads(m, r.value, r.domain.back().var) == 0) return false;
   if (stridedLoads(m, r.value, o.var) != 0) return false;
   const DType dtype = out.dtype;

@@ -27,7 +27,7 @@ bool writesDisjoint(const Module& m, const Stmt& loop) {
   bool ok = true;
   visitStmts(loop.body, [&](const Stmt& s) {
     if (s.kind == StmtKind::kStore || s.kind == StmtKind::kReduce) {
-      const int64_t c = flatIndex(m.buffers[s.buffer], s.index).coeffOf(loop.loop.var);
+      const int64_t c = flatCoeff(m.buffers[s.buffer], s.index, loop.loop.var);
       if (c == 0) ok = false;
     }
   });

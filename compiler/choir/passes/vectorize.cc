@@ -39,7 +39,7 @@ bool uniformFloat(const Module& m, const ExprRef& e, int var, DType* lane) {
       }
     }
     if (x.kind == ExprKind::kLoad) {
-      const int64_t c = flatIndex(m.buffers[x.buffer], x.index).coeffOf(var);
+      const int64_t c = flatCoeff(m.buffers[x.buffer], x.index, var);
       if (c != 0 && c != 1) ok = false;
     }
   });
@@ -58,7 +58,7 @@ void visit(const Module& m, std::vector<Stmt>& stmts, const VectorizeOptions& o)
       DType lane = m.buffers[st.buffer].dtype;
       const int width = lanesFor(o, lane, s.loop.extent);
       if (s.loop.tag == LoopTag::kSerial && isFloating(lane) && s.loop.extent >= width &&
-          flatIndex(m.buffers[st.buffer], st.index).coeffOf(s.loop.var) == 1 &&
+          flatCoeff(m.buffers[st.buffer], st.index, s.loop.var) == 1 &&
           uniformFloat(m, st.value, s.loop.var, &lane)) {
         s.loop.tag = LoopTag::kVectorized;
         s.loop.vector_width = width;

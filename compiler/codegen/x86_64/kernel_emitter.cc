@@ -425,7 +425,7 @@ absl::StatusOr<KernelEmitter::Val> KernelEmitter::expr(const ExprRef& e, const M
       if (mode.vector) {
         v.kind = Val::Kind::kVec;
         v.v = mode.simd->newVec("ld");
-        const int64_t c = choir::flatIndex(m_.buffers[e->buffer], e->index).coeffOf(mode.inner_var);
+        const int64_t c = choir::flatCoeff(m_.buffers[e->buffer], e->index, mode.inner_var);
         if (c == 0) {
           mode.simd->hoisted(strCat("load:", key), v.v, [&](x86::Vec r) { mode.simd->broadcastLoad(r, mem); });
         } else {
