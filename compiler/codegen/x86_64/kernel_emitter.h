@@ -47,6 +47,26 @@ class KernelEmitter {
   absl::Status store(const choir::Stmt& s, const Mode& mode);
   absl::Status reduce(const choir::Stmt& s);
 
+  // A matrix product in the accumulate-in-output form loop_order.cc makes:
+  //   for i { for j: C[i, j] = 0;  for k { for j: C[i, j] = C[i, j] + A[i, k] * B[k, j] } }
+  // (any affine indices with these strides; j vectorized). Emitted
+  // register-blocked: a block of rows times a block of vectors of columns
+  // accumulates in registers over the whole k loop, each B vector loaded
+  // once per k for every row of the block, each A element broadcast once
+  // per k for every vector. Column blocks run outermost, so one block of B
+  // stays in cache while every row block of this launch's rows uses it.
+  // The order of additions per element is the unblocked one, so results
+  // are identical.
+  struct Product {
+    const choir::Stmt* k_loop = nullptr;
+    const choir::Stmt* j_loop = nullptr;  // the vectorized loop under k
+    const choir::Stmt* acc = nullptr;     // its store C = C + A * B
+    const choir::Expr* a = nullptr;       // the load that does not walk j
+    const choir::Expr* b = nullptr;       // the load that walks j with stride 1
+  };
+  bool matchProduct(const choir::Stmt& i_loop, Product* p) const;
+  absl::Status blockedProduct(const choir::Stmt& i_loop, const Product& p, bool outermost);
+
   absl::StatusOr<Val> expr(const choir::ExprRef& e, const Mode& mode);
   absl::StatusOr<Val> op(const choir::Expr& e, const std::vector<Val>& args,
                          const std::vector<choir::DType>& arg_types, const Mode& mode);
