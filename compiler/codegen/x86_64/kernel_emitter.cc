@@ -311,20 +311,40 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
     cc_.lea(ptr, x86::ptr(bufferBase(buffer), off, shiftOf(dtype)));
     return ptr;
   };
-  // R rows from i times V vectors (of s's lanes) from j.
-  auto micro = [&](int r_count, int v_count, Simd& s) -> absl::Status {
+  // R rows from i times V vectors (of s's lanes) from j, over k in
+  // [k0, k0 + k_count): the sums start at zero when k0 is 0 and at C
+  // otherwise (the partial sum of the k blocks before: the same additions
+  // in the same order). B comes from `panel` (packed rows of panel_row
+  // bytes, aligned) or, without one, from B itself.
+  auto micro = [&](int r_count, int v_count, Simd& s, x86::Gp k0, x86::Gp k_count, x86::Gp panel,
+                   int32_t panel_row) -> absl::Status {
     const int32_t v_bytes = s.scalar() ? size : width * size;
+    vars_[k_var] = k0;
     x86::Gp pa = pointer(p.a->buffer, p.a->index, "pa");
-    x86::Gp pb = pointer(p.b->buffer, p.b->index, "pb");
     x86::Gp pc = pointer(acc.buffer, acc.index, "pc");
-    std::vector<x86::Vec> sums(static_cast<size_t>(r_count * v_count));
-    for (x86::Vec& sum : sums) {
-      sum = s.newVec("sum");
-      s.zero(sum);
+    x86::Gp pb;
+    if (panel.isValid()) {
+      pb = cc_.newIntPtr("pb");
+      cc_.mov(pb, panel);
+    } else {
+      pb = pointer(p.b->buffer, p.b->index, "pb");
     }
+    vars_[k_var] = k_zero;
+    std::vector<x86::Vec> sums(static_cast<size_t>(r_count * v_count));
+    for (x86::Vec& sum : sums) sum = s.newVec("sum");
+    Label from_c = cc_.newLabel(), ready = cc_.newLabel();
+    cc_.test(k0, k0);
+    cc_.jnz(from_c);
+    for (x86::Vec& sum : sums) s.zero(sum);
+    cc_.jmp(ready);
+    cc_.bind(from_c);
+    for (int r = 0; r < r_count; ++r) {
+      for (int v = 0; v < v_count; ++v) s.load(sums[r * v_count + v], x86::ptr(pc, r * c_row + v * v_bytes));
+    }
+    cc_.bind(ready);
     x86::Gp k = cc_.newInt64("k");
     cc_.xor_(k, k);
-    ACCY_RETURN_IF_ERROR(countedLoop(cc_, k, constantReg(cc_, k_extent), 1, [&]() -> absl::Status {
+    ACCY_RETURN_IF_ERROR(countedLoop(cc_, k, k_count, 1, [&]() -> absl::Status {
       std::vector<x86::Vec> bv(static_cast<size_t>(v_count));
       for (int v = 0; v < v_count; ++v) {
         bv[v] = s.newVec("b");
@@ -343,7 +363,7 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
         }
       }
       cc_.add(pa, a_step);
-      cc_.add(pb, b_step);
+      cc_.add(pb, panel.isValid() ? panel_row : b_step);
       return absl::OkStatus();
     }));
     for (int r = 0; r < r_count; ++r) {
@@ -351,19 +371,68 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
     }
     return absl::OkStatus();
   };
-  // Column blocks outermost; every row block of [start, limit) inside.
-  auto columns = [&](int v_count, Simd& s, int64_t step, int64_t j_limit) -> absl::Status {
-    return countedLoop(cc_, j, constantReg(cc_, j_limit), step, [&]() -> absl::Status {
-      cc_.mov(i, start);
-      ACCY_RETURN_IF_ERROR(countedLoop(cc_, i, rows_limit, rows, [&] { return micro(rows, v_count, s); }));
-      return countedLoop(cc_, i, limit, 1, [&] { return micro(1, v_count, s); });
-    });
+  // Every row block of [start, limit) at the current j and k block.
+  auto row_blocks = [&](int v_count, Simd& s, x86::Gp k0, x86::Gp k_count, x86::Gp panel,
+                        int32_t panel_row) -> absl::Status {
+    cc_.mov(i, start);
+    ACCY_RETURN_IF_ERROR(countedLoop(cc_, i, rows_limit, rows,
+                                     [&] { return micro(rows, v_count, s, k0, k_count, panel, panel_row); }));
+    return countedLoop(cc_, i, limit, 1, [&] { return micro(1, v_count, s, k0, k_count, panel, panel_row); });
   };
-  cc_.xor_(j, j);
+  // Column blocks outermost. Whole blocks of `vectors` vectors pack their
+  // B rows, kPanelRows at a time, into an aligned panel on the stack (the
+  // microkernel then reads B contiguously and aligned, whatever the
+  // caller's alignment); the remaining columns read B in place.
+  constexpr int64_t kPanelRows = 256;
   const int64_t block = static_cast<int64_t>(vectors) * width;
-  if (vectors > 1) ACCY_RETURN_IF_ERROR(columns(vectors, vec, block, n - (block - 1)));
-  if (vectors == 1 || n % block >= width) ACCY_RETURN_IF_ERROR(columns(1, vec, width, n - (width - 1)));
-  if (n % width != 0) ACCY_RETURN_IF_ERROR(columns(1, scalar, 1, n));
+  const int64_t panel_rows = std::min<int64_t>(kPanelRows, k_extent);
+  const int32_t panel_row = static_cast<int32_t>(block * size);
+  x86::Mem panel_mem = cc_.newStack(static_cast<uint32_t>(panel_rows * panel_row), 64, "panel");
+  x86::Gp panel = cc_.newIntPtr("panel");
+  cc_.lea(panel, panel_mem);
+  x86::Gp k0 = cc_.newInt64("k0");
+  x86::Gp k_count = cc_.newInt64("k_count");
+  x86::Gp all_k = constantReg(cc_, k_extent);
+  cc_.xor_(j, j);
+  ACCY_RETURN_IF_ERROR(countedLoop(cc_, j, constantReg(cc_, n - (block - 1)), block, [&]() -> absl::Status {
+    cc_.xor_(k0, k0);
+    return countedLoop(cc_, k0, all_k, panel_rows, [&]() -> absl::Status {
+      // k_count = min(panel_rows, k_extent - k0)
+      cc_.mov(k_count, all_k);
+      cc_.sub(k_count, k0);
+      x86::Gp most = constantReg(cc_, panel_rows);
+      cc_.cmp(k_count, most);
+      cc_.cmovg(k_count, most);
+      // Pack B[k0 .. k0 + k_count, j .. j + block).
+      vars_[k_var] = k0;
+      x86::Gp src = pointer(p.b->buffer, p.b->index, "src");
+      vars_[k_var] = k_zero;
+      x86::Gp dst = cc_.newIntPtr("dst");
+      cc_.mov(dst, panel);
+      x86::Gp kk = cc_.newInt64("kk");
+      cc_.xor_(kk, kk);
+      ACCY_RETURN_IF_ERROR(countedLoop(cc_, kk, k_count, 1, [&]() -> absl::Status {
+        for (int v = 0; v < vectors; ++v) {
+          x86::Vec t = vec.newVec("pack");
+          vec.load(t, x86::ptr(src, v * width * size));
+          vec.store(x86::ptr(dst, v * width * size), t);
+        }
+        cc_.add(src, b_step);
+        cc_.add(dst, panel_row);
+        return absl::OkStatus();
+      }));
+      return row_blocks(vectors, vec, k0, k_count, panel, panel_row);
+    });
+  }));
+  x86::Gp none;
+  if (n % block >= width) {
+    ACCY_RETURN_IF_ERROR(countedLoop(cc_, j, constantReg(cc_, n - (width - 1)), width,
+                                     [&] { return row_blocks(1, vec, k_zero, all_k, none, 0); }));
+  }
+  if (n % width != 0) {
+    ACCY_RETURN_IF_ERROR(
+        countedLoop(cc_, j, constantReg(cc_, n), 1, [&] { return row_blocks(1, scalar, k_zero, all_k, none, 0); }));
+  }
   return absl::OkStatus();
 }
 
