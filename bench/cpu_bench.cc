@@ -7,6 +7,9 @@
 //   - sum over 2^24 f32: Accy vs AVX-512 and AVX2 intrinsics loops, one
 //     thread;
 //   - 1024^3 f32 matrix product: Accy vs Eigen vs OpenBLAS (one thread);
+//   - products of several shapes (256^3, 4096x4096x64, 64x4096x4096, a
+//     batch of 64 of 128^3, 1024^3; m x n x k) on one and two threads: Accy
+//     vs OpenBLAS with the same thread count;
 //   - a 4,096-op fused chain: the fuser's default kernel-size limit vs one
 //     kernel vs no fusion (run time, code bytes, kernels);
 //   - the tone program: compile latency and launch latency, and the launch
@@ -21,6 +24,7 @@
 #include <cblas.h>
 
 #include <cmath>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -53,6 +57,117 @@ std::vector<float> randomFloats(int64_t n, float lo, float hi, uint32_t seed) {
 const std::vector<float>& inputX() {
   static const std::vector<float> x = randomFloats(kN, -10, 10, 1);
   return x;
+}
+
+// --- products of several shapes, batches, two threads -------------------
+//
+// C[b] = A[b] (m x k) * B[b] (k x n) for `batch` products, f32: Accy (one
+// program, the batch an axis of both operands) against OpenBLAS (one sgemm
+// per product), with the same thread count. Shapes are m x n x k.
+
+struct ProductShape {
+  int64_t batch, m, n, k;
+};
+
+const ProductShape kProducts[] = {{1, 256, 256, 256},  {1, 4096, 4096, 64}, {1, 64, 4096, 4096},
+                                  {64, 128, 128, 128}, {1, 1024, 1024, 1024}};
+
+struct ProductData {
+  std::vector<float> a, b;
+};
+
+const ProductData& productData(int index) {
+  static std::vector<std::unique_ptr<ProductData>> cache(std::size(kProducts));
+  if (!cache[index]) {
+    const ProductShape& p = kProducts[index];
+    cache[index] = std::make_unique<ProductData>(ProductData{randomFloats(p.batch * p.m * p.k, -1, 1, 20 + index),
+                                                             randomFloats(p.batch * p.k * p.n, -1, 1, 40 + index)});
+  }
+  return *cache[index];
+}
+
+// 16 entries of each output against double-precision dot products.
+bool checkProduct(benchmark::State& state, int index, const std::vector<float>& c) {
+  const ProductShape& p = kProducts[index];
+  const ProductData& d = productData(index);
+  for (int64_t s = 0; s < 16; ++s) {
+    const int64_t b = s % p.batch, i = (s * 397) % p.m, j = (s * 631 + 17) % p.n;
+    double want = 0, magnitude = 0;
+    for (int64_t q = 0; q < p.k; ++q) {
+      const double t = double(d.a[(b * p.m + i) * p.k + q]) * d.b[(b * p.k + q) * p.n + j];
+      want += t;
+      magnitude += std::fabs(t);
+    }
+    const float got = c[(b * p.m + i) * p.n + j];
+    if (!(std::fabs(got - want) <= magnitude * 1e-5 + 1e-6)) {
+      return check(state, false, "wrong product entry " + std::to_string(got) + ", expected " + std::to_string(want));
+    }
+  }
+  return true;
+}
+
+void setProductCounters(benchmark::State& state, int index) {
+  const ProductShape& p = kProducts[index];
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * p.batch * p.m * p.n * p.k * state.iterations() / 1e9,
+                                                 benchmark::Counter::kIsRate);
+  state.SetLabel(std::to_string(p.batch) + " x " + std::to_string(p.m) + "x" + std::to_string(p.n) + "x" +
+                 std::to_string(p.k));
+}
+
+void BM_Product_Accy(benchmark::State& state) {
+  const int index = static_cast<int>(state.range(0));
+  const int threads = static_cast<int>(state.range(1));
+  const ProductShape& p = kProducts[index];
+  std::vector<tensor::Spec> specs;
+  if (p.batch > 1) {
+    specs = {tensor::spec(tensor::DType::f32, {{"b", p.batch}, {"i", p.m}, {"k", p.k}}),
+             tensor::spec(tensor::DType::f32, {{"b", p.batch}, {"k", p.k}, {"j", p.n}})};
+  } else {
+    specs = {tensor::spec(tensor::DType::f32, {{"i", p.m}, {"k", p.k}}),
+             tensor::spec(tensor::DType::f32, {{"k", p.k}, {"j", p.n}})};
+  }
+  auto program = tensor::define("product", specs, [](tensor::Builder&, std::span<const tensor::Value> v) {
+    return v[0].dot(v[1], "k");
+  });
+  if (!ok(state, program, "define")) return;
+  auto exe = tensor::CpuExecutable::compile(*program, {.threads = threads});
+  if (!ok(state, exe, "compile")) return;
+  const ProductData& d = productData(index);
+  std::vector<float> c(p.batch * p.m * p.n);
+  for (auto _ : state) {
+    auto st = exe->launch({accy::bytes(d.a), accy::bytes(d.b)}, {accy::writableBytes(c)});
+    benchmark::ClobberMemory();
+    if (!ok(state, st, "launch")) return;
+  }
+  if (!checkProduct(state, index, c)) return;
+  setProductCounters(state, index);
+}
+
+void BM_Product_OpenBLAS(benchmark::State& state) {
+  const int index = static_cast<int>(state.range(0));
+  const ProductShape& p = kProducts[index];
+  openblas_set_num_threads(static_cast<int>(state.range(1)));
+  const ProductData& d = productData(index);
+  std::vector<float> c(p.batch * p.m * p.n);
+  for (auto _ : state) {
+    for (int64_t b = 0; b < p.batch; ++b) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(p.m), static_cast<int>(p.n),
+                  static_cast<int>(p.k), 1.0f, d.a.data() + b * p.m * p.k, static_cast<int>(p.k),
+                  d.b.data() + b * p.k * p.n, static_cast<int>(p.n), 0.0f, c.data() + b * p.m * p.n,
+                  static_cast<int>(p.n));
+    }
+    benchmark::ClobberMemory();
+  }
+  openblas_set_num_threads(1);
+  if (!checkProduct(state, index, c)) return;
+  setProductCounters(state, index);
+}
+
+void productArgs(benchmark::internal::Benchmark* b) {
+  for (int threads : {1, 2}) {
+    for (int index = 0; index < static_cast<int>(std::size(kProducts)); ++index) b->Args({index, threads});
+  }
+  b->ArgNames({"shape", "threads"});
 }
 
 // --- a 4,096-op fused chain ----------------------------------------------
@@ -377,6 +492,8 @@ BENCHMARK(BM_Sum_Avx2Intrinsics_1Thread)->Unit(benchmark::kMillisecond)->UseReal
 BENCHMARK(BM_Matmul1024_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Matmul1024_Eigen_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Matmul1024_OpenBLAS_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Product_Accy)->Apply(productArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Product_OpenBLAS)->Apply(productArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Chain4096_Accy_Fused)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Chain4096_Accy_OneKernel)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Chain4096_Accy_Unfused)->Unit(benchmark::kMillisecond)->UseRealTime();

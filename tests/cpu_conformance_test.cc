@@ -137,7 +137,8 @@ TEST(CpuConformance, ProgramsTheFuserCutsMatch) {
 // every size (a partial row block, a partial column block, a vector
 // remainder, a scalar tail), k in several packed panels with a partial last
 // one, a transposed left operand, a batch (an outer loop), f64, one and two
-// threads, on every ISA the host has.
+// threads (splitting rows, or columns when there are enough column blocks),
+// on every ISA the host has.
 TEST(CpuConformance, MatrixProductsOfEveryRemainderMatch) {
   std::mt19937 rng(5);
   struct Shape {
@@ -148,7 +149,9 @@ TEST(CpuConformance, MatrixProductsOfEveryRemainderMatch) {
                           {6, 31, 64, DType::f32}, {25, 17, 130, DType::f32}, {12, 3, 200, DType::f32},
                           {9, 11, 37, DType::f64}, {6, 4, 8, DType::f64},
                           // k beyond one packed panel (256 rows): blocks of k, the last one partial
-                          {7, 300, 70, DType::f32}, {13, 513, 16, DType::f32}, {5, 257, 20, DType::f64}};
+                          {7, 300, 70, DType::f32}, {13, 513, 16, DType::f32}, {5, 257, 20, DType::f64},
+                          // enough column blocks for two threads to split the columns
+                          {9, 40, 600, DType::f32}, {7, 60, 300, DType::f64}, {3, 300, 1100, DType::f32}};
   for (const Shape& sh : shapes) {
     const std::vector<Spec> specs = {tensor::spec(sh.dtype, {{"m", sh.m}, {"k", sh.k}}),
                                      tensor::spec(sh.dtype, {{"k", sh.k}, {"n", sh.n}})};

@@ -290,13 +290,40 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
   vars_[i_var] = i;
   vars_[j_var] = j;
   vars_[k_var] = k_zero;  // the pointers below are taken at k = 0
-  x86::Gp start, limit;
-  if (outermost && l.loop.tag == LoopTag::kCpuParallel) {
+  // Threads split the rows, or, when there are enough whole column blocks
+  // (kColumnSplit), the column blocks: a launch's share [begin, end) of the
+  // rows is mapped to the share [begin, end) * blocks / rows of the column
+  // blocks, over every row. Split by columns, each thread packs only its
+  // own columns of B (split by rows, every thread packs all of B: twice the
+  // packing on two threads, and most of the work when the rows are few).
+  constexpr int64_t kColumnSplit = 8;
+  const bool parallel = outermost && l.loop.tag == LoopTag::kCpuParallel;
+  const int64_t block = static_cast<int64_t>(vectors) * width;
+  const int64_t column_blocks = n / block;
+  const bool split_columns = parallel && column_blocks >= kColumnSplit && fitsImm32(column_blocks * block);
+  x86::Gp start, limit, j_begin, j_end;
+  if (parallel && !split_columns) {
     start = begin_;
     limit = end_;
   } else {
     start = constantReg(cc_, 0);
     limit = constantReg(cc_, l.loop.extent);
+  }
+  if (split_columns) {
+    auto share = [&](x86::Gp row) {
+      x86::Gp lo = cc_.newInt64("share"), hi = cc_.newInt64("share_hi"), rows_total = cc_.newInt64("rows");
+      cc_.imul(lo, row, static_cast<int32_t>(column_blocks));
+      cc_.xor_(hi, hi);
+      cc_.mov(rows_total, l.loop.extent);
+      cc_.div(hi, lo, rows_total);
+      cc_.imul(lo, lo, static_cast<int32_t>(block));
+      return lo;
+    };
+    j_begin = share(begin_);
+    j_end = share(end_);
+  } else {
+    j_begin = constantReg(cc_, 0);
+    j_end = constantReg(cc_, column_blocks * block);
   }
   x86::Gp rows_limit = cc_.newInt64("rows_limit");
   cc_.mov(rows_limit, limit);
@@ -384,7 +411,6 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
   // microkernel then reads B contiguously and aligned, whatever the
   // caller's alignment); the remaining columns read B in place.
   constexpr int64_t kPanelRows = 256;
-  const int64_t block = static_cast<int64_t>(vectors) * width;
   const int64_t panel_rows = std::min<int64_t>(kPanelRows, k_extent);
   const int32_t panel_row = static_cast<int32_t>(block * size);
   x86::Mem panel_mem = cc_.newStack(static_cast<uint32_t>(panel_rows * panel_row), 64, "panel");
@@ -393,8 +419,8 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
   x86::Gp k0 = cc_.newInt64("k0");
   x86::Gp k_count = cc_.newInt64("k_count");
   x86::Gp all_k = constantReg(cc_, k_extent);
-  cc_.xor_(j, j);
-  ACCY_RETURN_IF_ERROR(countedLoop(cc_, j, constantReg(cc_, n - (block - 1)), block, [&]() -> absl::Status {
+  cc_.mov(j, j_begin);
+  ACCY_RETURN_IF_ERROR(countedLoop(cc_, j, j_end, block, [&]() -> absl::Status {
     cc_.xor_(k0, k0);
     return countedLoop(cc_, k0, all_k, panel_rows, [&]() -> absl::Status {
       // k_count = min(panel_rows, k_extent - k0)
@@ -424,6 +450,13 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
       return row_blocks(vectors, vec, k0, k_count, panel, panel_row);
     });
   }));
+  // The remaining columns: in the launch that ends the rows, when split
+  // by columns (j is then at the end of the whole blocks).
+  Label done = cc_.newLabel();
+  if (split_columns) {
+    cc_.cmp(end_, constantReg(cc_, l.loop.extent));
+    cc_.jne(done);
+  }
   x86::Gp none;
   if (n % block >= width) {
     ACCY_RETURN_IF_ERROR(countedLoop(cc_, j, constantReg(cc_, n - (width - 1)), width,
@@ -433,6 +466,7 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
     ACCY_RETURN_IF_ERROR(
         countedLoop(cc_, j, constantReg(cc_, n), 1, [&] { return row_blocks(1, scalar, k_zero, all_k, none, 0); }));
   }
+  cc_.bind(done);
   return absl::OkStatus();
 }
 
