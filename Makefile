@@ -22,4 +22,5 @@ test-tsan: setup
 	bash tools/run_tests.sh --config=tsan
 
 bench: setup
+	bash tools/setup.sh --bench
 	bash tools/bench.sh

@@ -10,6 +10,8 @@
 //   - products of several shapes (256^3, 4096x4096x64, 64x4096x4096, a
 //     batch of 64 of 128^3, 1024^3; m x n x k) on one and two threads: Accy
 //     vs OpenBLAS with the same thread count;
+//   - a training step of a two-layer perceptron (valueAndGrad, one and two
+//     threads) against PyTorch on the CPU (bench/torch_perceptron.py);
 //   - a 4,096-op fused chain: the fuser's default kernel-size limit vs one
 //     kernel vs no fusion (run time, code bytes, kernels);
 //   - the tone program: compile latency and launch latency, and the launch
@@ -24,6 +26,9 @@
 #include <cblas.h>
 
 #include <cmath>
+#include <cstring>
+#include <cstdlib>
+#include <cstdio>
 #include <memory>
 #include <random>
 #include <string>
@@ -169,6 +174,125 @@ void productArgs(benchmark::internal::Benchmark* b) {
   }
   b->ArgNames({"shape", "threads"});
 }
+
+// --- a training step: a two-layer perceptron ----------------------------
+//
+// Batch 256, 512 inputs, 512 hidden units (tanh), 10 classes, softmax
+// cross-entropy averaged over the batch; valueAndGrad for W1, b1 and W2.
+// Accy compiles the whole step (forward and backward) into one program;
+// PyTorch 1.13 on the CPU (Debian's python3-torch) runs the same step in
+// bench/torch_perceptron.py, started from here in the same run with the
+// same thread count (its median step time is reported as this row's time).
+
+constexpr int64_t kBatch = 256, kInputs = 512, kHidden = 512, kClasses = 10;
+
+struct PerceptronData {
+  std::vector<float> x, y, w1, b1, w2;
+};
+
+const PerceptronData& perceptronData() {
+  static const PerceptronData d = [] {
+    PerceptronData p;
+    p.x = randomFloats(kBatch * kInputs, -1, 1, 61);
+    p.y.assign(kBatch * kClasses, 0.0f);
+    std::mt19937 rng(62);
+    for (int64_t b = 0; b < kBatch; ++b) p.y[b * kClasses + rng() % kClasses] = 1;
+    p.w1 = randomFloats(kInputs * kHidden, -0.05f, 0.05f, 63);
+    p.b1 = randomFloats(kHidden, -0.05f, 0.05f, 64);
+    p.w2 = randomFloats(kHidden * kClasses, -0.05f, 0.05f, 65);
+    return p;
+  }();
+  return d;
+}
+
+absl::StatusOr<tensor::Function> perceptronStep() {
+  const std::vector<tensor::Spec> specs = {tensor::spec(tensor::DType::f32, {{"b", kBatch}, {"i", kInputs}}),
+                                           tensor::spec(tensor::DType::f32, {{"b", kBatch}, {"c", kClasses}}),
+                                           tensor::spec(tensor::DType::f32, {{"i", kInputs}, {"h", kHidden}}),
+                                           tensor::spec(tensor::DType::f32, {{"h", kHidden}}),
+                                           tensor::spec(tensor::DType::f32, {{"h", kHidden}, {"c", kClasses}})};
+  auto loss = tensor::Function::define("perceptron", specs, [](tensor::Builder&, std::span<const tensor::Value> v) {
+    const tensor::Value h = (v[0].dot(v[2], "i") + v[3]).tanh();
+    const tensor::Value logits = h.dot(v[4], "h");
+    const tensor::Value top = logits.max("c");
+    const tensor::Value lse = (logits - top).exp().sum("c").log() + top;
+    return (lse - (v[1] * logits).sum("c")).mean("b");
+  });
+  if (!loss.ok()) return loss.status();
+  return loss->valueAndGrad({.wrt = {2, 3, 4}});
+}
+
+void runPerceptronAccy(benchmark::State& state, int threads) {
+  auto step = perceptronStep();
+  if (!ok(state, step, "valueAndGrad")) return;
+  auto exe = tensor::CpuExecutable::compile(step->program(), {.threads = threads});
+  if (!ok(state, exe, "compile")) return;
+  const PerceptronData& d = perceptronData();
+  float loss = 0;
+  std::vector<float> g1(kInputs * kHidden), gb(kHidden), g2(kHidden * kClasses);
+  for (auto _ : state) {
+    auto st = exe->launch({accy::bytes(d.x), accy::bytes(d.y), accy::bytes(d.w1), accy::bytes(d.b1), accy::bytes(d.w2)},
+                          {accy::writableBytes(std::span(&loss, 1)), accy::writableBytes(g1), accy::writableBytes(gb),
+                           accy::writableBytes(g2)});
+    benchmark::ClobberMemory();
+    if (!ok(state, st, "launch")) return;
+  }
+  // Once: every output against the reference evaluator.
+  std::vector<std::span<const std::byte>> in = {accy::bytes(d.x), accy::bytes(d.y), accy::bytes(d.w1),
+                                                accy::bytes(d.b1), accy::bytes(d.w2)};
+  auto want = tensor::evaluate(step->program(), in);
+  if (!ok(state, want, "evaluate")) return;
+  const std::vector<float>* outs[] = {&g1, &gb, &g2};
+  float got_loss[1] = {loss};
+  for (size_t o = 0; o < 4; ++o) {
+    const float* got = o == 0 ? got_loss : outs[o - 1]->data();
+    const auto& ref_bytes = (*want)[o];
+    for (size_t e = 0; e < ref_bytes.size() / 4; ++e) {
+      float r;
+      std::memcpy(&r, ref_bytes.data() + 4 * e, 4);
+      if (!(std::fabs(got[e] - r) <= 1e-4 * std::fabs(r) + 1e-6)) {
+        check(state, false, "output " + std::to_string(o) + " element " + std::to_string(e) + ": " +
+                                std::to_string(got[e]) + ", evaluator " + std::to_string(r));
+        return;
+      }
+    }
+  }
+}
+
+void runPerceptronTorch(benchmark::State& state, int threads) {
+  const char* script = std::getenv("ACCY_TORCH_SCRIPT");
+  const std::string command = std::string("python3 ") + (script != nullptr ? script : "bench/torch_perceptron.py") +
+                              " --threads=" + std::to_string(threads) + " --reps=50 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string out;
+  if (pipe != nullptr) {
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, pipe) != nullptr) out += buf;
+  }
+  const int rc = pipe != nullptr ? pclose(pipe) : -1;
+  const size_t at = out.find("median_ms ");
+  if (rc != 0 || at == std::string::npos) {
+    const bool no_torch = out.find("No module named 'torch'") != std::string::npos;
+    state.SkipWithError((no_torch ? std::string(ACCY_BENCH_NOT_APPLICABLE) + "PyTorch is not installed (python3-torch)"
+                                  : "PyTorch run failed: " + out)
+                            .c_str());
+    return;
+  }
+  const double seconds = std::atof(out.c_str() + at + 10) / 1e3;
+  const size_t t = out.find("threads ");
+  if (t == std::string::npos || std::atoi(out.c_str() + t + 8) != threads) {
+    state.SkipWithError(("PyTorch ran with another thread count: " + out).c_str());
+    return;
+  }
+  for (auto _ : state) state.SetIterationTime(seconds);
+  const size_t v = out.find("torch ");
+  if (v != std::string::npos) state.SetLabel(out.substr(v, out.find('\n', v) - v));
+}
+
+void BM_PerceptronStep_Accy_1Thread(benchmark::State& state) { runPerceptronAccy(state, 1); }
+void BM_PerceptronStep_Accy_2Threads(benchmark::State& state) { runPerceptronAccy(state, 2); }
+void BM_PerceptronStep_PyTorch_1Thread(benchmark::State& state) { runPerceptronTorch(state, 1); }
+void BM_PerceptronStep_PyTorch_2Threads(benchmark::State& state) { runPerceptronTorch(state, 2); }
 
 // --- a 4,096-op fused chain ----------------------------------------------
 //
@@ -494,6 +618,10 @@ BENCHMARK(BM_Matmul1024_Eigen_1Thread)->Unit(benchmark::kMillisecond)->UseRealTi
 BENCHMARK(BM_Matmul1024_OpenBLAS_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Product_Accy)->Apply(productArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Product_OpenBLAS)->Apply(productArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_PerceptronStep_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_PerceptronStep_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_PerceptronStep_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_PerceptronStep_PyTorch_2Threads)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_Chain4096_Accy_Fused)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Chain4096_Accy_OneKernel)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Chain4096_Accy_Unfused)->Unit(benchmark::kMillisecond)->UseRealTime();

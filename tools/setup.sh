@@ -13,6 +13,10 @@ packages=(
   clang libclang-rt-14-dev
   cmake xz-utils
 )
+# `make bench` also measures PyTorch on the CPU (bench/torch_perceptron.py).
+if [ "${1:-}" = "--bench" ]; then
+  packages+=(python3-torch)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""One training step of the two-layer perceptron of bench/cpu_bench.cc in
+PyTorch on the CPU: batch 256, 512 inputs, 512 hidden (tanh), 10 classes,
+softmax cross-entropy (mean over the batch), gradients for W1, b1 and W2.
+Prints the median step time in milliseconds over --reps steps after a
+warm-up, and the threads and BLAS PyTorch used. Run by cpu_bench's
+BM_PerceptronStep_PyTorch rows (same run as Accy's rows)."""
+import argparse
+import statistics
+import time
+
+import torch
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--reps", type=int, default=50)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    gen = torch.Generator().manual_seed(1)
+    batch, inputs, hidden, classes = 256, 512, 512, 10
+    x = torch.rand(batch, inputs, generator=gen) * 2 - 1
+    labels = torch.randint(0, classes, (batch,), generator=gen)
+    w1 = ((torch.rand(inputs, hidden, generator=gen) * 2 - 1) * 0.05).requires_grad_()
+    b1 = ((torch.rand(hidden, generator=gen) * 2 - 1) * 0.05).requires_grad_()
+    w2 = ((torch.rand(hidden, classes, generator=gen) * 2 - 1) * 0.05).requires_grad_()
+
+    def step():
+        logits = torch.tanh(x @ w1 + b1) @ w2
+        loss = torch.nn.functional.cross_entropy(logits, labels)
+        grads = torch.autograd.grad(loss, [w1, b1, w2])
+        return loss, grads
+
+    for _ in range(5):
+        step()
+    times = []
+    for _ in range(args.reps):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    config = torch.__config__.show().replace("\n", " ")
+    blas = "OpenBLAS" if "BLAS_INFO=open" in config else ("MKL" if "mkl" in config.lower() else "unknown")
+    print(f"median_ms {statistics.median(times) * 1e3:.4f}")
+    print(f"threads {torch.get_num_threads()}")
+    print(f"torch {torch.__version__} blas {blas}")
+
+
+if __name__ == "__main__":
+    main()
