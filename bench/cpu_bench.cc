@@ -261,7 +261,9 @@ void runPerceptronAccy(benchmark::State& state, int threads) {
 
 void runPerceptronTorch(benchmark::State& state, int threads) {
   const char* script = std::getenv("ACCY_TORCH_SCRIPT");
-  const std::string command = std::string("python3 ") + (script != nullptr ? script : "bench/torch_perceptron.py") +
+  // Debian's python3, where python3-torch installs (not a python3 found
+  // first on PATH).
+  const std::string command = std::string("/usr/bin/python3 ") + (script != nullptr ? script : "bench/torch_perceptron.py") +
                               " --threads=" + std::to_string(threads) + " --reps=50 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   std::string out;

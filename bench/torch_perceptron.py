@@ -39,11 +39,12 @@ def main():
         start = time.perf_counter()
         step()
         times.append(time.perf_counter() - start)
-    config = torch.__config__.show().replace("\n", " ")
-    blas = "OpenBLAS" if "BLAS_INFO=open" in config else ("MKL" if "mkl" in config.lower() else "unknown")
+    config = torch.__config__.show()
+    blas = config.split("BLAS_INFO=")[1].split(",")[0] if "BLAS_INFO=" in config else "unknown"
+    onednn = "USE_MKLDNN=ON" in config
     print(f"median_ms {statistics.median(times) * 1e3:.4f}")
     print(f"threads {torch.get_num_threads()}")
-    print(f"torch {torch.__version__} blas {blas}")
+    print(f"torch {torch.__version__} BLAS_INFO={blas} oneDNN={'on' if onednn else 'off'}")
 
 
 if __name__ == "__main__":

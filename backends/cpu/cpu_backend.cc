@@ -1,6 +1,12 @@
 #include "backends/cpu/cpu_backend.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <mutex>
 
 #include <cstdlib>
 #include <cstring>
@@ -41,6 +47,28 @@ bool hostSupports(const std::string& isa) {
 #endif
 }
 
+// With ACCY_PERF_MAP set (to anything but 0), every loaded kernel is
+// named in /tmp/perf-<pid>.map, the file `perf report` reads to name JIT
+// code: "accy:<kernel>" over the kernel's bytes.
+void announceToPerf(const void* mem, const executable::Executable& exe) {
+  const char* on = std::getenv("ACCY_PERF_MAP");
+  if (on == nullptr || on[0] == '\0' || std::strcmp(on, "0") == 0) return;
+  std::vector<std::pair<uint64_t, const executable::LaunchStep*>> starts;
+  for (const executable::LaunchStep& s : exe.launch_plan.steps) starts.emplace_back(s.entry_offset, &s);
+  std::sort(starts.begin(), starts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  FILE* f = std::fopen(strCat("/tmp/perf-", getpid(), ".map").c_str(), "a");
+  if (f == nullptr) return;
+  for (size_t k = 0; k < starts.size(); ++k) {
+    const uint64_t end = k + 1 < starts.size() ? starts[k + 1].first : exe.code.size();
+    std::fprintf(f, "%" PRIxPTR " %" PRIx64 " accy:%s\n",
+                 reinterpret_cast<uintptr_t>(static_cast<const uint8_t*>(mem) + starts[k].first), end - starts[k].first,
+                 starts[k].second->kernel.c_str());
+  }
+  std::fclose(f);
+}
+
 }  // namespace
 
 absl::StatusOr<LoadedExecutable> LoadedExecutable::load(executable::Executable exe, int threads) {
@@ -67,6 +95,7 @@ absl::StatusOr<LoadedExecutable> LoadedExecutable::load(executable::Executable e
     code->kernels.push_back(
         reinterpret_cast<x64::KernelFn>(static_cast<uint8_t*>(mem) + s.entry_offset));
   }
+  announceToPerf(mem, exe);
   code->threads = std::max(1, threads);
   code->exe = std::move(exe);
   return LoadedExecutable(std::move(code));

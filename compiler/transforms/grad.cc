@@ -37,7 +37,18 @@ Value fitTo(Value g, const std::vector<Axis>& target) {
   for (const Axis& a : g.axes()) {
     if (!hasAxis(target, a.name)) extra.push_back(a.name);
   }
-  if (!extra.empty()) g = g.sum(extra);
+  if (!extra.empty()) {
+    // Sum with the kept axes already in the target's order: the transpose
+    // is a view the reduction reads through, so the sum writes the target's
+    // layout directly instead of a result copied transposed afterwards.
+    std::vector<std::string> order;
+    for (const Axis& a : target) {
+      if (hasAxis(g.axes(), a.name)) order.push_back(a.name);
+    }
+    order.insert(order.end(), extra.begin(), extra.end());
+    if (order != names(g.axes())) g = g.transpose(order);
+    g = g.sum(extra);
+  }
   for (const Axis& a : target) {
     if (!hasAxis(g.axes(), a.name)) g = g.broadcast(a.name, a.extent);
   }

@@ -24,6 +24,12 @@ struct FuseLimits {
   // Nodes added by copying a cheap producer to each extra place that reads
   // it (a value read at k places adds (k - 1) x its nodes).
   int64_t max_duplicated_nodes = 16;
+  // Nodes evaluated per element of a cheap producer read under loops its
+  // value does not depend on (a broadcast operand of a product: evaluated
+  // once per column), its nodes times the evaluations per element. Beyond
+  // this the producer is stored once, and the product reads plain loads
+  // (which the x86-64 emitter's blocked product needs).
+  int64_t max_recomputed_nodes = 64;
 };
 
 // A producer is inlined when it is a perfect loop nest storing a temporary
