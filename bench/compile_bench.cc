@@ -71,7 +71,7 @@ T orDie(absl::StatusOr<T> v, const std::string& what) {
 // --- stages ----------------------------------------------------------------
 
 // The fusion limits every compile here uses (--fuse-max-nodes changes one).
-choir::FuseLimits g_fuse_limits;
+choir::FuseLimits g_fuse_limits = accy::x64::cpuFuseLimits();
 // --choir: print the final Choir module of each compile to stderr.
 bool g_print_choir = false;
 

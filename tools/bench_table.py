@@ -23,6 +23,31 @@ CPU_ROWS = [
      ["BM_Sum_Avx512Intrinsics_1Thread", "BM_Sum_Avx2Intrinsics_1Thread"], "ms"),
     ("`dot` 1024^3 f32, 1 thread", "BM_Matmul1024_Accy_1Thread",
      ["BM_Matmul1024_Eigen_1Thread", "BM_Matmul1024_OpenBLAS_1Thread"], "ms"),
+    ("`dot` 256^3 f32, 1 thread (reference: OpenBLAS, same threads)", "BM_Product_Accy/shape:0/threads:1",
+     ["BM_Product_OpenBLAS/shape:0/threads:1"], "ms"),
+    ("`dot` 4096x4096x64 (m x n x k) f32, 1 thread (reference: OpenBLAS, same threads)", "BM_Product_Accy/shape:1/threads:1",
+     ["BM_Product_OpenBLAS/shape:1/threads:1"], "ms"),
+    ("`dot` 64x4096x4096 f32, 1 thread (reference: OpenBLAS, same threads)", "BM_Product_Accy/shape:2/threads:1",
+     ["BM_Product_OpenBLAS/shape:2/threads:1"], "ms"),
+    ("`dot` 64 products of 128^3 f32, 1 thread (reference: OpenBLAS, same threads)", "BM_Product_Accy/shape:3/threads:1",
+     ["BM_Product_OpenBLAS/shape:3/threads:1"], "ms"),
+    ("`dot` 1024^3 f32, 1 thread (reference: OpenBLAS, same threads)", "BM_Product_Accy/shape:4/threads:1",
+     ["BM_Product_OpenBLAS/shape:4/threads:1"], "ms"),
+    ("`dot` 256^3 f32, 2 threads (reference: OpenBLAS, same threads)", "BM_Product_Accy/shape:0/threads:2",
+     ["BM_Product_OpenBLAS/shape:0/threads:2"], "ms"),
+    ("`dot` 4096x4096x64 (m x n x k) f32, 2 threads (reference: OpenBLAS, same threads)", "BM_Product_Accy/shape:1/threads:2",
+     ["BM_Product_OpenBLAS/shape:1/threads:2"], "ms"),
+    ("`dot` 64x4096x4096 f32, 2 threads (reference: OpenBLAS, same threads)", "BM_Product_Accy/shape:2/threads:2",
+     ["BM_Product_OpenBLAS/shape:2/threads:2"], "ms"),
+    ("`dot` 64 products of 128^3 f32, 2 threads (reference: OpenBLAS, same threads)", "BM_Product_Accy/shape:3/threads:2",
+     ["BM_Product_OpenBLAS/shape:3/threads:2"], "ms"),
+    ("`dot` 1024^3 f32, 2 threads (reference: OpenBLAS, same threads)", "BM_Product_Accy/shape:4/threads:2",
+     ["BM_Product_OpenBLAS/shape:4/threads:2"], "ms"),
+    ("perceptron training step (valueAndGrad), 1 thread", "BM_PerceptronStep_Accy_1Thread",
+     ["BM_PerceptronStep_PyTorch_1Thread"], "ms"),
+    ("same, 2 threads", "BM_PerceptronStep_Accy_2Threads", ["BM_PerceptronStep_PyTorch_2Threads"], "ms"),
+    ("4,096-op fused chain, default fusion limits (reference: one kernel; no fusion)", "BM_Chain4096_Accy_Fused",
+     ["BM_Chain4096_Accy_OneKernel", "BM_Chain4096_Accy_Unfused"], "ms"),
     ("tone program, compile", "BM_Tone_Compile", [], "us"),
     ("tone program, launch", "BM_Tone_Launch", [], "ns"),
     ("tone value-and-gradient, launch (reference: the plain launch)", "BM_ToneValueAndGrad_Launch",
@@ -60,8 +85,11 @@ def load(path):
         report = json.load(f)
     runs = {}
     for b in report.get("benchmarks", []):
-        # "BM_Sum_Accy_1Thread/real_time" -> "BM_Sum_Accy_1Thread"
-        name = (b.get("run_name") or b["name"]).split("/")[0]
+        # "BM_Sum_Accy_1Thread/real_time" -> "BM_Sum_Accy_1Thread";
+        # "BM_Product_Accy/shape:0/threads:1/real_time" keeps its arguments.
+        parts = (b.get("run_name") or b["name"]).split("/")
+        parts = [q for q in parts if q not in ("real_time", "manual_time") and not q.startswith("iterations:")]
+        name = "/".join(parts)
         kind = b.get("aggregate_name")
         if b.get("error_occurred"):
             runs[name] = {"error": b.get("error_message", "error")}
@@ -114,6 +142,8 @@ def table(title, rows, runs, out):
         ratio = best["ns"] / run["ns"]
         others = ", ".join("%s %s" % (n.replace("BM_", ""), show(r["ns"], unit)) for n, r in ran if n != best_name)
         ref_cell = "%s %s%s" % (best_name.replace("BM_", ""), show(best["ns"], unit), extra(best))
+        if best["counters"].get("label"):
+            ref_cell += " [%s]" % best["counters"]["label"]
         if others:
             ref_cell += "; also " + others
         if skipped:

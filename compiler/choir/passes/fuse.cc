@@ -196,7 +196,7 @@ bool inlinable(const Module& m, const BufferFacts& f, const ValueFacts& v, const
   // Evaluations per element where it is read most often, bounded.
   const int64_t elements = std::max<int64_t>(1, m.buffers[p.store->buffer].elements());
   const int64_t repeats = (f.max_trips + elements - 1) / elements;
-  if (repeats > 1 && v.nodes * repeats > limits.max_recomputed_nodes) return false;
+  if (repeats > 1 && v.nodes > limits.max_recomputed_nodes / repeats) return false;
   // Copies of the tree to each further load, bounded.
   return (f.loads - 1) * v.nodes <= limits.max_duplicated_nodes;
 }

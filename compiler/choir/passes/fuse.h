@@ -4,6 +4,9 @@
 #ifndef ACCY_COMPILER_CHOIR_PASSES_FUSE_H_
 #define ACCY_COMPILER_CHOIR_PASSES_FUSE_H_
 
+#include <cstdint>
+#include <limits>
+
 #include "absl/status/statusor.h"
 #include "compiler/choir/ir.h"
 
@@ -27,9 +30,12 @@ struct FuseLimits {
   // Nodes evaluated per element of a cheap producer read under loops its
   // value does not depend on (a broadcast operand of a product: evaluated
   // once per column), its nodes times the evaluations per element. Beyond
-  // this the producer is stored once, and the product reads plain loads
-  // (which the x86-64 emitter's blocked product needs).
-  int64_t max_recomputed_nodes = 64;
+  // this the producer is stored once and the consumer reads plain loads.
+  // Unbounded by default: GPU tiled products stage operands through
+  // workgroup memory, evaluating a producer once per tile. The x86-64
+  // target bounds it (kCpuMaxRecomputedNodes in x86_64/compile.h): its
+  // blocked product needs plain loads.
+  int64_t max_recomputed_nodes = std::numeric_limits<int64_t>::max();
 };
 
 // A producer is inlined when it is a perfect loop nest storing a temporary

@@ -14,6 +14,16 @@
 
 namespace accy::x64 {
 
+// The fusion limits of this target: the defaults, and a cheap producer read
+// under a broadcast (an operand of a product) is stored once its
+// recomputation passes 64 nodes per element, so that products read plain
+// loads and take the blocked microkernel (kernel_emitter.h, Product).
+inline choir::FuseLimits cpuFuseLimits() {
+  choir::FuseLimits limits;
+  limits.max_recomputed_nodes = 64;
+  return limits;
+}
+
 struct CompileOptions {
   // Threads a launch may use; 0 means every hardware thread. 1 compiles
   // without parallel loops.
@@ -23,7 +33,7 @@ struct CompileOptions {
   // Fusion: off compiles every op as its own loop (for measuring what
   // fusion buys); the limits bound the fused kernels (choir/passes/fuse.h).
   bool fuse = true;
-  choir::FuseLimits fuse_limits;
+  choir::FuseLimits fuse_limits = cpuFuseLimits();
   // Receive the final Choir module and the assembly listing, when set.
   std::string* choir_text = nullptr;
   std::string* assembly = nullptr;
