@@ -132,6 +132,37 @@ TEST(Accyd, TheThreeToneTestsThroughRemoteSession) {
   EXPECT_EQ(d.stop(), 0);
 }
 
+// A matrix product runs the blocked kernel on the daemon's threads, whose
+// frame holds a 64 KiB packed panel on the stack (k beyond one panel, two
+// threads), and matches a double-precision product.
+TEST(Accyd, MatrixProductsRunOnTheDaemonsThreads) {
+  Daemon d({"--threads=2"});
+  auto s = connect(d);
+  ASSERT_TRUE(s);
+  constexpr int64_t m = 37, k = 600, n = 700;
+  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", m}, {"k", k}}),
+                                tensor::spec(tensor::DType::f32, {{"k", k}, {"j", n}})};
+  auto h = s->compile(wire::encode(*tensor::define("product", specs, [](tensor::Builder&, std::span<const tensor::Value> v) {
+    return v[0].dot(v[1], "k");
+  })));
+  ASSERT_TRUE(h.ok()) << h.status();
+  std::vector<float> a(m * k), b(k * n), c(m * n);
+  for (size_t e = 0; e < a.size(); ++e) a[e] = static_cast<float>((e * 37) % 101) / 101.0f - 0.5f;
+  for (size_t e = 0; e < b.size(); ++e) b[e] = static_cast<float>((e * 53) % 97) / 97.0f - 0.5f;
+  ASSERT_TRUE(s->invoke(*h, {bytes(a), bytes(b)}, {writableBytes(c)}).ok());
+  for (int64_t i = 0; i < m; i += 5) {
+    for (int64_t j = 0; j < n; j += 7) {
+      double want = 0, magnitude = 0;
+      for (int64_t q = 0; q < k; ++q) {
+        want += double(a[i * k + q]) * b[q * n + j];
+        magnitude += std::fabs(double(a[i * k + q]) * b[q * n + j]);
+      }
+      ASSERT_NEAR(c[i * n + j], want, magnitude * 1e-5 + 1e-6) << i << ", " << j;
+    }
+  }
+  EXPECT_EQ(d.stop(), 0);
+}
+
 TEST(Accyd, EveryFailureStatusThroughTheDaemon) {
   Daemon d({"--max-scratch-bytes=1024", "--check-numerics=1"});
   auto s = connect(d);
