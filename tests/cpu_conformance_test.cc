@@ -136,9 +136,9 @@ TEST(CpuConformance, ProgramsTheFuserCutsMatch) {
 // (kernel_emitter.h, Product): shapes with row and column remainders of
 // every size (a partial row block, a partial column block, a vector
 // remainder, a scalar tail), k in several packed panels with a partial last
-// one, a transposed left operand, a batch (an outer loop), f64, one and two
-// threads (splitting rows, or columns when there are enough column blocks),
-// on every ISA the host has.
+// one, a transposed left operand, a batch (an outer loop), an elementwise
+// epilogue, f64, one and two threads (splitting rows, or columns when there
+// are enough column blocks), on every ISA the host has.
 TEST(CpuConformance, MatrixProductsOfEveryRemainderMatch) {
   std::mt19937 rng(5);
   struct Shape {
@@ -162,8 +162,12 @@ TEST(CpuConformance, MatrixProductsOfEveryRemainderMatch) {
         "product_batched",
         {tensor::spec(sh.dtype, {{"b", 3}, {"m", sh.m}, {"k", sh.k}}), tensor::spec(sh.dtype, {{"b", 3}, {"k", sh.k}, {"n", sh.n}})},
         [](Builder&, Args a) { return a[0].dot(a[1], "k"); });
-    ASSERT_TRUE(plain.ok() && transposed.ok() && batched.ok());
-    for (const tensor::Program* p : {&*plain, &*transposed, &*batched}) {
+    // An elementwise epilogue (choir/passes/epilogue.h), applied per tile.
+    auto epilogue = tensor::define(
+        "product_epilogue", {specs[0], specs[1], tensor::spec(sh.dtype, {{"n", sh.n}})},
+        [](Builder&, Args a) { return (a[0].dot(a[1], "k") + a[2]).tanh() * 2 - a[2]; });
+    ASSERT_TRUE(plain.ok() && transposed.ok() && batched.ok() && epilogue.ok());
+    for (const tensor::Program* p : {&*plain, &*transposed, &*batched, &*epilogue}) {
       std::vector<std::vector<std::byte>> inputs;
       for (const Spec& s : p->inputSpecs()) inputs.push_back(randomBytes(s, rng, -1, 1));
       for (x64::Isa isa : hostIsas()) {

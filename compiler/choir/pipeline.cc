@@ -1,6 +1,7 @@
 #include "compiler/choir/pipeline.h"
 
 #include "compiler/choir/lower.h"
+#include "compiler/choir/passes/epilogue.h"
 #include "compiler/choir/passes/fuse.h"
 #include "compiler/choir/passes/loop_order.h"
 #include "compiler/choir/verifier.h"
@@ -28,6 +29,10 @@ absl::StatusOr<Module> compileToChoir(const tensor::Program& program, const Pipe
   }
   ACCY_ASSIGN_OR_RETURN(m, orderLoops(std::move(m)));
   ACCY_RETURN_IF_ERROR(after("loop-order", m));
+  if (options.fuse) {
+    ACCY_ASSIGN_OR_RETURN(m, fuseProductEpilogues(std::move(m)));
+    ACCY_RETURN_IF_ERROR(after("epilogues", m));
+  }
   ACCY_ASSIGN_OR_RETURN(m, tileReductions(std::move(m), options.tile));
   ACCY_RETURN_IF_ERROR(after("tile", m));
   ACCY_ASSIGN_OR_RETURN(m, vectorizeLoops(std::move(m), options.vectorize));

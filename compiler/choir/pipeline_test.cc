@@ -38,7 +38,7 @@ TEST(Pipeline, ToneFusesIntoOneReduction) {
   o.dump = [&](std::string_view pass, const Module&) { passes.emplace_back(pass); };
   auto m = compileToChoir(tone(8), o);
   ASSERT_TRUE(m.ok()) << m.status();
-  EXPECT_EQ(passes, (std::vector<std::string>{"lower", "fuse", "loop-order", "tile", "vectorize",
+  EXPECT_EQ(passes, (std::vector<std::string>{"lower", "fuse", "loop-order", "epilogues", "tile", "vectorize",
                                               "parallelize"}));
   ASSERT_EQ(m->kernels.size(), 1u) << toText(*m);
   const std::string text = toText(*m);
@@ -97,6 +97,32 @@ TEST(Verifier, CatchesOutOfBoundsAndUnboundVariables) {
   EXPECT_TRUE(verifyModule(m).ok());
   m.kernels[0].body[0].body[0].index = {Affine::var(7)};
   EXPECT_FALSE(verifyModule(m).ok());
+}
+
+// tanh(dot(x, w) + b) * 2: the elementwise kernel after the product runs in
+// the product's row loop, after the row's sums, reading them in place.
+TEST(Pipeline, AProductsEpilogueRunsInItsRowLoop) {
+  PipelineOptions o;
+  o.vectorize.vector_bytes = 64;
+  o.verify_each_pass = true;
+  auto p = tensor::define("layer",
+                          {tensor::spec(DType::f32, {{"i", 20}, {"k", 30}}), tensor::spec(DType::f32, {{"k", 30}, {"j", 40}}),
+                           tensor::spec(DType::f32, {{"j", 40}})},
+                          [](Builder&, Args a) { return (a[0].dot(a[1], "k") + a[2]).tanh() * 2; });
+  ASSERT_TRUE(p.ok());
+  auto m = compileToChoir(*p, o);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->kernels.size(), 1u) << toText(*m);
+  const Stmt& rows = m->kernels[0].body[0];
+  ASSERT_EQ(rows.kind, StmtKind::kLoop);
+  ASSERT_EQ(rows.body.size(), 3u) << toText(*m);  // zero, accumulate, epilogue
+  EXPECT_EQ(rows.body[2].loop.tag, LoopTag::kVectorized);
+  EXPECT_THAT(toText(*m), HasSubstr("tanh"));
+  // Without fusion the product and the elementwise kernel stay apart.
+  o.fuse = false;
+  auto unfused = compileToChoir(*p, o);
+  ASSERT_TRUE(unfused.ok());
+  EXPECT_GT(unfused->kernels.size(), 1u);
 }
 
 }  // namespace

@@ -205,7 +205,7 @@ int productVectors(Isa isa) { return isa == Isa::kAvx512 ? 4 : 2; }
 }  // namespace
 
 bool KernelEmitter::matchProduct(const Stmt& l, Product* p) const {
-  if (l.body.size() != 2) return false;
+  if (l.body.size() != 2 && l.body.size() != 3) return false;
   const Stmt& init = l.body[0];
   const Stmt& k_loop = l.body[1];
   if (init.kind != StmtKind::kLoop || init.loop.tag != LoopTag::kVectorized || init.body.size() != 1) return false;
@@ -260,6 +260,16 @@ bool KernelEmitter::matchProduct(const Stmt& l, Product* p) const {
         return false;
       }
       *p = Product{&k_loop, &j_loop, &acc, &x, &y};
+      if (l.body.size() == 3) {
+        const Stmt& e = l.body[2];
+        if (e.kind != StmtKind::kLoop || e.loop.tag != LoopTag::kVectorized || e.body.size() != 1 ||
+            e.body[0].kind != StmtKind::kStore || e.loop.extent != j_loop.loop.extent ||
+            e.loop.vector_width != j_loop.loop.vector_width) {
+          return false;
+        }
+        p->epilogue = &e.body[0];
+        p->epilogue_var = e.loop.var;
+      }
       return true;
     }
   }
@@ -338,6 +348,7 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
     cc_.lea(ptr, x86::ptr(bufferBase(buffer), off, shiftOf(dtype)));
     return ptr;
   };
+  x86::Gp all_k = constantReg(cc_, k_extent);
   // R rows from i times V vectors (of s's lanes) from j, over k in
   // [k0, k0 + k_count): the sums start at zero when k0 is 0 and at C
   // otherwise (the partial sum of the k blocks before: the same additions
@@ -396,6 +407,34 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
     for (int r = 0; r < r_count; ++r) {
       for (int v = 0; v < v_count; ++v) s.store(x86::ptr(pc, r * c_row + v * v_bytes), sums[r * v_count + v]);
     }
+    if (p.epilogue == nullptr) return absl::OkStatus();
+    // The epilogue, once the tile holds its whole sum (after the last k
+    // panel), element by element of the tile: row i + r, columns j + v W.
+    Label skip = cc_.newLabel();
+    if (panel.isValid()) {
+      x86::Gp end = cc_.newInt64("k_end");
+      cc_.mov(end, k0);
+      cc_.add(end, k_count);
+      cc_.cmp(end, all_k);
+      cc_.jne(skip);
+    }
+    const int lanes = s.scalar() ? 1 : width;
+    for (int r = 0; r < r_count; ++r) {
+      x86::Gp row = cc_.newInt64("row");
+      cc_.lea(row, x86::ptr(i, r));
+      vars_[i_var] = row;
+      for (int v = 0; v < v_count; ++v) {
+        x86::Gp column = cc_.newInt64("column");
+        cc_.lea(column, x86::ptr(j, v * lanes));
+        vars_[p.epilogue_var] = column;
+        Mode mode{!s.scalar(), s.scalar() ? nullptr : &s, p.epilogue_var, column};
+        cse_.clear();
+        ACCY_RETURN_IF_ERROR(store(*p.epilogue, mode));
+      }
+    }
+    cse_.clear();
+    vars_[i_var] = i;
+    cc_.bind(skip);
     return absl::OkStatus();
   };
   // Every row block of [start, limit) at the current j and k block.
@@ -418,7 +457,6 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
   cc_.lea(panel, panel_mem);
   x86::Gp k0 = cc_.newInt64("k0");
   x86::Gp k_count = cc_.newInt64("k_count");
-  x86::Gp all_k = constantReg(cc_, k_extent);
   cc_.mov(j, j_begin);
   ACCY_RETURN_IF_ERROR(countedLoop(cc_, j, j_end, block, [&]() -> absl::Status {
     cc_.xor_(k0, k0);

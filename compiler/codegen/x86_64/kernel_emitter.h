@@ -63,6 +63,11 @@ class KernelEmitter {
     const choir::Stmt* acc = nullptr;     // its store C = C + A * B
     const choir::Expr* a = nullptr;       // the load that does not walk j
     const choir::Expr* b = nullptr;       // the load that walks j with stride 1
+    // A third statement of the row loop, `for j': Out = f(C, ...)` (the
+    // product's epilogue, choir/passes/epilogue.h): applied to each tile
+    // once its last k panel is added, while the tile is in cache.
+    const choir::Stmt* epilogue = nullptr;  // the store
+    int epilogue_var = -1;                  // its column variable j'
   };
   bool matchProduct(const choir::Stmt& i_loop, Product* p) const;
   absl::Status blockedProduct(const choir::Stmt& i_loop, const Product& p, bool outermost);
