@@ -77,26 +77,26 @@ int exprSize(const ExprRef& e) {
   return n;
 }
 
+bool isExpensiveOp(OpCode op) {
+  switch (op) {
+    case OpCode::kSin:
+    case OpCode::kCos:
+    case OpCode::kExp:
+    case OpCode::kLog:
+    case OpCode::kTanh:
+    case OpCode::kSigmoid:
+    case OpCode::kPow:
+    case OpCode::kDiv:
+    case OpCode::kSqrt:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool exprIsExpensive(const ExprRef& e) {
   bool expensive = false;
-  visitExpr(e, [&](const Expr& x) {
-    if (x.kind != ExprKind::kOp) return;
-    switch (x.op) {
-      case OpCode::kSin:
-      case OpCode::kCos:
-      case OpCode::kExp:
-      case OpCode::kLog:
-      case OpCode::kTanh:
-      case OpCode::kSigmoid:
-      case OpCode::kPow:
-      case OpCode::kDiv:
-      case OpCode::kSqrt:
-        expensive = true;
-        break;
-      default:
-        break;
-    }
-  });
+  visitExpr(e, [&](const Expr& x) { expensive = expensive || (x.kind == ExprKind::kOp && isExpensiveOp(x.op)); });
   return expensive;
 }
 

@@ -32,6 +32,7 @@ int64_t flatCoeff(const Buffer& b, const std::vector<Affine>& index, int var);
 // Number of expression nodes, and whether any is expensive (transcendental,
 // division, pow).
 int exprSize(const ExprRef& e);
+bool isExpensiveOp(OpCode op);
 bool exprIsExpensive(const ExprRef& e);
 
 // Drops buffers no kernel touches (temps only) and renumbers the rest.

@@ -34,23 +34,6 @@ bool asProducer(const Module& m, const Kernel& k, Producer* out) {
   return true;
 }
 
-bool isExpensiveOp(OpCode op) {
-  switch (op) {
-    case OpCode::kSin:
-    case OpCode::kCos:
-    case OpCode::kExp:
-    case OpCode::kLog:
-    case OpCode::kTanh:
-    case OpCode::kSigmoid:
-    case OpCode::kPow:
-    case OpCode::kDiv:
-    case OpCode::kSqrt:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // How a buffer is used and, for an inlined producer, what its value costs
 // once its own producers are inlined into it.
 struct BufferFacts {
