@@ -32,6 +32,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "accy/accy.h"
@@ -171,6 +172,107 @@ void BM_Product_OpenBLAS(benchmark::State& state) {
 void productArgs(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {
     for (int index = 0; index < static_cast<int>(std::size(kProducts)); ++index) b->Args({index, threads});
+  }
+  b->ArgNames({"shape", "threads"});
+}
+
+// --- a product with an elementwise epilogue -------------------------------
+//
+// y = tanh(x (m x k) * w (k x n) + b[n]), f32: Accy (one program; the
+// epilogue runs on each output tile while it is in registers) against
+// OpenBLAS's sgemm followed by a separate pass with Eigen's vectorized tanh
+// (on two threads, the pass is split into two halves on two threads).
+// Shapes m x n x k: a hidden layer of the perceptron below and 1024^3.
+
+struct EpilogueShape {
+  int64_t m, n, k;
+};
+const EpilogueShape kEpilogues[] = {{256, 512, 512}, {1024, 1024, 1024}};
+
+struct EpilogueData {
+  std::vector<float> x, w, b;
+};
+
+const EpilogueData& epilogueData(int index) {
+  static std::vector<std::unique_ptr<EpilogueData>> cache(std::size(kEpilogues));
+  if (!cache[index]) {
+    const EpilogueShape& p = kEpilogues[index];
+    cache[index] = std::make_unique<EpilogueData>(EpilogueData{randomFloats(p.m * p.k, -1, 1, 70 + index),
+                                                               randomFloats(p.k * p.n, -0.1f, 0.1f, 80 + index),
+                                                               randomFloats(p.n, -0.5f, 0.5f, 90 + index)});
+  }
+  return *cache[index];
+}
+
+// 16 entries against double precision.
+bool checkEpilogue(benchmark::State& state, int index, const std::vector<float>& y) {
+  const EpilogueShape& p = kEpilogues[index];
+  const EpilogueData& d = epilogueData(index);
+  for (int64_t s = 0; s < 16; ++s) {
+    const int64_t i = (s * 397) % p.m, j = (s * 631 + 17) % p.n;
+    double sum = d.b[j];
+    for (int64_t q = 0; q < p.k; ++q) sum += double(d.x[i * p.k + q]) * d.w[q * p.n + j];
+    const double want = std::tanh(sum);
+    if (!(std::fabs(y[i * p.n + j] - want) <= 1e-5)) {
+      return check(state, false, "wrong entry " + std::to_string(y[i * p.n + j]) + ", expected " + std::to_string(want));
+    }
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * p.m * p.n * p.k * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(std::to_string(p.m) + "x" + std::to_string(p.n) + "x" + std::to_string(p.k));
+  return true;
+}
+
+void BM_ProductTanh_Accy(benchmark::State& state) {
+  const int index = static_cast<int>(state.range(0));
+  const int threads = static_cast<int>(state.range(1));
+  const EpilogueShape& p = kEpilogues[index];
+  const std::vector<tensor::Spec> specs = {tensor::spec(tensor::DType::f32, {{"i", p.m}, {"k", p.k}}),
+                                           tensor::spec(tensor::DType::f32, {{"k", p.k}, {"j", p.n}}),
+                                           tensor::spec(tensor::DType::f32, {{"j", p.n}})};
+  auto program = tensor::define("layer", specs, [](tensor::Builder&, std::span<const tensor::Value> v) {
+    return (v[0].dot(v[1], "k") + v[2]).tanh();
+  });
+  if (!ok(state, program, "define")) return;
+  auto exe = tensor::CpuExecutable::compile(*program, {.threads = threads});
+  if (!ok(state, exe, "compile")) return;
+  const EpilogueData& d = epilogueData(index);
+  std::vector<float> y(p.m * p.n);
+  for (auto _ : state) {
+    auto st = exe->launch({accy::bytes(d.x), accy::bytes(d.w), accy::bytes(d.b)}, {accy::writableBytes(y)});
+    benchmark::ClobberMemory();
+    if (!ok(state, st, "launch")) return;
+  }
+  checkEpilogue(state, index, y);
+}
+
+void BM_ProductTanh_OpenBLASThenEigen(benchmark::State& state) {
+  const int index = static_cast<int>(state.range(0));
+  const int threads = static_cast<int>(state.range(1));
+  const EpilogueShape& p = kEpilogues[index];
+  openblas_set_num_threads(threads);
+  const EpilogueData& d = epilogueData(index);
+  std::vector<float> y(p.m * p.n);
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(p.m), static_cast<int>(p.n),
+                static_cast<int>(p.k), 1.0f, d.x.data(), static_cast<int>(p.k), d.w.data(), static_cast<int>(p.n),
+                0.0f, y.data(), static_cast<int>(p.n));
+    if (threads == 1) {
+      ref::biasTanhEigen(y.data(), d.b.data(), 0, p.m, p.n);
+    } else {
+      std::thread other([&] { ref::biasTanhEigen(y.data(), d.b.data(), p.m / 2, p.m, p.n); });
+      ref::biasTanhEigen(y.data(), d.b.data(), 0, p.m / 2, p.n);
+      other.join();
+    }
+    benchmark::ClobberMemory();
+  }
+  openblas_set_num_threads(1);
+  checkEpilogue(state, index, y);
+}
+
+void epilogueArgs(benchmark::internal::Benchmark* b) {
+  for (int threads : {1, 2}) {
+    for (int index = 0; index < static_cast<int>(std::size(kEpilogues)); ++index) b->Args({index, threads});
   }
   b->ArgNames({"shape", "threads"});
 }
@@ -620,6 +722,8 @@ BENCHMARK(BM_Matmul1024_Eigen_1Thread)->Unit(benchmark::kMillisecond)->UseRealTi
 BENCHMARK(BM_Matmul1024_OpenBLAS_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Product_Accy)->Apply(productArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Product_OpenBLAS)->Apply(productArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ProductTanh_Accy)->Apply(epilogueArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ProductTanh_OpenBLASThenEigen)->Apply(epilogueArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_PerceptronStep_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_PerceptronStep_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_PerceptronStep_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);

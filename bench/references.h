@@ -24,6 +24,11 @@ float sumAvx2(const float* x, int64_t n);
 // c[m x n] = a[m x k] * b[k x n], row-major, on one thread.
 void matmulEigen(const float* a, const float* b, float* c, int64_t m, int64_t k, int64_t n);
 
+// c[i, j] = tanh(c[i, j] + bias[j]) for rows [row_begin, row_end) of a
+// row-major m x n matrix: the separate pass after an sgemm, with Eigen's
+// vectorized tanh.
+void biasTanhEigen(float* c, const float* bias, int64_t row_begin, int64_t row_end, int64_t n);
+
 }  // namespace accy::bench::ref
 
 #endif  // ACCY_BENCH_REFERENCES_H_

@@ -50,6 +50,9 @@ inline std::vector<OpCase> opCases() {
       {"abs", [](Builder&, Args a) { return a[0].abs(); }, -3, 3, false},
       {"sin", [](Builder&, Args a) { return a[0].sin(); }, -20, 20},
       {"cos", [](Builder&, Args a) { return a[0].cos(); }, -20, 20},
+      // Phases past the fast reduction's range: the exact (Payne-Hanek) one.
+      {"sin_large", [](Builder&, Args a) { return a[0].sin(); }, -3e7, 3e7},
+      {"cos_huge", [](Builder&, Args a) { return a[0].cos(); }, -1e30, 1e30},
       {"exp", [](Builder&, Args a) { return a[0].exp(); }, -20, 20},
       {"log", [](Builder&, Args a) { return a[0].abs().log(); }, -20, 20},
       {"sqrt", [](Builder&, Args a) { return a[0].abs().sqrt(); }, -20, 20},

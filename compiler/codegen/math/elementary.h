@@ -16,6 +16,7 @@
 #define ACCY_COMPILER_CODEGEN_MATH_ELEMENTARY_H_
 
 #include <cstddef>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -79,6 +80,24 @@ inline constexpr double kPio2F32[] = {1.5703125, 0.0004837512969970703, 7.549533
 inline constexpr double kPio2F64[] = {1.5707963267341256, 6.077100506303966e-11, 2.0222662487111665e-21,
                                8.4784276603689e-32};
 
+// 2/pi as a sum of chunks, each a value of the lane type, scaled by
+// 2^kTwoOverPiScale{F32,F64} so that the smallest stays normal: the large
+// argument reduction multiplies |x| * 2^-scale by each chunk. What the sum
+// leaves out is below 2^-204 (f32) and 2^-1220 (f64) of 2/pi, small enough
+// for the largest finite argument.
+inline constexpr int kTwoOverPiScaleF32 = 64;
+inline constexpr double kTwoOverPiF32[] = {0x1.45f306p+63,  0x1.b93910p+38, 0x1.529fc2p+12,
+                                           0x1.d5f47ep-14,  -0x1.659120p-39, 0x1.b6c52cp-65,
+                                           -0x1.9b0ef2p-90, 0x1.041fe6p-116};
+inline constexpr int kTwoOverPiScaleF64 = 600;
+inline constexpr double kTwoOverPiF64[] = {
+    0x1.45f306dc9c883p+599,  -0x1.6b01ec5417056p+545, -0x1.6447e493ad4cep+491, 0x1.e21c820ff28b2p+437,
+    -0x1.508510ea79237p+382, 0x1.b8e909374b802p+326,  -0x1.b6d115f62e6dep+272, -0x1.80f10a71a76b3p+217,
+    0x1.cfba208d7d4bbp+162,  -0x1.2edec598e3f65p+106, -0x1.741037d8cdc54p+51,  0x1.cc1a99cfa4e42p-3,
+    0x1.7e2ef7e4a0ec8p-58,   -0x1.da00087e99fc0p-118, -0x1.0d0ee74a5f593p-172, 0x1.f6d367ecf27cbp-228,
+    0x1.36e9e8c7ecd3dp-285,  -0x1.00ae9456c229cp-339, -0x1.41a0e84c2f8c6p-396, -0x1.0eb5ada2b2809p-453,
+    -0x1.0277039517bd5p-507};
+
 // Constants that depend on the lane type.
 struct LaneMath {
   int mantissa_bits;
@@ -97,6 +116,13 @@ struct LaneMath {
   int subnormal_shift;
   uint64_t sqrt_half_bits;
   std::span<const double> exp_poly, sin_poly, cos_poly, log_poly, tanh_poly, pio2;
+  // sin and cos reduce |x| > trig_fast_limit with the chunks of 2/pi
+  // (scaled by 2^two_over_pi_scale) instead of Cody-Waite.
+  double trig_fast_limit;
+  int two_over_pi_scale;
+  std::span<const double> two_over_pi;
+  // pi/2 = pio2_hi + pio2_lo to twice the lane precision.
+  double pio2_hi, pio2_lo;
 };
 
 inline const LaneMath kF32 = {
@@ -120,6 +146,11 @@ inline const LaneMath kF32 = {
     .log_poly = kLogF32,
     .tanh_poly = kTanhF32,
     .pio2 = kPio2F32,
+    .trig_fast_limit = 8192.0,
+    .two_over_pi_scale = kTwoOverPiScaleF32,
+    .two_over_pi = kTwoOverPiF32,
+    .pio2_hi = 0x1.921fb6p+0,
+    .pio2_lo = -0x1.777a5cp-25,
 };
 
 inline const LaneMath kF64 = {
@@ -143,6 +174,11 @@ inline const LaneMath kF64 = {
     .log_poly = kLogF64,
     .tanh_poly = kTanhF64,
     .pio2 = kPio2F64,
+    .trig_fast_limit = 1048576.0,
+    .two_over_pi_scale = kTwoOverPiScaleF64,
+    .two_over_pi = kTwoOverPiF64,
+    .pio2_hi = 0x1.921fb54442d18p+0,
+    .pio2_lo = 0x1.1a62633145c07p-54,
 };
 
 // An unevaluated sum hi + lo with |lo| <= ulp(hi) / 2.
@@ -287,6 +323,68 @@ Pair<typename O::Vec> logExtCore(O& o, typename O::Vec x) {
   return fastTwoSum(o, sum.hi, lo);
 }
 
+// The reduction of a large finite a >= 0 (Payne-Hanek): a * 2/pi = j + f
+// with j integral and |f| <= 1/2, from the products of a with the chunks of
+// 2/pi, each taken exactly (twoProd) and reduced modulo 4. Every bit of the
+// products that matters is summed exactly in three fixed-point limbs: s1
+// holds multiples of g, s2 multiples of g^2 (carried into s1), s3 the rest
+// (rounded, far below the last bit of the result). Returns r = f * pi/2 and
+// t = j + magic, whose low bits hold j mod 4 as in the fast path.
+template <class V>
+struct Reduced {
+  V r, t;
+};
+
+template <class O>
+Reduced<typename O::Vec> reduceLarge(O& o, typename O::Vec a) {
+  using Vec = typename O::Vec;
+  const LaneMath& c = o.c();
+  const int p = c.mantissa_bits + 1;
+  const double g = std::ldexp(1.0, 3 - p);
+  const double g2 = g * g;
+  // v rounded to a multiple of `grid`, exactly, for |v| <= 2^(p-2) * grid:
+  // adding 1.5 * 2^(p-1) * grid lands in the binade whose ulp is `grid`.
+  auto onGrid = [&](Vec v, double grid) {
+    Vec m = o.num(1.5 * std::ldexp(grid, p - 1));
+    return o.sub(o.add(v, m), m);
+  };
+  Vec zero = o.zero();
+  Vec q = zero, s1 = zero, s2 = zero, s3 = zero;
+  Vec quarter = o.num(0.25), minus_four = o.num(-4.0);
+  // One exact term of the sum: its multiple of 4 dropped (|t| <= 2, g's
+  // part into s1 with the integers moved to q, g^2's part into s2, the rest
+  // into s3).
+  auto add = [&](Vec t) {
+    t = o.fma(o.round(o.mul(t, quarter)), minus_four, t);
+    Vec hi = onGrid(t, g);
+    Vec rest = o.sub(t, hi);
+    Vec mid = onGrid(rest, g2);
+    s3 = o.add(s3, o.sub(rest, mid));
+    s1 = o.add(s1, hi);
+    Vec n = o.round(s1);
+    s1 = o.sub(s1, n);
+    q = o.add(q, n);
+    s2 = o.add(s2, mid);
+    Vec carry = onGrid(s2, g);
+    s2 = o.sub(s2, carry);
+    s1 = o.add(s1, carry);
+  };
+  Vec scaled = o.mul(a, o.num(std::ldexp(1.0, -c.two_over_pi_scale)));
+  for (double chunk : c.two_over_pi) {
+    const Pair<Vec> prod = twoProd(o, scaled, o.num(chunk));
+    add(prod.hi);
+    add(prod.lo);
+  }
+  // f = s1 + s2 + s3 as a pair (|s1| >= |s2| unless s1 == 0), then times pi/2.
+  const Pair<Vec> f = fastTwoSum(o, s1, s2);
+  Vec f_lo = o.add(f.lo, s3);
+  const Pair<Vec> r = twoProd(o, f.hi, o.num(c.pio2_hi));
+  Vec r_lo = o.fma(f.hi, o.num(c.pio2_lo), o.fma(f_lo, o.num(c.pio2_hi), r.lo));
+  // j mod 4 in [-2, 2]; magic's low mantissa bits are zero.
+  Vec j = o.fma(o.round(o.mul(q, quarter)), minus_four, q);
+  return {o.add(r.hi, r_lo), o.add(j, o.num(c.magic))};
+}
+
 // sin(x), or cos(x) = sin(x + pi/2) when `cosine`.
 template <class O>
 typename O::Vec sinCos(O& o, typename O::Vec x, bool cosine) {
@@ -300,9 +398,17 @@ typename O::Vec sinCos(O& o, typename O::Vec x, bool cosine) {
   Vec j = o.sub(t, magic);
   Vec r = a;
   for (double piece : c.pio2) r = o.fma(j, o.num(-piece), r);
-  // A no-op within the documented range; beyond it the reduction is inexact
-  // and this keeps the result in [-1, 1] (NaN from +-inf passes).
-  r = o.minRaw(o.num(kTrigReduced), o.maxRaw(o.num(-kTrigReduced), r));
+  // Beyond the fast range (a rarely taken branch): the exact reduction
+  // (which turns +-inf into NaN, as the fast path does).
+  const Mask large = o.cmp(Cmp::kGt, a, o.num(c.trig_fast_limit));
+  Vec reduced[2] = {r, t};
+  o.whenAny(large, std::span<Vec>(reduced), [&] {
+    const Reduced<Vec> big = reduceLarge(o, a);
+    reduced[0] = o.select(large, big.r, reduced[0]);
+    reduced[1] = o.select(large, big.t, reduced[1]);
+  });
+  r = reduced[0];
+  t = reduced[1];
 
   Vec one = o.num(1.0);
   Vec z = o.mul(r, r);

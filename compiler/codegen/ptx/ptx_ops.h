@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "compiler/codegen/math/elementary.h"
 #include "compiler/codegen/ptx/emitter.h"
@@ -78,6 +79,26 @@ class PtxOps {
     Vec d = freg();
     e_.ins("selp", t(), " ", d, ", ", yes, ", ", no, ", ", m);
     return d;
+  }
+
+  // Runs `body` only in threads where `m` is set; `body` replaces values of
+  // `vars`, which hold the replacements afterwards.
+  template <class F>
+  void whenAny(const Mask& m, std::span<Vec> vars, F&& body) {
+    std::vector<Vec> keep;
+    for (Vec& v : vars) {
+      keep.push_back(freg());
+      e_.ins("mov", t(), " ", keep.back(), ", ", v);
+      v = keep.back();
+    }
+    const std::string skip = e_.label();
+    e_.ins("@!", m, " bra ", skip);
+    body();
+    for (size_t i = 0; i < vars.size(); ++i) {
+      e_.ins("mov", t(), " ", keep[i], ", ", vars[i]);
+      vars[i] = keep[i];
+    }
+    e_.place(skip);
   }
 
   Vec horner(const Vec& x, std::span<const double> coefficients) {

@@ -197,7 +197,11 @@ TEST(PtxSimulationCases, Dump) {
       const std::string what = "dot " + std::string(tensor::dtypeName(d)) + " " + std::to_string(s.i) + "x" +
                                std::to_string(s.k) + "x" + std::to_string(s.j);
       dump(*p, inputs, target(90), 1, what);
-      if (d == DType::f32) dump(*p, inputs, target(80, ArithmeticMode::kTf32), 100, what + " tf32");
+      // tf32 keeps 10 mantissa bits of each operand: with k up to 70 and
+      // products up to 12 in magnitude the error of a sum is a random walk
+      // of about 0.02 (one sigma), up to about 0.07 over a few thousand
+      // outputs; the scale of 500 allows 0.1 * (1 + |result|).
+      if (d == DType::f32) dump(*p, inputs, target(80, ArithmeticMode::kTf32), 500, what + " tf32");
       if (d == DType::f32 && s.i == 37) dump(*p, inputs, target(90, ArithmeticMode::kFast), 1, what + " fast");
       if (d == DType::f64 && s.i == 70) {
         TargetInfo few = target(90);

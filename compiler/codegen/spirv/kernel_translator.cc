@@ -102,6 +102,27 @@ class SpirvOps {
     return acc;
   }
 
+  // Runs `body` only in invocations where `m` is set (a structured
+  // selection); `body` replaces values of `vars`, which hold the
+  // replacements afterwards. The values pass through function variables.
+  template <class F>
+  void whenAny(Mask m, std::span<Vec> vars, F&& body) {
+    std::vector<uint32_t> slots;
+    for (Vec v : vars) {
+      slots.push_back(b_.localVariable(b_.typePointer(kFunction, f_)));
+      b_.inst(op::Store, {slots.back(), v});
+    }
+    const uint32_t then = b_.id(), merge = b_.id();
+    b_.inst(op::SelectionMerge, {merge, 0});
+    b_.inst(op::BranchConditional, {m, then, merge});
+    b_.label(then);
+    body();
+    for (size_t i = 0; i < vars.size(); ++i) b_.inst(op::Store, {slots[i], vars[i]});
+    b_.inst(op::Branch, {merge});
+    b_.label(merge);
+    for (size_t i = 0; i < vars.size(); ++i) vars[i] = b_.value(op::Load, f_, {slots[i]});
+  }
+
  private:
   Vec exact(uint16_t opcode, std::initializer_list<uint32_t> args) {
     const uint32_t v = b_.value(opcode, f_, args);

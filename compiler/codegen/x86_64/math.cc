@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "compiler/codegen/math/elementary.h"
 
@@ -94,6 +95,31 @@ class Ops {
       acc = next;
     }
     return acc;
+  }
+
+  // Runs `body` only when some lane of `m` is set; `body` replaces values
+  // of `vars`, which hold the replacements afterwards. Constants in the
+  // rarely taken body are loaded there, not hoisted into the loop's
+  // registers.
+  template <class F>
+  void whenAny(const Mask& m, std::span<Vec> vars, F&& body) {
+    std::vector<Vec> keep;
+    for (Vec& v : vars) {
+      keep.push_back(tmp());
+      s_.mov(keep.back(), v);
+      v = keep.back();
+    }
+    asmjit::Label skip = s_.cc().newLabel();
+    s_.jumpIfNone(m, skip);
+    Hoist* hoist = s_.hoist();
+    s_.setHoist(nullptr);
+    body();
+    s_.setHoist(hoist);
+    for (size_t i = 0; i < vars.size(); ++i) {
+      s_.mov(keep[i], vars[i]);
+      vars[i] = keep[i];
+    }
+    s_.cc().bind(skip);
   }
 
   void store(Vec d, Vec v) { s_.mov(d, v); }

@@ -368,6 +368,17 @@ Mask Simd::maskAnd(const Mask& a, const Mask& b) {
   return m;
 }
 
+void Simd::jumpIfNone(const Mask& m, const asmjit::Label& target) {
+  if (isa_ == Isa::kAvx512) {
+    // Comparisons clear the mask bits above the vector's lanes.
+    cc_.kortestw(m.k, m.k);
+  } else {
+    const Vec v = fit(m.v);
+    cc_.emit(vex() ? x86::Inst::kIdVptest : x86::Inst::kIdPtest, v, v);
+  }
+  cc_.jz(target);
+}
+
 Mask Simd::maskOr(const Mask& a, const Mask& b) {
   Mask m = newMask();
   if (isa_ == Isa::kAvx512) {

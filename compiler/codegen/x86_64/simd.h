@@ -114,6 +114,8 @@ class Simd {
   Mask cmp(Cmp pred, asmjit::x86::Vec a, asmjit::x86::Vec b);
   Mask maskAnd(const Mask& a, const Mask& b);
   Mask maskOr(const Mask& a, const Mask& b);
+  // Jumps to `target` when no lane of `m` is set.
+  void jumpIfNone(const Mask& m, const asmjit::Label& target);
   // d = m ? t : f, lane-wise.
   void select(asmjit::x86::Vec d, const Mask& m, asmjit::x86::Vec t, asmjit::x86::Vec f);
 
