@@ -19,10 +19,12 @@ using tensor::Spec;
 using tensor::Value;
 
 // Compiles for `isa`, runs, and compares with the evaluator.
+// The outputs start `output_offset` bytes into their allocations (to
+// misalign them); `options` may set everything but the ISA and threads.
 ::testing::AssertionResult runAndCompare(const tensor::Program& program,
                                          const std::vector<std::vector<std::byte>>& inputs,
-                                         x64::Isa isa, int threads = 1) {
-  x64::CompileOptions o;
+                                         x64::Isa isa, int threads = 1, x64::CompileOptions o = {},
+                                         size_t output_offset = 0) {
   o.isa = isa;
   o.threads = threads;
   auto exe = x64::compileProgram(program, o);
@@ -31,14 +33,19 @@ using tensor::Value;
   if (!loaded.ok()) return ::testing::AssertionFailure() << loaded.status();
   std::vector<std::vector<std::byte>> outs;
   std::vector<std::span<std::byte>> out_views;
-  for (const Spec& s : program.outputSpecs()) outs.push_back(poisonedOutput(s));
-  for (auto& o2 : outs) out_views.emplace_back(o2.data(), o2.size());
+  for (const Spec& s : program.outputSpecs()) {
+    std::vector<std::byte> poisoned = poisonedOutput(s);
+    poisoned.insert(poisoned.begin(), output_offset, std::byte{0});
+    outs.push_back(std::move(poisoned));
+  }
+  for (auto& o2 : outs) out_views.emplace_back(o2.data() + output_offset, o2.size() - output_offset);
   auto in = views(inputs);
   if (auto st = loaded->launch(in, out_views); !st.ok()) return ::testing::AssertionFailure() << st;
   auto expected = tensor::evaluate(program, in);
   if (!expected.ok()) return ::testing::AssertionFailure() << expected.status();
   for (size_t k = 0; k < outs.size(); ++k) {
-    auto r = matches(program.outputSpecs()[k].dtype, outs[k], (*expected)[k]);
+    const std::vector<std::byte> got(outs[k].begin() + output_offset, outs[k].end());
+    auto r = matches(program.outputSpecs()[k].dtype, got, (*expected)[k]);
     if (!r) return r << " in output " << k << " (" << x64::isaName(isa) << ")\n" << tensor::toText(program);
   }
   return ::testing::AssertionSuccess();
@@ -174,6 +181,45 @@ TEST(CpuConformance, MatrixProductsOfEveryRemainderMatch) {
         for (int threads : {1, 2}) {
           EXPECT_TRUE(runAndCompare(*p, inputs, isa, threads))
               << p->name << " " << sh.m << "x" << sh.k << "x" << sh.n << ", " << threads << " threads";
+        }
+      }
+    }
+  }
+}
+
+// Non-temporal stores (forced on for every size): outputs starting 0 to 3
+// elements past an address aligned to the widest vector, extents with and
+// without a scalar tail, shorter than one vector, f32 and f64, every ISA,
+// one and two threads; the listing shows streaming stores exactly when
+// they are on.
+TEST(CpuConformance, StreamingStoresMatch) {
+  std::mt19937 rng(9);
+  for (DType dtype : {DType::f32, DType::f64}) {
+    for (int64_t n : {3, 16, 67, 1000, 4099}) {
+      auto p = tensor::define("stream", {tensor::spec(dtype, {{"p", n}})},
+                              [](Builder&, Args a) { return (a[0] * 3 + 1).sin() * 2; });
+      ASSERT_TRUE(p.ok()) << p.status();
+      const std::vector<std::vector<std::byte>> inputs = {randomBytes(p->inputSpecs()[0], rng, -4, 4)};
+      for (x64::Isa isa : hostIsas()) {
+        for (int threads : {1, 2}) {
+          for (size_t offset : {0, 1, 2, 3}) {
+            x64::CompileOptions o;
+            o.stream_stores_above = 0;
+            EXPECT_TRUE(runAndCompare(*p, inputs, isa, threads, o, offset * tensor::dtypeSize(dtype)))
+                << n << " " << tensor::dtypeName(dtype) << ", " << threads << " threads, offset " << offset;
+          }
+          for (int64_t above : {int64_t{0}, int64_t{-1}}) {
+            std::string listing;
+            x64::CompileOptions o;
+            o.isa = isa;
+            o.threads = threads;
+            o.stream_stores_above = above;
+            o.assembly = &listing;
+            ASSERT_TRUE(x64::compileProgram(*p, o).ok());
+            const bool streams = listing.find("movntp") != std::string::npos;
+            EXPECT_EQ(streams, above == 0 && n >= 16 / static_cast<int64_t>(tensor::dtypeSize(dtype)))
+                << n << " " << x64::isaName(isa) << " stream_stores_above " << above;
+          }
         }
       }
     }

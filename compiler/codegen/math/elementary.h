@@ -47,6 +47,14 @@ inline constexpr double kSinF64[] = {-0.1666666666666663,     0.0083333333333218
                               -0.00019841269829319,    2.7557313521379448e-06,
                               -2.5050731307319135e-08, 1.5895236337365907e-10};
 
+// sin(r) ~ r + r * z * P(z), z = r^2, |r| <= 1.5708 (a half period): the
+// fast path's one polynomial.
+inline constexpr double kSinHalfF32[] = {-0.16666659712791443, 0.00833306647837162, -0.00019809602235909551,
+                                         2.6057798550027655e-06};
+inline constexpr double kSinHalfF64[] = {-0.16666666666666666,    0.008333333333333194,  -0.00019841269841209218,
+                                         2.7557319211136987e-06,  -2.5052106872775085e-08, 1.6058939704493991e-10,
+                                         -7.642991451893077e-13, 2.721174559489177e-15};
+
 // cos(r) ~ 1 - z / 2 + z^2 * P(z), z = r^2, |r| <= kTrigReduced.
 inline constexpr double kCosF32[] = {0.04166664555668831, -0.001388730714097619, 2.4431870770058595e-05};
 inline constexpr double kCosF64[] = {0.04166666666666659,    -0.0013888888888872186,
@@ -79,6 +87,11 @@ inline constexpr double kPio2F32[] = {1.5703125, 0.0004837512969970703, 7.549533
                                2.5632829192545614e-12, 6.123234262925839e-17};
 inline constexpr double kPio2F64[] = {1.5707963267341256, 6.077100506303966e-11, 2.0222662487111665e-21,
                                8.4784276603689e-32};
+// pi/2 in three pieces of full precision, for lanes with a fused
+// multiply-add: k * piece1 is exact inside the fma and x - k * piece1 is
+// representable, so the first step is exact and the others round once.
+inline constexpr double kPio2FmaF32[] = {0x1.921fb6p+0, -0x1.777a5cp-25, -0x1.ee59dap-50};
+inline constexpr double kPio2FmaF64[] = {0x1.921fb54442d18p+0, 0x1.1a62633145c07p-54, -0x1.f1976b7ed8fbcp-110};
 
 // 2/pi as a sum of chunks, each a value of the lane type, scaled by
 // 2^kTwoOverPiScale{F32,F64} so that the smallest stays normal: the large
@@ -116,6 +129,7 @@ struct LaneMath {
   int subnormal_shift;
   uint64_t sqrt_half_bits;
   std::span<const double> exp_poly, sin_poly, cos_poly, log_poly, tanh_poly, pio2;
+  std::span<const double> sin_half_poly, pio2_fma;
   // sin and cos reduce |x| > trig_fast_limit with the chunks of 2/pi
   // (scaled by 2^two_over_pi_scale) instead of Cody-Waite.
   double trig_fast_limit;
@@ -146,6 +160,8 @@ inline const LaneMath kF32 = {
     .log_poly = kLogF32,
     .tanh_poly = kTanhF32,
     .pio2 = kPio2F32,
+    .sin_half_poly = kSinHalfF32,
+    .pio2_fma = kPio2FmaF32,
     .trig_fast_limit = 8192.0,
     .two_over_pi_scale = kTwoOverPiScaleF32,
     .two_over_pi = kTwoOverPiF32,
@@ -174,6 +190,8 @@ inline const LaneMath kF64 = {
     .log_poly = kLogF64,
     .tanh_poly = kTanhF64,
     .pio2 = kPio2F64,
+    .sin_half_poly = kSinHalfF64,
+    .pio2_fma = kPio2FmaF64,
     .trig_fast_limit = 1048576.0,
     .two_over_pi_scale = kTwoOverPiScaleF64,
     .two_over_pi = kTwoOverPiF64,
@@ -385,31 +403,14 @@ Reduced<typename O::Vec> reduceLarge(O& o, typename O::Vec a) {
   return {o.add(r.hi, r_lo), o.add(j, o.num(c.magic))};
 }
 
-// sin(x), or cos(x) = sin(x + pi/2) when `cosine`.
+// sin(r + j pi/2) (cos(r + j pi/2) when `cosine`) for |r| <= pi/4, with
+// the low bits of t holding j: both polynomials, the quadrant picking one
+// and the sign. The slow path's evaluation.
 template <class O>
-typename O::Vec sinCos(O& o, typename O::Vec x, bool cosine) {
+typename O::Vec quadrantSinCos(O& o, typename O::Vec r, typename O::Vec t, bool cosine) {
   using Vec = typename O::Vec;
   using Mask = typename O::Mask;
   const LaneMath& c = o.c();
-  Vec a = o.abs(x);
-  // j = round(|x| * 2/pi); the low bits of t hold j.
-  Vec magic = o.num(c.magic);
-  Vec t = o.fma(a, o.num(0.6366197723675814), magic);
-  Vec j = o.sub(t, magic);
-  Vec r = a;
-  for (double piece : c.pio2) r = o.fma(j, o.num(-piece), r);
-  // Beyond the fast range (a rarely taken branch): the exact reduction
-  // (which turns +-inf into NaN, as the fast path does).
-  const Mask large = o.cmp(Cmp::kGt, a, o.num(c.trig_fast_limit));
-  Vec reduced[2] = {r, t};
-  o.whenAny(large, std::span<Vec>(reduced), [&] {
-    const Reduced<Vec> big = reduceLarge(o, a);
-    reduced[0] = o.select(large, big.r, reduced[0]);
-    reduced[1] = o.select(large, big.t, reduced[1]);
-  });
-  r = reduced[0];
-  t = reduced[1];
-
   Vec one = o.num(1.0);
   Vec z = o.mul(r, r);
   Vec sin_r = o.fma(o.mul(r, z), o.horner(z, c.sin_poly), r);
@@ -419,14 +420,52 @@ typename O::Vec sinCos(O& o, typename O::Vec x, bool cosine) {
   Vec w = o.sub(one, hz);
   Vec tail = o.fma(o.mul(z, z), o.horner(z, c.cos_poly), o.sub(o.sub(one, w), hz));
   Vec cos_r = o.add(w, tail);
-
   // Quadrant q = j (+1 for cosine): odd q takes cos r; q & 2 flips the sign.
   Vec q = cosine ? o.intAdd(t, o.bits(1)) : t;
   const Mask odd = o.cmp(Cmp::kGt, o.bitOr(o.bitAnd(q, o.bits(1)), one), one);
   Vec v = o.select(odd, cos_r, sin_r);
-  Vec sign = o.bitAnd(o.shl(q, c.lane_bits - 2), o.bits(c.sign_mask));
-  if (!cosine) sign = o.bitXor(sign, o.bitAnd(x, o.bits(c.sign_mask)));
-  return o.bitXor(v, sign);
+  return o.bitXor(v, o.bitAnd(o.shl(q, c.lane_bits - 2), o.bits(c.sign_mask)));
+}
+
+// sin(x), or cos(x) when `cosine`, from a = |x| (sin takes the sign of x
+// last, so sin(-0) = -0; cos is even). Within the fast range, a = k pi/2 +
+// r with |r| <= pi/2 and k even for sin (k = 2 round(a/pi)) and odd for cos
+// (k = 2 round(a/pi - 1/2) + 1), so one polynomial serves: sin a =
+// (-1)^(k/2) sin r, cos a = -(-1)^((k-1)/2) sin r, clamped to [-1, 1]. k
+// has at most 13 (f32) or 20 (f64) bits there; the Cody-Waite pieces of
+// pi/2 are three of full precision with a fused multiply-add, else five
+// whose products with k are exact. Beyond (a rarely taken branch): the
+// exact reduction, evaluated by quadrant.
+template <class O>
+typename O::Vec sinCos(O& o, typename O::Vec x, bool cosine) {
+  using Vec = typename O::Vec;
+  using Mask = typename O::Mask;
+  const LaneMath& c = o.c();
+  Vec a = o.abs(x);
+  Vec magic = o.num(c.magic);
+  Vec inv_pi = o.num(0.3183098861837907);
+  // n = round(a/pi) (sin) or round(a/pi - 1/2) (cos); t's low bit is n's.
+  Vec t = cosine ? o.add(o.fma(a, inv_pi, o.num(-0.5)), magic) : o.fma(a, inv_pi, magic);
+  Vec n = o.sub(t, magic);
+  Vec k = cosine ? o.fma(n, o.num(2.0), o.num(1.0)) : o.add(n, n);
+  Vec r = a;
+  for (double piece : o.fusedMultiplyAdd() ? c.pio2_fma : c.pio2) r = o.fma(k, o.num(-piece), r);
+  Vec z = o.mul(r, r);
+  Vec y = o.fma(o.mul(r, z), o.horner(z, c.sin_half_poly), r);
+  Vec one = o.num(1.0);
+  y = o.minRaw(one, o.maxRaw(o.num(-1.0), y));
+  // (-1)^n from n's low bit, shifted into the sign; cos flips it once more.
+  Vec sign = o.shl(t, c.lane_bits - 1);
+  if (cosine) sign = o.bitXor(sign, o.bits(c.sign_mask));
+  Vec result[1] = {o.bitXor(y, sign)};
+  // +-inf takes the exact reduction too, which turns it into NaN.
+  const Mask large = o.cmp(Cmp::kGt, a, o.num(c.trig_fast_limit));
+  o.whenAny(large, std::span<Vec>(result), [&] {
+    const Reduced<Vec> big = reduceLarge(o, a);
+    result[0] = o.select(large, quadrantSinCos(o, big.r, big.t, cosine), result[0]);
+  });
+  if (cosine) return result[0];
+  return o.bitXor(result[0], o.bitAnd(x, o.bits(c.sign_mask)));
 }
 
 // log(x) with its special values: log(+-0) = -inf, log(x < 0) = NaN,

@@ -27,6 +27,7 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
   EmitOptions emit;
   emit.isa = isa;
   emit.assembly = options.assembly;
+  emit.stream_stores_above = options.stream_stores_above;
   ACCY_ASSIGN_OR_RETURN(CpuArtifact artifact, emitModule(module, emit));
   executable::Executable exe;
   exe.target = "x86_64";

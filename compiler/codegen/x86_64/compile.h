@@ -34,6 +34,14 @@ struct CompileOptions {
   // fusion buys); the limits bound the fused kernels (choir/passes/fuse.h).
   bool fuse = true;
   choir::FuseLimits fuse_limits = cpuFuseLimits();
+  // Elementwise kernels whose contiguous output is larger than this many
+  // bytes store it with non-temporal stores, which skip reading the lines
+  // in and leave the caches to the inputs: a third less memory traffic for
+  // outputs that cannot stay in the cache anyway. The default is the
+  // 32 MiB of L3 one core reaches on the machines measured (a constant,
+  // so that artifacts do not depend on where they were compiled); -1:
+  // never.
+  int64_t stream_stores_above = int64_t{32} << 20;
   // Receive the final Choir module and the assembly listing, when set.
   std::string* choir_text = nullptr;
   std::string* assembly = nullptr;

@@ -74,7 +74,7 @@ absl::StatusOr<CpuArtifact> emitModule(const choir::Module& module, const EmitOp
   for (const choir::Kernel& k : module.kernels) {
     if (options.assembly != nullptr) cc.commentf("kernel %s", k.name.c_str());
     asmjit::Label entry;
-    KernelEmitter emitter(cc, module, options.isa);
+    KernelEmitter emitter(cc, module, options.isa, options.stream_stores_above);
     ACCY_RETURN_IF_ERROR(emitter.emit(k, &entry));
     entries.push_back(entry);
     KernelEntry e;

@@ -50,6 +50,9 @@ struct CpuArtifact {
 
 struct EmitOptions {
   Isa isa = Isa::kSse41;
+  // Vectorized stores to contiguous outputs of more than this many bytes
+  // are non-temporal (-1: never).
+  int64_t stream_stores_above = -1;
   // When set, receives the assembly listing.
   std::string* assembly = nullptr;
 };

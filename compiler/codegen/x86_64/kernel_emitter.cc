@@ -71,10 +71,11 @@ absl::Status unimplemented(std::string_view what) {
 
 }  // namespace
 
-KernelEmitter::KernelEmitter(x86::Compiler& cc, const choir::Module& module, Isa isa)
+KernelEmitter::KernelEmitter(x86::Compiler& cc, const choir::Module& module, Isa isa, int64_t stream_above)
     : cc_(cc),
       m_(module),
       isa_(isa),
+      stream_above_(stream_above),
       scalar32_(cc, isa, Lane::kF32, 16, true),
       scalar64_(cc, isa, Lane::kF64, 16, true) {}
 
@@ -508,6 +509,19 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
   return absl::OkStatus();
 }
 
+bool KernelEmitter::streams(const Stmt& l) const {
+  const Stmt& st = l.body[0];
+  const choir::Buffer& out = m_.buffers[st.buffer];
+  if (!isFloat(out.dtype) || l.loop.vector_width <= 1) return false;
+  if (choir::flatCoeff(out, st.index, l.loop.var) != 1) return false;
+  // Streaming an output the kernel also reads would evict what it reads.
+  bool reads_output = false;
+  choir::visitExpr(st.value, [&](const Expr& x) {
+    if (x.kind == ExprKind::kLoad && x.buffer == st.buffer) reads_output = true;
+  });
+  return !reads_output && stream_above_ >= 0 && out.elements() * tensor::dtypeSize(out.dtype) > stream_above_;
+}
+
 absl::Status KernelEmitter::innermostStore(const Stmt& l, bool outermost) {
   const Stmt& st = l.body[0];
   const DType dtype = m_.buffers[st.buffer].dtype;
@@ -533,21 +547,48 @@ absl::Status KernelEmitter::innermostStore(const Stmt& l, bool outermost) {
     const int width = l.loop.vector_width;
     Simd simd(cc_, isa_, laneOf(dtype), width * static_cast<int>(tensor::dtypeSize(dtype)));
     beginHoist({&simd, &scalar32_, &scalar64_});
-    Mode vec{true, &simd, l.loop.var, i};
+    const bool stream = streams(l);
+    Mode vec{true, &simd, l.loop.var, i, stream};
+    if (stream) {
+      // Scalar iterations until the output is aligned to the vector (the
+      // streaming stores need it); an output not aligned to its element
+      // size never gets there and runs scalar, still correct.
+      const int64_t size = tensor::dtypeSize(dtype);
+      const x86::Gp row = rowBase(st.buffer, choir::add(choir::flatIndex(m_.buffers[st.buffer], st.index),
+                                                        Affine::var(l.loop.var, -1)));
+      Label top = cc_.newLabel(), aligned = cc_.newLabel();
+      x86::Gp at = cc_.newIntPtr("at");
+      cc_.bind(top);
+      cc_.cmp(i, limit);
+      cc_.jge(aligned);
+      cc_.lea(at, x86::ptr(row, i, shiftOf(dtype)));
+      cc_.test(at, width * size - 1);
+      cc_.jz(aligned);
+      cse_.clear();
+      status = store(st, scalar);
+      cc_.inc(i);
+      cc_.jmp(top);
+      cc_.bind(aligned);
+    }
     x86::Gp vlimit = cc_.newInt64("vlimit");
     cc_.mov(vlimit, limit);
     cc_.sub(vlimit, width - 1);
-    status = countedLoop(cc_, i, vlimit, width, [&] {
-      cse_.clear();
-      return store(st, vec);
-    });
+    if (status.ok()) {
+      status = countedLoop(cc_, i, vlimit, width, [&] {
+        cse_.clear();
+        return store(st, vec);
+      });
+    }
     // The scalar tail, unless the extent is known to be whole vectors.
-    if (status.ok() && (parallel || l.loop.extent % width != 0)) {
+    if (status.ok() && (parallel || stream || l.loop.extent % width != 0)) {
       status = countedLoop(cc_, i, limit, 1, [&] {
         cse_.clear();
         return store(st, scalar);
       });
     }
+    // Streaming stores are weakly ordered: fence them before the launch
+    // reports the kernel done.
+    if (stream) cc_.sfence();
     endHoist();
   } else {
     beginHoist({&scalar32_, &scalar64_});
@@ -579,7 +620,9 @@ absl::Status KernelEmitter::store(const Stmt& s, const Mode& mode) {
   ACCY_ASSIGN_OR_RETURN(Val v, expr(s.value, mode));
   const DType dtype = m_.buffers[s.buffer].dtype;
   x86::Mem mem = address(s.buffer, s.index, mode);
-  if (mode.vector) {
+  if (mode.vector && mode.stream) {
+    mode.simd->streamStore(mem, v.v);
+  } else if (mode.vector) {
     mode.simd->store(mem, v.v);
   } else {
     storeScalar(dtype, mem, v);

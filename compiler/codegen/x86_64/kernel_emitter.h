@@ -17,7 +17,9 @@ namespace accy::x64 {
 
 class KernelEmitter {
  public:
-  KernelEmitter(asmjit::x86::Compiler& cc, const choir::Module& module, Isa isa);
+  // Vectorized stores to contiguous outputs of more than `stream_above`
+  // bytes are non-temporal (-1: never).
+  KernelEmitter(asmjit::x86::Compiler& cc, const choir::Module& module, Isa isa, int64_t stream_above);
 
   // Emits `kernel` as a function whose entry is bound to `entry`.
   absl::Status emit(const choir::Kernel& kernel, asmjit::Label* entry);
@@ -39,7 +41,11 @@ class KernelEmitter {
     Simd* simd = nullptr;  // vector mode only
     int inner_var = -1;
     asmjit::x86::Gp inner;
+    bool stream = false;  // vector stores are non-temporal (and aligned)
   };
+  // Whether the vectorized store loop `l` writes a contiguous output larger
+  // than the last-level cache: its stores then bypass the caches.
+  bool streams(const choir::Stmt& l) const;
 
   absl::Status stmts(const std::vector<choir::Stmt>& body, bool outermost);
   absl::Status loop(const choir::Stmt& s, bool outermost);
@@ -101,6 +107,7 @@ class KernelEmitter {
   asmjit::x86::Compiler& cc_;
   const choir::Module& m_;
   Isa isa_;
+  int64_t stream_above_;
   Simd scalar32_;
   Simd scalar64_;
   asmjit::x86::Gp buffers_, begin_, end_, runtime_;

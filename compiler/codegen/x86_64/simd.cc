@@ -430,6 +430,14 @@ void Simd::store(const x86::Mem& m, Vec a) {
   cc_.emit(vex() ? x86::Inst::kIdVmovups : x86::Inst::kIdMovups, mem, fit(a));
 }
 
+void Simd::streamStore(const x86::Mem& m, Vec a) {
+  x86::Mem mem = m;
+  mem.setSize(width_);
+  const InstId id = f32() ? (vex() ? x86::Inst::kIdVmovntps : x86::Inst::kIdMovntps)
+                          : (vex() ? x86::Inst::kIdVmovntpd : x86::Inst::kIdMovntpd);
+  cc_.emit(id, mem, fit(a));
+}
+
 void Simd::broadcastLoad(Vec d, const x86::Mem& m) {
   x86::Mem mem = m;
   mem.setSize(laneBytes());

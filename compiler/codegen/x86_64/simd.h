@@ -122,6 +122,9 @@ class Simd {
   // Memory: width-wide unaligned (or one element when scalar()).
   void load(asmjit::x86::Vec d, const asmjit::x86::Mem& m);
   void store(const asmjit::x86::Mem& m, asmjit::x86::Vec a);
+  // A non-temporal (streaming) full-width store; `m` must be aligned to the
+  // width. Not for the scalar form.
+  void streamStore(const asmjit::x86::Mem& m, asmjit::x86::Vec a);
   // Every lane = the element at m.
   void broadcastLoad(asmjit::x86::Vec d, const asmjit::x86::Mem& m);
 
