@@ -369,9 +369,8 @@ Reduced<typename O::Vec> reduceLarge(O& o, typename O::Vec a) {
   Vec zero = o.zero();
   Vec q = zero, s1 = zero, s2 = zero, s3 = zero;
   Vec quarter = o.num(0.25), minus_four = o.num(-4.0);
-  // One exact term of the sum: its multiple of 4 dropped (|t| <= 2, g's
-  // part into s1 with the integers moved to q, g^2's part into s2, the rest
-  // into s3).
+  // One exact term of the sum: its multiple of 4 dropped (|t| <= 2), g's
+  // part into s1, g^2's part into s2, the rest into s3.
   auto add = [&](Vec t) {
     t = o.fma(o.round(o.mul(t, quarter)), minus_four, t);
     Vec hi = onGrid(t, g);
@@ -379,19 +378,22 @@ Reduced<typename O::Vec> reduceLarge(O& o, typename O::Vec a) {
     Vec mid = onGrid(rest, g2);
     s3 = o.add(s3, o.sub(rest, mid));
     s1 = o.add(s1, hi);
-    Vec n = o.round(s1);
-    s1 = o.sub(s1, n);
-    q = o.add(q, n);
     s2 = o.add(s2, mid);
-    Vec carry = onGrid(s2, g);
-    s2 = o.sub(s2, carry);
-    s1 = o.add(s1, carry);
   };
   Vec scaled = o.mul(a, o.num(std::ldexp(1.0, -c.two_over_pi_scale)));
   for (double chunk : c.two_over_pi) {
     const Pair<Vec> prod = twoProd(o, scaled, o.num(chunk));
     add(prod.hi);
     add(prod.lo);
+    // Once per chunk (two terms): s2's multiple of g into s1 (|s2| <= 3g/2
+    // before, g/2 after), then s1's integer into q (|s1| <= 9/2 + g before,
+    // a multiple of g with at most p bits, 1/2 + g after).
+    Vec carry = onGrid(s2, g);
+    s2 = o.sub(s2, carry);
+    s1 = o.add(s1, carry);
+    Vec n = o.round(s1);
+    s1 = o.sub(s1, n);
+    q = o.add(q, n);
   }
   // f = s1 + s2 + s3 as a pair (|s1| >= |s2| unless s1 == 0), then times pi/2.
   const Pair<Vec> f = fastTwoSum(o, s1, s2);
