@@ -14,7 +14,7 @@
 #include "accy/function.h"
 #include "compiler/tensor/builder.h"
 #include "compiler/tensor/dtype.h"
-#include "compiler/tensor/errors.h"
+#include "base/errors.h"
 #include "compiler/tensor/evaluate.h"
 #include "compiler/tensor/program.h"
 #include "compiler/wire/wire.h"

@@ -1,6 +1,6 @@
 #include "accy/cpu.h"
 
-#include "compiler/tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace accy::tensor {
 

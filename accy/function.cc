@@ -1,6 +1,6 @@
 #include "accy/function.h"
 
-#include "compiler/tensor/status_macros.h"
+#include "base/status_macros.h"
 #include "compiler/transforms/grad.h"
 #include "compiler/transforms/replay.h"
 #include "compiler/transforms/vmap.h"

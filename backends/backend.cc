@@ -1,7 +1,7 @@
 #include "backends/backend.h"
 
-#include "compiler/tensor/errors.h"
-#include "compiler/tensor/strings.h"
+#include "base/errors.h"
+#include "base/strings.h"
 
 namespace accy::backends {
 

@@ -2,9 +2,9 @@
 
 #include <cstdint>
 
-#include "compiler/tensor/errors.h"
-#include "compiler/tensor/status_macros.h"
-#include "compiler/tensor/strings.h"
+#include "base/errors.h"
+#include "base/status_macros.h"
+#include "base/strings.h"
 
 namespace accy::backends {
 namespace {

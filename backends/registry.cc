@@ -4,9 +4,9 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/null/null_backend.h"
 #include "backends/vulkan/vulkan_backend.h"
-#include "compiler/tensor/errors.h"
-#include "compiler/tensor/status_macros.h"
-#include "compiler/tensor/strings.h"
+#include "base/errors.h"
+#include "base/status_macros.h"
+#include "base/strings.h"
 
 namespace accy::backends {
 

@@ -10,8 +10,8 @@
 #include <cstring>
 
 #include "accy/v1/accyd.grpc.pb.h"
-#include "compiler/tensor/errors.h"
-#include "compiler/tensor/strings.h"
+#include "base/errors.h"
+#include "base/strings.h"
 
 namespace accy::client {
 

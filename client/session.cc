@@ -5,10 +5,10 @@
 
 #include "backends/cpu/cpu_device.h"
 #include "compiler/codegen/x86_64/compile.h"
-#include "compiler/tensor/errors.h"
+#include "base/errors.h"
 #include "compiler/tensor/evaluate.h"
-#include "compiler/tensor/status_macros.h"
-#include "compiler/tensor/strings.h"
+#include "base/status_macros.h"
+#include "base/strings.h"
 #include "compiler/wire/wire.h"
 
 namespace accy::session {

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "compiler/executable/codec.h"
-#include "compiler/tensor/status_macros.h"
-#include "compiler/tensor/strings.h"
+#include "base/status_macros.h"
+#include "base/strings.h"
 
 namespace accy::server {
 namespace {

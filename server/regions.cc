@@ -11,8 +11,8 @@
 #include <cstring>
 #include <random>
 
-#include "compiler/tensor/errors.h"
-#include "compiler/tensor/strings.h"
+#include "base/errors.h"
+#include "base/strings.h"
 
 namespace accy::server {
 

@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "backends/registry.h"
-#include "compiler/tensor/errors.h"
-#include "compiler/tensor/strings.h"
+#include "base/errors.h"
+#include "base/strings.h"
 #include "compiler/wire/wire.h"
 
 namespace accy::server {

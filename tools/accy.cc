@@ -28,7 +28,7 @@
 #include "compiler/codegen/spirv/compile.h"
 #include "compiler/codegen/x86_64/compile.h"
 #include "compiler/tensor/program.h"
-#include "compiler/tensor/strings.h"
+#include "base/strings.h"
 #include "compiler/wire/wire.h"
 #include "tools/artifact.h"
 #include "tools/files.h"

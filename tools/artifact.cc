@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "compiler/tensor/strings.h"
+#include "base/strings.h"
 
 namespace accy::artifact {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <memory>
 
-#include "compiler/tensor/strings.h"
+#include "base/strings.h"
 
 namespace accy::files {
 namespace {

@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "compiler/tensor/program.h"
-#include "compiler/tensor/strings.h"
+#include "base/strings.h"
 #include "tools/files.h"
 
 namespace accy::npy {

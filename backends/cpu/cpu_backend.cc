@@ -15,9 +15,9 @@
 #include "backends/buffer_checks.h"
 #include "backends/cpu/thread_pool.h"
 #include "compiler/codegen/x86_64/emitter.h"
-#include "compiler/tensor/errors.h"
-#include "compiler/tensor/status_macros.h"
-#include "compiler/tensor/strings.h"
+#include "base/errors.h"
+#include "base/status_macros.h"
+#include "base/strings.h"
 
 namespace accy::cpu {
 

@@ -2,8 +2,8 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "compiler/codegen/x86_64/compile.h"
-#include "compiler/tensor/errors.h"
-#include "compiler/tensor/status_macros.h"
+#include "base/errors.h"
+#include "base/status_macros.h"
 
 namespace accy::backends {
 namespace {

@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "backends/cuda/cuda_program.h"
-#include "compiler/tensor/errors.h"
-#include "compiler/tensor/status_macros.h"
-#include "compiler/tensor/strings.h"
+#include "base/errors.h"
+#include "base/status_macros.h"
+#include "base/strings.h"
 
 namespace accy::backends {
 namespace {

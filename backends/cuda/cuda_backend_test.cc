@@ -23,7 +23,7 @@
 #include "backends/cuda/cuda_program.h"
 #include "compiler/executable/executable.h"
 #include "compiler/tensor/builder.h"
-#include "compiler/tensor/errors.h"
+#include "base/errors.h"
 #include "compiler/tensor/evaluate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

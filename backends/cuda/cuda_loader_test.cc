@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_device.h"
-#include "compiler/tensor/errors.h"
+#include "base/errors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -1,6 +1,6 @@
 #include "backends/null/null_backend.h"
 
-#include "compiler/tensor/errors.h"
+#include "base/errors.h"
 
 namespace accy::backends {
 namespace {

@@ -4,9 +4,9 @@
 
 #include "backends/vulkan/vulkan_device.h"
 #include "backends/vulkan/vulkan_program.h"
-#include "compiler/tensor/errors.h"
-#include "compiler/tensor/status_macros.h"
-#include "compiler/tensor/strings.h"
+#include "base/errors.h"
+#include "base/status_macros.h"
+#include "base/strings.h"
 
 namespace accy::backends {
 namespace {

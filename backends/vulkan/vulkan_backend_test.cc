@@ -17,7 +17,7 @@
 #include "backends/backend.h"
 #include "compiler/executable/executable.h"
 #include "compiler/tensor/builder.h"
-#include "compiler/tensor/errors.h"
+#include "base/errors.h"
 #include "compiler/tensor/evaluate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

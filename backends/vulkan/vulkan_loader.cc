@@ -5,8 +5,8 @@
 #include <map>
 #include <mutex>
 
-#include "compiler/tensor/errors.h"
-#include "compiler/tensor/strings.h"
+#include "base/errors.h"
+#include "base/strings.h"
 
 namespace accy::vulkan {
 namespace {

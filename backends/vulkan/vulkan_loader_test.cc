@@ -6,7 +6,7 @@
 #include <string>
 
 #include "backends/vulkan/vulkan_device.h"
-#include "compiler/tensor/errors.h"
+#include "base/errors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

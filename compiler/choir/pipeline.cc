@@ -5,7 +5,7 @@
 #include "compiler/choir/passes/fuse.h"
 #include "compiler/choir/passes/loop_order.h"
 #include "compiler/choir/verifier.h"
-#include "compiler/tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace accy::choir {
 

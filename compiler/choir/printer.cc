@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "compiler/tensor/strings.h"
+#include "base/strings.h"
 
 namespace accy::choir {
 namespace {

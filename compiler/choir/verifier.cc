@@ -4,8 +4,8 @@
 #include <map>
 
 #include "compiler/choir/printer.h"
-#include "compiler/tensor/status_macros.h"
-#include "compiler/tensor/strings.h"
+#include "base/status_macros.h"
+#include "base/strings.h"
 
 namespace accy::choir {
 namespace {

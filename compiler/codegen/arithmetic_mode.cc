@@ -1,7 +1,7 @@
 #include "compiler/codegen/arithmetic_mode.h"
 
-#include "compiler/tensor/errors.h"
-#include "compiler/tensor/strings.h"
+#include "base/errors.h"
+#include "base/strings.h"
 
 namespace accy::codegen {
 

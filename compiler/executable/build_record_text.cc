@@ -1,6 +1,6 @@
 #include "compiler/executable/build_record.h"
-#include "compiler/tensor/errors.h"
-#include "compiler/tensor/strings.h"
+#include "base/errors.h"
+#include "base/strings.h"
 
 namespace accy::executable {
 

@@ -2,8 +2,8 @@
 
 #include <atomic>
 
-#include "compiler/tensor/strings.h"
-#include "compiler/tensor/errors.h"
+#include "base/strings.h"
+#include "base/errors.h"
 
 namespace accy::tensor {
 namespace {

@@ -4,10 +4,10 @@
 #include <cstring>
 #include <optional>
 
-#include "compiler/tensor/strings.h"
-#include "compiler/tensor/errors.h"
+#include "base/strings.h"
+#include "base/errors.h"
 #include "compiler/tensor/scalar_ops.h"
-#include "compiler/tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace accy::tensor {
 namespace {

@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <set>
 
-#include "compiler/tensor/strings.h"
+#include "base/strings.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/escaping.h"
-#include "compiler/tensor/errors.h"
-#include "compiler/tensor/status_macros.h"
+#include "base/errors.h"
+#include "base/status_macros.h"
 
 namespace accy::tensor {
 namespace {

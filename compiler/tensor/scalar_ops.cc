@@ -5,7 +5,7 @@
 #include <limits>
 #include <string>
 
-#include "compiler/tensor/check.h"
+#include "base/check.h"
 
 namespace accy::tensor {
 namespace {

@@ -4,9 +4,9 @@
 #include <optional>
 
 #include "compiler/tensor/builder.h"
-#include "compiler/tensor/errors.h"
-#include "compiler/tensor/status_macros.h"
-#include "compiler/tensor/strings.h"
+#include "base/errors.h"
+#include "base/status_macros.h"
+#include "base/strings.h"
 #include "compiler/transforms/replay.h"
 
 namespace accy::transforms {

@@ -1,9 +1,9 @@
 #include "compiler/transforms/vmap.h"
 
 #include "compiler/tensor/builder.h"
-#include "compiler/tensor/errors.h"
-#include "compiler/tensor/status_macros.h"
-#include "compiler/tensor/strings.h"
+#include "base/errors.h"
+#include "base/status_macros.h"
+#include "base/strings.h"
 #include "compiler/transforms/replay.h"
 
 namespace accy::transforms {

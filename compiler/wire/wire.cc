@@ -4,9 +4,9 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include "accy/wire/v1/program.pb.h"
-#include "compiler/tensor/errors.h"
-#include "compiler/tensor/status_macros.h"
-#include "compiler/tensor/strings.h"
+#include "base/errors.h"
+#include "base/status_macros.h"
+#include "base/strings.h"
 
 namespace accy::wire {
 namespace {

@@ -43,7 +43,7 @@
 
 #include <google/protobuf/stubs/logging.h>
 
-#include "compiler/tensor/errors.h"
+#include "base/errors.h"
 #include "compiler/tensor/program.h"
 #include "compiler/wire/wire.h"
 

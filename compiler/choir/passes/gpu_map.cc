@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "compiler/tensor/errors.h"
-#include "compiler/tensor/strings.h"
+#include "base/errors.h"
+#include "base/strings.h"
 
 namespace accy::choir {
 namespace {

@@ -1,7 +1,7 @@
 #include "compiler/choir/passes/tile.h"
 
 #include "compiler/choir/rewrite.h"
-#include "compiler/tensor/strings.h"
+#include "base/strings.h"
 
 namespace accy::choir {
 

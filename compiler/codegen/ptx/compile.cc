@@ -9,9 +9,9 @@
 #include "compiler/choir/verifier.h"
 #include "compiler/codegen/ptx/kernel_translator.h"
 #include "compiler/codegen/ptx/pipeline.h"
-#include "compiler/tensor/errors.h"
-#include "compiler/tensor/status_macros.h"
-#include "compiler/tensor/strings.h"
+#include "base/errors.h"
+#include "base/status_macros.h"
+#include "base/strings.h"
 
 namespace accy::ptx {
 namespace {

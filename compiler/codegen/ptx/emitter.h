@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "absl/strings/str_format.h"
-#include "compiler/tensor/strings.h"
+#include "base/strings.h"
 
 namespace accy::ptx {
 

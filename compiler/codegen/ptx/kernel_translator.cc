@@ -14,10 +14,10 @@
 #include "compiler/codegen/math/elementary.h"
 #include "compiler/codegen/ptx/emitter.h"
 #include "compiler/codegen/ptx/ptx_ops.h"
-#include "compiler/tensor/errors.h"
+#include "base/errors.h"
 #include "compiler/tensor/scalar_ops.h"
-#include "compiler/tensor/status_macros.h"
-#include "compiler/tensor/strings.h"
+#include "base/status_macros.h"
+#include "base/strings.h"
 
 namespace accy::ptx {
 namespace {

@@ -5,7 +5,7 @@
 #include "compiler/choir/passes/gpu_map.h"
 #include "compiler/choir/verifier.h"
 #include "compiler/codegen/spirv/kernel_translator.h"
-#include "compiler/tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace accy::spirv {
 

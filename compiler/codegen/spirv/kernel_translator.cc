@@ -11,10 +11,10 @@
 #include "compiler/choir/value_numbering.h"
 #include "compiler/codegen/math/elementary.h"
 #include "compiler/codegen/spirv/module_builder.h"
-#include "compiler/tensor/errors.h"
+#include "base/errors.h"
 #include "compiler/tensor/scalar_ops.h"
-#include "compiler/tensor/status_macros.h"
-#include "compiler/tensor/strings.h"
+#include "base/status_macros.h"
+#include "base/strings.h"
 
 namespace accy::spirv {
 namespace {

@@ -1,6 +1,6 @@
 #include "compiler/codegen/spirv/module_builder.h"
 
-#include "compiler/tensor/strings.h"
+#include "base/strings.h"
 
 namespace accy::spirv {
 

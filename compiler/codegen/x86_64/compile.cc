@@ -5,7 +5,7 @@
 #include "compiler/choir/pipeline.h"
 #include "compiler/choir/printer.h"
 #include "compiler/codegen/x86_64/emitter.h"
-#include "compiler/tensor/status_macros.h"
+#include "base/status_macros.h"
 
 namespace accy::x64 {
 

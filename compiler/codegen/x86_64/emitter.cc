@@ -1,9 +1,9 @@
 #include "compiler/codegen/x86_64/emitter.h"
 
 #include "compiler/codegen/x86_64/kernel_emitter.h"
-#include "compiler/tensor/errors.h"
-#include "compiler/tensor/status_macros.h"
-#include "compiler/tensor/strings.h"
+#include "base/errors.h"
+#include "base/status_macros.h"
+#include "base/strings.h"
 
 namespace accy::x64 {
 namespace {

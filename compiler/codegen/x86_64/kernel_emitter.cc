@@ -9,11 +9,11 @@
 #include "compiler/choir/rewrite.h"
 #include "compiler/codegen/x86_64/emitter.h"
 #include "compiler/codegen/x86_64/math.h"
-#include "compiler/tensor/check.h"
-#include "compiler/tensor/errors.h"
+#include "base/check.h"
+#include "base/errors.h"
 #include "compiler/tensor/scalar_ops.h"
-#include "compiler/tensor/status_macros.h"
-#include "compiler/tensor/strings.h"
+#include "base/status_macros.h"
+#include "base/strings.h"
 
 namespace accy::x64 {
 

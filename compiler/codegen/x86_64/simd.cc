@@ -3,7 +3,7 @@
 #include <cstring>
 #include <vector>
 
-#include "compiler/tensor/check.h"
+#include "base/check.h"
 
 namespace accy::x64 {
 

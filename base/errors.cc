@@ -1,7 +1,7 @@
-#include "compiler/tensor/errors.h"
+#include "base/errors.h"
 
 #include "absl/strings/cord.h"
-#include "compiler/tensor/strings.h"
+#include "base/strings.h"
 
 namespace accy {
 namespace {
@@ -15,7 +15,7 @@ absl::StatusCode codeOf(ErrorKind kind) {
 #define ACCY_ERROR_KIND(name, code) \
   case ErrorKind::k##name:          \
     return absl::StatusCode::code;
-#include "compiler/tensor/error_kinds.inc"
+#include "base/error_kinds.inc"
 #undef ACCY_ERROR_KIND
   }
   return absl::StatusCode::kUnknown;
@@ -30,7 +30,7 @@ std::string_view errorKindName(ErrorKind kind) {
 #define ACCY_ERROR_KIND(name, code) \
   case ErrorKind::k##name:          \
     return #name;
-#include "compiler/tensor/error_kinds.inc"
+#include "base/error_kinds.inc"
 #undef ACCY_ERROR_KIND
   }
   return "None";
@@ -49,7 +49,7 @@ ErrorKind errorKind(const absl::Status& status) {
   const std::string name(*payload);
 #define ACCY_ERROR_KIND(kind_name, code) \
   if (name == #kind_name) return ErrorKind::k##kind_name;
-#include "compiler/tensor/error_kinds.inc"
+#include "base/error_kinds.inc"
 #undef ACCY_ERROR_KIND
   return ErrorKind::kNone;
 }

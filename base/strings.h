@@ -3,8 +3,8 @@
 // Debian's Abseil is built with its own absl::string_view (not an alias of
 // std::string_view), so absl::StrCat rejects std::string_view arguments.
 // accy::strCat forwards to absl::StrCat after converting them.
-#ifndef ACCY_COMPILER_TENSOR_STRINGS_H_
-#define ACCY_COMPILER_TENSOR_STRINGS_H_
+#ifndef ACCY_BASE_STRINGS_H_
+#define ACCY_BASE_STRINGS_H_
 
 #include <string>
 #include <string_view>
@@ -36,4 +36,4 @@ void strAppend(std::string* out, const Args&... args) {
 
 }  // namespace accy
 
-#endif  // ACCY_COMPILER_TENSOR_STRINGS_H_
+#endif  // ACCY_BASE_STRINGS_H_

@@ -1,7 +1,7 @@
 // ACCY_CHECK: broken invariants (compiler bugs) abort with a message. User
 // mistakes never reach a CHECK; they are absl::Status errors.
-#ifndef ACCY_COMPILER_TENSOR_CHECK_H_
-#define ACCY_COMPILER_TENSOR_CHECK_H_
+#ifndef ACCY_BASE_CHECK_H_
+#define ACCY_BASE_CHECK_H_
 
 #include <cstdio>
 #include <cstdlib>
@@ -16,4 +16,4 @@
     }                                                                           \
   } while (0)
 
-#endif  // ACCY_COMPILER_TENSOR_CHECK_H_
+#endif  // ACCY_BASE_CHECK_H_

@@ -4,8 +4,8 @@
 // with the kind's name ("AxisExtentMismatch: mul: ...") and which carries the
 // kind as a payload, so `accy::errorKind(status)` recovers it without parsing
 // text. Kinds are stable: tests and hosts may compare against them.
-#ifndef ACCY_COMPILER_TENSOR_ERRORS_H_
-#define ACCY_COMPILER_TENSOR_ERRORS_H_
+#ifndef ACCY_BASE_ERRORS_H_
+#define ACCY_BASE_ERRORS_H_
 
 #include <string>
 #include <string_view>
@@ -17,7 +17,7 @@ namespace accy {
 enum class ErrorKind {
   kNone,  // an ok status, or a status Accy did not make
 #define ACCY_ERROR_KIND(name, code) k##name,
-#include "compiler/tensor/error_kinds.inc"
+#include "base/error_kinds.inc"
 #undef ACCY_ERROR_KIND
 };
 
@@ -33,4 +33,4 @@ absl::Status makeError(ErrorKind kind, std::string_view message);
 
 }  // namespace accy
 
-#endif  // ACCY_COMPILER_TENSOR_ERRORS_H_
+#endif  // ACCY_BASE_ERRORS_H_

@@ -1,6 +1,6 @@
 // Small status-propagation macros (the Abseil release in Debian 12 has none).
-#ifndef ACCY_COMPILER_TENSOR_STATUS_MACROS_H_
-#define ACCY_COMPILER_TENSOR_STATUS_MACROS_H_
+#ifndef ACCY_BASE_STATUS_MACROS_H_
+#define ACCY_BASE_STATUS_MACROS_H_
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -24,4 +24,4 @@
   if (!tmp.ok()) return tmp.status();               \
   lhs = std::move(tmp).value()
 
-#endif  // ACCY_COMPILER_TENSOR_STATUS_MACROS_H_
+#endif  // ACCY_BASE_STATUS_MACROS_H_
