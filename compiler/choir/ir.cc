@@ -1,6 +1,7 @@
 #include "compiler/choir/ir.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace accy::choir {
 namespace {
@@ -168,6 +169,20 @@ int Module::inputCount() const {
 int Module::outputCount() const {
   return static_cast<int>(std::count_if(buffers.begin(), buffers.end(),
                                         [](const Buffer& b) { return b.role == BufferRole::kOutput; }));
+}
+
+double combinerIdentity(OpCode combiner, DType dtype) {
+  const bool f = tensor::isFloating(dtype);
+  switch (combiner) {
+    case OpCode::kMul:
+      return 1;
+    case OpCode::kMax:
+      return f ? -HUGE_VAL : dtype == DType::i32 ? -2147483648.0 : dtype == DType::bool_ ? 0 : -9223372036854775808.0;
+    case OpCode::kMin:
+      return f ? HUGE_VAL : dtype == DType::i32 ? 2147483647.0 : dtype == DType::bool_ ? 1 : 9223372036854775807.0;
+    default:
+      return 0;
+  }
 }
 
 }  // namespace accy::choir

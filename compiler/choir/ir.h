@@ -135,6 +135,12 @@ enum class StmtKind : uint8_t {
 // nested in order, outermost first), then divided by `mean_count` when it is
 // non-zero (mean), then stored to buffer[index]. Targets choose how to
 // combine: sequential, vector lanes, tree, subgroup or atomics.
+// The identity of a reduction's `combiner` for `dtype`, as the value every
+// target stores or puts in its accumulator: 0 for kAdd, 1 for kMul, the
+// lowest value for kMax (-inf, INT_MIN, false) and the highest for kMin
+// (+inf, INT_MAX, true). One definition for every target and pass.
+double combinerIdentity(OpCode combiner, DType dtype);
+
 struct Stmt {
   StmtKind kind = StmtKind::kStore;
   LoopHeader loop;          // kLoop

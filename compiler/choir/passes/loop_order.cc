@@ -32,20 +32,6 @@ void orderReduce(const Module& m, Stmt& r) {
   r.domain.push_back(h);
 }
 
-double identityOf(OpCode combiner, DType dtype) {
-  const bool f = tensor::isFloating(dtype);
-  switch (combiner) {
-    case OpCode::kMul:
-      return 1;
-    case OpCode::kMax:
-      return f ? -HUGE_VAL : dtype == DType::i32 ? -2147483648.0 : dtype == DType::bool_ ? 0 : -9223372036854775808.0;
-    case OpCode::kMin:
-      return f ? HUGE_VAL : dtype == DType::i32 ? 2147483647.0 : dtype == DType::bool_ ? 1 : 9223372036854775807.0;
-    default:
-      return 0;
-  }
-}
-
 // Loads in `e` that walk `var` with a stride other than 0 and 1.
 int stridedLoads(const Module& m, const ExprRef& e, int var) {
   int n = 0;
@@ -90,7 +76,7 @@ bool accumulateInOutput(Module& m, Kernel& k, const std::vector<LoopHeader>& loo
   const DType dtype = out.dtype;
   auto load_out = [&] { return makeLoad(dtype, r.buffer, r.index); };
   std::vector<Stmt> body;
-  body.push_back(freshLoop(m, o, Stmt::store(r.buffer, r.index, makeConstant(dtype, identityOf(r.combiner, dtype)))));
+  body.push_back(freshLoop(m, o, Stmt::store(r.buffer, r.index, makeConstant(dtype, combinerIdentity(r.combiner, dtype)))));
   Stmt acc = freshLoop(m, o, Stmt::store(r.buffer, r.index, makeOp(r.combiner, dtype, {load_out(), r.value})));
   for (size_t d = r.domain.size(); d-- > 0;) acc = Stmt::loopOf(r.domain[d], {std::move(acc)});
   body.push_back(std::move(acc));

@@ -728,19 +728,7 @@ class Translator {
   }
 
   absl::StatusOr<uint32_t> identity(OpCode combiner, DType d) {
-    const bool f = tensor::isFloating(d);
-    // bool max is `or` (identity false), bool min is `and` (identity true).
-    if (d == DType::bool_) return b_.constantBool(combiner == OpCode::kMin);
-    switch (combiner) {
-      case OpCode::kMul:
-        return constant(d, 1);
-      case OpCode::kMax:
-        return constant(d, f ? -HUGE_VAL : d == DType::i32 ? -2147483648.0 : -9223372036854775808.0);
-      case OpCode::kMin:
-        return constant(d, f ? HUGE_VAL : d == DType::i32 ? 2147483647.0 : 9223372036854775807.0);
-      default:
-        return constant(d, 0);
-    }
+    return constant(d, choir::combinerIdentity(combiner, d));
   }
 
   absl::StatusOr<uint32_t> combine(OpCode combiner, DType d, uint32_t acc, uint32_t x) {

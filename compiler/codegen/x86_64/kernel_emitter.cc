@@ -1183,26 +1183,7 @@ absl::StatusOr<KernelEmitter::Val> KernelEmitter::cast(const Val& a, DType from,
 }
 
 KernelEmitter::Val KernelEmitter::identity(OpCode combiner, DType dtype, Simd* simd) {
-  double id = 0;
-  switch (combiner) {
-    case OpCode::kMul:
-      id = 1;
-      break;
-    case OpCode::kMax:
-      id = isFloat(dtype) ? -std::numeric_limits<double>::infinity()
-           : dtype == DType::i32 ? std::numeric_limits<int32_t>::min()
-           : dtype == DType::bool_ ? 0
-                                   : static_cast<double>(std::numeric_limits<int64_t>::min());
-      break;
-    case OpCode::kMin:
-      id = isFloat(dtype) ? std::numeric_limits<double>::infinity()
-           : dtype == DType::i32 ? std::numeric_limits<int32_t>::max()
-           : dtype == DType::bool_ ? 1
-                                   : 9.2233720368547748e18;
-      break;
-    default:
-      break;
-  }
+  const double id = choir::combinerIdentity(combiner, dtype);
   Val v;
   if (isFloat(dtype)) {
     Simd& s = simd ? *simd : scalarSimd(dtype);
