@@ -65,7 +65,6 @@ class CudaDevice : public std::enable_shared_from_this<CudaDevice> {
   const std::string& name() const { return name_; }
   // cuDriverGetVersion: 12080 for CUDA 12.8.
   int driverVersion() const { return driver_version_; }
-  const std::string& libraryPath() const { return library_->path(); }
 
  private:
   CudaDevice() = default;

@@ -141,7 +141,6 @@ absl::StatusOr<std::shared_ptr<const CudaProgram>> CudaProgram::load(std::shared
                             log.empty() ? std::string("; it wrote no log") : strCat("; its log:\n", log)));
   }
   program->module_ = module;  // unloaded by ~CudaProgram from here on
-  program->jit_log_ = logText(info_log);
 
   std::map<std::string, CUfunction> found;
   for (size_t k = 0; k < e.launch_plan.steps.size(); ++k) {

@@ -78,9 +78,6 @@ class CudaProgram final : public backends::LoadedProgram {
   const executable::Executable& executable() const override { return exe_; }
   const CudaDevice& device() const { return *device_; }
 
-  // The JIT's info log from load (ptxas's notes: registers, spills); empty
-  // when it wrote none.
-  const std::string& jitLog() const { return jit_log_; }
 
  private:
   struct LaunchResources;
@@ -96,7 +93,6 @@ class CudaProgram final : public backends::LoadedProgram {
   executable::Executable exe_;
   CUmodule module_ = nullptr;
   std::vector<CUfunction> functions_;  // one per launch step
-  std::string jit_log_;
 
   // Launch resources not in use.
   mutable backends::ResourcePool<LaunchResources> idle_;

@@ -161,16 +161,6 @@ Stmt Stmt::store(int buffer, std::vector<Affine> index, ExprRef value) {
   return s;
 }
 
-int Module::inputCount() const {
-  return static_cast<int>(std::count_if(buffers.begin(), buffers.end(),
-                                        [](const Buffer& b) { return b.role == BufferRole::kInput; }));
-}
-
-int Module::outputCount() const {
-  return static_cast<int>(std::count_if(buffers.begin(), buffers.end(),
-                                        [](const Buffer& b) { return b.role == BufferRole::kOutput; }));
-}
-
 double combinerIdentity(OpCode combiner, DType dtype) {
   const bool f = tensor::isFloating(dtype);
   switch (combiner) {

@@ -184,8 +184,6 @@ struct Module {
   int num_vars = 0;  // variable ids are unique across the module
   int newVar() { return num_vars++; }
 
-  int inputCount() const;
-  int outputCount() const;
 };
 
 // Visits every expression node reachable from `e` (pre-order, shared nodes

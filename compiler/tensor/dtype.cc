@@ -32,14 +32,6 @@ std::string_view dtypeName(DType dtype) {
   return "?";
 }
 
-std::optional<DType> parseDType(std::string_view name) {
-  for (DType d : {DType::f32, DType::f64, DType::i32, DType::i64, DType::bool_}) {
-    if (dtypeName(d) == name) return d;
-  }
-  return std::nullopt;
-}
-
 bool isFloating(DType dtype) { return dtype == DType::f32 || dtype == DType::f64; }
-bool isInteger(DType dtype) { return dtype == DType::i32 || dtype == DType::i64; }
 
 }  // namespace accy::tensor

@@ -18,9 +18,7 @@ inline constexpr DType kBool = DType::bool_;
 int64_t dtypeSize(DType dtype);
 // "f32", "f64", "i32", "i64", "bool".
 std::string_view dtypeName(DType dtype);
-std::optional<DType> parseDType(std::string_view name);
 bool isFloating(DType dtype);
-bool isInteger(DType dtype);
 
 }  // namespace accy::tensor
 

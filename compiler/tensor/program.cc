@@ -108,17 +108,6 @@ OpCategory opCategory(OpCode op) {
   return OpCategory::Leaf;
 }
 
-GradKind gradKind(OpCode op) {
-  switch (op) {
-#define ACCY_OP(e, name, cat, grad) \
-  case OpCode::e:                   \
-    return GradKind::grad;
-#include "compiler/tensor/ops.inc"
-#undef ACCY_OP
-  }
-  return GradKind::None;
-}
-
 int64_t Spec::elementCount() const {
   int64_t n = 1;
   for (const Axis& a : axes) n *= a.extent;

@@ -27,11 +27,8 @@ enum class OpCode : uint8_t {
 
 enum class OpCategory : uint8_t { Leaf, Unary, Binary, Compare, Select, Cast, Reduce, Dot, Layout };
 
-enum class GradKind : uint8_t { None, Smooth, Piecewise, Layout };
-
 std::string_view opName(OpCode op);
 OpCategory opCategory(OpCode op);
-GradKind gradKind(OpCode op);
 inline constexpr int kOpCount = 0
 #define ACCY_OP(e, name, cat, grad) +1
 #include "compiler/tensor/ops.inc"

@@ -21,7 +21,6 @@ inline Module lowered(std::vector<tensor::Spec> specs, std::function<tensor::Val
   return *m;
 }
 
-inline int countKernels(const Module& m) { return static_cast<int>(m.kernels.size()); }
 
 // Every loop header in the module, outermost first per kernel.
 inline std::vector<LoopHeader> loops(const Module& m) {

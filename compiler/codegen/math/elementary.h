@@ -1,9 +1,10 @@
 // Elementary functions as instruction-level algorithms, written once over an
 // "ops" type and instantiated by each emitter: x86-64 (Simd registers,
-// compiler/codegen/x86_64/math.cc) and SPIR-V (SSA ids,
-// compiler/codegen/spirv/spirv_math.cc). Accuracy, ranges and special values
-// are measured in compiler/codegen/x86_64/math_test.cc and recorded in
-// docs/MATH_ACCURACY.md.
+// compiler/codegen/x86_64/math.cc), PTX (virtual registers,
+// compiler/codegen/ptx/ptx_ops.h) and SPIR-V (SSA ids, SpirvOps in
+// compiler/codegen/spirv/kernel_translator.cc). Accuracy, ranges and special
+// values are measured in compiler/codegen/x86_64/math_test.cc and recorded
+// in docs/MATH_ACCURACY.md.
 //
 // An ops type O provides: types Vec and Mask; c() -> const LaneMath&;
 // fusedMultiplyAdd(); num(double), bits(uint64), zero(); add sub mul div
@@ -11,7 +12,10 @@
 // operand when either is NaN); fma(a, b, c) = a*b + c (rounded once where
 // fusedMultiplyAdd()); abs neg round (to nearest even); shl(v, n), shr(v, n)
 // on the same-width integer lanes; cmp(Cmp, a, b) -> Mask (ordered, except
-// kNe); both, either on masks; select(mask, t, f); horner(x, coefficients).
+// kNe); both, either on masks; select(mask, t, f); horner(x, coefficients);
+// whenAny(mask, span<Vec> vars, body): runs body() only when some lane of
+// the mask is set (a branch; a GPU thread's one lane), body replacing values
+// of vars, which hold the replacements afterwards.
 #ifndef ACCY_COMPILER_CODEGEN_MATH_ELEMENTARY_H_
 #define ACCY_COMPILER_CODEGEN_MATH_ELEMENTARY_H_
 

@@ -58,7 +58,6 @@ class Emitter {
     body_ += ";\n";
   }
   void place(std::string_view label) { strAppend(&body_, label, ":\n"); }
-  void comment(std::string_view text) { strAppend(&body_, "\t// ", text, "\n"); }
 
   // "\t.reg .pred %p<N>;" ... for every class used.
   std::string declarations() const {

@@ -132,7 +132,6 @@ ACCY_SIMD_INT_BINARY(bitXor, kIdXorps, kIdXorpd, kIdVxorps, kIdVxorpd, kIdVpxord
 ACCY_SIMD_INT_BINARY(bitAndNot, kIdAndnps, kIdAndnpd, kIdVandnps, kIdVandnpd, kIdVpandnd,
                      kIdVpandnq, false)
 ACCY_SIMD_INT_BINARY(intAdd, kIdPaddd, kIdPaddq, kIdVpaddd, kIdVpaddq, kIdVpaddd, kIdVpaddq, true)
-ACCY_SIMD_INT_BINARY(intSub, kIdPsubd, kIdPsubq, kIdVpsubd, kIdVpsubq, kIdVpsubd, kIdVpsubq, false)
 #undef ACCY_SIMD_INT_BINARY
 
 void Simd::mov(Vec d, Vec a) {
@@ -281,19 +280,6 @@ void Simd::intShr(Vec d, Vec a, int bits) {
   }
   mov(d, a);
   cc_.emit(f32() ? x86::Inst::kIdPsrld : x86::Inst::kIdPsrlq, d, bits);
-}
-
-void Simd::intSar(Vec d, Vec a, int bits) {
-  d = fit(d), a = fit(a);
-  ACCY_CHECK(f32() || isa_ == Isa::kAvx512, "64-bit arithmetic shift needs AVX-512");
-  if (isa_ == Isa::kAvx512) {
-    cc_.emit(f32() ? x86::Inst::kIdVpsrad : x86::Inst::kIdVpsraq, d, a, bits);
-  } else if (vex()) {
-    cc_.emit(x86::Inst::kIdVpsrad, d, a, bits);
-  } else {
-    mov(d, a);
-    cc_.emit(x86::Inst::kIdPsrad, d, bits);
-  }
 }
 
 Mask Simd::newMask() {

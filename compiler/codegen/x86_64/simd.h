@@ -59,7 +59,6 @@ class Simd {
 
   Isa isa() const { return isa_; }
   Lane lane() const { return lane_; }
-  int widthBytes() const { return width_; }
   bool scalar() const { return scalar_; }
   int lanes() const { return scalar_ ? 1 : width_ / (lane_ == Lane::kF32 ? 4 : 8); }
   int laneBytes() const { return lane_ == Lane::kF32 ? 4 : 8; }
@@ -104,10 +103,8 @@ class Simd {
 
   // Integer lanes (i32 for f32, i64 for f64).
   void intAdd(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
-  void intSub(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
   void intShl(asmjit::x86::Vec d, asmjit::x86::Vec a, int bits);
   void intShr(asmjit::x86::Vec d, asmjit::x86::Vec a, int bits);  // logical
-  void intSar(asmjit::x86::Vec d, asmjit::x86::Vec a, int bits);  // arithmetic (i32 lanes only below AVX-512)
 
   Mask newMask();
   // Ordered comparisons (false on NaN) except kNe, which is true on NaN.
