@@ -156,9 +156,7 @@ absl::StatusOr<session::Handle> RemoteSession::compile(std::string_view wire, st
     // In process, like accyd's cpu device: exact (fast is the same code);
     // tf32 is refused the same way.
     if (options.mode == backends::ArithmeticMode::kTf32) {
-      return fail(makeError(ErrorKind::kInvalidArgument,
-                            "tf32 arithmetic runs on NVIDIA tensor cores and needs CUDA (target ptx); target x86_64 "
-                            "has no tf32 mode"));
+      return fail(backends::tf32NeedsCuda(target));
     }
     return local_.compile(wire, info);
   }
