@@ -240,7 +240,7 @@ std::optional<Failure> compileSpirv(const Args& args, bool fast) {
   if (!program.ok()) return inputError(messageOf(program.status()));
   std::unique_ptr<backends::Backend> vulkan = backends::makeVulkanBackend(backends::BackendOptions{});
   spirv::TargetInfo info = backends::vulkanTargetInfo(*vulkan);
-  info.fast_math = fast;
+  info.mode = fast ? backends::ArithmeticMode::kFast : backends::ArithmeticMode::kExact;
   absl::StatusOr<executable::Executable> exe = spirv::compileProgram(*program, info);
   if (!exe.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(exe.status())));
   if (*emit == "artifact") {

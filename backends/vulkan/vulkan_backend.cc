@@ -51,7 +51,7 @@ class VulkanBackend final : public Backend {
     if (options.mode == ArithmeticMode::kTf32) return tf32NeedsCuda(target);
     ACCY_RETURN_IF_ERROR(requireDevice());
     spirv::TargetInfo target_info = target_;
-    target_info.fast_math = options.mode == ArithmeticMode::kFast;
+    target_info.mode = options.mode;
     return spirv::compileProgram(program, target_info);
   }
 

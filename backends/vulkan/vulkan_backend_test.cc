@@ -167,7 +167,7 @@ TEST_F(VulkanBackendTest, TargetInfoComesFromTheDevice) {
   // Vulkan's required minimums.
   EXPECT_GE(t.max_workgroup_size, 128u);
   EXPECT_GE(t.max_workgroup_count, 65535u);
-  EXPECT_FALSE(t.fast_math);
+  EXPECT_EQ(t.mode, codegen::ArithmeticMode::kExact);
   if (t.subgroup_size != 0) {
     EXPECT_EQ(t.subgroup_size & (t.subgroup_size - 1), 0u) << t.subgroup_size;
   }

@@ -26,7 +26,7 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
   ACCY_RETURN_IF_ERROR(choir::verifyModule(m));
   executable::Executable exe;
   exe.target = "spirv";
-  exe.isa = target.fast_math ? "vulkan1.1-fast" : "vulkan1.1";
+  exe.isa = target.mode == ArithmeticMode::kFast ? "vulkan1.1-fast" : "vulkan1.1";
   for (const choir::Kernel& k : m.kernels) {
     ACCY_ASSIGN_OR_RETURN(TranslatedKernel t, translateKernel(m, k, target));
     const uint64_t offset = exe.code.size();

@@ -20,10 +20,13 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "compiler/codegen/arithmetic_mode.h"
 #include "compiler/executable/executable.h"
 #include "compiler/tensor/program.h"
 
 namespace accy::spirv {
+
+using codegen::ArithmeticMode;
 
 // What the device allows, from Vulkan's physical-device queries.
 struct TargetInfo {
@@ -35,9 +38,10 @@ struct TargetInfo {
   // per element, are u8 arrays; without it they are refused.
   bool storage_8bit = false;
   uint32_t subgroup_size = 0;         // 0 when compute subgroup shuffles (shuffle-relative) are unavailable
-  // Use GLSL.std.450 for transcendentals (fast mode); the default `exact`
-  // mode emits accurate instruction sequences instead.
-  bool fast_math = false;
+  // kFast uses GLSL.std.450 for f32 transcendentals; kExact (the default)
+  // emits accurate instruction sequences. kTf32 is for NVIDIA tensor cores:
+  // callers refuse it before compiling (backends::tf32NeedsCuda).
+  ArithmeticMode mode = ArithmeticMode::kExact;
   // Tile sum-of-products kernels (dot) through workgroup memory
   // (passes/gpu_map.h); off only to measure what tiling buys.
   bool tile_products = true;

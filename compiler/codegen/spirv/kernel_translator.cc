@@ -515,7 +515,7 @@ class Translator {
       return SpirvOps(b_, type, f64 ? b_.typeInt(64, false) : u32_, f64);
     };
     auto transcendental = [&](Glsl inst) -> absl::StatusOr<uint32_t> {
-      if (t_.fast_math && e.dtype == DType::f32) return glsl(type, inst, a);
+      if (t_.mode == ArithmeticMode::kFast && e.dtype == DType::f32) return glsl(type, inst, a);
       ACCY_ASSIGN_OR_RETURN(SpirvOps o, ops());
       switch (inst) {
         case kSin:
@@ -600,7 +600,7 @@ class Translator {
       case OpCode::kTanh:
         return transcendental(kTanh);
       case OpCode::kSigmoid: {
-        if (!t_.fast_math || e.dtype == DType::f64) {
+        if (t_.mode != ArithmeticMode::kFast || e.dtype == DType::f64) {
           ACCY_ASSIGN_OR_RETURN(SpirvOps o, ops());
           return math::sigmoidOf(o, a[0]);
         }

@@ -45,7 +45,7 @@ TargetInfo lavapipeLike(bool fast) {
   t.float64 = true;
   t.int64 = true;
   t.storage_8bit = true;
-  t.fast_math = fast;
+  t.mode = fast ? ArithmeticMode::kFast : ArithmeticMode::kExact;
   return t;
 }
 
