@@ -70,6 +70,16 @@ class Backend {
     return compile(program, target, CompileOptions{});
   }
   virtual absl::StatusOr<std::shared_ptr<const LoadedProgram>> load(executable::Executable exe) const = 0;
+  // The optional host-memory capability: a handle that keeps [data, data +
+  // size) registered with the device (so launches whose buffers lie in it
+  // move them by DMA) until it is destroyed, which must happen before the
+  // memory is unmapped. Devices with nothing to register (the default), or
+  // unavailable ones, return a null handle, which is not an error. A
+  // failure (the range is already registered, the driver refuses) leaves
+  // launches working as before, through the driver's staging copies.
+  virtual absl::StatusOr<std::shared_ptr<void>> registerHostMemory(void* /*data*/, size_t /*size*/) const {
+    return std::shared_ptr<void>();
+  }
 };
 
 }  // namespace accy::backends

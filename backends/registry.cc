@@ -62,11 +62,4 @@ absl::StatusOr<std::vector<std::unique_ptr<Backend>>> selectBackends(const std::
   return chosen;
 }
 
-absl::StatusOr<std::shared_ptr<void>> registerHostMemory(const Backend& backend, void* data, size_t size) {
-  if (backend.info().name != "cuda" || !backend.info().available) return std::shared_ptr<void>();
-  ACCY_ASSIGN_OR_RETURN(std::unique_ptr<cuda::HostRegistration> registration,
-                        cudaRegisterHostMemory(backend, data, size));
-  return std::shared_ptr<void>(std::move(registration));
-}
-
 }  // namespace accy::backends

@@ -21,17 +21,6 @@ std::vector<std::unique_ptr<Backend>> makeBackends(const BackendOptions& options
 absl::StatusOr<std::vector<std::unique_ptr<Backend>>> selectBackends(const std::vector<std::string>& names,
                                                                       const BackendOptions& options);
 
-// The optional host-memory capability, for memory a host hands to launches
-// again and again (accyd's shared-memory regions): makes [data, data + size)
-// DMA-able for `backend`'s device and returns a handle that undoes it when
-// its last copy goes; the handle must go before the memory is unmapped.
-// Today only the cuda backend registers anything (cuMemHostRegister; see
-// backends/cuda/README.md); every other backend, or an unavailable cuda
-// one, returns a null handle, which is not an error. A failure (the range
-// is already registered, the driver refuses) leaves launches working as
-// before, through the driver's staging copies.
-absl::StatusOr<std::shared_ptr<void>> registerHostMemory(const Backend& backend, void* data, size_t size);
-
 }  // namespace accy::backends
 
 #endif  // ACCY_BACKENDS_REGISTRY_H_

@@ -46,7 +46,7 @@ TEST(Registry, HostMemoryRegistrationIsANoOpWhereNothingNeedsIt) {
   float region[256] = {};
   for (const auto& b : makeBackends(BackendOptions{.threads = 1})) {
     if (b->info().name == "cuda" && b->info().available) continue;  // registers for real; tested in backends/cuda
-    auto handle = registerHostMemory(*b, region, sizeof(region));
+    auto handle = b->registerHostMemory(region, sizeof(region));
     ASSERT_TRUE(handle.ok()) << b->info().name << ": " << handle.status();
     EXPECT_EQ(*handle, nullptr) << b->info().name;
   }

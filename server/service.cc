@@ -273,7 +273,7 @@ grpc::Status AccydService::RegisterRegion(grpc::ServerContext* ctx, const pb::Re
   // region once here rather than staging it on every invoke. A device that
   // refuses leaves invokes working through its staging copies.
   for (const auto& device : devices_) {
-    auto registration = backends::registerHostMemory(*device, (*mapping)->data(), (*mapping)->size());
+    auto registration = device->registerHostMemory((*mapping)->data(), (*mapping)->size());
     if (registration.ok() && *registration != nullptr) (*mapping)->keepRegistration(std::move(*registration));
   }
   const uint64_t id = s->next_region++;

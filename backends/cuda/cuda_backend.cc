@@ -53,6 +53,14 @@ class CudaBackend final : public Backend {
     return ptx::compileProgram(program, target_info);
   }
 
+  // cuMemHostRegister (see cuda::HostRegistration).
+  absl::StatusOr<std::shared_ptr<void>> registerHostMemory(void* data, size_t size) const override {
+    if (!info_.available) return std::shared_ptr<void>();
+    ACCY_ASSIGN_OR_RETURN(std::unique_ptr<cuda::HostRegistration> registration,
+                          cuda::registerHostMemory(device_, data, size));
+    return std::shared_ptr<void>(std::move(registration));
+  }
+
   absl::StatusOr<std::shared_ptr<const LoadedProgram>> load(executable::Executable exe) const override {
     ACCY_RETURN_IF_ERROR(requireDevice());
     ACCY_ASSIGN_OR_RETURN(std::shared_ptr<const cuda::CudaProgram> loaded,
@@ -99,16 +107,6 @@ std::string cudaDeviceName(const Backend& backend) {
 std::shared_ptr<const cuda::CudaDevice> cudaDevice(const Backend& backend) {
   const auto* c = dynamic_cast<const CudaBackend*>(&backend);
   return c != nullptr && c->info().available ? c->device() : nullptr;
-}
-
-absl::StatusOr<std::unique_ptr<cuda::HostRegistration>> cudaRegisterHostMemory(const Backend& backend, void* data,
-                                                                               size_t size) {
-  const auto* c = dynamic_cast<const CudaBackend*>(&backend);
-  if (c == nullptr) {
-    return makeError(ErrorKind::kUnimplemented, strCat("device ", backend.info().name, " is not a CUDA device"));
-  }
-  ACCY_RETURN_IF_ERROR(c->requireDevice());
-  return cuda::registerHostMemory(c->device(), data, size);
 }
 
 }  // namespace accy::backends

@@ -49,14 +49,6 @@ std::string cudaDeviceName(const Backend& backend);
 // backend or any other backend.
 std::shared_ptr<const cuda::CudaDevice> cudaDevice(const Backend& backend);
 
-// The optional host-memory capability: page-locks [data, data + size) and
-// maps it for the device (see cuda::HostRegistration), so launches whose
-// buffers lie in it copy by DMA. The registration undoes itself when
-// destroyed, and must be destroyed before the memory is unmapped.
-// Unimplemented for an unavailable CUDA backend or any other backend.
-absl::StatusOr<std::unique_ptr<cuda::HostRegistration>> cudaRegisterHostMemory(const Backend& backend, void* data,
-                                                                               size_t size);
-
 }  // namespace accy::backends
 
 #endif  // ACCY_BACKENDS_CUDA_CUDA_BACKEND_H_
