@@ -45,7 +45,7 @@ inline constexpr double kExpF64[] = {0.5000000000000011,    0.16666666666666405,
                               2.480149213568412e-05, 2.755758916443948e-06, 2.7630621013728803e-07,
                               2.4999781231785314e-08};
 
-// sin(r) ~ r + r * z * P(z), z = r^2, |r| <= kTrigReduced.
+// sin(r) ~ r + r * z * P(z), z = r^2, |r| <= 0.788.
 inline constexpr double kSinF32[] = {-0.16666653752326965, 0.008332106284797192, -0.00019507882825564593};
 inline constexpr double kSinF64[] = {-0.1666666666666663,     0.00833333333332181,
                               -0.00019841269829319,    2.7557313521379448e-06,
@@ -59,7 +59,7 @@ inline constexpr double kSinHalfF64[] = {-0.16666666666666666,    0.008333333333
                                          2.7557319211136987e-06,  -2.5052106872775085e-08, 1.6058939704493991e-10,
                                          -7.642991451893077e-13, 2.721174559489177e-15};
 
-// cos(r) ~ 1 - z / 2 + z^2 * P(z), z = r^2, |r| <= kTrigReduced.
+// cos(r) ~ 1 - z / 2 + z^2 * P(z), z = r^2, |r| <= 0.788.
 inline constexpr double kCosF32[] = {0.04166664555668831, -0.001388730714097619, 2.4431870770058595e-05};
 inline constexpr double kCosF64[] = {0.04166666666666659,    -0.0013888888888872186,
                               2.480158728829539e-05,  -2.7557314015122453e-07,
@@ -81,8 +81,6 @@ inline constexpr double kTanhF64[] = {
     -0.008863234338748284,   0.0035921142223555623, -0.0014557272091690959, 0.0005894566158556033,
     -0.00023702398046040682, 9.157829768025825e-05, -3.020586355882922e-05, 6.050148845089078e-06};
 inline constexpr double kTanhSmall = 0.625;
-// The sin and cos polynomials are fitted for |r| <= kTrigReduced.
-inline constexpr double kTrigReduced = 0.788;
 
 // Cody-Waite pieces of pi/2: every piece but the last has few enough bits
 // that j * piece is exact for the quadrant counts j of the documented range
@@ -139,8 +137,6 @@ struct LaneMath {
   double trig_fast_limit;
   int two_over_pi_scale;
   std::span<const double> two_over_pi;
-  // pi/2 = pio2_hi + pio2_lo to twice the lane precision.
-  double pio2_hi, pio2_lo;
 };
 
 inline const LaneMath kF32 = {
@@ -169,8 +165,6 @@ inline const LaneMath kF32 = {
     .trig_fast_limit = 8192.0,
     .two_over_pi_scale = kTwoOverPiScaleF32,
     .two_over_pi = kTwoOverPiF32,
-    .pio2_hi = 0x1.921fb6p+0,
-    .pio2_lo = -0x1.777a5cp-25,
 };
 
 inline const LaneMath kF64 = {
@@ -199,8 +193,6 @@ inline const LaneMath kF64 = {
     .trig_fast_limit = 1048576.0,
     .two_over_pi_scale = kTwoOverPiScaleF64,
     .two_over_pi = kTwoOverPiF64,
-    .pio2_hi = 0x1.921fb54442d18p+0,
-    .pio2_lo = 0x1.1a62633145c07p-54,
 };
 
 // An unevaluated sum hi + lo with |lo| <= ulp(hi) / 2.
@@ -402,8 +394,10 @@ Reduced<typename O::Vec> reduceLarge(O& o, typename O::Vec a) {
   // f = s1 + s2 + s3 as a pair (|s1| >= |s2| unless s1 == 0), then times pi/2.
   const Pair<Vec> f = fastTwoSum(o, s1, s2);
   Vec f_lo = o.add(f.lo, s3);
-  const Pair<Vec> r = twoProd(o, f.hi, o.num(c.pio2_hi));
-  Vec r_lo = o.fma(f.hi, o.num(c.pio2_lo), o.fma(f_lo, o.num(c.pio2_hi), r.lo));
+  // pi/2 to twice the lane precision: the first two full pieces.
+  Vec pio2_hi = o.num(c.pio2_fma[0]), pio2_lo = o.num(c.pio2_fma[1]);
+  const Pair<Vec> r = twoProd(o, f.hi, pio2_hi);
+  Vec r_lo = o.fma(f.hi, pio2_lo, o.fma(f_lo, pio2_hi, r.lo));
   // j mod 4 in [-2, 2]; magic's low mantissa bits are zero.
   Vec j = o.fma(o.round(o.mul(q, quarter)), minus_four, q);
   return {o.add(r.hi, r_lo), o.add(j, o.num(c.magic))};
