@@ -15,7 +15,8 @@
 // kNe); both, either on masks; select(mask, t, f); horner(x, coefficients);
 // whenAny(mask, span<Vec> vars, body): runs body() only when some lane of
 // the mask is set (a branch; a GPU thread's one lane), body replacing values
-// of vars, which hold the replacements afterwards.
+// of vars, which hold the replacements afterwards. Optional:
+// sinCosLarge(a, fast, cosine), sinCos's slow path out of line.
 #ifndef ACCY_COMPILER_CODEGEN_MATH_ELEMENTARY_H_
 #define ACCY_COMPILER_CODEGEN_MATH_ELEMENTARY_H_
 
@@ -427,6 +428,16 @@ typename O::Vec quadrantSinCos(O& o, typename O::Vec r, typename O::Vec t, bool 
   return o.bitXor(v, o.bitAnd(o.shl(q, c.lane_bits - 2), o.bits(c.sign_mask)));
 }
 
+// The slow path of sinCos below: for the lanes with a = |x| beyond
+// trig_fast_limit (+inf included), sin(a) (cos(a) when `cosine`) by the exact
+// reduction; `fast` in the others.
+template <class O>
+typename O::Vec sinCosLarge(O& o, typename O::Vec a, typename O::Vec fast, bool cosine) {
+  const auto large = o.cmp(Cmp::kGt, a, o.num(o.c().trig_fast_limit));
+  const Reduced<typename O::Vec> big = reduceLarge(o, a);
+  return o.select(large, quadrantSinCos(o, big.r, big.t, cosine), fast);
+}
+
 // sin(x), or cos(x) when `cosine`, from a = |x| (sin takes the sign of x
 // last, so sin(-0) = -0; cos is even). Within the fast range, a = k pi/2 +
 // r with |r| <= pi/2 and k even for sin (k = 2 round(a/pi)) and odd for cos
@@ -435,7 +446,10 @@ typename O::Vec quadrantSinCos(O& o, typename O::Vec r, typename O::Vec t, bool 
 // has at most 13 (f32) or 20 (f64) bits there; the Cody-Waite pieces of
 // pi/2 are three of full precision with a fused multiply-add, else five
 // whose products with k are exact. Beyond (a rarely taken branch): the
-// exact reduction, evaluated by quadrant.
+// exact reduction, evaluated by quadrant: inline, or out of line where the
+// ops type provides sinCosLarge(a, fast, cosine) (x86-64 calls a host
+// function that runs the same algorithm over HostOps, host_ops.h, which keeps
+// the rarely taken path out of every kernel's code).
 template <class O>
 typename O::Vec sinCos(O& o, typename O::Vec x, bool cosine) {
   using Vec = typename O::Vec;
@@ -461,8 +475,11 @@ typename O::Vec sinCos(O& o, typename O::Vec x, bool cosine) {
   // +-inf takes the exact reduction too, which turns it into NaN.
   const Mask large = o.cmp(Cmp::kGt, a, o.num(c.trig_fast_limit));
   o.whenAny(large, std::span<Vec>(result), [&] {
-    const Reduced<Vec> big = reduceLarge(o, a);
-    result[0] = o.select(large, quadrantSinCos(o, big.r, big.t, cosine), result[0]);
+    if constexpr (requires { o.sinCosLarge(a, result[0], cosine); }) {
+      result[0] = o.sinCosLarge(a, result[0], cosine);
+    } else {
+      result[0] = sinCosLarge(o, a, result[0], cosine);
+    }
   });
   if (cosine) return result[0];
   return o.bitXor(result[0], o.bitAnd(x, o.bits(c.sign_mask)));

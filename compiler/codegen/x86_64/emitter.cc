@@ -8,26 +8,6 @@
 namespace accy::x64 {
 namespace {
 
-int64_t powI64(int64_t base, int64_t exponent) {
-  if (exponent < 0) {
-    if (base == 1) return 1;
-    if (base == -1) return (exponent % 2 == 0) ? 1 : -1;
-    return 0;
-  }
-  uint64_t result = 1;
-  uint64_t b = static_cast<uint64_t>(base);
-  while (exponent > 0) {
-    if (exponent & 1) result *= b;
-    b *= b;
-    exponent >>= 1;
-  }
-  return static_cast<int64_t>(result);
-}
-
-const void* const kRuntimeTable[kRtSlotCount] = {
-    reinterpret_cast<const void*>(&powI64),
-};
-
 int64_t points(const std::vector<choir::Stmt>& stmts) {
   int64_t total = 0;
   for (const choir::Stmt& s : stmts) {
@@ -55,8 +35,6 @@ class ErrorCollector : public asmjit::ErrorHandler {
 };
 
 }  // namespace
-
-const void* const* runtimeTable() { return kRuntimeTable; }
 
 absl::StatusOr<CpuArtifact> emitModule(const choir::Module& module, const EmitOptions& options) {
   asmjit::CodeHolder code;

@@ -23,17 +23,10 @@
 
 #include "absl/status/statusor.h"
 #include "compiler/choir/ir.h"
+#include "compiler/codegen/x86_64/runtime.h"
 #include "compiler/codegen/x86_64/simd.h"
 
 namespace accy::x64 {
-
-// Slots of the runtime helper table passed to every kernel.
-enum RuntimeSlot : int {
-  kRtPowI64 = 0,  // int64_t (*)(int64_t base, int64_t exponent), wrapping
-  kRtSlotCount,
-};
-// The table the CPU backend passes (process-local function addresses).
-const void* const* runtimeTable();
 
 struct KernelEntry {
   std::string name;

@@ -906,10 +906,10 @@ absl::StatusOr<KernelEmitter::Val> KernelEmitter::floatOp(const Expr& e, const s
       s.sqrt(v.v, a[0].v);
       return v;
     case OpCode::kSin:
-      emitSin(s, v.v, a[0].v);
+      emitSin(s, v.v, a[0].v, runtime_);
       return v;
     case OpCode::kCos:
-      emitCos(s, v.v, a[0].v);
+      emitCos(s, v.v, a[0].v, runtime_);
       return v;
     case OpCode::kExp:
       emitExp(s, v.v, a[0].v);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "compiler/codegen/math/elementary.h"
+#include "compiler/codegen/x86_64/runtime.h"
 
 namespace accy::x64 {
 
@@ -20,7 +21,10 @@ class Ops {
  public:
   using Vec = x86::Vec;
   using Mask = x64::Mask;
-  explicit Ops(Simd& s) : s_(s), c_(s.lane() == Lane::kF32 ? math::kF32 : math::kF64) {}
+  // `runtime`: the register holding the runtime table (runtime.h), for the
+  // calls out of line; unused by functions other than sin and cos.
+  explicit Ops(Simd& s, x86::Gp runtime = x86::Gp())
+      : s_(s), c_(s.lane() == Lane::kF32 ? math::kF32 : math::kF64), runtime_(runtime) {}
 
   const math::LaneMath& c() const { return c_; }
   bool fusedMultiplyAdd() const { return s_.isa() != Isa::kSse41; }
@@ -122,6 +126,36 @@ class Ops {
     s_.cc().bind(skip);
   }
 
+  // sin and cos's exact reduction, out of line: the lanes go through the
+  // stack to the host function of the runtime table, which runs the same
+  // algorithm (elementary.h over HostOps) on the lanes beyond the fast range.
+  Vec sinCosLarge(Vec a, Vec fast, bool cosine) {
+    x86::Compiler& cc = s_.cc();
+    const int bytes = s_.lanes() * s_.laneBytes();
+    const uint32_t align = static_cast<uint32_t>(bytes < 16 ? 16 : bytes);
+    x86::Mem in = cc.newStack(static_cast<uint32_t>(bytes), align, "trig_in");
+    x86::Mem out = cc.newStack(static_cast<uint32_t>(bytes), align, "trig_out");
+    s_.store(in, a);
+    s_.store(out, fast);
+    x86::Gp in_ptr = cc.newIntPtr("trig_in_ptr"), out_ptr = cc.newIntPtr("trig_out_ptr");
+    cc.lea(in_ptr, in);
+    cc.lea(out_ptr, out);
+    x86::Gp fn = cc.newIntPtr("trig_fn");
+    const int slot = s_.lane() == Lane::kF32 ? kRtSinCosLargeF32 : kRtSinCosLargeF64;
+    cc.mov(fn, x86::qword_ptr(runtime_, slot * 8));
+    const int64_t flags = (fusedMultiplyAdd() ? kRtFused : 0) | (cosine ? kRtCosine : 0);
+    asmjit::InvokeNode* call;
+    cc.invoke(&call, fn,
+              asmjit::FuncSignatureT<void, void*, void*, int64_t, int64_t>(asmjit::CallConvId::kHost));
+    call->setArg(0, in_ptr);
+    call->setArg(1, out_ptr);
+    call->setArg(2, asmjit::Imm(s_.lanes()));
+    call->setArg(3, asmjit::Imm(flags));
+    Vec d = tmp();
+    s_.load(d, out);
+    return d;
+  }
+
   void store(Vec d, Vec v) { s_.mov(d, v); }
 
  private:
@@ -141,17 +175,18 @@ class Ops {
 
   Simd& s_;
   const math::LaneMath& c_;
+  x86::Gp runtime_;
 };
 
 }  // namespace
 
-void emitSin(Simd& s, Vec d, Vec a) {
-  Ops o(s);
+void emitSin(Simd& s, Vec d, Vec a, x86::Gp runtime) {
+  Ops o(s, runtime);
   o.store(d, math::sinOf(o, a));
 }
 
-void emitCos(Simd& s, Vec d, Vec a) {
-  Ops o(s);
+void emitCos(Simd& s, Vec d, Vec a, x86::Gp runtime) {
+  Ops o(s, runtime);
   o.store(d, math::cosOf(o, a));
 }
 

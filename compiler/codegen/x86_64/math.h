@@ -1,5 +1,6 @@
 // Inline vector math: sin, cos, exp, log, tanh, sigmoid and pow emitted as
-// polynomial instruction sequences (no calls into libm), for f32 and f64
+// polynomial instruction sequences (no calls into libm; sin and cos call a
+// host function for arguments beyond their fast range), for f32 and f64
 // lanes at every width a Simd supports, scalar included.
 //
 // Each function emits d = f(a) lane-wise; inputs are not modified; `d` may
@@ -12,8 +13,10 @@
 
 namespace accy::x64 {
 
-void emitSin(Simd& s, asmjit::x86::Vec d, asmjit::x86::Vec a);
-void emitCos(Simd& s, asmjit::x86::Vec d, asmjit::x86::Vec a);
+// sin and cos call the runtime table (runtime.h) held in `runtime` for
+// arguments beyond the fast range (|x| > 8192 for f32, 2^20 for f64).
+void emitSin(Simd& s, asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Gp runtime);
+void emitCos(Simd& s, asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Gp runtime);
 void emitExp(Simd& s, asmjit::x86::Vec d, asmjit::x86::Vec a);
 void emitLog(Simd& s, asmjit::x86::Vec d, asmjit::x86::Vec a);
 void emitTanh(Simd& s, asmjit::x86::Vec d, asmjit::x86::Vec a);

@@ -8,6 +8,7 @@
 // ACCY_MATH_EXHAUSTIVE=1 also runs every f32 input of the unary functions
 // (about half an hour; pass it with --test_env).
 #include "compiler/codegen/x86_64/math.h"
+#include "compiler/codegen/x86_64/runtime.h"
 
 #include <asmjit/x86.h>
 #include <gtest/gtest.h>
@@ -106,6 +107,9 @@ class Kernel {
     func->setArg(1, in1);
     func->setArg(2, out);
     func->setArg(3, n);
+    // The runtime table, as kernels receive it.
+    x86::Gp runtime = cc.newIntPtr("runtime");
+    cc.mov(runtime, asmjit::Imm(reinterpret_cast<uint64_t>(runtimeTable())));
 
     Simd s(cc, c.isa, laneOf<T>(), c.width, c.scalar);
     lanes_ = s.lanes();
@@ -122,7 +126,7 @@ class Kernel {
     s.load(a, x86::ptr(in0, i, shift));
     s.load(b, x86::ptr(in1, i, shift));
     const x86::Vec d = mode == Mode::kAliased ? a : r;
-    emit(s, fn, d, a, b);
+    emit(s, fn, d, a, b, runtime);
     const x86::Vec stored = mode == Mode::kFirstInput ? a : mode == Mode::kSecondInput ? b : d;
     s.store(x86::ptr(out, i, shift), stored);
     cc.add(i, lanes_);
@@ -152,12 +156,12 @@ class Kernel {
   }
 
  private:
-  static void emit(Simd& s, Fn fn, x86::Vec d, x86::Vec a, x86::Vec b) {
+  static void emit(Simd& s, Fn fn, x86::Vec d, x86::Vec a, x86::Vec b, x86::Gp runtime) {
     switch (fn) {
       case Fn::kSin:
-        return emitSin(s, d, a);
+        return emitSin(s, d, a, runtime);
       case Fn::kCos:
-        return emitCos(s, d, a);
+        return emitCos(s, d, a, runtime);
       case Fn::kExp:
         return emitExp(s, d, a);
       case Fn::kLog:

@@ -1,0 +1,49 @@
+#include "compiler/codegen/x86_64/runtime.h"
+
+#include "compiler/codegen/math/elementary.h"
+#include "compiler/codegen/math/host_ops.h"
+
+namespace accy::x64 {
+namespace {
+
+int64_t powI64(int64_t base, int64_t exponent) {
+  if (exponent < 0) {
+    if (base == 1) return 1;
+    if (base == -1) return (exponent % 2 == 0) ? 1 : -1;
+    return 0;
+  }
+  uint64_t result = 1;
+  uint64_t b = static_cast<uint64_t>(base);
+  while (exponent > 0) {
+    if (exponent & 1) result *= b;
+    b *= b;
+    exponent >>= 1;
+  }
+  return static_cast<int64_t>(result);
+}
+
+template <class T>
+void sinCosLarge(const T* a, T* r, int64_t lanes, int64_t flags) {
+  math::HostOps<T> o((flags & kRtFused) != 0);
+  const bool cosine = (flags & kRtCosine) != 0;
+  for (int64_t i = 0; i < lanes; ++i) r[i] = math::sinCosLarge(o, a[i], r[i], cosine);
+}
+
+const void* const kRuntimeTable[kRtSlotCount] = {
+    reinterpret_cast<const void*>(&powI64),
+    reinterpret_cast<const void*>(&sinCosLargeF32),
+    reinterpret_cast<const void*>(&sinCosLargeF64),
+};
+
+}  // namespace
+
+void sinCosLargeF32(const float* a, float* r, int64_t lanes, int64_t flags) {
+  sinCosLarge(a, r, lanes, flags);
+}
+void sinCosLargeF64(const double* a, double* r, int64_t lanes, int64_t flags) {
+  sinCosLarge(a, r, lanes, flags);
+}
+
+const void* const* runtimeTable() { return kRuntimeTable; }
+
+}  // namespace accy::x64
