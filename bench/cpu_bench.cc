@@ -5,7 +5,10 @@
 //   - fused y = sin(a*x + b) * c over 2^24 f32: Accy (1 thread, all threads)
 //     vs an Eigen array expression vs a plain std::sin loop;
 //   - sum over 2^24 f32: Accy vs AVX-512 and AVX2 intrinsics loops, one
-//     thread;
+//     and two threads;
+//   - y = a*x + b over 2^24 f32: Accy vs Eigen and AVX-512 and AVX2
+//     intrinsics loops with plain or non-temporal stores, one and two
+//     threads;
 //   - 1024^3 f32 matrix product: Accy vs Eigen vs OpenBLAS (one thread);
 //   - products of several shapes (256^3, 4096x4096x64, 64x4096x4096, a
 //     batch of 64 of 128^3, 1024^3; m x n x k) on one and two threads: Accy
@@ -25,12 +28,15 @@
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <cstdlib>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -568,6 +574,142 @@ void BM_Sum_Avx2Intrinsics_1Thread(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kN * 4);
 }
 
+// Two threads: each sums half.
+template <float (*Sum)(const float*, int64_t)>
+void runSumTwoThreads(benchmark::State& state) {
+  ref::TwoThreads pool;
+  float part[2] = {0, 0};
+  const std::function<void(int)> half = [&](int t) { part[t] = Sum(inputX().data() + t * (kN / 2), kN / 2); };
+  for (auto _ : state) {
+    pool.run(half);
+    benchmark::ClobberMemory();
+  }
+  if (!checkSum(state, part[0] + part[1])) return;
+  state.SetBytesProcessed(state.iterations() * kN * 4);
+}
+
+void BM_Sum_Accy_2Threads(benchmark::State& state) {
+  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", kN}})};
+  auto program = tensor::define("sum", specs, [](tensor::Builder&, std::span<const tensor::Value> v) {
+    return v[0].sum("i");
+  });
+  if (!ok(state, program, "define")) return;
+  auto exe = tensor::CpuExecutable::compile(*program, {.threads = 2});
+  if (!ok(state, exe, "compile")) return;
+  float out = 0;
+  for (auto _ : state) {
+    auto st = exe->launch({accy::bytes(inputX())}, {accy::writableBytes(std::span(&out, 1))});
+    benchmark::ClobberMemory();
+    if (!ok(state, st, "launch")) return;
+  }
+  if (!checkSum(state, out)) return;
+  state.SetBytesProcessed(state.iterations() * kN * 4);
+}
+
+void BM_Sum_Avx512Intrinsics_2Threads(benchmark::State& state) {
+  if (!ref::hasAvx512()) return state.SkipWithError(ACCY_BENCH_NOT_APPLICABLE "no AVX-512 on this CPU");
+  runSumTwoThreads<ref::sumAvx512>(state);
+}
+
+void BM_Sum_Avx2Intrinsics_2Threads(benchmark::State& state) {
+  if (!ref::hasAvx2()) return state.SkipWithError(ACCY_BENCH_NOT_APPLICABLE "no AVX2 on this CPU");
+  runSumTwoThreads<ref::sumAvx2>(state);
+}
+
+// --- y = a*x + b: 64 MiB in, 64 MiB out ------------------------------------
+
+// The output, 64-byte aligned (non-temporal stores need it), for every row.
+std::span<float> affineOut() {
+  static float* y = static_cast<float*>(std::aligned_alloc(64, kN * sizeof(float)));
+  return {y, static_cast<size_t>(kN)};
+}
+
+// Every 4099th element of y = 2x + 1, and the last, exactly (one fma or a
+// product and a sum; both round 2x exactly).
+bool checkAffine(benchmark::State& state) {
+  const std::span<float> y = affineOut();
+  auto at = [&](int64_t i) {
+    const float want = 2.0f * inputX()[i] + 1.0f;
+    return check(state, y[i] == want,
+                 "wrong output at " + std::to_string(i) + ": " + std::to_string(y[i]) + ", expected " + std::to_string(want));
+  };
+  for (int64_t i = 0; i < kN; i += 4099) {
+    if (!at(i)) return false;
+  }
+  return at(kN - 1);
+}
+
+void runAffineAccy(benchmark::State& state, int threads) {
+  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", kN}}), tensor::spec(tensor::DType::f32, {}),
+                                tensor::spec(tensor::DType::f32, {})};
+  auto program = tensor::define("affine", specs, [](tensor::Builder&, std::span<const tensor::Value> v) {
+    return v[1] * v[0] + v[2];
+  });
+  if (!ok(state, program, "define")) return;
+  auto exe = tensor::CpuExecutable::compile(*program, {.threads = threads});
+  if (!ok(state, exe, "compile")) return;
+  const float a = 2, b = 1;
+  std::ranges::fill(affineOut(), 0.0f);
+  for (auto _ : state) {
+    auto st = exe->launch({accy::bytes(inputX()), accy::bytes(std::span(&a, 1)), accy::bytes(std::span(&b, 1))},
+                          {accy::writableBytes(affineOut())});
+    benchmark::ClobberMemory();
+    if (!ok(state, st, "launch")) return;
+  }
+  if (!checkAffine(state)) return;
+  state.SetBytesProcessed(state.iterations() * kN * 8);
+}
+
+void BM_Affine_Accy_1Thread(benchmark::State& state) { runAffineAccy(state, 1); }
+void BM_Affine_Accy_2Threads(benchmark::State& state) { runAffineAccy(state, 2); }
+
+// `threads` 1 or 2 (each thread a half).
+template <void (*Affine)(const float*, float*, int64_t, float, float, bool)>
+void runAffineReference(benchmark::State& state, int threads, bool stream) {
+  std::ranges::fill(affineOut(), 0.0f);
+  float* y = affineOut().data();
+  const int64_t part = kN / threads;
+  const std::function<void(int)> run = [&](int t) { Affine(inputX().data() + t * part, y + t * part, part, 2, 1, stream); };
+  std::unique_ptr<ref::TwoThreads> pool = threads == 2 ? std::make_unique<ref::TwoThreads>() : nullptr;
+  for (auto _ : state) {
+    if (pool != nullptr) {
+      pool->run(run);
+    } else {
+      run(0);
+    }
+    benchmark::ClobberMemory();
+  }
+  if (!checkAffine(state)) return;
+  state.SetBytesProcessed(state.iterations() * kN * 8);
+}
+
+void BM_Affine_Avx512Intrinsics(benchmark::State& state) {
+  if (!ref::hasAvx512()) return state.SkipWithError(ACCY_BENCH_NOT_APPLICABLE "no AVX-512 on this CPU");
+  runAffineReference<ref::affineAvx512>(state, static_cast<int>(state.range(0)), state.range(1) != 0);
+}
+
+void BM_Affine_Avx2Intrinsics(benchmark::State& state) {
+  if (!ref::hasAvx2()) return state.SkipWithError(ACCY_BENCH_NOT_APPLICABLE "no AVX2 on this CPU");
+  runAffineReference<ref::affineAvx2>(state, static_cast<int>(state.range(0)), state.range(1) != 0);
+}
+
+void BM_Affine_Eigen_1Thread(benchmark::State& state) {
+  std::ranges::fill(affineOut(), 0.0f);
+  for (auto _ : state) {
+    ref::affineEigen(inputX().data(), affineOut().data(), kN, 2, 1);
+    benchmark::ClobberMemory();
+  }
+  if (!checkAffine(state)) return;
+  state.SetBytesProcessed(state.iterations() * kN * 8);
+}
+
+void affineArgs(benchmark::internal::Benchmark* b) {
+  for (int threads : {1, 2}) {
+    for (int stream : {0, 1}) b->Args({threads, stream});
+  }
+  b->ArgNames({"threads", "stream"});
+}
+
 // --- dot: 1024 x 1024 x 1024 --------------------------------------------
 
 constexpr int64_t kM = 1024;
@@ -717,6 +859,14 @@ BENCHMARK(BM_SinAffine_PlainLoop)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Sum_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Sum_Avx512Intrinsics_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Sum_Avx2Intrinsics_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Sum_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Sum_Avx512Intrinsics_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Sum_Avx2Intrinsics_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Affine_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Affine_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Affine_Avx512Intrinsics)->Apply(affineArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Affine_Avx2Intrinsics)->Apply(affineArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Affine_Eigen_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Matmul1024_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Matmul1024_Eigen_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Matmul1024_OpenBLAS_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();

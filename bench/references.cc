@@ -54,6 +54,65 @@ __attribute__((target("avx2"))) float sumAvx2(const float* x, int64_t n) {
   return s;
 }
 
+void affineEigen(const float* x, float* y, int64_t n, float a, float b) {
+  Eigen::Map<const Eigen::ArrayXf> xs(x, n);
+  Eigen::Map<Eigen::ArrayXf> ys(y, n);
+  ys = a * xs + b;
+}
+
+__attribute__((target("avx512f"))) void affineAvx512(const float* x, float* y, int64_t n, float a, float b,
+                                                     bool stream) {
+  const __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
+  int64_t i = 0;
+  if (stream) {
+    for (; i + 16 <= n; i += 16) _mm512_stream_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), vb));
+    _mm_sfence();
+  } else {
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), vb));
+  }
+  for (; i < n; ++i) y[i] = a * x[i] + b;
+}
+
+__attribute__((target("avx2,fma"))) void affineAvx2(const float* x, float* y, int64_t n, float a, float b,
+                                                    bool stream) {
+  const __m256 va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+  int64_t i = 0;
+  if (stream) {
+    for (; i + 8 <= n; i += 8) _mm256_stream_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), vb));
+    _mm_sfence();
+  } else {
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), vb));
+  }
+  for (; i < n; ++i) y[i] = a * x[i] + b;
+}
+
+TwoThreads::TwoThreads() : worker_([this] { work(); }) {}
+
+TwoThreads::~TwoThreads() {
+  stop_.store(true, std::memory_order_release);
+  worker_.join();
+}
+
+void TwoThreads::run(const std::function<void(int)>& f) {
+  job_ = &f;
+  const uint64_t call = started_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  f(0);
+  while (finished_.load(std::memory_order_acquire) != call) _mm_pause();
+}
+
+void TwoThreads::work() {
+  uint64_t seen = 0;
+  while (!stop_.load(std::memory_order_acquire)) {
+    if (started_.load(std::memory_order_acquire) == seen) {
+      _mm_pause();
+      continue;
+    }
+    ++seen;
+    (*job_)(1);
+    finished_.store(seen, std::memory_order_release);
+  }
+}
+
 void matmulEigen(const float* a, const float* b, float* c, int64_t m, int64_t k, int64_t n) {
   using Mat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   Eigen::Map<const Mat> am(a, m, k), bm(b, k, n);

@@ -6,7 +6,10 @@
 #ifndef ACCY_BENCH_REFERENCES_H_
 #define ACCY_BENCH_REFERENCES_H_
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
+#include <thread>
 
 namespace accy::bench::ref {
 
@@ -20,6 +23,32 @@ bool hasAvx512();
 bool hasAvx2();
 float sumAvx512(const float* x, int64_t n);
 float sumAvx2(const float* x, int64_t n);
+
+// y = a*x + b over n elements: Eigen, and AVX-512 and AVX2 loops with
+// plain or non-temporal (`stream`, y 64-byte aligned) stores.
+void affineEigen(const float* x, float* y, int64_t n, float a, float b);
+void affineAvx512(const float* x, float* y, int64_t n, float a, float b, bool stream);
+void affineAvx2(const float* x, float* y, int64_t n, float a, float b, bool stream);
+
+// Runs f(0) on the calling thread and f(1) on a second thread that lives as
+// long as the object (spinning between calls, as a thread pool's worker
+// does), returning when both are done: the references' two-thread form,
+// with no thread started per call.
+class TwoThreads {
+ public:
+  TwoThreads();
+  ~TwoThreads();
+  TwoThreads(const TwoThreads&) = delete;
+  TwoThreads& operator=(const TwoThreads&) = delete;
+  void run(const std::function<void(int)>& f);
+
+ private:
+  void work();
+  const std::function<void(int)>* job_ = nullptr;
+  std::atomic<uint64_t> started_{0}, finished_{0};
+  std::atomic<bool> stop_{false};
+  std::thread worker_;
+};
 
 // c[m x n] = a[m x k] * b[k x n], row-major, on one thread.
 void matmulEigen(const float* a, const float* b, float* c, int64_t m, int64_t k, int64_t n);

@@ -1,7 +1,14 @@
 // A fixed pool of worker threads for splitting kernel loops.
+//
+// A launch is often a millisecond or less, so waking a sleeping thread (tens
+// of microseconds on a virtual machine) would eat much of what a second
+// thread gains. Workers therefore spin for a while after each job, where the
+// next launch finds them awake, and sleep on a condition variable only once
+// the pool has been idle for `kSpinMicros` (docs/PERFORMANCE.md).
 #ifndef ACCY_BACKENDS_CPU_THREAD_POOL_H_
 #define ACCY_BACKENDS_CPU_THREAD_POOL_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -13,6 +20,9 @@ namespace accy::cpu {
 
 class ThreadPool {
  public:
+  // How long an idle worker spins before it sleeps.
+  static constexpr int64_t kSpinMicros = 200;
+
   // `threads` workers besides the calling thread (0 runs everything inline).
   explicit ThreadPool(int threads);
   ~ThreadPool();
@@ -30,16 +40,30 @@ class ThreadPool {
   void parallelFor(int64_t count, int parallelism, const std::function<void(int64_t)>& fn);
 
  private:
+  // The ticket: the job's generation in the high 32 bits, the next index to
+  // claim in the low 32. Claiming is a compare-and-swap on the whole ticket,
+  // so a worker that read an older generation can never take an index of a
+  // newer one.
+  static uint32_t generationOf(uint64_t ticket) { return static_cast<uint32_t>(ticket >> 32); }
+  static int64_t indexOf(uint64_t ticket) { return static_cast<int64_t>(ticket & 0xffffffffu); }
+
   void workerLoop();
+  // Claims and runs indices of generation `generation` until none are left.
+  void runClaims(uint32_t generation);
 
   std::mutex call_mu_;  // one parallelFor at a time
+  std::atomic<uint64_t> ticket_{0};
+  std::atomic<const std::function<void(int64_t)>*> job_{nullptr};
+  std::atomic<int64_t> count_{0};
+  std::atomic<int64_t> finished_{0};
+  std::atomic<int> joined_{0};  // workers that joined the current generation
+  std::atomic<int> worker_limit_{0};
+  std::atomic<bool> stop_{false};
+  // Sleeping workers wait on work_cv_ under mu_; sleepers_ tells the caller
+  // whether it must notify.
   std::mutex mu_;
-  std::condition_variable work_cv_, done_cv_;
-  const std::function<void(int64_t)>* job_ = nullptr;
-  int64_t next_ = 0, count_ = 0, finished_ = 0;
-  int active_limit_ = 0, active_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  std::condition_variable work_cv_;
+  std::atomic<int> sleepers_{0};
   std::vector<std::thread> workers_;
 };
 

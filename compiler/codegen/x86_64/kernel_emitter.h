@@ -97,6 +97,9 @@ class KernelEmitter {
   asmjit::x86::Gp bufferBase(int buffer);
 
   Simd& scalarSimd(choir::DType dtype);
+  // The lanes a vectorized loop over `value` steps by: the vectorizer's
+  // `width`, or half of it for a light loop on AVX-512.
+  int loopWidth(int width, choir::DType dtype, const choir::ExprRef& value) const;
   Val loadScalar(choir::DType dtype, const asmjit::x86::Mem& m);
   void storeScalar(choir::DType dtype, const asmjit::x86::Mem& m, const Val& v);
   void combine(choir::OpCode combiner, choir::DType dtype, Val& acc, const Val& v, Simd* simd);
