@@ -4,12 +4,14 @@
 //   accy compile FILE --emit=choir|asm|artifact [--target=x86_64] [--threads=K] [-o OUT]
 //   accy compile FILE --target=spirv --emit=spirv|artifact -o OUT
 //   accy compile FILE --target=ptx --emit=ptx|choir [--arch=sm_90] [--mode=exact|fast|tf32] [-o OUT]
+//   accy compile FILE --dump-after=PASS [--target=...] [target options] [-o OUT]
 //   accy run FILE [--input N=IN.npy ...] [--output N=OUT.npy ...] [--threads=K]
 //
 // FILE is a wire-encoded program (compiler/wire/wire.h). Exit status: 0 on
 // success, 1 when a valid program fails to compile or run, 2 for a bad
 // invocation or a bad input file (the message says which and why).
 // docs/CLI.md has examples.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -22,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "accy/cpu.h"
 #include "backends/vulkan/vulkan_backend.h"
+#include "compiler/choir/pipeline.h"
 #include "compiler/choir/printer.h"
 #include "compiler/codegen/ptx/compile.h"
 #include "compiler/codegen/ptx/pipeline.h"
@@ -60,6 +63,11 @@ commands:
       sm_90), or the GPU-mapped Choir module; --mode chooses exact (default)
       or fast transcendentals, or tf32 tensor cores for dot. tf32 exists only
       for ptx: asking for it with another target fails to compile.
+  compile FILE --dump-after=PASS [--target=...] [target options] [-o OUT]
+      Print the Choir module as the pipeline leaves it after PASS, in place
+      of --emit: for x86_64 lower, fuse, loop-order, epilogues, tile,
+      vectorize, parallelize; for spirv and ptx lower, fuse, tf32 (ptx with
+      --mode=tf32 only), gpu-map.
   run FILE [--input N=IN.npy ...] [--output N=OUT.npy ...] [--threads=K]
       Compile for this CPU and run once. Input N (counting from 0) is read
       from a .npy file whose dtype and shape equal the input's (a 0-d array
@@ -225,23 +233,54 @@ std::optional<Failure> inspect(std::span<const std::string> argv) {
   return writeText(std::nullopt, text);
 }
 
+// --dump-after=PASS: the hook that keeps the module's text after PASS, and
+// what to do with it once the compile returned.
+struct PassDump {
+  std::string pass;
+  std::string text;
+  bool seen = false;
+  choir::PassHook hook() {
+    return [this](std::string_view name, const choir::Module& m) {
+      if (name == pass) {
+        text = choir::toText(m);
+        seen = true;
+      }
+    };
+  }
+  // Writes the module (also when a later step failed, which is then
+  // reported), or says that the pass never ran.
+  std::optional<Failure> finish(const Args& args, const std::optional<std::string>& out, const absl::Status& status) {
+    if (seen) {
+      if (auto f = writeText(out, text)) return f;
+    }
+    if (!status.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(status)));
+    if (!seen) {
+      return runError(strCat(args.file, ": pass ", pass, " did not run",
+                             pass == "tf32" ? " (it runs for --target=ptx --mode=tf32)" : ""));
+    }
+    return std::nullopt;
+  }
+};
+
 // accy compile FILE --target=spirv --emit=spirv|artifact -o OUT: SPIR-V for
 // the Vulkan device here (its limits and features), or Vulkan 1.1 defaults
 // when there is none. --emit=spirv writes one module per kernel, OUT.<k>.spv.
-std::optional<Failure> compileSpirv(const Args& args, bool fast) {
+std::optional<Failure> compileSpirv(const Args& args, bool fast, PassDump* dump) {
   const std::optional<std::string> emit = single(args, "--emit");
-  if (!emit || (*emit != "spirv" && *emit != "artifact")) {
+  if (dump == nullptr && (!emit || (*emit != "spirv" && *emit != "artifact"))) {
     return usageError("compile: --target=spirv takes --emit=spirv or --emit=artifact");
   }
   std::optional<std::string> out = single(args, "-o");
   if (!out) out = single(args, "--out");
-  if (!out) return usageError(strCat("compile: --emit=", *emit, " needs -o OUT"));
+  if (dump == nullptr && !out) return usageError(strCat("compile: --emit=", *emit, " needs -o OUT"));
   absl::StatusOr<tensor::Program> program = loadProgram(args.file);
   if (!program.ok()) return inputError(messageOf(program.status()));
   std::unique_ptr<backends::Backend> vulkan = backends::makeVulkanBackend(backends::BackendOptions{});
   spirv::TargetInfo info = backends::vulkanTargetInfo(*vulkan);
   info.mode = fast ? backends::ArithmeticMode::kFast : backends::ArithmeticMode::kExact;
-  absl::StatusOr<executable::Executable> exe = spirv::compileProgram(*program, info);
+  absl::StatusOr<executable::Executable> exe =
+      spirv::compileProgram(*program, info, dump != nullptr ? dump->hook() : choir::PassHook());
+  if (dump != nullptr) return dump->finish(args, out, exe.status());
   if (!exe.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(exe.status())));
   if (*emit == "artifact") {
     const std::string bytes = artifact::serialize(*exe);
@@ -267,9 +306,9 @@ std::optional<Failure> compileSpirv(const Args& args, bool fast) {
 // for a device of that compute capability, assuming a driver that accepts
 // the PTX ISA the architecture needs (the module's .version is the lowest
 // its instructions need), or the GPU-mapped Choir module it translates.
-std::optional<Failure> compilePtx(const Args& args) {
+std::optional<Failure> compilePtx(const Args& args, PassDump* dump) {
   const std::optional<std::string> emit = single(args, "--emit");
-  if (!emit || (*emit != "ptx" && *emit != "choir")) {
+  if (dump == nullptr && (!emit || (*emit != "ptx" && *emit != "choir"))) {
     return usageError("compile: --target=ptx takes --emit=ptx or --emit=choir");
   }
   if (single(args, "--threads")) return usageError("compile: --threads is for --target=x86_64");
@@ -292,6 +331,7 @@ std::optional<Failure> compilePtx(const Args& args) {
   target.mode = *mode;
   absl::StatusOr<tensor::Program> program = loadProgram(args.file);
   if (!program.ok()) return inputError(messageOf(program.status()));
+  if (dump != nullptr) return dump->finish(args, out, ptx::gpuModule(*program, target, dump->hook()).status());
   if (*emit == "choir") {
     absl::StatusOr<choir::Module> m = ptx::gpuModule(*program, target);
     if (!m.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(m.status())));
@@ -305,14 +345,29 @@ std::optional<Failure> compilePtx(const Args& args) {
 // accy compile FILE --emit=... [--target=...] [--threads=K] [-o OUT]
 std::optional<Failure> compile(std::span<const std::string> argv) {
   Args args;
-  const OptionTable table{{"--emit", "--target", "--threads", "-o", "--out", "--arch", "--mode"}, {}, {}};
+  const OptionTable table{
+      {"--emit", "--target", "--threads", "-o", "--out", "--arch", "--mode", "--dump-after"}, {}, {}};
   if (auto f = parseArgs("compile", argv, table, &args)) return f;
   if (args.help) {
     std::fputs(kUsage, stdout);
     return std::nullopt;
   }
   const std::string target = single(args, "--target").value_or("x86_64");
-  if (target == "ptx") return compilePtx(args);
+  // --dump-after=PASS: the Choir module after that pass instead of --emit.
+  std::optional<PassDump> dump;
+  if (const std::optional<std::string> pass = single(args, "--dump-after")) {
+    if (single(args, "--emit")) return usageError("compile: give --emit or --dump-after, not both");
+    const std::vector<std::string_view> passes = choir::pipelinePasses(target != "x86_64");
+    if (std::find(passes.begin(), passes.end(), *pass) == passes.end()) {
+      std::string names;
+      for (std::string_view p : passes) strAppend(&names, names.empty() ? "" : ", ", p);
+      return usageError(strCat("compile: --dump-after: no pass '", *pass, "' for target ", target, " (", names, ")"));
+    }
+    dump.emplace();
+    dump->pass = *pass;
+  }
+  PassDump* dump_ptr = dump ? &*dump : nullptr;
+  if (target == "ptx") return compilePtx(args, dump_ptr);
   if (single(args, "--arch")) return usageError("compile: --arch is for --target=ptx");
   // --mode: exact (default) or fast; tf32 exists only for ptx.
   const std::string mode_name = single(args, "--mode").value_or("exact");
@@ -321,14 +376,26 @@ std::optional<Failure> compile(std::span<const std::string> argv) {
   if (*mode == backends::ArithmeticMode::kTf32) {
     return runError(strCat(args.file, ": compile failed: ", messageOf(backends::tf32NeedsCuda(target))));
   }
-  if (target == "spirv") return compileSpirv(args, *mode == backends::ArithmeticMode::kFast);
+  if (target == "spirv") return compileSpirv(args, *mode == backends::ArithmeticMode::kFast, dump_ptr);
   if (target != "x86_64" || !target::kNativeCpuArtifactsSupported) {
     return inputError(strCat("compile: target ", target,
                              " is not available in this build (available: ",
                              target::kNativeCpuArtifactsSupported ? "x86_64, spirv, ptx" : "spirv, ptx", ")"));
   }
   const std::optional<std::string> emit = single(args, "--emit");
-  if (!emit) return usageError("compile: --emit=choir|asm|artifact is required");
+  if (dump_ptr != nullptr) {
+    absl::StatusOr<int> threads = threadsOption(args);
+    if (!threads.ok()) return usageError(strCat("compile: ", messageOf(threads.status())));
+    std::optional<std::string> out = single(args, "-o");
+    if (!out) out = single(args, "--out");
+    absl::StatusOr<tensor::Program> program = loadProgram(args.file);
+    if (!program.ok()) return inputError(messageOf(program.status()));
+    x64::CompileOptions o;
+    o.threads = *threads;
+    o.dump = dump_ptr->hook();
+    return dump_ptr->finish(args, out, x64::compileProgram(*program, o).status());
+  }
+  if (!emit) return usageError("compile: --emit=choir|asm|artifact is required (or --dump-after=PASS)");
   if (*emit != "choir" && *emit != "asm" && *emit != "artifact") {
     return usageError(strCat("compile: unknown --emit '", *emit, "' (choir, asm or artifact)"));
   }

@@ -231,6 +231,21 @@ expect 2 "takes --emit=ptx or --emit=choir" -- "$ACCY" compile "$WIRE" --target=
 expect 2 "--arch 'gfx90' is not sm_NN" -- "$ACCY" compile "$WIRE" --target=ptx --arch=gfx90 --emit=ptx
 expect 2 "sm_60 is not supported" -- "$ACCY" compile "$WIRE" --target=ptx --arch=sm_60 --emit=ptx
 expect 2 "unknown arithmetic mode 'turbo'" -- "$ACCY" compile "$WIRE" --target=ptx --mode=turbo --emit=ptx
+# --dump-after=PASS: the module after one pass of each target's pipeline
+# (lowering leaves one kernel per op; vectorizing tags the reduction).
+expect 0 "kernel k4_sin {" -- "$ACCY" compile "$WIRE" --dump-after=lower
+expect 0 "[vectorized x" -- "$ACCY" compile "$WIRE" --dump-after=vectorize --threads=1
+expect 0 "reduce add out0[i" -- "$ACCY" compile "$WIRE8" --dump-after=parallelize --threads=2
+expect 0 "[workgroup 256]" -- "$ACCY" compile "$WIRE" --target=ptx --dump-after=gpu-map
+expect 0 "kernel k" -- "$ACCY" compile "$WIRE" --target=ptx --mode=tf32 --dump-after=tf32
+expect 0 "[workgroup" -- "$ACCY" compile "$WIRE" --target=spirv --dump-after=gpu-map
+expect 0 "" -- "$ACCY" compile "$WIRE" --target=spirv --dump-after=fuse -o "$WORK/fused.choir"
+checks=$((checks + 1))
+grep -q "kernel" "$WORK/fused.choir" 2>/dev/null || fail "--dump-after=fuse -o wrote no module"
+expect 1 "pass tf32 did not run (it runs for --target=ptx --mode=tf32)" -- "$ACCY" compile "$WIRE" --target=ptx --dump-after=tf32
+expect 2 "no pass 'gpu-map' for target x86_64 (lower, fuse, loop-order" -- "$ACCY" compile "$WIRE" --dump-after=gpu-map
+expect 2 "no pass 'vectorize' for target ptx (lower, fuse, tf32, gpu-map)" -- "$ACCY" compile "$WIRE" --target=ptx --dump-after=vectorize
+expect 2 "give --emit or --dump-after, not both" -- "$ACCY" compile "$WIRE" --emit=choir --dump-after=lower
 # Arithmetic modes: fast everywhere (x86-64 keeps its accurate code), tf32
 # only for ptx: another target fails to compile, naming why.
 expect 0 "ret" -- "$ACCY" compile "$WIRE" --target=x86_64 --mode=fast --emit=asm

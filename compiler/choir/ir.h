@@ -151,6 +151,9 @@ struct Stmt {
   OpCode combiner = OpCode::kAdd;       // kReduce
   std::vector<LoopHeader> domain;       // kReduce
   int64_t mean_count = 0;               // kReduce
+  // kReduce lowered from a `dot` node (lower.cc): what a request for
+  // tensor cores applies to (passes/tf32.h). Fusion keeps it.
+  bool from_dot = false;
 
   static Stmt loopOf(LoopHeader header, std::vector<Stmt> body);
   static Stmt store(int buffer, std::vector<Affine> index, ExprRef value);
@@ -175,6 +178,8 @@ struct Kernel {
   // combines the parts. 0 and -1 otherwise.
   int64_t gpu_split = 0;
   int gpu_partials = -1;
+  // The product runs on tensor cores with TF32 inputs (passes/tf32.h).
+  bool tf32 = false;
 };
 
 struct Module {

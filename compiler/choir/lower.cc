@@ -213,6 +213,7 @@ class Lowering {
           r.value = makeOp(OpCode::kMul, n.dtype,
                            {access(n.operands[0], idx), access(n.operands[1], idx)});
           r.combiner = OpCode::kAdd;
+          r.from_dot = true;
         } else {
           const Node& a = p_.nodes[n.operands[0]];
           std::vector<tensor::Axis> reduced;

@@ -4,6 +4,7 @@
 #include "compiler/choir/passes/epilogue.h"
 #include "compiler/choir/passes/fuse.h"
 #include "compiler/choir/passes/loop_order.h"
+#include "compiler/choir/passes/tf32.h"
 #include "compiler/choir/verifier.h"
 #include "base/status_macros.h"
 
@@ -27,6 +28,15 @@ absl::StatusOr<Module> compileToChoir(const tensor::Program& program, const Pipe
     ACCY_ASSIGN_OR_RETURN(m, fuseKernels(std::move(m), options.fuse_limits));
     ACCY_RETURN_IF_ERROR(after("fuse", m));
   }
+  if (options.gpu_map) {
+    if (options.tf32) {
+      ACCY_ASSIGN_OR_RETURN(m, requestTf32(std::move(m)));
+      ACCY_RETURN_IF_ERROR(after("tf32", m));
+    }
+    ACCY_ASSIGN_OR_RETURN(m, mapToGpu(std::move(m), *options.gpu_map));
+    ACCY_RETURN_IF_ERROR(after("gpu-map", m));
+    return m;
+  }
   ACCY_ASSIGN_OR_RETURN(m, orderLoops(std::move(m)));
   ACCY_RETURN_IF_ERROR(after("loop-order", m));
   if (options.fuse) {
@@ -40,6 +50,11 @@ absl::StatusOr<Module> compileToChoir(const tensor::Program& program, const Pipe
   ACCY_ASSIGN_OR_RETURN(m, parallelizeLoops(std::move(m), options.parallelize));
   ACCY_RETURN_IF_ERROR(after("parallelize", m));
   return m;
+}
+
+std::vector<std::string_view> pipelinePasses(bool gpu) {
+  if (gpu) return {"lower", "fuse", "tf32", "gpu-map"};
+  return {"lower", "fuse", "loop-order", "epilogues", "tile", "vectorize", "parallelize"};
 }
 
 }  // namespace accy::choir

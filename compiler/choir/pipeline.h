@@ -4,11 +4,14 @@
 #define ACCY_COMPILER_CHOIR_PIPELINE_H_
 
 #include <functional>
+#include <optional>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "compiler/choir/ir.h"
 #include "compiler/choir/passes/fuse.h"
+#include "compiler/choir/passes/gpu_map.h"
 #include "compiler/choir/passes/parallelize.h"
 #include "compiler/choir/passes/tile.h"
 #include "compiler/choir/passes/vectorize.h"
@@ -16,7 +19,15 @@
 
 namespace accy::choir {
 
+// Called with the module after lowering and after each pass, with the
+// pass's name (pipelinePasses()).
+using PassHook = std::function<void(std::string_view pass, const Module&)>;
+
 struct PipelineOptions {
+  // Set for GPU targets: lower, fuse, then (with tf32) requestTf32 and the
+  // GPU mapping with these options, instead of the CPU passes below.
+  std::optional<GpuMapOptions> gpu_map;
+  bool tf32 = false;
   VectorizeOptions vectorize;
   TileOptions tile;
   ParallelizeOptions parallelize;
@@ -24,11 +35,14 @@ struct PipelineOptions {
   FuseLimits fuse_limits;
   // Run the verifier after every pass (always on in debug builds).
   bool verify_each_pass = false;
-  // Called with the module after lowering and after each pass.
-  std::function<void(std::string_view pass, const Module&)> dump;
+  PassHook dump;
 };
 
 absl::StatusOr<Module> compileToChoir(const tensor::Program& program, const PipelineOptions& options);
+
+// The names the pipeline gives its steps, in order, for CPU (`gpu` false) or
+// GPU targets: what `accy compile --dump-after` accepts.
+std::vector<std::string_view> pipelinePasses(bool gpu);
 
 }  // namespace accy::choir
 

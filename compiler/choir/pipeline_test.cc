@@ -125,5 +125,38 @@ TEST(Pipeline, AProductsEpilogueRunsInItsRowLoop) {
   EXPECT_GT(unfused->kernels.size(), 1u);
 }
 
+// The GPU pipeline: lower, fuse, tf32 (when asked), gpu-map; the tf32 pass
+// marks the kernel of a `dot` (with its fused producer) and not a sum of
+// products written out by hand.
+TEST(Pipeline, GpuPipelineMarksDotKernelsForTf32) {
+  auto p = tensor::define("two",
+                          {tensor::spec(DType::f32, {{"i", 32}, {"k", 32}}), tensor::spec(DType::f32, {{"k", 32}, {"j", 32}})},
+                          [](Builder&, Args a) {
+                            return std::vector<Value>{(a[0] * 2).dot(a[1], "k"), (a[0] * a[0]).sum("k")};
+                          });
+  ASSERT_TRUE(p.ok()) << p.status();
+  for (bool tf32 : {false, true}) {
+    PipelineOptions o;
+    o.verify_each_pass = true;
+    o.gpu_map.emplace();
+    o.tf32 = tf32;
+    std::vector<std::string> passes;
+    o.dump = [&](std::string_view pass, const Module&) { passes.emplace_back(pass); };
+    auto m = compileToChoir(*p, o);
+    ASSERT_TRUE(m.ok()) << m.status();
+    EXPECT_EQ(passes, tf32 ? (std::vector<std::string>{"lower", "fuse", "tf32", "gpu-map"})
+                           : (std::vector<std::string>{"lower", "fuse", "gpu-map"}));
+    int marked = 0;
+    for (const Kernel& k : m->kernels) {
+      if (!k.tf32) continue;
+      ++marked;
+      EXPECT_NE(k.gpu_tile, 0) << "the marked kernel is the tiled product: " << toText(*m);
+      EXPECT_THAT(toText(*m), HasSubstr("[tf32]"));
+    }
+    EXPECT_EQ(marked, tf32 ? 1 : 0) << toText(*m);
+    EXPECT_TRUE(verifyModule(*m).ok());
+  }
+}
+
 }  // namespace
 }  // namespace accy::choir

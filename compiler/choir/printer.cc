@@ -125,6 +125,7 @@ std::string toText(const Module& m) {
     strAppend(&out, "  kernel ", k.name);
     if (k.workgroup_size > 0) strAppend(&out, " [workgroup ", k.workgroup_size, "]");
     if (k.gpu_tile > 0) strAppend(&out, " [tile ", k.gpu_tile, "x", k.gpu_tile, "]");
+    if (k.tf32) strAppend(&out, " [tf32]");
     strAppend(&out, " {\n");
     printStmts(m, k.body, 2, &out);
     strAppend(&out, "  }\n");

@@ -1,11 +1,8 @@
 #include "compiler/codegen/ptx/compile.h"
 
 #include <algorithm>
-#include <cctype>
 
-#include "compiler/choir/lower.h"
-#include "compiler/choir/passes/fuse.h"
-#include "compiler/choir/passes/gpu_map.h"
+#include "compiler/choir/pipeline.h"
 #include "compiler/choir/verifier.h"
 #include "compiler/codegen/ptx/kernel_translator.h"
 #include "compiler/codegen/ptx/pipeline.h"
@@ -25,20 +22,6 @@ absl::Status checkTarget(const TargetInfo& t) {
   if (t.max_threads_per_block < 1) return invalid("max_threads_per_block is 0");
   if (t.max_grid_x < 1) return invalid("max_grid_x is 0");
   return absl::OkStatus();
-}
-
-// Whether `kernel` computes a `dot` node of `program`: lowering names the
-// kernel of node N "kN_dot" and fusion keeps the consumer's name.
-bool isDotKernel(const tensor::Program& program, const std::string& name) {
-  constexpr std::string_view kSuffix = "_dot";
-  if (name.size() < 2 + kSuffix.size() || name[0] != 'k' || !name.ends_with(kSuffix)) return false;
-  const std::string digits = name.substr(1, name.size() - 1 - kSuffix.size());
-  if (digits.empty() || digits.size() > 9 ||
-      !std::all_of(digits.begin(), digits.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
-    return false;
-  }
-  const size_t id = std::stoul(digits);
-  return id < program.nodes.size() && program.nodes[id].op == tensor::OpCode::kDot;
 }
 
 std::string versionText(int v) { return strCat(v / 10, ".", v % 10); }
@@ -66,16 +49,18 @@ absl::StatusOr<PtxTarget> ptxTargetFor(int sm) {
   return best;
 }
 
-absl::StatusOr<choir::Module> gpuModule(const tensor::Program& program, const TargetInfo& target) {
+absl::StatusOr<choir::Module> gpuModule(const tensor::Program& program, const TargetInfo& target,
+                                        const choir::PassHook& dump) {
   ACCY_RETURN_IF_ERROR(checkTarget(target));
-  ACCY_ASSIGN_OR_RETURN(choir::Module m, choir::lowerProgram(program));
-  ACCY_ASSIGN_OR_RETURN(m, choir::fuseKernels(std::move(m)));
-  choir::GpuMapOptions map;
+  choir::PipelineOptions pipeline;
+  choir::GpuMapOptions& map = pipeline.gpu_map.emplace();
   map.max_workgroup_size = target.max_threads_per_block;
   // Register blocking (R x R outputs per thread); the tf32 mma.sync path
   // computes one output per thread.
   map.micro_tile = target.mode == ArithmeticMode::kTf32 ? 1 : 4;
-  ACCY_ASSIGN_OR_RETURN(m, choir::mapToGpu(std::move(m), map));
+  pipeline.tf32 = target.mode == ArithmeticMode::kTf32;
+  pipeline.dump = dump;
+  ACCY_ASSIGN_OR_RETURN(choir::Module m, choir::compileToChoir(program, pipeline));
   ACCY_RETURN_IF_ERROR(choir::verifyModule(m));
   return m;
 }
@@ -87,14 +72,14 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
 absl::StatusOr<executable::Executable> compileProgramWith(const tensor::Program& program, const TargetInfo& target,
                                                           const EmitOptions& emit) {
   ACCY_ASSIGN_OR_RETURN(const PtxTarget arch, ptxTargetFor(target.sm));
-  ACCY_ASSIGN_OR_RETURN(choir::Module m, gpuModule(program, target));
+  ACCY_ASSIGN_OR_RETURN(choir::Module m, gpuModule(program, target, emit.dump));
   KernelOptions options;
   options.target = target;
   options.wide_indices = emit.wide_indices;
   std::vector<TranslatedKernel> kernels;
   int version = arch.min_ptx_version;
   for (const choir::Kernel& k : m.kernels) {
-    options.tf32 = target.mode == ArithmeticMode::kTf32 && isDotKernel(program, k.name);
+    options.tf32 = k.tf32;
     ACCY_ASSIGN_OR_RETURN(TranslatedKernel t, translateKernel(m, k, options));
     if (t.min_sm > arch.sm) {
       return invalid(strCat("kernel ", k.name, " needs sm_", t.min_sm, " but the target is sm_", target.sm));

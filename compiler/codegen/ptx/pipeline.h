@@ -8,15 +8,18 @@
 
 #include "absl/status/statusor.h"
 #include "compiler/choir/ir.h"
+#include "compiler/choir/pipeline.h"
 #include "compiler/codegen/ptx/compile.h"
 #include "compiler/executable/executable.h"
 #include "compiler/tensor/program.h"
 
 namespace accy::ptx {
 
-// Lowered, fused, mapped to the GPU for `target` (passes/gpu_map.h) and
-// verified: what `accy compile --target=ptx --emit=choir` prints.
-absl::StatusOr<choir::Module> gpuModule(const tensor::Program& program, const TargetInfo& target);
+// Lowered, fused, mapped to the GPU for `target` (passes/gpu_map.h) through
+// choir's pipeline, and verified: what `accy compile --target=ptx
+// --emit=choir` prints. `dump` sees the module after each pass.
+absl::StatusOr<choir::Module> gpuModule(const tensor::Program& program, const TargetInfo& target,
+                                        const choir::PassHook& dump = {});
 
 // The `.target` for a device of compute capability `sm` (the newest
 // architecture this emitter knows that is not newer than `sm`: PTX for
@@ -31,6 +34,7 @@ absl::StatusOr<PtxTarget> ptxTargetFor(int sm);
 // compileProgram with choices no device makes, for tests.
 struct EmitOptions {
   bool wide_indices = false;  // 64-bit index arithmetic in every kernel
+  choir::PassHook dump;       // sees the module after each pass
 };
 absl::StatusOr<executable::Executable> compileProgramWith(const tensor::Program& program, const TargetInfo& target,
                                                           const EmitOptions& options);

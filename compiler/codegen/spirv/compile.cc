@@ -1,18 +1,17 @@
 #include "compiler/codegen/spirv/compile.h"
 
-#include "compiler/choir/lower.h"
-#include "compiler/choir/passes/fuse.h"
-#include "compiler/choir/passes/gpu_map.h"
+#include "compiler/choir/pipeline.h"
 #include "compiler/choir/verifier.h"
 #include "compiler/codegen/spirv/kernel_translator.h"
 #include "base/status_macros.h"
 
 namespace accy::spirv {
 
-absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& program, const TargetInfo& target) {
-  ACCY_ASSIGN_OR_RETURN(choir::Module m, choir::lowerProgram(program));
-  ACCY_ASSIGN_OR_RETURN(m, choir::fuseKernels(std::move(m)));
-  choir::GpuMapOptions map;
+absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& program, const TargetInfo& target,
+                                                      const choir::PassHook& dump) {
+  choir::PipelineOptions pipeline;
+  pipeline.dump = dump;
+  choir::GpuMapOptions& map = pipeline.gpu_map.emplace();
   map.max_workgroup_size = target.max_workgroup_size;
   // On a device that runs a workgroup as one thread (lavapipe), trees lose;
   // register-blocked tiles still win (docs/PERFORMANCE.md), plain ones do not.
@@ -22,7 +21,7 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
   if (!target.cooperative_workgroups) map.min_domain_for_tree = INT64_MAX;
   if (target.max_loop_iterations > 0) map.max_serial_domain = target.max_loop_iterations / 4;
   if (!target.register_blocking) map.micro_tile = 1;
-  ACCY_ASSIGN_OR_RETURN(m, choir::mapToGpu(std::move(m), map));
+  ACCY_ASSIGN_OR_RETURN(choir::Module m, choir::compileToChoir(program, pipeline));
   ACCY_RETURN_IF_ERROR(choir::verifyModule(m));
   executable::Executable exe;
   exe.target = "spirv";

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "compiler/choir/pipeline.h"
 #include "compiler/codegen/arithmetic_mode.h"
 #include "compiler/executable/executable.h"
 #include "compiler/tensor/program.h"
@@ -64,7 +65,9 @@ struct TargetInfo {
   uint32_t max_loop_iterations = 0;
 };
 
-absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& program, const TargetInfo& target);
+// `dump` sees the Choir module after each pass (choir/pipeline.h).
+absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& program, const TargetInfo& target,
+                                                      const choir::PassHook& dump = {});
 
 }  // namespace accy::spirv
 

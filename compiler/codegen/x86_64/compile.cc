@@ -22,6 +22,7 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
   pipeline.parallelize.threads = resolveThreads(options.threads);
   pipeline.fuse = options.fuse;
   pipeline.fuse_limits = options.fuse_limits;
+  pipeline.dump = options.dump;
   ACCY_ASSIGN_OR_RETURN(choir::Module module, choir::compileToChoir(program, pipeline));
   if (options.choir_text != nullptr) *options.choir_text = choir::toText(module);
   EmitOptions emit;

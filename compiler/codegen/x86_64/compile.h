@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "compiler/choir/passes/fuse.h"
+#include "compiler/choir/pipeline.h"
 #include "compiler/codegen/x86_64/simd.h"
 #include "compiler/executable/executable.h"
 #include "compiler/tensor/program.h"
@@ -45,6 +46,8 @@ struct CompileOptions {
   // Receive the final Choir module and the assembly listing, when set.
   std::string* choir_text = nullptr;
   std::string* assembly = nullptr;
+  // Sees the Choir module after each pass (choir/pipeline.h).
+  choir::PassHook dump;
 };
 
 int resolveThreads(int threads);
