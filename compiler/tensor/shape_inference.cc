@@ -1,0 +1,432 @@
+// The type checker every producer of Programs shares: inferNode and
+// validateProgram (program.h).
+#include <algorithm>
+#include <optional>
+#include <set>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_format.h"
+#include "base/errors.h"
+#include "base/status_macros.h"
+#include "base/strings.h"
+#include "compiler/tensor/program.h"
+
+namespace accy::tensor {
+namespace {
+
+std::optional<size_t> findAxis(const std::vector<Axis>& axes, std::string_view name) {
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i].name == name) return i;
+  }
+  return std::nullopt;
+}
+
+absl::Status unknownAxis(std::string_view op, std::string_view name,
+                         const std::vector<Axis>& axes, std::string_view which = "operand") {
+  return makeError(ErrorKind::kUnknownAxis,
+                   strCat(op, ": axis '", name, "' is not an axis of the ", which, " ",
+                                axesText(axes)));
+}
+
+// Broadcasting by name: the left operand's axes, then the right's new ones.
+absl::StatusOr<std::vector<Axis>> broadcastAxes(std::string_view op, const std::vector<Axis>& left,
+                                                const std::vector<Axis>& right) {
+  std::vector<Axis> out = left;
+  for (const Axis& r : right) {
+    auto at = findAxis(left, r.name);
+    if (!at.has_value()) {
+      out.push_back(r);
+    } else if (left[*at].extent != r.extent) {
+      return makeError(ErrorKind::kAxisExtentMismatch,
+                       absl::StrFormat("%s: axis '%s' has extent %d on the left %s but %d on the "
+                                       "right %s",
+                                       op, r.name, left[*at].extent, axesText(left), r.extent,
+                                       axesText(right)));
+    }
+  }
+  return out;
+}
+
+absl::Status sameDType(std::string_view op, DType a, DType b) {
+  if (a == b) return absl::OkStatus();
+  return makeError(ErrorKind::kDTypeMismatch,
+                   strCat(op, ": operands have dtypes ", dtypeName(a), " and ",
+                                dtypeName(b), "; cast one so they match"));
+}
+
+absl::Status unsupported(std::string_view op, DType dtype, std::string_view needs) {
+  return makeError(ErrorKind::kUnsupportedDType,
+                   strCat(op, ": needs ", needs, " operands, got ", dtypeName(dtype)));
+}
+
+absl::Status checkArity(const Node& node, size_t want) {
+  if (node.operands.size() == want) return absl::OkStatus();
+  return makeError(ErrorKind::kArityMismatch,
+                   strCat(opName(node.op), ": takes ", want, " operands, got ",
+                                node.operands.size()));
+}
+
+absl::Status checkAttrs(const Node& node, size_t names, size_t ints) {
+  if (node.names.size() == names && node.ints.size() == ints) return absl::OkStatus();
+  return makeError(ErrorKind::kInvalidArgument,
+                   strCat(opName(node.op), ": expects ", names, " axis names and ", ints,
+                                " integer attributes, got ", node.names.size(), " and ",
+                                node.ints.size()));
+}
+
+absl::Status noDuplicates(std::string_view op, const std::vector<std::string>& names) {
+  std::set<std::string_view> seen;
+  for (const auto& n : names) {
+    if (!seen.insert(n).second) {
+      return makeError(ErrorKind::kAxisNameCollision,
+                       strCat(op, ": axis '", n, "' is named twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status checkAxisName(std::string_view op, std::string_view name) {
+  bool ok = !name.empty() && name.size() <= 64 &&
+            ((name[0] >= 'a' && name[0] <= 'z') || name[0] == '_');
+  for (char c : name) {
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
+  }
+  if (ok) return absl::OkStatus();
+  return makeError(ErrorKind::kInvalidAxisName,
+                   strCat(op, ": axis name '", absl::CHexEscape(absl::string_view(name.data(), name.size())),
+                                "' must match [a-z_][a-z0-9_]* (at most 64 characters)"));
+}
+
+absl::Status checkAxes(std::string_view op, DType dtype, const std::vector<Axis>& axes) {
+  std::set<std::string_view> seen;
+  int64_t bytes = dtypeSize(dtype);
+  for (const Axis& a : axes) {
+    ACCY_RETURN_IF_ERROR(checkAxisName(op, a.name));
+    if (!seen.insert(a.name).second) {
+      return makeError(ErrorKind::kAxisNameCollision,
+                       strCat(op, ": axis '", a.name, "' appears twice in ", axesText(axes)));
+    }
+    if (a.extent <= 0) {
+      return makeError(ErrorKind::kInvalidExtent,
+                       strCat(op, ": axis '", a.name, "' has extent ", a.extent,
+                                    "; extents must be positive"));
+    }
+    if (a.extent > kMaxValueBytes / bytes) {
+      return makeError(ErrorKind::kInvalidExtent,
+                       strCat(op, ": axes ", axesText(axes), " of ", dtypeName(dtype),
+                                    " exceed the ", kMaxValueBytes, "-byte limit of one value"));
+    }
+    bytes *= a.extent;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Spec> inferNode(const std::vector<Node>& prior, const Node& node) {
+  const std::string_view op = opName(node.op);
+  for (int32_t id : node.operands) {
+    if (id < 0 || static_cast<size_t>(id) >= prior.size()) {
+      return makeError(ErrorKind::kInvalidProgram,
+                       strCat(op, ": operand %", id, " does not precede the node"));
+    }
+  }
+  auto operand = [&](size_t i) -> const Node& { return prior[node.operands[i]]; };
+  Spec out;
+  switch (opCategory(node.op)) {
+    case OpCategory::Leaf:
+      ACCY_RETURN_IF_ERROR(checkArity(node, 0));
+      out.dtype = node.dtype;
+      if (node.op == OpCode::kInput) {
+        ACCY_RETURN_IF_ERROR(checkAttrs(node, 0, 1));
+        if (node.ints[0] < 0) {
+          return makeError(ErrorKind::kInvalidArgument, "input: negative input index");
+        }
+        out.axes = node.axes;
+      } else if (node.op == OpCode::kIota) {
+        ACCY_RETURN_IF_ERROR(checkAttrs(node, 1, 1));
+        if (node.dtype == DType::bool_) return unsupported(op, node.dtype, "numeric");
+        out.axes = {Axis{node.names[0], node.ints[0]}};
+      } else {
+        ACCY_RETURN_IF_ERROR(checkAttrs(node, 0, 0));
+      }
+      break;
+    case OpCategory::Unary: {
+      ACCY_RETURN_IF_ERROR(checkArity(node, 1));
+      ACCY_RETURN_IF_ERROR(checkAttrs(node, 0, 0));
+      out = operand(0).spec();
+      const bool elementary = node.op != OpCode::kNeg && node.op != OpCode::kAbs;
+      if (elementary && !isFloating(out.dtype)) return unsupported(op, out.dtype, "f32 or f64");
+      if (out.dtype == DType::bool_) return unsupported(op, out.dtype, "numeric");
+      break;
+    }
+    case OpCategory::Binary:
+    case OpCategory::Compare: {
+      ACCY_RETURN_IF_ERROR(checkArity(node, 2));
+      ACCY_RETURN_IF_ERROR(checkAttrs(node, 0, 0));
+      const Node& a = operand(0);
+      const Node& b = operand(1);
+      ACCY_RETURN_IF_ERROR(sameDType(op, a.dtype, b.dtype));
+      const bool ordering = node.op == OpCode::kMax || node.op == OpCode::kMin;
+      if (opCategory(node.op) == OpCategory::Binary && !ordering && a.dtype == DType::bool_) {
+        return unsupported(op, a.dtype, "numeric");
+      }
+      ACCY_ASSIGN_OR_RETURN(out.axes, broadcastAxes(op, a.axes, b.axes));
+      out.dtype = opCategory(node.op) == OpCategory::Compare ? DType::bool_ : a.dtype;
+      break;
+    }
+    case OpCategory::Select: {
+      ACCY_RETURN_IF_ERROR(checkArity(node, 3));
+      ACCY_RETURN_IF_ERROR(checkAttrs(node, 0, 0));
+      if (operand(0).dtype != DType::bool_) {
+        return makeError(ErrorKind::kDTypeMismatch,
+                         strCat("where: the condition must be bool, got ",
+                                      dtypeName(operand(0).dtype)));
+      }
+      ACCY_RETURN_IF_ERROR(sameDType(op, operand(1).dtype, operand(2).dtype));
+      ACCY_ASSIGN_OR_RETURN(auto ca, broadcastAxes(op, operand(0).axes, operand(1).axes));
+      ACCY_ASSIGN_OR_RETURN(out.axes, broadcastAxes(op, ca, operand(2).axes));
+      out.dtype = operand(1).dtype;
+      break;
+    }
+    case OpCategory::Cast:
+      ACCY_RETURN_IF_ERROR(checkArity(node, 1));
+      ACCY_RETURN_IF_ERROR(checkAttrs(node, 0, 0));
+      out = Spec{node.dtype, operand(0).axes};
+      break;
+    case OpCategory::Reduce: {
+      ACCY_RETURN_IF_ERROR(checkArity(node, 1));
+      const Node& a = operand(0);
+      if (node.names.empty() || !node.ints.empty()) {
+        return makeError(ErrorKind::kInvalidArgument,
+                         strCat(op, ": name at least one axis to reduce"));
+      }
+      ACCY_RETURN_IF_ERROR(noDuplicates(op, node.names));
+      const bool ordering = node.op == OpCode::kReduceMax || node.op == OpCode::kReduceMin;
+      if (!ordering && a.dtype == DType::bool_) return unsupported(op, a.dtype, "numeric");
+      for (const auto& n : node.names) {
+        if (!findAxis(a.axes, n)) return unknownAxis(op, n, a.axes);
+      }
+      out.dtype = a.dtype;
+      for (const Axis& ax : a.axes) {
+        if (std::find(node.names.begin(), node.names.end(), ax.name) == node.names.end()) {
+          out.axes.push_back(ax);
+        }
+      }
+      break;
+    }
+    case OpCategory::Dot: {
+      ACCY_RETURN_IF_ERROR(checkArity(node, 2));
+      ACCY_RETURN_IF_ERROR(checkAttrs(node, 1, 0));
+      const Node& a = operand(0);
+      const Node& b = operand(1);
+      ACCY_RETURN_IF_ERROR(sameDType(op, a.dtype, b.dtype));
+      if (a.dtype == DType::bool_) return unsupported(op, a.dtype, "numeric");
+      const std::string& k = node.names[0];
+      if (!findAxis(a.axes, k)) return unknownAxis(op, k, a.axes, "left operand");
+      if (!findAxis(b.axes, k)) return unknownAxis(op, k, b.axes, "right operand");
+      ACCY_ASSIGN_OR_RETURN(auto both, broadcastAxes(op, a.axes, b.axes));
+      out.dtype = a.dtype;
+      for (Axis& ax : both) {
+        if (ax.name != k) out.axes.push_back(std::move(ax));
+      }
+      break;
+    }
+    case OpCategory::Layout: {
+      if (node.op == OpCode::kConcat) {
+        if (node.operands.empty()) {
+          return makeError(ErrorKind::kArityMismatch, "concat: needs at least one piece");
+        }
+      } else {
+        ACCY_RETURN_IF_ERROR(checkArity(node, 1));
+      }
+      const Node& a = operand(0);
+      out.dtype = a.dtype;
+      switch (node.op) {
+        case OpCode::kTranspose: {
+          ACCY_RETURN_IF_ERROR(noDuplicates(op, node.names));
+          for (const auto& n : node.names) {
+            auto at = findAxis(a.axes, n);
+            if (!at) return unknownAxis(op, n, a.axes);
+            out.axes.push_back(a.axes[*at]);
+          }
+          if (node.names.size() != a.axes.size() || !node.ints.empty()) {
+            return makeError(ErrorKind::kInvalidArgument,
+                             strCat("transpose: the new order must list every axis of ",
+                                          axesText(a.axes), " once"));
+          }
+          break;
+        }
+        case OpCode::kRename: {
+          ACCY_RETURN_IF_ERROR(checkAttrs(node, 2, 0));
+          auto at = findAxis(a.axes, node.names[0]);
+          if (!at) return unknownAxis(op, node.names[0], a.axes);
+          ACCY_RETURN_IF_ERROR(checkAxisName(op, node.names[1]));
+          auto clash = findAxis(a.axes, node.names[1]);
+          if (clash && *clash != *at) {
+            return makeError(ErrorKind::kAxisNameCollision,
+                             strCat("rename: '", node.names[1], "' is already an axis of ",
+                                          axesText(a.axes)));
+          }
+          out.axes = a.axes;
+          out.axes[*at].name = node.names[1];
+          break;
+        }
+        case OpCode::kBroadcast: {
+          ACCY_RETURN_IF_ERROR(checkAttrs(node, 1, 1));
+          ACCY_RETURN_IF_ERROR(checkAxisName(op, node.names[0]));
+          if (findAxis(a.axes, node.names[0])) {
+            return makeError(ErrorKind::kAxisNameCollision,
+                             strCat("broadcast: '", node.names[0],
+                                          "' is already an axis of ", axesText(a.axes)));
+          }
+          out.axes = a.axes;
+          out.axes.push_back(Axis{node.names[0], node.ints[0]});
+          break;
+        }
+        case OpCode::kSplit: {
+          ACCY_RETURN_IF_ERROR(checkAttrs(node, 3, 1));
+          auto at = findAxis(a.axes, node.names[0]);
+          if (!at) return unknownAxis(op, node.names[0], a.axes);
+          const int64_t extent = a.axes[*at].extent;
+          const int64_t inner = node.ints[0];
+          if (inner <= 0 || extent % inner != 0) {
+            return makeError(ErrorKind::kInvalidExtent,
+                             strCat("split: inner extent ", inner, " does not divide axis '",
+                                          node.names[0], "' of extent ", extent));
+          }
+          for (size_t i = 0; i < a.axes.size(); ++i) {
+            if (i == *at) {
+              out.axes.push_back(Axis{node.names[1], extent / inner});
+              out.axes.push_back(Axis{node.names[2], inner});
+            } else {
+              out.axes.push_back(a.axes[i]);
+            }
+          }
+          break;
+        }
+        case OpCode::kMerge: {
+          if (node.names.size() < 3 || !node.ints.empty()) {
+            return makeError(ErrorKind::kInvalidArgument,
+                             "merge: name at least two axes and the merged axis");
+          }
+          std::vector<std::string> parts(node.names.begin(), node.names.end() - 1);
+          ACCY_RETURN_IF_ERROR(noDuplicates(op, parts));
+          int64_t extent = 1;
+          std::vector<size_t> at;
+          for (const auto& n : parts) {
+            auto p = findAxis(a.axes, n);
+            if (!p) return unknownAxis(op, n, a.axes);
+            at.push_back(*p);
+            extent *= a.axes[*p].extent;
+          }
+          for (size_t i = 0; i < a.axes.size(); ++i) {
+            if (i == at[0]) {
+              out.axes.push_back(Axis{node.names.back(), extent});
+            } else if (std::find(at.begin(), at.end(), i) == at.end()) {
+              out.axes.push_back(a.axes[i]);
+            }
+          }
+          break;
+        }
+        case OpCode::kSlice: {
+          ACCY_RETURN_IF_ERROR(checkAttrs(node, 1, 3));
+          auto at = findAxis(a.axes, node.names[0]);
+          if (!at) return unknownAxis(op, node.names[0], a.axes);
+          const int64_t extent = a.axes[*at].extent;
+          const int64_t start = node.ints[0], stop = node.ints[1], step = node.ints[2];
+          if (step < 1 || start < 0 || start >= stop || stop > extent) {
+            return makeError(ErrorKind::kInvalidSlice,
+                             absl::StrFormat("slice: [%d:%d:%d] of axis '%s' (extent %d) needs "
+                                             "0 <= start < stop <= extent and step >= 1",
+                                             start, stop, step, node.names[0], extent));
+          }
+          out.axes = a.axes;
+          out.axes[*at].extent = (stop - start + step - 1) / step;
+          break;
+        }
+        case OpCode::kConcat: {
+          ACCY_RETURN_IF_ERROR(checkAttrs(node, 1, 0));
+          const std::string& name = node.names[0];
+          auto at = findAxis(a.axes, name);
+          if (!at) return unknownAxis(op, name, a.axes, "first piece");
+          out.axes = a.axes;
+          for (size_t i = 1; i < node.operands.size(); ++i) {
+            const Node& p = operand(i);
+            ACCY_RETURN_IF_ERROR(sameDType(op, a.dtype, p.dtype));
+            if (p.axes.size() != a.axes.size()) {
+              return makeError(ErrorKind::kAxisExtentMismatch,
+                               strCat("concat: piece ", i, " has axes ", axesText(p.axes),
+                                            " but the first piece has ", axesText(a.axes)));
+            }
+            for (const Axis& ax : a.axes) {
+              auto q = findAxis(p.axes, ax.name);
+              if (!q) return unknownAxis(op, ax.name, p.axes, strCat("piece ", i));
+              if (ax.name == name) {
+                out.axes[*at].extent += p.axes[*q].extent;
+              } else if (p.axes[*q].extent != ax.extent) {
+                return makeError(
+                    ErrorKind::kAxisExtentMismatch,
+                    strCat("concat: axis '", ax.name, "' has extent ", p.axes[*q].extent,
+                                 " in piece ", i, " but ", ax.extent, " in the first piece"));
+              }
+            }
+          }
+          break;
+        }
+        default:
+          return makeError(ErrorKind::kInvalidProgram, strCat(op, ": not a layout op"));
+      }
+      break;
+    }
+  }
+  ACCY_RETURN_IF_ERROR(checkAxes(op, out.dtype, out.axes));
+  return out;
+}
+
+absl::Status validateProgram(const Program& program) {
+  std::vector<Node> prior;
+  prior.reserve(program.nodes.size());
+  int64_t input_count = 0;
+  for (size_t i = 0; i < program.nodes.size(); ++i) {
+    const Node& node = program.nodes[i];
+    auto inferred = inferNode(prior, node);
+    if (!inferred.ok()) {
+      return makeError(ErrorKind::kInvalidProgram,
+                       strCat("node %", i, ": ", inferred.status().message()));
+    }
+    if (inferred->dtype != node.dtype || inferred->axes != node.axes) {
+      return makeError(ErrorKind::kInvalidProgram,
+                       strCat("node %", i, " (", opName(node.op), ") records ",
+                                    specText(node.spec()), " but its operands give ",
+                                    specText(*inferred)));
+    }
+    if (node.op == OpCode::kInput) ++input_count;
+    prior.push_back(node);
+  }
+  if (static_cast<int64_t>(program.inputs.size()) != input_count) {
+    return makeError(ErrorKind::kInvalidProgram,
+                     strCat("the program lists ", program.inputs.size(), " inputs but has ",
+                                  input_count, " input nodes"));
+  }
+  for (size_t i = 0; i < program.inputs.size(); ++i) {
+    const int32_t id = program.inputs[i];
+    if (id < 0 || static_cast<size_t>(id) >= program.nodes.size() ||
+        program.nodes[id].op != OpCode::kInput || program.nodes[id].ints[0] != int64_t(i)) {
+      return makeError(ErrorKind::kInvalidProgram,
+                       strCat("input ", i, " does not name input node number ", i));
+    }
+  }
+  if (program.outputs.empty()) {
+    return makeError(ErrorKind::kInvalidProgram, "the program has no outputs");
+  }
+  for (int32_t id : program.outputs) {
+    if (id < 0 || static_cast<size_t>(id) >= program.nodes.size()) {
+      return makeError(ErrorKind::kInvalidProgram,
+                       strCat("output names node %", id, ", which does not exist"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace accy::tensor
