@@ -1,28 +1,114 @@
 #include "backends/null/null_backend.h"
 
+#include <algorithm>
+#include <cstring>
+
+#include "backends/buffer_checks.h"
 #include "base/errors.h"
+#include "base/status_macros.h"
+#include "base/strings.h"
+#include "compiler/tensor/evaluate.h"
+#include "compiler/wire/wire.h"
 
 namespace accy::backends {
 namespace {
+
+constexpr char kTarget[] = "reference";
+
+class NullProgram final : public LoadedProgram {
+ public:
+  NullProgram(executable::Executable exe, tensor::Program program)
+      : exe_(std::move(exe)), program_(std::move(program)) {}
+
+  absl::Status launch(absl::Span<const std::span<const std::byte>> inputs,
+                      absl::Span<const std::span<std::byte>> outputs) const override {
+    ACCY_RETURN_IF_ERROR(checkLaunchBuffers(exe_, inputs, outputs));
+    const std::vector<std::span<const std::byte>> in(inputs.begin(), inputs.end());
+    ACCY_ASSIGN_OR_RETURN(std::vector<std::vector<std::byte>> results, tensor::evaluate(program_, in));
+    if (results.size() != outputs.size()) {
+      return makeError(ErrorKind::kLaunchFailed,
+                       strCat("null backend: the evaluator gave ", results.size(), " outputs, not ", outputs.size()));
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (results[i].size() != outputs[i].size()) {
+        return makeError(ErrorKind::kLaunchFailed, strCat("null backend: output ", i, " has ", results[i].size(),
+                                                      " bytes, not ", outputs[i].size()));
+      }
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) std::memcpy(outputs[i].data(), results[i].data(), results[i].size());
+    return absl::OkStatus();
+  }
+  const executable::Executable& executable() const override { return exe_; }
+
+ private:
+  executable::Executable exe_;
+  tensor::Program program_;
+};
 
 class NullBackend final : public Backend {
  public:
   NullBackend() {
     info_.name = "null";
-    info_.available = false;
-    info_.unavailable_reason = "the null backend is a template; it runs nothing";
+    info_.targets = {kTarget};
+    info_.min_buffer_alignment = 1;
+    info_.available = true;
   }
   const DeviceInfo& info() const override { return info_; }
+
   using Backend::compile;
-  absl::StatusOr<executable::Executable> compile(const tensor::Program&, const std::string& target,
-                                                 const CompileOptions&) const override {
-    return makeError(ErrorKind::kUnimplemented, "null backend: cannot compile for " + target);
+  absl::StatusOr<executable::Executable> compile(const tensor::Program& program, const std::string& target,
+                                                 const CompileOptions& options) const override {
+    if (target != kTarget) {
+      return makeError(ErrorKind::kCompileFailed, strCat("null backend: no target ", target, "; it compiles ", kTarget));
+    }
+    if (options.mode == ArithmeticMode::kTf32) return tf32NeedsCuda(target);
+    ACCY_RETURN_IF_ERROR(tensor::validateProgram(program));
+    // The code is the program itself; one step, which the evaluator runs.
+    executable::Executable exe;
+    exe.target = kTarget;
+    exe.isa = "evaluator";
+    const std::string bytes = wire::encode(program);
+    exe.code.assign(bytes.begin(), bytes.end());
+    exe.inputs = program.inputSpecs();
+    exe.outputs = program.outputSpecs();
+    for (size_t i = 0; i < exe.inputs.size(); ++i) exe.artifact_plan.buffers.push_back(plan(choir::BufferRole::kInput, i, exe.inputs[i]));
+    for (size_t i = 0; i < exe.outputs.size(); ++i) {
+      exe.artifact_plan.buffers.push_back(plan(choir::BufferRole::kOutput, i, exe.outputs[i]));
+    }
+    exe.launch_plan.steps.push_back(executable::LaunchStep{"evaluate", 0, 0, 0});
+    return exe;
   }
-  absl::StatusOr<std::shared_ptr<const LoadedProgram>> load(executable::Executable) const override {
-    return makeError(ErrorKind::kUnimplemented, "null backend: cannot load executables");
+
+  absl::StatusOr<std::shared_ptr<const LoadedProgram>> load(executable::Executable exe) const override {
+    if (exe.target != kTarget) {
+      return makeError(ErrorKind::kUnimplemented,
+                       strCat("the null backend runs ", kTarget, " code, not ", exe.target));
+    }
+    ACCY_RETURN_IF_ERROR(executable::validateExecutable(exe));
+    absl::StatusOr<tensor::Program> program =
+        wire::decode(std::string_view(reinterpret_cast<const char*>(exe.code.data()), exe.code.size()));
+    if (!program.ok()) {
+      return makeError(ErrorKind::kInvalidProgram, strCat("null backend: the code is not a program: ",
+                                                          program.status().message()));
+    }
+    if (program->inputSpecs() != exe.inputs || program->outputSpecs() != exe.outputs) {
+      return makeError(ErrorKind::kInvalidProgram,
+                       "null backend: the executable's input and output specs are not its program's");
+    }
+    return std::shared_ptr<const LoadedProgram>(std::make_shared<NullProgram>(std::move(exe), *std::move(program)));
   }
 
  private:
+  static executable::BufferPlan plan(choir::BufferRole role, size_t io, const tensor::Spec& spec) {
+    executable::BufferPlan b;
+    b.role = role;
+    b.io_index = static_cast<int>(io);
+    b.dtype = spec.dtype;
+    b.bytes = spec.byteSize();
+    b.alignment = static_cast<int64_t>(tensor::dtypeSize(spec.dtype));
+    return b;
+  }
+
   DeviceInfo info_;
 };
 

@@ -1,7 +1,10 @@
-// The null backend: the template a new device backend starts from. It
-// describes itself as unavailable, compiles nothing and loads nothing
-// (Unimplemented, naming the device), and shows the three things a backend
-// provides: info, compile, load.
+// The null backend: the smallest device that runs, and the template a new
+// device backend starts from. Its target, "reference", compiles a program
+// into its own wire encoding (compiler/wire) and runs it with the reference
+// evaluator (compiler/tensor/evaluate.h) on the host. It shows what every
+// backend provides (info, compile, load, launch with the buffer contract of
+// buffer_checks.h) and passes the backend contract suite
+// (tests/backend_contract_test.cc) like the real devices.
 #ifndef ACCY_BACKENDS_NULL_NULL_BACKEND_H_
 #define ACCY_BACKENDS_NULL_NULL_BACKEND_H_
 

@@ -178,29 +178,7 @@ TEST_F(VulkanBackendTest, TargetInfoComesFromTheDevice) {
   }
 }
 
-TEST_F(VulkanBackendTest, RunsOneKernelOverAThousandElements) {
-  std::shared_ptr<const LoadedProgram> p = load(axpbExecutable());
-  ASSERT_NE(p, nullptr);
-  std::vector<float> a(kN), b(kN), y(kN, -1.0f);
-  for (int64_t i = 0; i < kN; ++i) {
-    a[i] = 0.5f * static_cast<float>(i);
-    b[i] = static_cast<float>(kN - i);
-  }
-  ASSERT_TRUE(launch(*p, {in(a), in(b)}, {out(y)}).ok());
-  for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(y[i], a[i] * 2 + b[i]) << "element " << i;
-  EXPECT_EQ(p->executable().launch_plan.steps.size(), 1u);
-}
 
-TEST_F(VulkanBackendTest, TwoKernelsPassATemporaryThroughABarrier) {
-  std::shared_ptr<const LoadedProgram> p = load(twoKernelExecutable());
-  ASSERT_NE(p, nullptr);
-  for (int round = 0; round < 3; ++round) {  // the pooled launch resources are reused
-    std::vector<float> x(kN), y(kN, -1.0f);
-    for (int64_t i = 0; i < kN; ++i) x[i] = static_cast<float>(i * (round + 1));
-    ASSERT_TRUE(launch(*p, {in(x)}, {out(y)}).ok());
-    for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(y[i], (x[kN - 1 - i] + 1) * 3) << "round " << round << ", element " << i;
-  }
-}
 
 TEST_F(VulkanBackendTest, OutputsStartWithTheCallersContents) {
   // Binding 1 as output 1: the kernel reads it (y = a * 2 + out1) and
@@ -221,42 +199,7 @@ TEST_F(VulkanBackendTest, OutputsStartWithTheCallersContents) {
   }
 }
 
-TEST_F(VulkanBackendTest, BadBuffersAreInvalidBufferBeforeAnythingRuns) {
-  std::shared_ptr<const LoadedProgram> p = load(axpbExecutable());
-  ASSERT_NE(p, nullptr);
-  std::vector<float> a(kN, 1.0f), b(kN, 1.0f), y(kN, -7.0f), short_buffer(kN - 1);
-  std::vector<float> big(2 * kN + 2, 1.0f);
-  auto expectInvalid = [&](absl::Status s, const std::string& says) {
-    EXPECT_EQ(errorKind(s), ErrorKind::kInvalidBuffer) << s;
-    EXPECT_THAT(std::string(s.message()), HasSubstr(says));
-    for (float v : y) ASSERT_EQ(v, -7.0f) << "the output was written";
-  };
-  expectInvalid(launch(*p, {in(a)}, {out(y)}), "expected 2 input buffers, got 1");
-  expectInvalid(launch(*p, {in(a), in(b)}, {}), "expected 1 output buffers, got 0");
-  expectInvalid(launch(*p, {in(a), in(short_buffer)}, {out(y)}), "input 1 (f32[i=1000]) needs 4000 bytes, got 3996");
-  expectInvalid(launch(*p, {in(a), in(b)}, {out(short_buffer)}), "output 0 (f32[i=1000]) needs 4000 bytes");
-  const std::span<const std::byte> misaligned = std::as_bytes(std::span<const float>(big)).subspan(1, kN * 4);
-  expectInvalid(launch(*p, {misaligned, in(b)}, {out(y)}), "input 0 is not aligned to 4 bytes");
-  // An output sharing bytes with an input.
-  const std::span<std::byte> whole = out(big);
-  expectInvalid(launch(*p, {whole.subspan(0, kN * 4), in(b)}, {whole.subspan(kN * 4 - 4, kN * 4)}),
-                "output 0 shares bytes with input 0");
-}
 
-TEST_F(VulkanBackendTest, OverlappingOutputsAreInvalidBuffer) {
-  Executable exe = axpbExecutable();
-  exe.inputs = {vec()};
-  exe.outputs = {vec(), vec()};
-  exe.artifact_plan.buffers = {buffer(choir::BufferRole::kInput, 0), buffer(choir::BufferRole::kOutput, 1),
-                               buffer(choir::BufferRole::kOutput, 0)};
-  std::shared_ptr<const LoadedProgram> p = load(std::move(exe));
-  ASSERT_NE(p, nullptr);
-  std::vector<float> a(kN), outputs(2 * kN);
-  const std::span<std::byte> whole = out(outputs);
-  const absl::Status s = launch(*p, {in(a)}, {whole.subspan(0, kN * 4), whole.subspan(kN * 2, kN * 4)});
-  EXPECT_EQ(errorKind(s), ErrorKind::kInvalidBuffer) << s;
-  EXPECT_THAT(std::string(s.message()), HasSubstr("output 1 shares bytes with output 0"));
-}
 
 TEST_F(VulkanBackendTest, LoadRejectsWhatIsNotASpirvExecutable) {
   auto loadStatus = [&](Executable exe) { return backend().load(std::move(exe)).status(); };
@@ -294,78 +237,9 @@ TEST_F(VulkanBackendTest, LoadRejectsWhatIsNotASpirvExecutable) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("workgroups; this device allows"));
 }
 
-TEST_F(VulkanBackendTest, LaunchesFromFourThreadsAtOnce) {
-  std::shared_ptr<const LoadedProgram> p = load(twoKernelExecutable());
-  ASSERT_NE(p, nullptr);
-  std::vector<int> failures(4, 0);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] {
-      for (int round = 0; round < 25; ++round) {
-        std::vector<float> x(kN), y(kN);
-        for (int64_t i = 0; i < kN; ++i) x[i] = static_cast<float>(t * 100000 + round * 1000 + i);
-        if (!launch(*p, {in(x)}, {out(y)}).ok()) {
-          ++failures[t];
-          continue;
-        }
-        for (int64_t i = 0; i < kN; ++i) {
-          if (y[i] != (x[kN - 1 - i] + 1) * 3) {
-            ++failures[t];
-            break;
-          }
-        }
-      }
-    });
-  }
-  for (std::thread& th : threads) th.join();
-  for (int t = 0; t < 4; ++t) EXPECT_EQ(failures[t], 0) << "thread " << t;
-}
 
-TEST_F(VulkanBackendTest, ALoadedProgramOutlivesItsBackend) {
-  std::unique_ptr<Backend> own = makeVulkanBackend(BackendOptions{});
-  absl::StatusOr<std::shared_ptr<const LoadedProgram>> p = own->load(axpbExecutable());
-  ASSERT_TRUE(p.ok()) << p.status();
-  own.reset();
-  std::vector<float> a(kN, 1.0f), b(kN, 2.0f), y(kN);
-  ASSERT_TRUE(launch(**p, {in(a), in(b)}, {out(y)}).ok());
-  EXPECT_EQ(y[kN - 1], 4.0f);
-}
 
-TEST_F(VulkanBackendTest, CompilesOnlySpirv) {
-  absl::StatusOr<Executable> exe = backend().compile(tensor::Program{}, "x86_64");
-  EXPECT_EQ(errorKind(exe.status()), ErrorKind::kCompileFailed);
-}
 
-TEST_F(VulkanBackendTest, RunsACompiledProgramLikeTheEvaluator) {
-  const tensor::Spec specs[] = {tensor::spec(DType::f32, {{"row", 37}, {"col", 300}}),
-                                tensor::spec(DType::f32, {{"col", 300}})};
-  absl::StatusOr<tensor::Program> program =
-      tensor::define("scaled_rows", specs, [](tensor::Builder&, std::span<const tensor::Value> v) {
-        return std::vector<tensor::Value>{tensor::add(tensor::mul(v[0], 2.0), v[1]), tensor::sum(v[0], "col")};
-      });
-  ASSERT_TRUE(program.ok()) << program.status();
-  absl::StatusOr<Executable> exe = backend().compile(*program, "spirv");
-  ASSERT_TRUE(exe.ok()) << exe.status();
-  EXPECT_EQ(exe->target, "spirv");
-  std::shared_ptr<const LoadedProgram> p = load(*std::move(exe));
-  ASSERT_NE(p, nullptr);
-
-  std::vector<float> m(37 * 300), r(300), scaled(37 * 300), sums(37);
-  for (size_t i = 0; i < m.size(); ++i) m[i] = std::sin(static_cast<float>(i));
-  for (size_t i = 0; i < r.size(); ++i) r[i] = static_cast<float>(i) / 7;
-  ASSERT_TRUE(launch(*p, {in(m), in(r)}, {out(scaled), out(sums)}).ok());
-  const std::vector<std::span<const std::byte>> inputs = {in(m), in(r)};
-  absl::StatusOr<std::vector<std::vector<std::byte>>> expected = tensor::evaluate(*program, inputs);
-  ASSERT_TRUE(expected.ok()) << expected.status();
-  for (size_t i = 0; i < scaled.size(); ++i) {
-    const double want = tensor::loadElement(DType::f32, &(*expected)[0][i * 4]);
-    ASSERT_NEAR(scaled[i], want, 2e-4 * (1 + std::fabs(want))) << "element " << i;
-  }
-  for (size_t i = 0; i < sums.size(); ++i) {
-    const double want = tensor::loadElement(DType::f32, &(*expected)[1][i * 4]);
-    ASSERT_NEAR(sums[i], want, 2e-4 * (1 + std::fabs(want))) << "row " << i;
-  }
-}
 
 }  // namespace
 }  // namespace accy::backends
