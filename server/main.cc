@@ -3,7 +3,7 @@
 //   accyd [--listen=unix:/run/accyd/accyd.sock | --listen=tcp:HOST:PORT --tls-cert=F --tls-key=F
 //          [--tls-client-ca=F]] (--listen may repeat) [--socket-mode=0600|0660] [--cache-dir=DIR] [--cache-max-bytes=N] [--threads=N]
 //         [--lease-seconds=N] [--max-sessions=N] [--max-programs-per-session=N] [--max-regions-per-session=N]
-//         [--max-region-bytes=N] [--max-message-bytes=N] [--max-scratch-bytes=N]
+//         [--max-region-bytes=N] [--max-region-bytes-per-session=N] [--max-message-bytes=N] [--max-scratch-bytes=N]
 //         [--check-numerics=0|1] [--devices=cpu[,vulkan][,cuda]]
 //
 // Numbers are whole decimal numbers within each flag's range (a bad one is
@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> flags = {
       {"listen", "unix:/run/accyd/accyd.sock"}, {"cache-dir", ""}, {"cache-max-bytes", "1073741824"},
       {"threads", "0"}, {"lease-seconds", "30"}, {"max-sessions", "256"}, {"max-programs-per-session", "64"},
-      {"max-regions-per-session", "64"},
+      {"max-regions-per-session", "64"}, {"max-region-bytes-per-session", "17179869184"},
       {"max-region-bytes", "4294967296"}, {"max-message-bytes", "268435456"}, {"devices", "cpu"},
       {"tls-cert", ""}, {"tls-key", ""}, {"tls-client-ca", ""}, {"max-scratch-bytes", "17179869184"},
       {"check-numerics", "0"}, {"socket-mode", "0600"}};
@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
       std::printf("usage: accyd [--listen=unix:PATH|tcp:HOST:PORT] [--tls-cert=F --tls-key=F [--tls-client-ca=F]]\n"
                   "             [--cache-dir=DIR] [--cache-max-bytes=N] [--threads=N] [--lease-seconds=N]\n"
                   "             [--max-sessions=N] [--max-programs-per-session=1..64] [--max-regions-per-session=N]\n"
-                  "             [--max-region-bytes=N]"
+                  "             [--max-region-bytes=N] [--max-region-bytes-per-session=N]"
                   " [--max-message-bytes=N] [--max-scratch-bytes=N] [--check-numerics=0|1]\n"
                   "             [--socket-mode=0600|0660] [--devices=cpu[,vulkan][,cuda]]   (--listen may repeat)\n"
                   "devices: cpu (target x86_64), vulkan (spirv), cuda (ptx; needs the NVIDIA driver's libcuda.so.1\n"
@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
       {"max-programs-per-session", 1, accy::session::kMaxPrograms},
       {"max-regions-per-session", 1, 1 << 20},
       {"max-region-bytes", 1, INT64_MAX},
+      {"max-region-bytes-per-session", 1, INT64_MAX},
       {"max-message-bytes", 1024, INT32_MAX},  // gRPC's message size is an int
       {"max-scratch-bytes", 0, INT64_MAX},
   };
@@ -176,6 +177,7 @@ int main(int argc, char** argv) {
   limits.max_programs_per_session = number("max-programs-per-session");
   limits.max_regions_per_session = number("max-regions-per-session");
   limits.max_region_bytes = number("max-region-bytes");
+  limits.max_region_bytes_per_session = number("max-region-bytes-per-session");
   limits.max_message_bytes = number("max-message-bytes");
   limits.lease_seconds = static_cast<int>(number("lease-seconds"));
   limits.max_scratch_bytes = number("max-scratch-bytes");

@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <random>
+#include <vector>
 
 #include "base/errors.h"
 #include "base/strings.h"
@@ -41,13 +42,13 @@ absl::StatusOr<std::shared_ptr<Mapping>> mapSealedMemfd(int fd, size_t max_bytes
   return std::make_shared<Mapping>(address, size, fd);
 }
 
-RegionSocket::RegionSocket(std::string path, size_t max_region_bytes)
-    : path_(std::move(path)), max_region_bytes_(max_region_bytes) {}
+RegionSocket::RegionSocket(std::string path, size_t max_region_bytes, RegionSocketLimits limits)
+    : path_(std::move(path)), max_region_bytes_(max_region_bytes), limits_(limits) {}
 
 RegionSocket::~RegionSocket() { stop(); }
 
 absl::Status RegionSocket::start() {
-  listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (listen_fd_ < 0) return absl::InternalError("region socket: socket() failed");
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -73,54 +74,121 @@ void RegionSocket::stop() {
   }
 }
 
+namespace {
+
+void reply(int connection, const std::string& line) {
+  (void)!send(connection, line.data(), line.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+}  // namespace
+
 void RegionSocket::serve() {
+  struct Connection {
+    int fd;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  std::vector<Connection> open;
+  std::vector<pollfd> polled;
   while (!stopping_) {
-    pollfd p{listen_fd_, POLLIN, 0};
-    if (poll(&p, 1, 100) <= 0) continue;
-    const int c = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (c < 0) continue;
-    handle(c);
-    close(c);
+    polled.assign(1, pollfd{listen_fd_, POLLIN, 0});
+    for (const Connection& c : open) polled.push_back(pollfd{c.fd, POLLIN, 0});
+    if (poll(polled.data(), polled.size(), 100) < 0) continue;
+    const auto now = std::chrono::steady_clock::now();
+    // Answer what arrived, drop what waited too long; never block on one.
+    for (size_t i = open.size(); i-- > 0;) {
+      const short events = polled[i + 1].revents;
+      if ((events & (POLLIN | POLLHUP | POLLERR)) != 0) {
+        handle(open[i].fd);
+      } else if (now < open[i].deadline) {
+        continue;
+      }
+      close(open[i].fd);
+      open.erase(open.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    if ((polled[0].revents & POLLIN) == 0) continue;
+    while (true) {
+      const int c = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (c < 0) break;
+      if (static_cast<int>(open.size()) >= limits_.max_connections) {
+        reply(c, strCat("error busy: ", open.size(), " connections are open; try again\n"));
+        close(c);
+        continue;
+      }
+      open.push_back(Connection{c, now + limits_.receive_timeout});
+    }
   }
+  for (const Connection& c : open) close(c.fd);
 }
 
 void RegionSocket::handle(int c) {
-  timeval timeout{2, 0};
-  setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  // Room for several descriptors, so that every one a client sends is
+  // received and can be closed: the kernel installs those that fit before
+  // it truncates.
+  constexpr int kMaxDescriptors = 16;
   char byte;
   iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxDescriptors)];
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
   msg.msg_control = control;
   msg.msg_controllen = sizeof control;
-  std::string reply;
-  const ssize_t n = recvmsg(c, &msg, MSG_CMSG_CLOEXEC);
-  cmsghdr* cm = n > 0 ? CMSG_FIRSTHDR(&msg) : nullptr;
-  if (cm == nullptr || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
-      (msg.msg_flags & MSG_CTRUNC) != 0) {
-    reply = "error send one byte with one file descriptor attached\n";
-  } else {
-    int fd;
-    std::memcpy(&fd, CMSG_DATA(cm), sizeof fd);
-    auto mapping = mapSealedMemfd(fd, max_region_bytes_);
-    if (!mapping.ok()) {
-      reply = strCat("error ", mapping.status().message(), "\n");
-    } else {
-      std::random_device rd;
-      std::string token;
-      for (int i = 0; i < 4; ++i) token += strCat(absl::Hex(rd(), absl::kZeroPad8));
-      std::lock_guard<std::mutex> lock(mu_);
-      const auto now = std::chrono::steady_clock::now();
-      for (auto it = pending_.begin(); it != pending_.end();) {
-        it = now - it->second.created > std::chrono::minutes(1) ? pending_.erase(it) : std::next(it);
+  const ssize_t n = recvmsg(c, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+  std::vector<int> received;
+  if (n > 0) {
+    for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
+      if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+      const size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
+        received.push_back(fd);
       }
-      pending_[token] = Pending{*mapping, now};
-      reply = strCat("ok ", token, "\n");
     }
   }
-  (void)!write(c, reply.data(), reply.size());
+  if (n <= 0 || received.size() != 1 || (msg.msg_flags & MSG_CTRUNC) != 0) {
+    for (int fd : received) close(fd);
+    reply(c, strCat("error send one byte with one file descriptor attached (got ", received.size(),
+                    (msg.msg_flags & MSG_CTRUNC) != 0 ? ", more cut off" : "", ")\n"));
+    return;
+  }
+  ucred peer{};
+  socklen_t len = sizeof peer;
+  if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0) {
+    close(received[0]);
+    reply(c, "error the peer's credentials are unknown\n");
+    return;
+  }
+  auto mapping = mapSealedMemfd(received[0], max_region_bytes_);  // owns the descriptor
+  if (!mapping.ok()) {
+    reply(c, strCat("error ", mapping.status().message(), "\n"));
+    return;
+  }
+  reply(c, admit(*std::move(mapping), peer.uid));
+}
+
+std::string RegionSocket::admit(std::shared_ptr<Mapping> mapping, uint32_t uid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto now = std::chrono::steady_clock::now();
+  int for_peer = 0;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (now - it->second.created > std::chrono::minutes(1)) {
+      it = pending_.erase(it);
+      continue;
+    }
+    if (it->second.uid == uid) ++for_peer;
+    ++it;
+  }
+  if (for_peer >= limits_.max_pending_per_peer || static_cast<int>(pending_.size()) >= limits_.max_pending_total) {
+    return strCat("error too many unclaimed regions (", for_peer, " of user ", uid, ", ", pending_.size(),
+                  " in all; the limits are ", limits_.max_pending_per_peer, " and ", limits_.max_pending_total,
+                  "): claim them with RegisterRegion or let them expire\n");
+  }
+  std::random_device rd;
+  std::string token;
+  for (int i = 0; i < 4; ++i) token += strCat(absl::Hex(rd(), absl::kZeroPad8));
+  pending_[token] = Pending{std::move(mapping), now, uid};
+  return strCat("ok ", token, "\n");
 }
 
 absl::StatusOr<std::shared_ptr<Mapping>> RegionSocket::claim(const std::string& token) {

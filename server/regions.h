@@ -8,6 +8,14 @@
 // read-write, and answers with a line "ok <token>\n" or "error <message>\n".
 // The token (128 random bits) is then presented in RegisterRegion by the
 // session that owns it; unclaimed tokens expire after a minute.
+//
+// Defences (docs/ACCYD.md, "Security"): every descriptor a message carries is
+// closed unless it is the one region mapped (a second or third descriptor,
+// or those received before MSG_CTRUNC, would otherwise leak); connections
+// are served by one poll loop, non-blocking, so a client that connects and
+// sends nothing delays no one (it is dropped after `receive_timeout`), and
+// at most `max_connections` are open at once; unclaimed tokens are capped
+// per peer user (SO_PEERCRED) and in total.
 #ifndef ACCY_SERVER_REGIONS_H_
 #define ACCY_SERVER_REGIONS_H_
 
@@ -50,9 +58,16 @@ class Mapping {
 // Checks and maps a received fd (takes ownership of it).
 absl::StatusOr<std::shared_ptr<Mapping>> mapSealedMemfd(int fd, size_t max_bytes);
 
+struct RegionSocketLimits {
+  int max_connections = 64;         // open at once; more are answered "error busy"
+  int max_pending_per_peer = 256;   // unclaimed tokens per peer user id
+  int max_pending_total = 4096;     // unclaimed tokens in all
+  std::chrono::milliseconds receive_timeout{2000};
+};
+
 class RegionSocket {
  public:
-  RegionSocket(std::string path, size_t max_region_bytes);
+  RegionSocket(std::string path, size_t max_region_bytes, RegionSocketLimits limits = {});
   ~RegionSocket();
 
   // Binds (mode 0600) and starts accepting in a background thread.
@@ -64,10 +79,14 @@ class RegionSocket {
 
  private:
   void serve();
+  // Reads the one message of a readable connection and answers it.
   void handle(int connection);
+  // A token for `mapping` from peer `uid`, or an error line.
+  std::string admit(std::shared_ptr<Mapping> mapping, uint32_t uid);
 
   std::string path_;
   size_t max_region_bytes_;
+  RegionSocketLimits limits_;
   int listen_fd_ = -1;
   std::atomic<bool> stopping_{false};
   std::thread thread_;
@@ -75,6 +94,7 @@ class RegionSocket {
   struct Pending {
     std::shared_ptr<Mapping> mapping;
     std::chrono::steady_clock::time_point created;
+    uint32_t uid = 0;
   };
   std::map<std::string, Pending> pending_;
 };

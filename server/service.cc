@@ -269,6 +269,16 @@ grpc::Status AccydService::RegisterRegion(grpc::ServerContext* ctx, const pb::Re
   }
   auto mapping = regions_.claim(req->token());
   if (!mapping.ok()) return finish(ctx, reply, mapping.status());
+  int64_t held = 0;
+  for (const auto& [id, region] : s->regions) held += static_cast<int64_t>(region->size());
+  if (held + static_cast<int64_t>((*mapping)->size()) > limits_.max_region_bytes_per_session) {
+    // The claimed mapping is dropped (unmapped) here: the token is spent.
+    return finish(ctx, reply,
+                  makeError(ErrorKind::kTooManyPrograms,
+                            strCat("accyd: the session's regions hold ", held, " bytes; this one of ",
+                                   (*mapping)->size(), " would pass the limit of ",
+                                   limits_.max_region_bytes_per_session, " bytes per session")));
+  }
   // Devices that move host memory by DMA (cuda: cuMemHostRegister) pin the
   // region once here rather than staging it on every invoke. A device that
   // refuses leaves invokes working through its staging copies.

@@ -25,6 +25,7 @@ struct Limits {
   int64_t max_programs_per_session = session::kMaxPrograms;  // 1 to session::kMaxPrograms
   int64_t max_regions_per_session = 64;
   int64_t max_region_bytes = int64_t{4} << 30;
+  int64_t max_region_bytes_per_session = int64_t{16} << 30;  // all of a session's regions together
   int64_t max_message_bytes = int64_t{256} << 20;
   int lease_seconds = 30;
   int64_t max_scratch_bytes = int64_t{16} << 30;  // per program

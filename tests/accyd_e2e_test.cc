@@ -440,6 +440,19 @@ TEST(Accyd, LimitsAreEnforcedWithClearErrors) {
   EXPECT_FALSE(h.ok());
 }
 
+TEST(Accyd, RegionBytesPerSessionAreLimited) {
+  Daemon d({"--max-region-bytes=8192", "--max-region-bytes-per-session=12288"});
+  auto s = connect(d);
+  ASSERT_TRUE(s);
+  auto one = s->allocateShared(8192);
+  ASSERT_TRUE(one.ok()) << one.status();
+  auto two = s->allocateShared(8192);
+  EXPECT_EQ(number(two.status()), 5u);  // too_many_programs: RESOURCE_EXHAUSTED
+  EXPECT_THAT(two.status().message(), HasSubstr("would pass the limit of 12288 bytes per session"));
+  auto small = s->allocateShared(4096);
+  EXPECT_TRUE(small.ok()) << small.status();
+}
+
 TEST(Accyd, ProgramsPerSessionAreLimited) {
   Daemon d({"--max-programs-per-session=2"});
   auto s = connect(d);
