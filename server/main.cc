@@ -14,7 +14,10 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cstdint>
@@ -47,6 +50,19 @@ std::string readFile(const std::string& path, bool* ok) {
 int usage(const char* why) {
   std::fprintf(stderr, "accyd: %s\nrun accyd --help for usage\n", why);
   return 2;
+}
+
+// Whether something accepts connections on the Unix socket at `path`.
+bool socketAnswers(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) return false;
+  std::strcpy(addr.sun_path, path.c_str());
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const bool answers = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return answers;
 }
 
 }  // namespace
@@ -138,7 +154,13 @@ int main(int argc, char** argv) {
   for (const std::string& listen : listens) {
     if (listen.rfind("unix:", 0) == 0) {
       const std::string path = listen.substr(5);
-      unlink(path.c_str());  // a socket left by a killed daemon
+      // A socket left by a killed daemon is removed; a live daemon's is not.
+      if (socketAnswers(path)) {
+        std::fprintf(stderr, "accyd: another daemon is listening on %s; stop it or choose another --listen\n",
+                     path.c_str());
+        return 1;
+      }
+      unlink(path.c_str());
       unix_paths.push_back(path);
       ports.emplace_back(listen, grpc::InsecureServerCredentials());
     } else if (listen.rfind("tcp:", 0) == 0) {

@@ -38,7 +38,9 @@ grpc::StatusCode grpcCodeOf(session::Status s) {
     case session::Status::too_many_programs:
       return grpc::StatusCode::RESOURCE_EXHAUSTED;
     case session::Status::out_of_memory:
-      return grpc::StatusCode::UNAVAILABLE;
+      // Not UNAVAILABLE: retry policies take that for a passing fault and
+      // would send the same request again.
+      return grpc::StatusCode::RESOURCE_EXHAUSTED;
     case session::Status::compile_failed:
       return grpc::StatusCode::INTERNAL;
     case session::Status::launch_failed:

@@ -440,6 +440,26 @@ TEST(Accyd, LimitsAreEnforcedWithClearErrors) {
   EXPECT_FALSE(h.ok());
 }
 
+TEST(Accyd, ASecondDaemonLeavesTheLiveOnesSocketAlone) {
+  Daemon first({});
+  auto s = connect(first);
+  ASSERT_TRUE(s);
+  // The same socket path: the second daemon refuses to start.
+  const std::string out = "/tmp/accyd-second-" + std::to_string(getpid()) + ".txt";
+  const std::string cmd = runfile("server/accyd") + " --listen=unix:" + first.socket() + " >" + out + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  std::ifstream said(out);
+  const std::string text((std::istreambuf_iterator<char>(said)), std::istreambuf_iterator<char>());
+  std::remove(out.c_str());
+  EXPECT_THAT(text, HasSubstr("another daemon is listening on " + first.socket()));
+  // The first still serves on its socket.
+  auto again = RemoteSession::connect(first.target(), RemoteOptions{.cpu_in_process = false});
+  EXPECT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(s->serverInfo().ok());
+}
+
 TEST(Accyd, RegionBytesPerSessionAreLimited) {
   Daemon d({"--max-region-bytes=8192", "--max-region-bytes-per-session=12288"});
   auto s = connect(d);
