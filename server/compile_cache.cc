@@ -1,17 +1,23 @@
 #include "server/compile_cache.h"
 
 #include <fcntl.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
 #include <openssl/sha.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <vector>
 
+#include "absl/strings/str_format.h"
+#include "base/errors.h"
 #include "compiler/executable/codec.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
@@ -20,7 +26,12 @@ namespace accy::server {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr char kMagic[8] = {'A', 'C', 'C', 'Y', 'C', 'C', '0', '1'};
+// Version 02: the digest is an HMAC-SHA256 under the installation's key
+// (version 01 entries, with a plain SHA-256, are refused and replaced).
+constexpr char kMagic[8] = {'A', 'C', 'C', 'Y', 'C', 'C', '0', '2'};
+constexpr char kKeyFile[] = "cache.key";
+constexpr size_t kKeyBytes = 32;
+constexpr auto kStaleTemporary = std::chrono::hours(1);
 
 std::string sha256(std::string_view data) {
   unsigned char digest[SHA256_DIGEST_LENGTH];
@@ -38,6 +49,52 @@ std::string hex(std::string_view bytes) {
   return out;
 }
 
+std::string randomHex(size_t bytes) {
+  std::string raw(bytes, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), static_cast<int>(bytes)) != 1) {
+    // No randomness: O_EXCL still refuses an existing name.
+    raw = strCat(::getpid(), ".", std::chrono::steady_clock::now().time_since_epoch().count());
+  }
+  return hex(raw);
+}
+
+// The whole contents of a regular file of this user, opened without
+// following a symbolic link; nullopt otherwise.
+std::optional<std::string> readOwnFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st;
+  std::optional<std::string> data;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid()) {
+    data.emplace(static_cast<size_t>(st.st_size), '\0');
+    size_t got = 0;
+    while (got < data->size()) {
+      const ssize_t n = ::read(fd, data->data() + got, data->size() - got);
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    if (got != data->size()) data.reset();
+  }
+  ::close(fd);
+  return data;
+}
+
+// Writes `data` to a new file (O_EXCL, mode 0600); false if it exists or fails.
+bool writeNewFile(const std::string& path, std::string_view data) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  size_t put = 0;
+  while (put < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + put, data.size() - put);
+    if (n <= 0) break;
+    put += static_cast<size_t>(n);
+  }
+  const bool ok = put == data.size() && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok) ::unlink(path.c_str());
+  return ok;
+}
+
 }  // namespace
 
 CompileCache::CompileCache(const CacheOptions& options, executable::BuildRecord record)
@@ -46,11 +103,67 @@ CompileCache::CompileCache(const CacheOptions& options, executable::BuildRecord 
     stats_.disk_disabled_reason = "no cache directory configured";
   } else if (absl::Status st = executable::requireRecordedBuild(record_, "the disk cache"); !st.ok()) {
     stats_.disk_disabled_reason = std::string(st.message());
+  } else if (absl::Status st = openDisk(); !st.ok()) {
+    stats_.disk_disabled_reason = std::string(st.message());
   } else {
-    std::error_code ec;
-    fs::create_directories(options_.disk_dir, ec);
-    stats_.disk_enabled = !ec;
-    if (ec) stats_.disk_disabled_reason = strCat("cannot create ", options_.disk_dir, ": ", ec.message());
+    stats_.disk_enabled = true;
+    removeStaleTemporaries();
+  }
+}
+
+absl::Status CompileCache::openDisk() {
+  const std::string& dir = options_.disk_dir;
+  auto refuse = [&](std::string why) { return absl::FailedPreconditionError(strCat("cache directory ", dir, ": ", why)); };
+  std::error_code ec;
+  const mode_t old = ::umask(0077);
+  fs::create_directories(dir, ec);
+  ::umask(old);
+  if (ec) return refuse(strCat("cannot create it: ", ec.message()));
+  struct stat st;
+  if (::lstat(dir.c_str(), &st) != 0) return refuse(strCat("cannot stat it: ", std::strerror(errno)));
+  if (S_ISLNK(st.st_mode)) return refuse("it is a symbolic link");
+  if (!S_ISDIR(st.st_mode)) return refuse("it is not a directory");
+  if (st.st_uid != ::geteuid()) return refuse(strCat("it is owned by user ", st.st_uid, ", not this daemon's ", ::geteuid()));
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return refuse(strCat("others can write to it (mode ", absl::StrFormat("%04o", st.st_mode & 07777), "); chmod go-w it"));
+  }
+  const std::string key_path = dir + "/" + kKeyFile;
+  std::optional<std::string> key = readOwnFile(key_path);
+  if (!key.has_value()) {
+    const std::string fresh = std::string(randomHex(kKeyBytes)).substr(0, 2 * kKeyBytes);
+    if (!writeNewFile(key_path, fresh)) {
+      key = readOwnFile(key_path);  // made by another daemon meanwhile
+    } else {
+      key = fresh;
+    }
+  }
+  if (!key.has_value() || key->size() != 2 * kKeyBytes) {
+    return refuse(strCat(key_path, " is not a key this daemon can use (", 2 * kKeyBytes,
+                         " hex digits in a regular file of its user)"));
+  }
+  if (::lstat(key_path.c_str(), &st) != 0 || (st.st_mode & 077) != 0) {
+    return refuse(strCat(key_path, " can be read by others; chmod 600 it"));
+  }
+  mac_key_ = *key;
+  return absl::OkStatus();
+}
+
+std::string CompileCache::mac(std::string_view payload) const {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), mac_key_.data(), static_cast<int>(mac_key_.size()),
+       reinterpret_cast<const unsigned char*>(payload.data()), payload.size(), digest, &length);
+  return std::string(reinterpret_cast<const char*>(digest), length);
+}
+
+void CompileCache::removeStaleTemporaries() {
+  std::error_code ec;
+  const auto now = fs::file_time_type::clock::now();
+  for (const auto& e : fs::directory_iterator(options_.disk_dir, ec)) {
+    if (e.path().filename().string().find(".exe.tmp.") == std::string::npos) continue;
+    std::error_code time_ec;
+    const auto written = e.last_write_time(time_ec);
+    if (!time_ec && now - written > kStaleTemporary) fs::remove(e.path(), time_ec);
   }
 }
 
@@ -67,9 +180,8 @@ std::string CompileCache::pathFor(const std::string& key) const { return options
 
 std::optional<executable::Executable> CompileCache::readDisk(const std::string& key) {
   const std::string path = pathFor(key);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::error_code exists_ec;
+  if (!fs::exists(fs::symlink_status(path, exists_ec))) return std::nullopt;
   auto corrupt = [&]() -> std::optional<executable::Executable> {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -79,36 +191,32 @@ std::optional<executable::Executable> CompileCache::readDisk(const std::string& 
     fs::remove(path, ec);
     return std::nullopt;
   };
-  // magic | sha256(payload) | payload
-  if (data.size() < sizeof kMagic + SHA256_DIGEST_LENGTH || std::memcmp(data.data(), kMagic, sizeof kMagic) != 0) {
+  // A symbolic link, another user's file or anything but a regular file is
+  // not an entry this daemon wrote.
+  std::optional<std::string> data = readOwnFile(path);
+  if (!data.has_value()) return corrupt();
+  // magic | HMAC-SHA256(key, payload) | payload
+  if (data->size() < sizeof kMagic + SHA256_DIGEST_LENGTH || std::memcmp(data->data(), kMagic, sizeof kMagic) != 0) {
     return corrupt();
   }
-  std::string_view payload(data.data() + sizeof kMagic + SHA256_DIGEST_LENGTH,
-                           data.size() - sizeof kMagic - SHA256_DIGEST_LENGTH);
-  if (sha256(payload) != std::string_view(data.data() + sizeof kMagic, SHA256_DIGEST_LENGTH)) return corrupt();
+  std::string_view payload(data->data() + sizeof kMagic + SHA256_DIGEST_LENGTH,
+                           data->size() - sizeof kMagic - SHA256_DIGEST_LENGTH);
+  const std::string expected = mac(payload);
+  if (CRYPTO_memcmp(expected.data(), data->data() + sizeof kMagic, SHA256_DIGEST_LENGTH) != 0) return corrupt();
   auto exe = executable::parseExecutable(payload);
   if (!exe.ok()) return corrupt();
-  ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // recently used
+  ::utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);  // recently used
   return std::move(*exe);
 }
 
 void CompileCache::writeDisk(const std::string& key, const executable::Executable& exe) {
   const std::string payload = executable::serializeExecutable(exe);
   const std::string path = pathFor(key);
-  const std::string tmp = strCat(path, ".tmp.", ::getpid(), ".", reinterpret_cast<uintptr_t>(&exe));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(kMagic, sizeof kMagic);
-    const std::string digest = sha256(payload);
-    out.write(digest.data(), static_cast<std::streamsize>(digest.size()));
-    out.write(payload.data(), static_cast<std::streamsize>(payload.size()));
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      return;
-    }
-  }
+  const std::string tmp = strCat(path, ".tmp.", randomHex(16));
+  std::string data(kMagic, sizeof kMagic);
+  data += mac(payload);
+  data += payload;
+  if (!writeNewFile(tmp, data)) return;
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) fs::remove(tmp, ec);
@@ -152,7 +260,8 @@ absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> CompileCache::get
     if (auto it = memory_.find(key); it != memory_.end()) {
       ++stats_.memory_hits;
       *level = "memory";
-      return it->second;
+      it->second.last_use = ++uses_;
+      return it->second.loaded;
     }
     if (auto it = in_flight_.find(key); it != in_flight_.end()) {
       // Another session is compiling the same program: wait for it rather
@@ -166,6 +275,21 @@ absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> CompileCache::get
     in_flight_.emplace(key, promise.get_future().share());
     disk_enabled = stats_.disk_enabled;
   }
+  // Whatever happens below (an error, or an exception from a backend), the
+  // in-flight entry goes and its waiters are answered: none is left
+  // waiting for a compile that will never finish.
+  struct Settle {
+    CompileCache* cache;
+    const std::string& key;
+    std::promise<Loaded>& promise;
+    bool settled = false;
+    ~Settle() {
+      if (settled) return;
+      std::lock_guard<std::mutex> lock(cache->mu_);
+      cache->in_flight_.erase(key);
+      promise.set_value(makeError(ErrorKind::kCompileFailed, "the compile was abandoned (the backend threw)"));
+    }
+  } settle{this, key, promise};
   // Disk, compile and load run outside the lock: a slow compile delays
   // only the sessions that asked for the same program.
   auto fill = [&]() -> Loaded {
@@ -184,13 +308,29 @@ absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> CompileCache::get
   Loaded loaded = fill();
   std::lock_guard<std::mutex> lock(mu_);
   ++(*level == "disk" ? stats_.disk_hits : stats_.misses);
-  if (loaded.ok()) {
-    if (static_cast<int64_t>(memory_.size()) >= options_.memory_max_entries) memory_.erase(memory_.begin());
-    memory_.emplace(key, *loaded);
-  }
+  if (loaded.ok()) remember(key, *loaded);
   in_flight_.erase(key);
+  settle.settled = true;
   promise.set_value(loaded);
   return loaded;
+}
+
+void CompileCache::remember(const std::string& key, std::shared_ptr<const backends::LoadedProgram> loaded) {
+  const executable::Executable& exe = loaded->executable();
+  const int64_t bytes = static_cast<int64_t>(exe.code.size() + exe.launch_plan.steps.size() * 64 +
+                                             exe.artifact_plan.buffers.size() * 48 + 256);
+  Kept& kept = memory_[key];
+  memory_bytes_ += bytes - kept.bytes;
+  kept = Kept{std::move(loaded), bytes, ++uses_};
+  while (memory_.size() > 1 && (static_cast<int64_t>(memory_.size()) > options_.memory_max_entries ||
+                                memory_bytes_ > options_.memory_max_bytes)) {
+    auto oldest = memory_.begin();
+    for (auto it = memory_.begin(); it != memory_.end(); ++it) {
+      if (it->second.last_use < oldest->second.last_use) oldest = it;
+    }
+    memory_bytes_ -= oldest->second.bytes;
+    memory_.erase(oldest);
+  }
 }
 
 CacheStats CompileCache::stats() const {

@@ -2,11 +2,26 @@
 // executables on disk when the daemon is a stamped build.
 //
 // Key = SHA-256 of (build record, wire bytes, target, options), so another
-// build of the compiler never hits. Disk entries are written to a temporary
-// file and renamed into place (atomic), carry a SHA-256 of their payload
-// (a corrupt entry is detected, deleted and recompiled, never trusted),
-// and the directory is kept under a byte bound by evicting the least
-// recently used entries. An unstamped build refuses the disk
+// build of the compiler never hits. Disk entries are code the daemon maps
+// executable, so they are treated as such (docs/ACCYD.md, "Security"):
+//  - the directory must be the daemon's own (owned by its user, not
+//    writable by group or others, not a symbolic link), else the disk is
+//    refused with the reason in the statistics;
+//  - every entry carries an HMAC-SHA256 of its payload under a
+//    per-installation key (`cache.key` in the directory, 32 random bytes,
+//    mode 0600, made on first use): an entry planted by anyone without the
+//    key, or damaged, is deleted and recompiled, never loaded;
+//  - entries are opened with O_NOFOLLOW and must be regular files of the
+//    daemon's user; they are written to a temporary file with an
+//    unpredictable name (O_EXCL, mode 0600) and renamed into place;
+//    temporaries older than an hour (left by a killed daemon) are removed
+//    at start;
+//  - the directory is kept under a byte bound by evicting the least
+//    recently used entries.
+// In memory, loaded programs are kept under a byte bound (their code and
+// plans), evicting the least recently used. A compile that fails, or
+// throws, leaves no entry behind: requests waiting for it get its error
+// and the next request compiles again. An unstamped build refuses the disk
 // (UnrecordedCompilerBuild, reported in the statistics) and caches in
 // memory only.
 #ifndef ACCY_SERVER_COMPILE_CACHE_H_
@@ -32,6 +47,7 @@ struct CacheOptions {
   std::string disk_dir;             // empty: memory only
   int64_t disk_max_bytes = int64_t{1} << 30;
   int64_t memory_max_entries = 1024;
+  int64_t memory_max_bytes = int64_t{1} << 30;  // code and plans of the loaded programs kept
 };
 
 struct CacheStats {
@@ -65,16 +81,32 @@ class CompileCache {
   std::string pathFor(const std::string& key) const;
 
  private:
+  // Checks the directory and reads (or makes) the key; a reason to refuse
+  // the disk otherwise.
+  absl::Status openDisk();
+  std::string mac(std::string_view payload) const;
   std::optional<executable::Executable> readDisk(const std::string& key);
   void writeDisk(const std::string& key, const executable::Executable& exe);
   void evict();
+  void removeStaleTemporaries();
+  // Keeps `loaded` under `key` in memory, evicting the least recently used
+  // beyond the bounds. Under mu_.
+  void remember(const std::string& key, std::shared_ptr<const backends::LoadedProgram> loaded);
 
   CacheOptions options_;
   executable::BuildRecord record_;
   std::string record_text_;
+  std::string mac_key_;
   using Loaded = absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>>;
   mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<const backends::LoadedProgram>> memory_;
+  struct Kept {
+    std::shared_ptr<const backends::LoadedProgram> loaded;
+    int64_t bytes = 0;
+    uint64_t last_use = 0;
+  };
+  std::map<std::string, Kept> memory_;
+  int64_t memory_bytes_ = 0;
+  uint64_t uses_ = 0;
   std::map<std::string, std::shared_future<Loaded>> in_flight_;
   CacheStats stats_;
 };

@@ -3,7 +3,13 @@
 // hitting, and an unstamped build refusing the disk.
 #include "server/compile_cache.h"
 
+#include <openssl/sha.h>
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <chrono>
+#include <future>
+#include <stdexcept>
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
@@ -13,6 +19,7 @@
 
 #include "accy/accy.h"
 #include "backends/cpu/cpu_device.h"
+#include "compiler/executable/codec.h"
 #include "examples/tone/tone.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -141,6 +148,168 @@ TEST(CompileCache, DiskIsKeptUnderItsByteBound) {
   std::filesystem::remove_all(dir);
 }
 
+
+// The disk is code: entries without the installation's key, symbolic
+// links, directories others can write, and stale temporaries.
+TEST(CompileCache, APlantedEntryWithAPlainChecksumIsRefusedAndRecompiled) {
+  Fixture f;
+  const std::string dir = tempDir();
+  std::string level;
+  CompileCache cache(diskAt(dir), stamped("a"));
+  ASSERT_TRUE(cache.stats().disk_enabled) << cache.stats().disk_disabled_reason;
+  // The key file: 0600, beside the entries.
+  struct stat st;
+  ASSERT_EQ(stat((dir + "/cache.key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // An attacker who can write the directory but not read the key plants an
+  // executable with a correct plain SHA-256 (what version 01 trusted).
+  absl::StatusOr<executable::Executable> exe = f.backend.cpu->compile(f.program, "x86_64");
+  ASSERT_TRUE(exe.ok());
+  const std::string payload = executable::serializeExecutable(*exe);
+  unsigned char digest[32];
+  SHA256(reinterpret_cast<const unsigned char*>(payload.data()), payload.size(), digest);
+  const std::string path = cache.pathFor(cache.keyFor(f.wire, "cpu/x86_64", "mode=exact"));
+  for (const char* magic : {"ACCYCC01", "ACCYCC02"}) {
+    {
+      std::ofstream planted(path, std::ios::binary | std::ios::trunc);
+      planted.write(magic, 8);
+      planted.write(reinterpret_cast<const char*>(digest), 32);
+      planted.write(payload.data(), static_cast<std::streamsize>(payload.size()));
+    }
+    CompileCache fresh(diskAt(dir), stamped("a"));
+    const int before = f.compiles;
+    ASSERT_TRUE(fresh.get(f.program, f.wire, f.backend, "x86_64", {}, &level).ok());
+    EXPECT_EQ(level, "") << "the planted entry was loaded (" << magic << ")";
+    EXPECT_EQ(f.compiles, before + 1);
+    EXPECT_EQ(fresh.stats().corrupt_entries, 1u);
+  }
+  // The entry the daemon wrote itself is served from disk.
+  CompileCache restarted(diskAt(dir), stamped("a"));
+  ASSERT_TRUE(restarted.get(f.program, f.wire, f.backend, "x86_64", {}, &level).ok());
+  EXPECT_EQ(level, "disk");
+  // Another installation's key (a copied entry) does not verify.
+  const std::string other = tempDir();
+  std::filesystem::copy_file(path, other + "/" + std::filesystem::path(path).filename().string());
+  CompileCache elsewhere(diskAt(other), stamped("a"));
+  ASSERT_TRUE(elsewhere.get(f.program, f.wire, f.backend, "x86_64", {}, &level).ok());
+  EXPECT_EQ(level, "");
+  EXPECT_EQ(elsewhere.stats().corrupt_entries, 1u);
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(other);
+}
+
+TEST(CompileCache, ASymbolicLinkIsNotAnEntry) {
+  Fixture f;
+  const std::string dir = tempDir();
+  std::string level;
+  std::string path;
+  {
+    CompileCache cache(diskAt(dir), stamped("a"));
+    ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", {}, &level).ok());
+    path = cache.pathFor(cache.keyFor(f.wire, "cpu/x86_64", "mode=exact"));
+  }
+  // A valid entry moved aside, and a link to it in its place.
+  std::filesystem::rename(path, dir + "/elsewhere");
+  std::filesystem::create_symlink(dir + "/elsewhere", path);
+  CompileCache cache(diskAt(dir), stamped("a"));
+  ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", {}, &level).ok());
+  EXPECT_EQ(level, "");
+  EXPECT_EQ(cache.stats().corrupt_entries, 1u);
+  EXPECT_FALSE(std::filesystem::is_symlink(std::filesystem::symlink_status(path)));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CompileCache, ADirectoryOthersCanWriteIsRefused) {
+  const std::string dir = tempDir();
+  std::filesystem::permissions(dir, std::filesystem::perms::all);
+  CompileCache cache(diskAt(dir), stamped("a"));
+  EXPECT_FALSE(cache.stats().disk_enabled);
+  EXPECT_THAT(cache.stats().disk_disabled_reason, ::testing::HasSubstr("others can write to it (mode 0777)"));
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all);
+  const std::string link = dir + "-link";
+  std::filesystem::create_directory_symlink(dir, link);
+  CompileCache linked(diskAt(link), stamped("a"));
+  EXPECT_FALSE(linked.stats().disk_enabled);
+  EXPECT_THAT(linked.stats().disk_disabled_reason, ::testing::HasSubstr("symbolic link"));
+  // A key file others can read.
+  CompileCache made(diskAt(dir), stamped("a"));
+  ASSERT_TRUE(made.stats().disk_enabled);
+  std::filesystem::permissions(dir + "/cache.key", std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                                                       std::filesystem::perms::others_read);
+  CompileCache readable(diskAt(dir), stamped("a"));
+  EXPECT_FALSE(readable.stats().disk_enabled);
+  EXPECT_THAT(readable.stats().disk_disabled_reason, ::testing::HasSubstr("can be read by others"));
+  std::filesystem::remove(link);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CompileCache, StaleTemporariesAreRemovedAtStart) {
+  const std::string dir = tempDir();
+  { CompileCache make_key(diskAt(dir), stamped("a")); }
+  const std::string stale = dir + "/0123.exe.tmp.old", recent = dir + "/4567.exe.tmp.new";
+  std::ofstream(stale) << "x";
+  std::ofstream(recent) << "x";
+  std::filesystem::last_write_time(stale, std::filesystem::file_time_type::clock::now() - std::chrono::hours(2));
+  CompileCache cache(diskAt(dir), stamped("a"));
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_TRUE(std::filesystem::exists(recent));  // perhaps another daemon's, being written
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CompileCache, MemoryKeepsTheMostRecentlyUsedUnderItsByteBound) {
+  Fixture f;
+  CacheOptions o;
+  CompileCache probe(o, executable::BuildRecord{});
+  std::string level;
+  auto one = probe.get(f.program, f.wire, f.backend, "x86_64", {}, &level);
+  ASSERT_TRUE(one.ok());
+  // Room for two programs of this size, not three.
+  o.memory_max_bytes = static_cast<int64_t>((*one)->executable().code.size()) * 2 + 2000;
+  CompileCache cache(o, executable::BuildRecord{});
+  const backends::CompileOptions exact{}, fast{.mode = backends::ArithmeticMode::kFast};
+  const std::string other_wire = f.wire + " ";  // another key, the same program
+  ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", exact, &level).ok());       // A
+  ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", fast, &level).ok());        // B
+  ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", exact, &level).ok());       // A again
+  EXPECT_EQ(level, "memory");
+  ASSERT_TRUE(cache.get(f.program, other_wire, f.backend, "x86_64", exact, &level).ok());   // C evicts B
+  EXPECT_EQ(cache.stats().memory_entries, 2u);
+  ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", exact, &level).ok());
+  EXPECT_EQ(level, "memory") << "the most recently used entry was evicted";
+  ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", fast, &level).ok());
+  EXPECT_EQ(level, "") << "the least recently used entry was kept";
+}
+
+TEST(CompileCache, ACompileThatThrowsLeavesNothingStuck) {
+  struct Throwing final : backends::Backend {
+    std::unique_ptr<backends::Backend> cpu = backends::makeCpuBackend(backends::BackendOptions{1});
+    mutable std::atomic<int> calls{0};
+    const backends::DeviceInfo& info() const override { return cpu->info(); }
+    using Backend::compile;
+    absl::StatusOr<executable::Executable> compile(const tensor::Program& p, const std::string& t,
+                                                   const backends::CompileOptions&) const override {
+      if (calls.fetch_add(1) == 0) throw std::runtime_error("out of something");
+      return cpu->compile(p, t);
+    }
+    absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> load(executable::Executable e) const override {
+      return cpu->load(std::move(e));
+    }
+  };
+  Fixture f;
+  Throwing backend;
+  CompileCache cache(CacheOptions{}, executable::BuildRecord{});
+  std::string level;
+  EXPECT_THROW((void)cache.get(f.program, f.wire, backend, "x86_64", {}, &level), std::runtime_error);
+  // The key is free again: the next request compiles (it would wait forever
+  // on the abandoned compile otherwise).
+  auto next = std::async(std::launch::async, [&] {
+    std::string l;
+    return cache.get(f.program, f.wire, backend, "x86_64", {}, &l).ok();
+  });
+  ASSERT_EQ(next.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_TRUE(next.get());
+  EXPECT_EQ(backend.calls.load(), 2);
+}
 
 // A slow compile holds up only the requests for the same program: another
 // program compiles and loads meanwhile, and the requests that share the
