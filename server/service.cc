@@ -363,6 +363,21 @@ grpc::Status AccydService::Invoke(grpc::ServerContext* ctx, const pb::InvokeRequ
                   makeError(ErrorKind::kInvalidBuffer, strCat("accyd: ", req->outputs_size(), " output places for ",
                                                               outs->size(), " outputs")));
   }
+  // Outputs that come back inline must fit one reply: refuse before
+  // allocating them (a program's output may be gigabytes).
+  uint64_t inline_bytes = 0;
+  for (size_t k = 0; k < outs->size(); ++k) {
+    if (!(k < static_cast<size_t>(req->outputs_size()) && req->outputs(k).has_region())) {
+      inline_bytes += (*outs)[k].byte_size;
+    }
+  }
+  if (inline_bytes > static_cast<uint64_t>(limits_.max_message_bytes)) {
+    return finish(ctx, reply,
+                  makeError(ErrorKind::kInvalidBuffer,
+                            strCat("accyd: the outputs to return inline hold ", inline_bytes,
+                                   " bytes, more than a reply may carry (--max-message-bytes=",
+                                   limits_.max_message_bytes, "); place them in shared-memory regions")));
+  }
   std::vector<std::span<std::byte>> outputs;
   std::vector<std::string> inline_outputs(outs->size());
   for (size_t k = 0; k < outs->size(); ++k) {

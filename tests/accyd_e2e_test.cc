@@ -75,6 +75,15 @@ class Daemon {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
   std::string target() const { return "unix:" + socket_; }
+  // The daemon's peak resident memory so far (VmHWM), in KiB.
+  long peakKib() const {
+    std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);
+    }
+    return -1;
+  }
   const std::string& socket() const { return socket_; }
 
  private:
@@ -458,6 +467,40 @@ TEST(Accyd, ASecondDaemonLeavesTheLiveOnesSocketAlone) {
   auto again = RemoteSession::connect(first.target(), RemoteOptions{.cpu_in_process = false});
   EXPECT_TRUE(again.ok()) << again.status();
   EXPECT_TRUE(s->serverInfo().ok());
+}
+
+// Inline outputs that cannot fit a reply are refused before they are
+// allocated: a 1 GiB output asked for inline leaves the daemon's peak
+// memory where it was.
+TEST(Accyd, InlineOutputsTooLargeForAReplyAreRefusedBeforeAllocating) {
+  Daemon d({});
+  auto s = connect(d);
+  ASSERT_TRUE(s);
+  const tensor::Spec one[] = {tensor::spec(tensor::DType::f32, {})};
+  auto big = tensor::define("big", one, [](tensor::Builder&, std::span<const tensor::Value> v) {
+    return tensor::broadcast(v[0], "i", int64_t{1} << 28);  // 1 GiB of f32
+  });
+  ASSERT_TRUE(big.ok()) << big.status();
+  auto h = s->compile(wire::encode(*big));
+  ASSERT_TRUE(h.ok()) << h.status();
+  const long before = d.peakKib();
+  ASSERT_GT(before, 0);
+  // The raw call, as any client may make it (the client library would
+  // need a 1 GiB output buffer to ask).
+  auto stub = accy::v1::Accyd::NewStub(grpc::CreateChannel(d.target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  accy::v1::InvokeRequest req;
+  accy::v1::InvokeReply reply;
+  req.set_session_id(s->sessionId());
+  req.mutable_handle()->set_index(h->index & 0x7fffffff);
+  req.mutable_handle()->set_generation(h->generation);
+  const float x = 1.0f;
+  req.add_inputs()->set_inline_bytes(&x, sizeof x);
+  grpc::Status gst = stub->Invoke(&ctx, req, &reply);
+  EXPECT_EQ(gst.error_code(), grpc::StatusCode::OUT_OF_RANGE);  // invalid_buffer
+  EXPECT_THAT(gst.error_message(), HasSubstr("more than a reply may carry (--max-message-bytes=268435456)"));
+  const long after = d.peakKib();
+  EXPECT_LT(after - before, 256 * 1024) << "the daemon's peak memory grew by " << (after - before) << " KiB";
 }
 
 TEST(Accyd, RegionBytesPerSessionAreLimited) {

@@ -2,6 +2,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/wire_format_lite.h>
 
 #include "accy/wire/v1/program.pb.h"
 #include "base/errors.h"
@@ -50,6 +51,46 @@ std::string encode(const tensor::Program& program) {
   return out;
 }
 
+namespace {
+
+// Scans the top level of the Program message (field 2: nodes, 3 and 4: the
+// input and output numbers, packed or not) and refuses more of them than
+// the limits allow, without allocating.
+absl::Status countBeforeParsing(std::string_view message, const DecodeLimits& limits) {
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(message.data()),
+                                            static_cast<int>(message.size()));
+  int64_t nodes = 0, numbers = 0;
+  while (true) {
+    const uint32_t tag = in.ReadTag();
+    if (tag == 0) break;
+    const int field = static_cast<int>(tag >> 3);
+    const auto type = google::protobuf::internal::WireFormatLite::GetTagWireType(tag);
+    if (field == 2) ++nodes;
+    if ((field == 3 || field == 4) && type == google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      uint32_t length = 0;
+      if (!in.ReadVarint32(&length)) return invalid("the program message does not parse");
+      // One varint ends at each byte below 0x80.
+      for (uint32_t i = 0; i < length; ++i) {
+        uint8_t byte = 0;
+        if (!in.ReadRaw(&byte, 1)) return invalid("the program message does not parse");
+        if (byte < 0x80) ++numbers;
+      }
+    } else {
+      if (field == 3 || field == 4) ++numbers;
+      if (!google::protobuf::internal::WireFormatLite::SkipField(&in, tag)) {
+        return invalid("the program message does not parse");
+      }
+    }
+    if (nodes > limits.max_nodes) return invalid(strCat("more than ", limits.max_nodes, " nodes (the limit)"));
+    if (numbers > 2 * limits.max_nodes) {
+      return invalid(strCat("more than ", 2 * limits.max_nodes, " input and output numbers (the limit)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<tensor::Program> decode(std::string_view bytes, const DecodeLimits& limits) {
   if (bytes.size() < kHeaderBytes) {
     return invalid(strCat("need at least ", kHeaderBytes, " bytes of header, got ", bytes.size()));
@@ -65,6 +106,11 @@ absl::StatusOr<tensor::Program> decode(std::string_view bytes, const DecodeLimit
   if (static_cast<int64_t>(bytes.size()) > limits.max_bytes) {
     return invalid(strCat(bytes.size(), " bytes exceed the limit of ", limits.max_bytes));
   }
+  // Count the nodes and the input and output numbers before parsing: a
+  // parsed node costs a hundred bytes or more whatever its encoding
+  // costs, so a message of empty nodes (two bytes each) would take
+  // gigabytes before a count taken after parsing could refuse it.
+  ACCY_RETURN_IF_ERROR(countBeforeParsing(bytes.substr(kHeaderBytes), limits));
   accy::wire::v1::Program proto;
   if (!proto.ParseFromArray(bytes.data() + kHeaderBytes, static_cast<int>(bytes.size() - kHeaderBytes))) {
     return invalid("the program message does not parse");

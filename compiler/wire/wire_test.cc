@@ -3,6 +3,8 @@
 // oversized inputs.
 #include "compiler/wire/wire.h"
 
+#include <sys/resource.h>
+
 #include <random>
 
 #include "accy/accy.h"
@@ -148,4 +150,33 @@ TEST(Wire, TruncatedBitFlippedAndOversizedInputsAreRefused) {
 }
 
 }  // namespace
+// A request of 64 MiB of empty nodes (two bytes each, 33 million of them)
+// is refused by counting before parsing: the decoder's peak memory stays
+// near the request's size (parsed, the nodes would take gigabytes).
+TEST(Wire, EmptyNodesAreCountedBeforeParsing) {
+  std::string bytes = encode(*tensor::define("one", {tensor::spec(tensor::DType::f32, {})},
+                                             [](tensor::Builder&, std::span<const tensor::Value> v) { return v[0]; }));
+  const size_t empty_nodes = (size_t{64} << 20) / 2;
+  bytes.reserve(bytes.size() + 2 * empty_nodes);
+  for (size_t i = 0; i < empty_nodes; ++i) bytes.append("\x12\x00", 2);  // field 2, length 0
+  rusage before{};
+  getrusage(RUSAGE_SELF, &before);
+  DecodeLimits limits;
+  limits.max_bytes = int64_t{128} << 20;
+  const absl::StatusOr<tensor::Program> p = decode(bytes, limits);
+  rusage after{};
+  getrusage(RUSAGE_SELF, &after);
+  EXPECT_EQ(errorKind(p.status()), ErrorKind::kInvalidProgram);
+  EXPECT_THAT(std::string(p.status().message()), HasSubstr("more than 1048576 nodes (the limit)"));
+  const long grew_kib = after.ru_maxrss - before.ru_maxrss;
+  EXPECT_LT(grew_kib, 64 * 1024) << "peak memory grew by " << grew_kib << " KiB while decoding";
+  // Input and output numbers likewise, packed or not.
+  std::string numbers = encode(*tensor::define("one", {tensor::spec(tensor::DType::f32, {})},
+                                               [](tensor::Builder&, std::span<const tensor::Value> v) { return v[0]; }));
+  numbers.append("\x1a\xff\xff\x07", 4);  // field 3, packed, 131071 bytes
+  numbers.append(std::string(131071, '\x01'));
+  limits.max_nodes = 1000;
+  EXPECT_THAT(std::string(decode(numbers, limits).status().message()), HasSubstr("input and output numbers"));
+}
+
 }  // namespace accy::wire
