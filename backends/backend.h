@@ -80,6 +80,10 @@ class Backend {
   virtual absl::StatusOr<std::shared_ptr<void>> registerHostMemory(void* /*data*/, size_t /*size*/) const {
     return std::shared_ptr<void>();
   }
+  // OK while the device can run launches; otherwise why it cannot (a GPU
+  // left in a sticky error state, a lost device), which every launch then
+  // reports too. accyd turns it into the device's health status.
+  virtual absl::Status health() const { return absl::OkStatus(); }
 };
 
 }  // namespace accy::backends

@@ -220,6 +220,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "accyd: cannot listen on %s\n", flags["listen"].c_str());
     return 1;
   }
+  // Per device: "accyd.device.<name>" SERVING until the device cannot run
+  // work any more (the whole server, service "", stays SERVING).
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  service.setHealthListener([health](const std::string& device, bool serving, const std::string& why) {
+    if (health != nullptr) health->SetServingStatus("accyd.device." + device, serving);
+    if (!serving) std::fprintf(stderr, "accyd: device %s stopped serving: %s\n", device.c_str(), why.c_str());
+  });
   for (const std::string& path : unix_paths) chmod(path.c_str(), socket_mode);
   chmod((socket_path + ".fd").c_str(), socket_mode);
   std::fprintf(stderr, "accyd: listening on %s (regions on %s.fd), build %s, disk cache %s\n", flags["listen"].c_str(),

@@ -319,6 +319,25 @@ grpc::Status AccydService::ListRegions(grpc::ServerContext* ctx, const pb::ListR
   return finish(ctx, reply, absl::OkStatus());
 }
 
+void AccydService::setHealthListener(
+    std::function<void(const std::string& device, bool serving, const std::string& why)> listener) {
+  std::lock_guard<std::mutex> lock(health_mu_);
+  health_listener_ = std::move(listener);
+  serving_.assign(devices_.size(), true);
+  for (const auto& d : devices_) health_listener_(d->info().name, true, "");
+}
+
+void AccydService::checkDeviceHealth() {
+  std::lock_guard<std::mutex> lock(health_mu_);
+  if (!health_listener_) return;
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    const absl::Status h = devices_[i]->health();
+    if (h.ok() == serving_[i]) continue;
+    serving_[i] = h.ok();
+    health_listener_(devices_[i]->info().name, h.ok(), std::string(h.message()));
+  }
+}
+
 grpc::Status AccydService::Invoke(grpc::ServerContext* ctx, const pb::InvokeRequest* req, pb::InvokeReply* reply) {
   auto s = find(req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
@@ -393,7 +412,10 @@ grpc::Status AccydService::Invoke(grpc::ServerContext* ctx, const pb::InvokeRequ
   const auto start = Clock::now();
   absl::Status st = s->table->invoke(handle, inputs, outputs);
   reply->set_run_micros(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
-  if (!st.ok()) return finish(ctx, reply, st);
+  if (!st.ok()) {
+    checkDeviceHealth();  // a failed launch may have left its device unable to run work
+    return finish(ctx, reply, st);
+  }
   for (size_t k = 0; k < outs->size(); ++k) {
     if (!(k < static_cast<size_t>(req->outputs_size()) && req->outputs(k).has_region())) {
       reply->add_inline_outputs(std::move(inline_outputs[k]));

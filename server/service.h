@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -42,6 +43,14 @@ class AccydService final : public accy::v1::Accyd::Service {
                std::vector<std::unique_ptr<backends::Backend>> devices);
   ~AccydService() override;
 
+  // `listener` hears each device's health now (every one serving) and
+  // again whenever one changes: a device left unable to run work (a GPU in
+  // a sticky error state) stops serving, with the reason. accyd turns it
+  // into the gRPC health status of the service "accyd.device.<name>".
+  void setHealthListener(std::function<void(const std::string& device, bool serving, const std::string& why)> listener);
+  // Asks every device for its health and tells the listener of changes.
+  void checkDeviceHealth();
+
   grpc::Status Negotiate(grpc::ServerContext*, const accy::v1::NegotiateRequest*, accy::v1::NegotiateReply*) override;
   grpc::Status ServerInfo(grpc::ServerContext*, const accy::v1::ServerInfoRequest*, accy::v1::ServerInfoReply*) override;
   grpc::Status OpenSession(grpc::ServerContext*, const accy::v1::OpenSessionRequest*,
@@ -70,6 +79,10 @@ class AccydService final : public accy::v1::Accyd::Service {
   RegionSocket& regions_;
   Limits limits_;
   std::vector<std::unique_ptr<backends::Backend>> devices_;
+  // Device health as last reported (by index in devices_), and who hears of it.
+  std::mutex health_mu_;
+  std::vector<bool> serving_;
+  std::function<void(const std::string& device, bool serving, const std::string& why)> health_listener_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<ClientSession>> sessions_;
   std::atomic<bool> stopping_{false};

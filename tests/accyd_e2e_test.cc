@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <thread>
 #include <tuple>
 
@@ -39,7 +40,8 @@ std::string runfile(const std::string& path) {
 // A daemon process on a socket in the test's temporary directory.
 class Daemon {
  public:
-  explicit Daemon(std::vector<std::string> args, const std::string& binary = "") {
+  // `env`: NAME=VALUE settings for the daemon's environment.
+  explicit Daemon(std::vector<std::string> args, const std::string& binary = "", std::vector<std::string> env = {}) {
     // Unix socket paths are limited to 107 bytes: Bazel's TEST_TMPDIR is
     // too deep, so use a fresh directory under /tmp.
     char dir[] = "/tmp/accyd-test-XXXXXX";
@@ -49,6 +51,7 @@ class Daemon {
     argv.insert(argv.end(), args.begin(), args.end());
     pid_ = fork();
     if (pid_ == 0) {
+      for (std::string& e : env) putenv(e.data());
       std::vector<char*> c;
       for (auto& a : argv) c.push_back(a.data());
       c.push_back(nullptr);
@@ -501,6 +504,67 @@ TEST(Accyd, InlineOutputsTooLargeForAReplyAreRefusedBeforeAllocating) {
   EXPECT_THAT(gst.error_message(), HasSubstr("more than a reply may carry (--max-message-bytes=268435456)"));
   const long after = d.peakKib();
   EXPECT_LT(after - before, 256 * 1024) << "the daemon's peak memory grew by " << (after - before) << " KiB";
+}
+
+// The gRPC health status of `service` (1 SERVING, 2 NOT_SERVING, 3
+// SERVICE_UNKNOWN as an error: -1 when the call failed).
+int healthOf(const std::string& target, const std::string& service) {
+  auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  // HealthCheckRequest{service}: field 1, length-delimited.
+  const std::string bytes = std::string("\x0a") + static_cast<char>(service.size()) + service;
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1), response;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status st) { done.set_value(st); });
+  const grpc::Status st = done.get_future().get();
+  if (!st.ok()) return -1;
+  std::vector<grpc::Slice> slices;
+  if (!response.Dump(&slices).ok()) return -1;
+  std::string reply;
+  for (auto& sl : slices) reply.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  if (reply.size() != 2 || reply[0] != '\x08') return -1;
+  return static_cast<unsigned char>(reply[1]);
+}
+
+// A GPU left in a sticky error state (the fake CUDA driver's second launch
+// faults, and the fault sticks as an illegal address does on a real GPU)
+// turns that device's health to NOT_SERVING and the daemon says which;
+// the CPU device and the server stay SERVING, and invokes on the lost
+// device fail at once saying why.
+TEST(Accyd, ADeviceInAStickyErrorStopsServing) {
+  char dir[] = "/tmp/accyd-fakecuda-XXXXXX";
+  const std::string driver_dir = mkdtemp(dir);
+  std::filesystem::create_symlink(runfile("backends/cuda/testdata/libfake_cuda.so"), driver_dir + "/libcuda.so.1");
+  Daemon d({"--devices=cpu,cuda"}, "",
+           {"LD_LIBRARY_PATH=" + driver_dir, "ACCY_FAKE_CUDA_STICKY=1", "ACCY_FAKE_CUDA_FAULT_AT_LAUNCH=2"});
+  auto s = connect(d);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(healthOf(d.target(), "accyd.device.cuda"), 1);
+  EXPECT_EQ(healthOf(d.target(), "accyd.device.cpu"), 1);
+  const std::string program = wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch));
+  auto gpu = s->compile(program, "ptx");
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto cpu = s->compile(program, "x86_64");
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  const tone::Samples data = tone::samples();
+  float f[1] = {2.5f}, v[1];
+  const std::vector<std::span<const std::byte>> inputs = {bytes(f), bytes(data.time), bytes(data.sample)};
+  EXPECT_TRUE(s->invoke(*gpu, inputs, {writableBytes(v)}).ok());  // launch 1
+  const absl::Status fault = s->invoke(*gpu, inputs, {writableBytes(v)});  // launch 2 faults
+  EXPECT_EQ(number(fault), 8u) << fault;  // launch_failed
+  EXPECT_EQ(healthOf(d.target(), "accyd.device.cuda"), 2);  // NOT_SERVING
+  EXPECT_EQ(healthOf(d.target(), "accyd.device.cpu"), 1);
+  EXPECT_EQ(healthOf(d.target(), ""), 1);
+  const absl::Status after = s->invoke(*gpu, inputs, {writableBytes(v)});
+  EXPECT_EQ(number(after), 8u);
+  EXPECT_THAT(after.message(), HasSubstr("is lost"));
+  ASSERT_TRUE(s->invoke(*cpu, inputs, {writableBytes(v)}).ok());
+  EXPECT_NEAR(v[0], tone::referenceMismatch(2.5), 1e-4);
+  std::filesystem::remove_all(driver_dir);
 }
 
 TEST(Accyd, RegionBytesPerSessionAreLimited) {

@@ -68,6 +68,8 @@ class CudaBackend final : public Backend {
     return std::shared_ptr<const LoadedProgram>(std::move(loaded));
   }
 
+  absl::Status health() const override { return device_ != nullptr ? device_->health() : absl::OkStatus(); }
+
   absl::Status requireDevice() const {
     if (device_ != nullptr) return absl::OkStatus();
     return makeError(ErrorKind::kUnimplemented, strCat("device cuda is not available: ", info_.unavailable_reason));

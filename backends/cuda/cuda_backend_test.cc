@@ -458,6 +458,45 @@ TEST(CudaOnTheFakeDriver, AFaultInAKernelIsLaunchFailedAndTheNextLaunchRuns) {
   }
 }
 
+// A sticky fault (what an illegal address is on a real GPU): the launch
+// fails, the probe after it fails too, and the device reports itself lost,
+// through health() and to every later launch, fast and saying why.
+TEST(CudaOnTheFakeDriver, AStickyFaultMarksTheDeviceLost) {
+  std::unique_ptr<Backend> b = makeCudaBackendFrom(BackendOptions{}, fakeDriver());
+  ASSERT_TRUE(b->info().available) << b->info().unavailable_reason;
+  std::shared_ptr<const LoadedProgram> good;
+  {
+    absl::StatusOr<std::shared_ptr<const LoadedProgram>> p = b->load(axpbExecutable());
+    ASSERT_TRUE(p.ok()) << p.status();
+    good = *p;
+  }
+  Executable exe = axpbExecutable();
+  std::string text(exe.code.begin(), exe.code.end());
+  text.replace(text.find(".entry axpb("), 12, ".entry accy_fake_fault(");
+  exe.code = bytesOf(text);
+  exe.launch_plan.steps[0].kernel = "accy_fake_fault";
+  absl::StatusOr<std::shared_ptr<const LoadedProgram>> faulty = b->load(std::move(exe));
+  ASSERT_TRUE(faulty.ok()) << faulty.status();
+  std::vector<float> a(kN, 1.0f), c(kN, 1.0f), y(kN);
+  ASSERT_TRUE(launch(*good, {in(a), in(c)}, {out(y)}).ok());
+  EXPECT_TRUE(b->health().ok());
+  setenv("ACCY_FAKE_CUDA_STICKY", "1", 1);
+  const absl::Status fault = launch(**faulty, {in(a), in(c)}, {out(y)});
+  unsetenv("ACCY_FAKE_CUDA_STICKY");
+  EXPECT_EQ(errorKind(fault), ErrorKind::kLaunchFailed) << fault;
+  const absl::Status health = b->health();
+  EXPECT_EQ(errorKind(health), ErrorKind::kLaunchFailed);
+  EXPECT_THAT(message(health), HasSubstr("is lost: after "));
+  EXPECT_THAT(message(health), HasSubstr("a probe failed too"));
+  // A good program on the same device now fails at once with that reason.
+  const absl::Status after = launch(*good, {in(a), in(c)}, {out(y)});
+  EXPECT_EQ(message(after), message(health));
+  auto clear = reinterpret_cast<void (*)()>(dlsym(dlopen(fakeDriver().c_str(), RTLD_NOW | RTLD_NOLOAD),
+                                                  "accy_fake_cuda_clear_fault"));
+  ASSERT_NE(clear, nullptr);
+  clear();
+}
+
 TEST(CudaOnTheFakeDriver, EverythingABackendMadeIsGivenBack) {
   const char* kinds[] = {"contexts", "allocations", "registrations", "modules", "streams", "events", "current"};
   std::unique_ptr<Backend> first = makeCudaBackendFrom(BackendOptions{}, fakeDriver());  // loads the fake

@@ -114,6 +114,33 @@ CudaDevice::~CudaDevice() {
   if (context_ != nullptr) cu().cuDevicePrimaryCtxRelease(device_);
 }
 
+absl::Status CudaDevice::health() const {
+  std::lock_guard<std::mutex> lock(health_mu_);
+  return lost_;
+}
+
+void CudaDevice::probeAfterFailure(const absl::Status& failure) const {
+  if (!health().ok()) return;
+  CUresult r;
+  {
+    ContextScope scope(*this);
+    if (!scope.status().ok()) {
+      r = CUDA_ERROR_INVALID_CONTEXT;
+    } else {
+      CUdeviceptr probe = 0;
+      r = cu().cuMemAlloc(&probe, 256);
+      if (r == CUDA_SUCCESS) cu().cuMemFree(probe);
+    }
+  }
+  if (r == CUDA_SUCCESS) return;
+  const absl::Status probed = cudaError(r, "cuMemAlloc (probe)", __FILE__, __LINE__, &cu());
+  std::lock_guard<std::mutex> lock(health_mu_);
+  lost_ = makeError(ErrorKind::kLaunchFailed,
+                    strCat("CUDA device ", ordinal_, " (", name_, ") is lost: after ", failure.message(),
+                           ", a probe failed too (", probed.message(),
+                           "); its context runs nothing more until the process restarts"));
+}
+
 ContextScope::ContextScope(const CudaDevice& device) : cu_(device.cu()) {
   const CUresult r = cu_.cuCtxPushCurrent(device.context());
   if (r == CUDA_SUCCESS) {

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/status/status.h"
@@ -66,6 +67,16 @@ class CudaDevice : public std::enable_shared_from_this<CudaDevice> {
   // cuDriverGetVersion: 12080 for CUDA 12.8.
   int driverVersion() const { return driver_version_; }
 
+  // OK while the device can run work; once a failure turned out to be
+  // sticky (an illegal address, an uncorrectable ECC error, a lost device:
+  // the driver then fails every call on the context until the process
+  // restarts), LaunchFailed saying so, for every later launch and for the
+  // daemon's health service.
+  absl::Status health() const;
+  // After a failed launch: probes the context with a small allocation; a
+  // probe that fails too marks the device lost with both errors.
+  void probeAfterFailure(const absl::Status& failure) const;
+
  private:
   CudaDevice() = default;
 
@@ -76,6 +87,8 @@ class CudaDevice : public std::enable_shared_from_this<CudaDevice> {
   int driver_version_ = 0;
   DeviceLimits limits_;
   std::string name_;
+  mutable std::mutex health_mu_;
+  mutable absl::Status lost_;
 };
 
 // Makes the device's primary context current on this thread for the scope's

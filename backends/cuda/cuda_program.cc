@@ -255,9 +255,13 @@ absl::Status CudaProgram::launchTimed(absl::Span<const std::span<const std::byte
   ACCY_RETURN_IF_ERROR(backends::checkLaunchBuffers(exe_, inputs, outputs));
   if (kernel_ms != nullptr) *kernel_ms = 0.0f;
   if (functions_.empty()) return absl::OkStatus();
+  ACCY_RETURN_IF_ERROR(device_->health());  // a lost device fails fast, saying why
   ACCY_ASSIGN_OR_RETURN(std::unique_ptr<LaunchResources> r, idle_.take([&] { return makeResources(); }));
   // On failure the resources are dropped, not pooled: their state is unknown.
-  ACCY_RETURN_IF_ERROR(run(*r, inputs, outputs, kernel_ms));
+  if (absl::Status st = run(*r, inputs, outputs, kernel_ms); !st.ok()) {
+    device_->probeAfterFailure(st);
+    return st;
+  }
   idle_.give(std::move(r));
   return absl::OkStatus();
 }

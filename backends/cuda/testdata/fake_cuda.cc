@@ -23,7 +23,11 @@
 //
 // Environment (read at each call): ACCY_FAKE_CUDA_INIT = the CUresult cuInit
 // returns (default 0); ACCY_FAKE_CUDA_DEVICES = the device count (default 2:
-// device 0 with 66 SMs, device 1 with 132). Built with
+// device 0 with 66 SMs, device 1 with 132); ACCY_FAKE_CUDA_FAULT_AT_LAUNCH=N
+// makes the Nth launch of the process (counting from 1) fault like
+// accy_fake_fault; ACCY_FAKE_CUDA_STICKY=1 makes a fault sticky, as a real
+// GPU's illegal address is: once a synchronize has reported it, every
+// allocation, copy, launch and synchronize fails with it. Built with
 // ACCY_FAKE_CUDA_PARTIAL it lacks cuLaunchKernel and cuEventElapsedTime.
 //
 // Running real kernels: with ACCY_FAKE_CUDA_PTXSIM=/path/to/ptxsim.py
@@ -54,6 +58,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -106,6 +111,9 @@ State& state() {
   static State* s = new State;
   return *s;
 }
+
+// The sticky fault, once reported (ACCY_FAKE_CUDA_STICKY=1).
+std::atomic<CUresult> sticky_fault{CUDA_SUCCESS};
 
 thread_local std::vector<CUcontext> current;
 // What the PTX interpreter said when this thread's last launch on it failed.
@@ -299,6 +307,9 @@ extern "C" int accy_fake_cuda_live(const char* what) {
   if (w == "current") return static_cast<int>(current.size());
   return -1;
 }
+
+// Clears a sticky fault (ACCY_FAKE_CUDA_STICKY), as a process restart would.
+extern "C" void accy_fake_cuda_clear_fault() { sticky_fault.store(CUDA_SUCCESS); }
 
 // The last launch's kernel name; dims gets grid x, y, z and block x, y, z.
 extern "C" const char* accy_fake_cuda_last_launch(unsigned* dims) {
@@ -551,6 +562,7 @@ CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char* 
 }
 
 CUresult cuMemAlloc(CUdeviceptr* pointer, size_t bytes) {
+  if (const CUresult f = sticky_fault.load(); f != CUDA_SUCCESS) return f;
   if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
@@ -573,6 +585,7 @@ CUresult cuMemFree(CUdeviceptr pointer) {
 }
 
 CUresult cuMemcpyHtoDAsync(CUdeviceptr destination, const void* source, size_t bytes, CUstream stream) {
+  if (const CUresult f = sticky_fault.load(); f != CUDA_SUCCESS) return f;
   if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
   if (stream == nullptr) return CUDA_ERROR_INVALID_HANDLE;  // the backend never uses the legacy stream
   State& s = state();
@@ -585,6 +598,7 @@ CUresult cuMemcpyHtoDAsync(CUdeviceptr destination, const void* source, size_t b
 }
 
 CUresult cuMemcpyDtoHAsync(void* destination, CUdeviceptr source, size_t bytes, CUstream stream) {
+  if (const CUresult f = sticky_fault.load(); f != CUDA_SUCCESS) return f;
   if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
   if (stream == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   State& s = state();
@@ -647,6 +661,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
                         unsigned int by, unsigned int bz, unsigned int shared, CUstream stream, void** params,
                         void** extra) {
   if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
+  if (const CUresult fault = sticky_fault.load(); fault != CUDA_SUCCESS) return fault;
   if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (stream == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (gx == 0 || gy != 1 || gz != 1 || bx == 0 || by != 1 || bz != 1 || bx > 1024 || shared != 0 || extra != nullptr) {
@@ -658,9 +673,10 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
   std::vector<uint64_t> p(static_cast<size_t>(f->params));
   std::vector<uint64_t> elements(p.size(), 0);  // f32 elements from p[i] to its allocation's end
   std::vector<uintptr_t> begins(p.size(), 0), ends(p.size(), 0);
+  long long this_launch = 0;
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    ++s.launches;
+    this_launch = ++s.launches;
     s.last_kernel = f->name;
     const unsigned dims[6] = {gx, gy, gz, bx, by, bz};
     std::memcpy(s.last_dims, dims, sizeof(dims));
@@ -677,7 +693,9 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
     }
   }
   const uint64_t threads = uint64_t{gx} * bx;
-  if (f->name == "accy_fake_fault") {
+  const char* fault_at = std::getenv("ACCY_FAKE_CUDA_FAULT_AT_LAUNCH");
+  const bool fault_now = fault_at != nullptr && std::atoll(fault_at) == this_launch;
+  if (f->name == "accy_fake_fault" || fault_now) {
     stream->pending = CUDA_ERROR_ILLEGAL_ADDRESS;
   } else if (f->name == "axpb" && p.size() == 3) {
     const float *a = floats(p[0]), *b = floats(p[1]);
@@ -712,8 +730,11 @@ CUresult cuStreamCreate(CUstream* stream, unsigned int) {
 CUresult cuStreamSynchronize(CUstream stream) {
   if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
   if (stream == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (const CUresult f = sticky_fault.load(); f != CUDA_SUCCESS) return f;
   const CUresult r = stream->pending;
   stream->pending = CUDA_SUCCESS;
+  const char* sticky = std::getenv("ACCY_FAKE_CUDA_STICKY");
+  if (r != CUDA_SUCCESS && sticky != nullptr && std::strcmp(sticky, "1") == 0) sticky_fault.store(r);
   return r;
 }
 
