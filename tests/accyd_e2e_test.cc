@@ -69,9 +69,9 @@ class Daemon {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
   }
-  // SIGTERM; returns the exit status.
-  int stop() {
-    kill(pid_, SIGTERM);
+  // SIGTERM (or `signal`); returns the exit status.
+  int stop(int signal = SIGTERM) {
+    kill(pid_, signal);
     int status = 0;
     waitpid(pid_, &status, 0);
     pid_ = -1;
@@ -642,6 +642,70 @@ TEST(Accyd, TcpWithTlsServesAndLeasesFreeDeadClients) {
     EXPECT_EQ(s->serverInfo()->sessions(), 1u);  // `s` keeps its own lease alive
   }
   std::filesystem::remove_all(tls);
+}
+
+// The claims of docs/ACCYD.md that had no test of their own.
+TEST(Accyd, AnUnknownProtocolVersionIsRefused) {
+  Daemon d({});
+  auto stub = accy::v1::Accyd::NewStub(grpc::CreateChannel(d.target(), grpc::InsecureChannelCredentials()));
+  for (const std::vector<uint32_t>& offered : {std::vector<uint32_t>{99}, std::vector<uint32_t>{}}) {
+    grpc::ClientContext ctx;
+    accy::v1::NegotiateRequest req;
+    for (uint32_t v : offered) req.add_versions(v);
+    accy::v1::NegotiateReply reply;
+    const grpc::Status st = stub->Negotiate(&ctx, req, &reply);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);  // unsupported_version
+    EXPECT_THAT(st.error_message(), HasSubstr("the client offered none of it"));
+  }
+  grpc::ClientContext ctx;
+  accy::v1::NegotiateRequest req;
+  req.add_versions(99);
+  req.add_versions(1);
+  accy::v1::NegotiateReply reply;
+  ASSERT_TRUE(stub->Negotiate(&ctx, req, &reply).ok());
+  EXPECT_EQ(reply.version(), 1u);
+}
+
+TEST(Accyd, SocketsAreTheOwnersOnlyUnlessAGroupIsAsked) {
+  for (const char* mode_flag : {"", "0660"}) {
+    const std::string mode = mode_flag;
+    Daemon d(mode.empty() ? std::vector<std::string>{} : std::vector<std::string>{"--socket-mode=" + mode});
+    ASSERT_TRUE(connect(d));
+    for (const std::string& path : {d.socket(), d.socket() + ".fd"}) {
+      struct stat st;
+      ASSERT_EQ(stat(path.c_str(), &st), 0) << path;
+      EXPECT_TRUE(S_ISSOCK(st.st_mode)) << path;
+      EXPECT_EQ(st.st_mode & 0777, mode.empty() ? 0600u : 0660u) << path;
+    }
+  }
+}
+
+TEST(Accyd, TheMessageSizeLimitIsEnforced) {
+  Daemon d({"--max-message-bytes=65536"});
+  auto s = connect(d);
+  ASSERT_TRUE(s);
+  // A program just under the limit compiles (the tone program is small);
+  // a request over it is refused by gRPC before the service sees it.
+  const std::string program = wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch));
+  EXPECT_TRUE(s->compile(program).ok());
+  auto stub = accy::v1::Accyd::NewStub(grpc::CreateChannel(d.target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  accy::v1::CompileRequest req;
+  req.set_session_id(s->sessionId());
+  req.set_program(std::string(70000, 'x'));
+  accy::v1::CompileReply reply;
+  const grpc::Status st = stub->Compile(&ctx, req, &reply);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+  EXPECT_TRUE(s->serverInfo().ok());  // the daemon serves on
+}
+
+TEST(Accyd, SigintDrainsLikeSigterm) {
+  Daemon d({"--threads=1"});
+  auto s = connect(d);
+  ASSERT_TRUE(s);
+  auto h = s->compile(wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch)));
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(d.stop(SIGINT), 0);
 }
 
 TEST(Accyd, SigtermDrainsACallInFlight) {
