@@ -19,7 +19,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cctype>
+#include <chrono>
+#include <thread>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -71,7 +74,7 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> flags = {
       {"listen", "unix:/run/accyd/accyd.sock"}, {"cache-dir", ""}, {"cache-max-bytes", "1073741824"},
       {"threads", "0"}, {"lease-seconds", "30"}, {"max-sessions", "256"}, {"max-programs-per-session", "64"},
-      {"max-regions-per-session", "64"}, {"max-region-bytes-per-session", "17179869184"},
+      {"max-regions-per-session", "64"}, {"max-region-bytes-per-session", "17179869184"}, {"drain-seconds", "10"},
       {"max-region-bytes", "4294967296"}, {"max-message-bytes", "268435456"}, {"devices", "cpu"},
       {"tls-cert", ""}, {"tls-key", ""}, {"tls-client-ca", ""}, {"max-scratch-bytes", "17179869184"},
       {"check-numerics", "0"}, {"socket-mode", "0600"}};
@@ -82,7 +85,7 @@ int main(int argc, char** argv) {
       std::printf("usage: accyd [--listen=unix:PATH|tcp:HOST:PORT] [--tls-cert=F --tls-key=F [--tls-client-ca=F]]\n"
                   "             [--cache-dir=DIR] [--cache-max-bytes=N] [--threads=N] [--lease-seconds=N]\n"
                   "             [--max-sessions=N] [--max-programs-per-session=1..64] [--max-regions-per-session=N]\n"
-                  "             [--max-region-bytes=N] [--max-region-bytes-per-session=N]"
+                  "             [--max-region-bytes=N] [--max-region-bytes-per-session=N] [--drain-seconds=N]"
                   " [--max-message-bytes=N] [--max-scratch-bytes=N] [--check-numerics=0|1]\n"
                   "             [--socket-mode=0600|0660] [--devices=cpu[,vulkan][,cuda]]   (--listen may repeat)\n"
                   "devices: cpu (target x86_64), vulkan (spirv), cuda (ptx; needs the NVIDIA driver's libcuda.so.1\n"
@@ -117,6 +120,7 @@ int main(int argc, char** argv) {
       {"max-programs-per-session", 1, accy::session::kMaxPrograms},
       {"max-regions-per-session", 1, 1 << 20},
       {"max-region-bytes", 1, INT64_MAX},
+      {"drain-seconds", 0, 3600},
       {"max-region-bytes-per-session", 1, INT64_MAX},
       {"max-message-bytes", 1024, INT32_MAX},  // gRPC's message size is an int
       {"max-scratch-bytes", 0, INT64_MAX},
@@ -232,13 +236,27 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "accyd: listening on %s (regions on %s.fd), build %s, disk cache %s\n", flags["listen"].c_str(),
                socket_path.c_str(), accy::executable::buildRecord().stamped ? "stamped" : "unstamped",
                cache.stats().disk_enabled ? "on" : ("off: " + cache.stats().disk_disabled_reason).c_str());
+  // SIGTERM or SIGINT: stop accepting calls, let those in flight finish for
+  // up to --drain-seconds, then cancel them. A handler still running after
+  // that (a long kernel does not look at cancellation) would hold the
+  // process: past the drain time and a second of grace it exits anyway.
+  std::atomic<bool> drained{false};
+  const int64_t drain_seconds = number("drain-seconds");
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&signals, &sig);
     std::fprintf(stderr, "accyd: signal %d: draining\n", sig);
-    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    std::thread([&drained, drain_seconds] {
+      std::this_thread::sleep_for(std::chrono::seconds(drain_seconds + 1));
+      if (drained.load()) return;
+      std::fprintf(stderr, "accyd: calls still running %lld s after the signal; exiting without them\n",
+                   static_cast<long long>(drain_seconds + 1));
+      std::_Exit(0);
+    }).detach();
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(drain_seconds));
   });
   server->Wait();
+  drained.store(true);
   waiter.join();
   regions.stop();
   std::fprintf(stderr, "accyd: stopped\n");

@@ -708,6 +708,30 @@ TEST(Accyd, SigintDrainsLikeSigterm) {
   EXPECT_EQ(d.stop(SIGINT), 0);
 }
 
+// A kernel that runs far longer than the drain time does not hold the
+// daemon: SIGTERM stops it within --drain-seconds and a second of grace.
+TEST(Accyd, SigtermStopsWithinTheDrainTimeWhileAKernelRuns) {
+  Daemon d({"--threads=1", "--drain-seconds=1"});
+  auto s = connect(d);
+  ASSERT_TRUE(s);
+  // About a minute of transcendental work on one thread.
+  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", 65536}}),
+                                tensor::spec(tensor::DType::f32, {{"j", 65536}})};
+  auto h = s->compile(wire::encode(*tensor::define("slower", specs, [](tensor::Builder&, std::span<const tensor::Value> a) {
+    return (a[0] * a[1]).sin().cos().exp().sum({"i", "j"});
+  })));
+  ASSERT_TRUE(h.ok()) << h.status();
+  std::vector<float> x(65536, 0.5f), y(65536, 1.0f);
+  float out[1] = {0};
+  std::thread caller([&] { (void)s->invoke(*h, {bytes(x), bytes(y)}, {writableBytes(out)}); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(d.stop(), 0);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 5.0) << "the daemon took " << seconds << " s to stop";
+  caller.join();  // the call fails (the daemon went away) but returns
+}
+
 TEST(Accyd, SigtermDrainsACallInFlight) {
   Daemon d({"--threads=1"});
   auto s = connect(d);
