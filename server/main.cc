@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
       {"listen", "unix:/run/accyd/accyd.sock"}, {"cache-dir", ""}, {"cache-max-bytes", "1073741824"},
       {"threads", "0"}, {"lease-seconds", "30"}, {"max-sessions", "256"}, {"max-programs-per-session", "64"},
       {"max-regions-per-session", "64"}, {"max-region-bytes-per-session", "17179869184"}, {"drain-seconds", "10"},
+      {"access-log", ""},
       {"max-region-bytes", "4294967296"}, {"max-message-bytes", "268435456"}, {"devices", "cpu"},
       {"tls-cert", ""}, {"tls-key", ""}, {"tls-client-ca", ""}, {"max-scratch-bytes", "17179869184"},
       {"check-numerics", "0"}, {"socket-mode", "0600"}};
@@ -85,7 +86,8 @@ int main(int argc, char** argv) {
       std::printf("usage: accyd [--listen=unix:PATH|tcp:HOST:PORT] [--tls-cert=F --tls-key=F [--tls-client-ca=F]]\n"
                   "             [--cache-dir=DIR] [--cache-max-bytes=N] [--threads=N] [--lease-seconds=N]\n"
                   "             [--max-sessions=N] [--max-programs-per-session=1..64] [--max-regions-per-session=N]\n"
-                  "             [--max-region-bytes=N] [--max-region-bytes-per-session=N] [--drain-seconds=N]"
+                  "             [--max-region-bytes=N] [--max-region-bytes-per-session=N] [--drain-seconds=N]\n"
+                  "             [--access-log=PATH|-]"
                   " [--max-message-bytes=N] [--max-scratch-bytes=N] [--check-numerics=0|1]\n"
                   "             [--socket-mode=0600|0660] [--devices=cpu[,vulkan][,cuda]]   (--listen may repeat)\n"
                   "devices: cpu (target x86_64), vulkan (spirv), cuda (ptx; needs the NVIDIA driver's libcuda.so.1\n"
@@ -209,6 +211,16 @@ int main(int argc, char** argv) {
   limits.max_scratch_bytes = number("max-scratch-bytes");
   limits.check_numerics = flags["check-numerics"] == "1";
   accy::server::AccydService service(cache, regions, limits, std::move(*devices));
+  // --access-log=PATH (appended to) or - (standard error): one JSON line per call.
+  std::FILE* access_log = nullptr;
+  if (const std::string& path = flags["access-log"]; !path.empty()) {
+    access_log = path == "-" ? stderr : std::fopen(path.c_str(), "ae");
+    if (access_log == nullptr) {
+      std::fprintf(stderr, "accyd: --access-log=%s: %s\n", path.c_str(), std::strerror(errno));
+      return 2;
+    }
+    service.setAccessLog(access_log);
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

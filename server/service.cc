@@ -1,8 +1,12 @@
 #include "server/service.h"
 
+#include <openssl/sha.h>
+
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "backends/registry.h"
 #include "base/errors.h"
 #include "base/strings.h"
@@ -21,6 +25,7 @@ struct AccydService::ClientSession {
   std::atomic<int64_t> deadline;  // Clock ticks
   std::string target;             // of the Compile call in progress
   backends::CompileOptions compile_options;  // of the Compile call in progress
+  std::map<uint32_t, std::string> device_of;  // program slot -> the device it was compiled for
 };
 
 grpc::StatusCode grpcCodeOf(session::Status s) {
@@ -53,9 +58,13 @@ namespace {
 
 // Fills the reply's status and message and returns the matching gRPC
 // status, with the number in the `accy-status` trailer.
+// The status the current call ends with, for its access-log line.
+thread_local session::Status* call_status = nullptr;
+
 template <typename Reply>
 grpc::Status finish(grpc::ServerContext* ctx, Reply* reply, const absl::Status& st) {
   const session::Status s = session::statusOf(st);
+  if (call_status != nullptr) *call_status = s;
   reply->set_status(static_cast<uint32_t>(s));
   reply->set_message(std::string(st.message()));
   if (s == session::Status::ok) return grpc::Status::OK;
@@ -82,6 +91,60 @@ void describe(std::span<const session::Descriptor> ds, google::protobuf::Repeate
 }
 
 }  // namespace
+
+// One access-log line per call, written when the handler returns.
+class AccydService::CallLog {
+ public:
+  CallLog(AccydService* service, const char* method, const std::string& session_id)
+      : service_(service), method_(method), start_(Clock::now()) {
+    if (service_->access_log_ == nullptr) return;
+    session_ = shortId(session_id);
+    call_status = &status_;
+  }
+  ~CallLog() {
+    if (service_->access_log_ == nullptr) return;
+    call_status = nullptr;
+    const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start_).count();
+    const std::string line =
+        strCat("{\"time\":\"", absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::Now(), absl::UTCTimeZone()),
+               "\",\"method\":\"", method_, "\",\"session\":\"", session_, "\",\"device\":\"", device_,
+               "\",\"status\":\"", session::statusName(status_), "\",\"micros\":", micros, "}\n");
+    std::lock_guard<std::mutex> lock(service_->access_log_mu_);
+    std::fputs(line.c_str(), service_->access_log_);
+    std::fflush(service_->access_log_);
+  }
+  void setSession(const std::string& id) {
+    if (service_->access_log_ != nullptr) session_ = shortId(id);
+  }
+  void setDevice(std::string device) { device_ = std::move(device); }
+
+ private:
+  // Session ids are bearer secrets: the log keeps 12 hex digits of their
+  // SHA-256, enough to follow one session, useless to take it over.
+  static std::string shortId(const std::string& id) {
+    if (id.empty()) return "";
+    unsigned char digest[SHA256_DIGEST_LENGTH];
+    SHA256(reinterpret_cast<const unsigned char*>(id.data()), id.size(), digest);
+    std::string out;
+    for (int i = 0; i < 6; ++i) out += strCat(absl::Hex(digest[i], absl::kZeroPad2));
+    return out;
+  }
+
+  AccydService* service_;
+  const char* method_;
+  Clock::time_point start_;
+  std::string session_, device_;
+  session::Status status_ = session::Status::ok;
+};
+
+std::string AccydService::deviceFor(const std::string& target) const {
+  for (const auto& d : devices_) {
+    for (const std::string& t : d->info().targets) {
+      if (t == target) return d->info().name;
+    }
+  }
+  return "";
+}
 
 AccydService::AccydService(CompileCache& cache, RegionSocket& regions, const Limits& limits,
                            std::vector<std::unique_ptr<backends::Backend>> devices)
@@ -122,6 +185,7 @@ std::shared_ptr<AccydService::ClientSession> AccydService::find(const std::strin
 
 grpc::Status AccydService::Negotiate(grpc::ServerContext* ctx, const pb::NegotiateRequest* req,
                                      pb::NegotiateReply* reply) {
+  CallLog call(this, "Negotiate", std::string());
   for (uint32_t v : req->versions()) {
     if (v == kProtocolVersion) {
       reply->set_version(v);
@@ -135,6 +199,7 @@ grpc::Status AccydService::Negotiate(grpc::ServerContext* ctx, const pb::Negotia
 
 grpc::Status AccydService::ServerInfo(grpc::ServerContext* ctx, const pb::ServerInfoRequest*,
                                       pb::ServerInfoReply* reply) {
+  CallLog call(this, "ServerInfo", std::string());
   const executable::BuildRecord& record = executable::buildRecord();
   reply->mutable_build_record()->set_stamped(record.stamped);
   for (const auto& [k, v] : record.entries) (*reply->mutable_build_record()->mutable_entries())[k] = v;
@@ -160,6 +225,7 @@ grpc::Status AccydService::ServerInfo(grpc::ServerContext* ctx, const pb::Server
 
 grpc::Status AccydService::OpenSession(grpc::ServerContext* ctx, const pb::OpenSessionRequest*,
                                        pb::OpenSessionReply* reply) {
+  CallLog call(this, "OpenSession", std::string());
   auto s = std::make_shared<ClientSession>();
   session::SessionOptions options;
   options.max_programs = static_cast<uint32_t>(limits_.max_programs_per_session);
@@ -203,28 +269,33 @@ grpc::Status AccydService::OpenSession(grpc::ServerContext* ctx, const pb::OpenS
     sessions_[id] = s;
   }
   reply->set_session_id(id);
+  call.setSession(id);
   reply->set_lease_seconds(limits_.lease_seconds);
   return finish(ctx, reply, absl::OkStatus());
 }
 
 grpc::Status AccydService::KeepAlive(grpc::ServerContext* ctx, const pb::KeepAliveRequest* req,
                                      pb::KeepAliveReply* reply) {
+  CallLog call(this, "KeepAlive", req->session_id());
   if (!find(req->session_id())) return finish(ctx, reply, noSession(req->session_id()));
   return finish(ctx, reply, absl::OkStatus());
 }
 
 grpc::Status AccydService::CloseSession(grpc::ServerContext* ctx, const pb::CloseSessionRequest* req,
                                         pb::CloseSessionReply* reply) {
+  CallLog call(this, "CloseSession", req->session_id());
   std::lock_guard<std::mutex> g(mu_);
   if (sessions_.erase(req->session_id()) == 0) return finish(ctx, reply, noSession(req->session_id()));
   return finish(ctx, reply, absl::OkStatus());
 }
 
 grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRequest* req, pb::CompileReply* reply) {
+  CallLog call(this, "Compile", req->session_id());
   auto s = find(req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   std::lock_guard<std::mutex> lock(s->mu);
   s->target = req->target().empty() ? "x86_64" : req->target();
+  call.setDevice(deviceFor(s->target));
   // Options: "mode" = exact | fast | tf32 (backends::ArithmeticMode).
   s->compile_options = backends::CompileOptions{};
   for (const auto& [key, value] : req->options()) {
@@ -242,6 +313,7 @@ grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRe
   reply->set_compile_micros(
       std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
   if (!handle.ok()) return finish(ctx, reply, handle.status());
+  s->device_of[handle->index] = deviceFor(s->target);
   reply->mutable_handle()->set_index(handle->index);
   reply->mutable_handle()->set_generation(handle->generation);
   describe(*s->table->inputDescriptors(*handle), reply->mutable_inputs());
@@ -252,6 +324,7 @@ grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRe
 }
 
 grpc::Status AccydService::Release(grpc::ServerContext* ctx, const pb::ReleaseRequest* req, pb::ReleaseReply* reply) {
+  CallLog call(this, "Release", req->session_id());
   auto s = find(req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   std::lock_guard<std::mutex> lock(s->mu);
@@ -260,6 +333,7 @@ grpc::Status AccydService::Release(grpc::ServerContext* ctx, const pb::ReleaseRe
 
 grpc::Status AccydService::RegisterRegion(grpc::ServerContext* ctx, const pb::RegisterRegionRequest* req,
                                           pb::RegisterRegionReply* reply) {
+  CallLog call(this, "RegisterRegion", req->session_id());
   auto s = find(req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   std::lock_guard<std::mutex> lock(s->mu);
@@ -297,6 +371,7 @@ grpc::Status AccydService::RegisterRegion(grpc::ServerContext* ctx, const pb::Re
 
 grpc::Status AccydService::UnregisterRegion(grpc::ServerContext* ctx, const pb::UnregisterRegionRequest* req,
                                             pb::UnregisterRegionReply* reply) {
+  CallLog call(this, "UnregisterRegion", req->session_id());
   auto s = find(req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   std::lock_guard<std::mutex> lock(s->mu);
@@ -308,6 +383,7 @@ grpc::Status AccydService::UnregisterRegion(grpc::ServerContext* ctx, const pb::
 
 grpc::Status AccydService::ListRegions(grpc::ServerContext* ctx, const pb::ListRegionsRequest* req,
                                        pb::ListRegionsReply* reply) {
+  CallLog call(this, "ListRegions", req->session_id());
   auto s = find(req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   std::lock_guard<std::mutex> lock(s->mu);
@@ -339,10 +415,12 @@ void AccydService::checkDeviceHealth() {
 }
 
 grpc::Status AccydService::Invoke(grpc::ServerContext* ctx, const pb::InvokeRequest* req, pb::InvokeReply* reply) {
+  CallLog call(this, "Invoke", req->session_id());
   auto s = find(req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   std::lock_guard<std::mutex> lock(s->mu);
   const session::Handle handle{req->handle().index(), req->handle().generation()};
+  if (auto it = s->device_of.find(handle.index); it != s->device_of.end()) call.setDevice(it->second);
   auto outs = s->table->outputDescriptors(handle);
   if (!outs.ok()) return finish(ctx, reply, outs.status());
   // Resolve a region reference, bounds-checked against the mapping.

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -50,6 +51,10 @@ class AccydService final : public accy::v1::Accyd::Service {
   void setHealthListener(std::function<void(const std::string& device, bool serving, const std::string& why)> listener);
   // Asks every device for its health and tells the listener of changes.
   void checkDeviceHealth();
+  // The access log: one JSON line per call to `out` (method, session as a
+  // short hash of its id, device, status, duration; never data), or none
+  // when null. Not owned; written under a lock.
+  void setAccessLog(std::FILE* out) { access_log_ = out; }
 
   grpc::Status Negotiate(grpc::ServerContext*, const accy::v1::NegotiateRequest*, accy::v1::NegotiateReply*) override;
   grpc::Status ServerInfo(grpc::ServerContext*, const accy::v1::ServerInfoRequest*, accy::v1::ServerInfoReply*) override;
@@ -72,13 +77,18 @@ class AccydService final : public accy::v1::Accyd::Service {
 
  private:
   struct ClientSession;
+  class CallLog;
   std::shared_ptr<ClientSession> find(const std::string& id);
+  // The device that runs `target` ("" when none does).
+  std::string deviceFor(const std::string& target) const;
   void reapLoop();
 
   CompileCache& cache_;
   RegionSocket& regions_;
   Limits limits_;
   std::vector<std::unique_ptr<backends::Backend>> devices_;
+  std::FILE* access_log_ = nullptr;
+  std::mutex access_log_mu_;
   // Device health as last reported (by index in devices_), and who hears of it.
   std::mutex health_mu_;
   std::vector<bool> serving_;

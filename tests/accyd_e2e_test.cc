@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -565,6 +566,48 @@ TEST(Accyd, ADeviceInAStickyErrorStopsServing) {
   ASSERT_TRUE(s->invoke(*cpu, inputs, {writableBytes(v)}).ok());
   EXPECT_NEAR(v[0], tone::referenceMismatch(2.5), 1e-4);
   std::filesystem::remove_all(driver_dir);
+}
+
+// --access-log: one JSON line per call with the method, a short hash of
+// the session (never the id itself, a bearer secret), the device, the
+// status and the duration, and nothing of the data.
+TEST(Accyd, TheAccessLogHasALinePerCallAndNoSecrets) {
+  char dir[] = "/tmp/accyd-log-XXXXXX";
+  const std::string log_dir = mkdtemp(dir);
+  const std::string log = log_dir + "/access.log";
+  std::string session_id;
+  {
+    Daemon d({"--access-log=" + log});
+    auto s = connect(d);
+    ASSERT_TRUE(s);
+    session_id = s->sessionId();
+    auto h = s->compile(wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch)));
+    ASSERT_TRUE(h.ok());
+    const tone::Samples data = tone::samples();
+    float f[1] = {2.5f}, v[1];
+    ASSERT_TRUE(s->invoke(*h, {bytes(f), bytes(data.time), bytes(data.sample)}, {writableBytes(v)}).ok());
+    float wrong[2] = {1, 2};
+    EXPECT_FALSE(s->invoke(*h, {bytes(wrong), bytes(data.time), bytes(data.sample)}, {writableBytes(v)}).ok());
+  }
+  std::ifstream in(log);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::filesystem::remove_all(log_dir);
+  ASSERT_GE(lines.size(), 4u);
+  auto find = [&](const std::string& needle) {
+    return std::count_if(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(needle) != std::string::npos; });
+  };
+  EXPECT_EQ(find("\"method\":\"OpenSession\""), 1);
+  EXPECT_EQ(find("\"method\":\"Compile\",\"session\":\""), 1);
+  EXPECT_EQ(find("\"method\":\"Invoke\""), 2);
+  EXPECT_EQ(find("\"device\":\"cpu\",\"status\":\"ok\""), 2);  // the compile and the first invoke
+  EXPECT_EQ(find("\"status\":\"invalid_buffer\""), 1);
+  for (const std::string& l : lines) {
+    EXPECT_EQ(l.find(session_id), std::string::npos) << "the log holds the session id: " << l;
+    EXPECT_EQ(l.front(), '{');
+    EXPECT_EQ(l.back(), '}');
+    EXPECT_NE(l.find("\"micros\":"), std::string::npos) << l;
+  }
 }
 
 TEST(Accyd, RegionBytesPerSessionAreLimited) {
