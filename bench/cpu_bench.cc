@@ -528,13 +528,13 @@ bool checkSum(benchmark::State& state, float s) {
                "wrong sum " + std::to_string(s) + ", expected " + std::to_string(exact));
 }
 
-void BM_Sum_Accy_1Thread(benchmark::State& state) {
+void runSumAccy(benchmark::State& state, int threads) {
   const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", kN}})};
   auto program = tensor::define("sum", specs, [](tensor::Builder&, std::span<const tensor::Value> v) {
     return v[0].sum("i");
   });
   if (!ok(state, program, "define")) return;
-  auto exe = tensor::CpuExecutable::compile(*program, {.threads = 1});
+  auto exe = tensor::CpuExecutable::compile(*program, {.threads = threads});
   if (!ok(state, exe, "compile")) return;
   float out = 0;
   for (auto _ : state) {
@@ -545,6 +545,8 @@ void BM_Sum_Accy_1Thread(benchmark::State& state) {
   if (!checkSum(state, out)) return;
   state.SetBytesProcessed(state.iterations() * kN * 4);
 }
+
+void BM_Sum_Accy_1Thread(benchmark::State& state) { runSumAccy(state, 1); }
 
 void BM_Sum_Avx512Intrinsics_1Thread(benchmark::State& state) {
   if (!ref::hasAvx512()) {
@@ -588,23 +590,7 @@ void runSumTwoThreads(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kN * 4);
 }
 
-void BM_Sum_Accy_2Threads(benchmark::State& state) {
-  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", kN}})};
-  auto program = tensor::define("sum", specs, [](tensor::Builder&, std::span<const tensor::Value> v) {
-    return v[0].sum("i");
-  });
-  if (!ok(state, program, "define")) return;
-  auto exe = tensor::CpuExecutable::compile(*program, {.threads = 2});
-  if (!ok(state, exe, "compile")) return;
-  float out = 0;
-  for (auto _ : state) {
-    auto st = exe->launch({accy::bytes(inputX())}, {accy::writableBytes(std::span(&out, 1))});
-    benchmark::ClobberMemory();
-    if (!ok(state, st, "launch")) return;
-  }
-  if (!checkSum(state, out)) return;
-  state.SetBytesProcessed(state.iterations() * kN * 4);
-}
+void BM_Sum_Accy_2Threads(benchmark::State& state) { runSumAccy(state, 2); }
 
 void BM_Sum_Avx512Intrinsics_2Threads(benchmark::State& state) {
   if (!ref::hasAvx512()) return state.SkipWithError(ACCY_BENCH_NOT_APPLICABLE "no AVX-512 on this CPU");

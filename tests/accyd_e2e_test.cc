@@ -21,6 +21,7 @@
 #include "accy/accy.h"
 #include "accy/v1/accyd.grpc.pb.h"
 #include "client/remote_session.h"
+#include "tests/grpc_health.h"
 #include "examples/tone/tone.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -507,30 +508,6 @@ TEST(Accyd, InlineOutputsTooLargeForAReplyAreRefusedBeforeAllocating) {
   EXPECT_LT(after - before, 256 * 1024) << "the daemon's peak memory grew by " << (after - before) << " KiB";
 }
 
-// The gRPC health status of `service` (1 SERVING, 2 NOT_SERVING, 3
-// SERVICE_UNKNOWN as an error: -1 when the call failed).
-int healthOf(const std::string& target, const std::string& service) {
-  auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
-  grpc::GenericStub stub(channel);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  // HealthCheckRequest{service}: field 1, length-delimited.
-  const std::string bytes = std::string("\x0a") + static_cast<char>(service.size()) + service;
-  grpc::Slice slice(bytes);
-  grpc::ByteBuffer request(&slice, 1), response;
-  std::promise<grpc::Status> done;
-  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
-                 [&](grpc::Status st) { done.set_value(st); });
-  const grpc::Status st = done.get_future().get();
-  if (!st.ok()) return -1;
-  std::vector<grpc::Slice> slices;
-  if (!response.Dump(&slices).ok()) return -1;
-  std::string reply;
-  for (auto& sl : slices) reply.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
-  if (reply.size() != 2 || reply[0] != '\x08') return -1;
-  return static_cast<unsigned char>(reply[1]);
-}
-
 // A GPU left in a sticky error state (the fake CUDA driver's second launch
 // faults, and the fault sticks as an illegal address does on a real GPU)
 // turns that device's health to NOT_SERVING and the daemon says which;
@@ -544,8 +521,8 @@ TEST(Accyd, ADeviceInAStickyErrorStopsServing) {
            {"LD_LIBRARY_PATH=" + driver_dir, "ACCY_FAKE_CUDA_STICKY=1", "ACCY_FAKE_CUDA_FAULT_AT_LAUNCH=2"});
   auto s = connect(d);
   ASSERT_TRUE(s);
-  EXPECT_EQ(healthOf(d.target(), "accyd.device.cuda"), 1);
-  EXPECT_EQ(healthOf(d.target(), "accyd.device.cpu"), 1);
+  EXPECT_EQ(testing::healthStatus(d.target(), "accyd.device.cuda"), 1);
+  EXPECT_EQ(testing::healthStatus(d.target(), "accyd.device.cpu"), 1);
   const std::string program = wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch));
   auto gpu = s->compile(program, "ptx");
   ASSERT_TRUE(gpu.ok()) << gpu.status();
@@ -557,9 +534,9 @@ TEST(Accyd, ADeviceInAStickyErrorStopsServing) {
   EXPECT_TRUE(s->invoke(*gpu, inputs, {writableBytes(v)}).ok());  // launch 1
   const absl::Status fault = s->invoke(*gpu, inputs, {writableBytes(v)});  // launch 2 faults
   EXPECT_EQ(number(fault), 8u) << fault;  // launch_failed
-  EXPECT_EQ(healthOf(d.target(), "accyd.device.cuda"), 2);  // NOT_SERVING
-  EXPECT_EQ(healthOf(d.target(), "accyd.device.cpu"), 1);
-  EXPECT_EQ(healthOf(d.target(), ""), 1);
+  EXPECT_EQ(testing::healthStatus(d.target(), "accyd.device.cuda"), 2);  // NOT_SERVING
+  EXPECT_EQ(testing::healthStatus(d.target(), "accyd.device.cpu"), 1);
+  EXPECT_EQ(testing::healthStatus(d.target(), ""), 1);
   const absl::Status after = s->invoke(*gpu, inputs, {writableBytes(v)});
   EXPECT_EQ(number(after), 8u);
   EXPECT_THAT(after.message(), HasSubstr("is lost"));

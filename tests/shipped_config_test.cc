@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/grpc_health.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -191,32 +192,6 @@ std::vector<std::string> localize(const std::vector<std::string>& shipped, Scrat
   return args;
 }
 
-// The health service's answer for the whole server ("" service):
-// grpc.health.v1.HealthCheckResponse.status, 1 being SERVING; -1 when the
-// call failed.
-int healthStatus(const std::string& target) {
-  auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
-  grpc::GenericStub stub(channel);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  ctx.set_wait_for_ready(true);
-  grpc::ByteBuffer request, response;  // HealthCheckRequest{service: ""} is empty
-  grpc::Slice empty("");
-  request = grpc::ByteBuffer(&empty, 1);
-  std::promise<grpc::Status> done;
-  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
-                 [&](grpc::Status st) { done.set_value(st); });
-  const grpc::Status st = done.get_future().get();
-  if (!st.ok()) return -1;
-  std::vector<grpc::Slice> slices;
-  if (!response.Dump(&slices).ok()) return -1;
-  std::string bytes;
-  for (auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  if (bytes.empty()) return 0;  // status 0 (UNKNOWN) is the default, so not sent
-  if (bytes.size() != 2 || bytes[0] != '\x08') return -1;  // field 1, varint
-  return static_cast<unsigned char>(bytes[1]);
-}
-
 struct DaemonRun {
   int exit_status = -1;  // after SIGTERM, or of its own
   int health = -1;
@@ -252,7 +227,7 @@ DaemonRun startAndCheck(const std::vector<std::string>& args, const std::string&
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
   if (!exited) {
-    run.health = healthStatus("unix:" + socket);
+    run.health = testing::healthStatus("unix:" + socket);
     kill(pid, SIGTERM);
     waitpid(pid, &status, 0);
   }

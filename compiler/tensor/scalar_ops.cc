@@ -18,6 +18,13 @@ double wrapInt(int64_t v, DType dtype) {
   return static_cast<double>(v);
 }
 
+double nanAware(double a, double b, bool want_max) {
+  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
+  return want_max ? std::max(a, b) : std::min(a, b);
+}
+
+}  // namespace
+
 int64_t intPow(int64_t base, int64_t exponent) {
   if (exponent < 0) {
     if (base == 1) return 1;
@@ -33,13 +40,6 @@ int64_t intPow(int64_t base, int64_t exponent) {
   }
   return static_cast<int64_t>(result);
 }
-
-double nanAware(double a, double b, bool want_max) {
-  if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::quiet_NaN();
-  return want_max ? std::max(a, b) : std::min(a, b);
-}
-
-}  // namespace
 
 int64_t toInt64(double v) {
   if (std::isnan(v)) return 0;

@@ -23,6 +23,10 @@ double convertValue(double v, DType from, DType to);
 // represent exactly at its top) and mapping NaN to 0: the one safe way to
 // turn an evaluator value into a machine integer.
 int64_t toInt64(double v);
+// base^exponent of docs/SEMANTICS.md, wrapping in 64 bits: a negative
+// exponent gives 1 for base 1, +-1 for base -1 (by parity), 0 otherwise.
+// The x86-64 kernels call it through their runtime table.
+int64_t intPow(int64_t base, int64_t exponent);
 
 // Folds `v` into the range of an integer or bool dtype by wrapping; floats
 // are returned unchanged.

@@ -2,25 +2,13 @@
 
 #include "compiler/codegen/math/elementary.h"
 #include "compiler/codegen/math/host_ops.h"
+#include "compiler/tensor/scalar_ops.h"
 
 namespace accy::x64 {
 namespace {
 
-int64_t powI64(int64_t base, int64_t exponent) {
-  if (exponent < 0) {
-    if (base == 1) return 1;
-    if (base == -1) return (exponent % 2 == 0) ? 1 : -1;
-    return 0;
-  }
-  uint64_t result = 1;
-  uint64_t b = static_cast<uint64_t>(base);
-  while (exponent > 0) {
-    if (exponent & 1) result *= b;
-    b *= b;
-    exponent >>= 1;
-  }
-  return static_cast<int64_t>(result);
-}
+// The integer pow of docs/SEMANTICS.md, the evaluator's own (wrapping).
+int64_t powI64(int64_t base, int64_t exponent) { return tensor::intPow(base, exponent); }
 
 template <class T>
 void sinCosLarge(const T* a, T* r, int64_t lanes, int64_t flags) {
