@@ -436,17 +436,22 @@ TEST_P(CudaBackendTest, BuffersInRegisteredHostMemoryRunTheSame) {
 
 
 
-// What only the fake driver can show: a fault inside a kernel, and that
-// everything a backend made is given back.
-TEST(CudaOnTheFakeDriver, AFaultInAKernelIsLaunchFailedAndTheNextLaunchRuns) {
-  std::unique_ptr<Backend> b = makeCudaBackendFrom(BackendOptions{}, fakeDriver());
-  ASSERT_TRUE(b->info().available) << b->info().unavailable_reason;
+// axpb renamed accy_fake_fault: the fake driver's kernel that faults.
+Executable faultExecutable() {
   Executable exe = axpbExecutable();
   std::string text(exe.code.begin(), exe.code.end());
   text.replace(text.find(".entry axpb("), 12, ".entry accy_fake_fault(");
   exe.code = bytesOf(text);
   exe.launch_plan.steps[0].kernel = "accy_fake_fault";
-  absl::StatusOr<std::shared_ptr<const LoadedProgram>> p = b->load(std::move(exe));
+  return exe;
+}
+
+// What only the fake driver can show: a fault inside a kernel, and that
+// everything a backend made is given back.
+TEST(CudaOnTheFakeDriver, AFaultInAKernelIsLaunchFailedAndTheNextLaunchRuns) {
+  std::unique_ptr<Backend> b = makeCudaBackendFrom(BackendOptions{}, fakeDriver());
+  ASSERT_TRUE(b->info().available) << b->info().unavailable_reason;
+  absl::StatusOr<std::shared_ptr<const LoadedProgram>> p = b->load(faultExecutable());
   ASSERT_TRUE(p.ok()) << p.status();
   std::vector<float> a(kN), c(kN), y(kN);
   for (int round = 0; round < 2; ++round) {
@@ -470,12 +475,7 @@ TEST(CudaOnTheFakeDriver, AStickyFaultMarksTheDeviceLost) {
     ASSERT_TRUE(p.ok()) << p.status();
     good = *p;
   }
-  Executable exe = axpbExecutable();
-  std::string text(exe.code.begin(), exe.code.end());
-  text.replace(text.find(".entry axpb("), 12, ".entry accy_fake_fault(");
-  exe.code = bytesOf(text);
-  exe.launch_plan.steps[0].kernel = "accy_fake_fault";
-  absl::StatusOr<std::shared_ptr<const LoadedProgram>> faulty = b->load(std::move(exe));
+  absl::StatusOr<std::shared_ptr<const LoadedProgram>> faulty = b->load(faultExecutable());
   ASSERT_TRUE(faulty.ok()) << faulty.status();
   std::vector<float> a(kN, 1.0f), c(kN, 1.0f), y(kN);
   ASSERT_TRUE(launch(*good, {in(a), in(c)}, {out(y)}).ok());
