@@ -50,14 +50,21 @@ class SharedBuffer {
   SharedBuffer& operator=(const SharedBuffer&) = delete;
   std::span<std::byte> bytes() const { return {data_, size_}; }
   uint64_t region() const { return region_; }
+  // What pages back it: "hugetlb (2 MiB pages)", "transparent huge pages
+  // (advised)", or "4 KiB pages: " and why no larger ones (none reserved,
+  // the kernel's shmem setting); small buffers take 4 KiB pages.
+  const std::string& pages() const { return pages_; }
 
  private:
   friend class RemoteSession;
-  SharedBuffer(std::byte* data, size_t size, uint64_t region, std::shared_ptr<struct RemoteCore> core)
-      : data_(data), size_(size), region_(region), core_(std::move(core)) {}
+  SharedBuffer(std::byte* data, size_t size, size_t mapped, uint64_t region, std::string pages,
+               std::shared_ptr<struct RemoteCore> core)
+      : data_(data), size_(size), mapped_(mapped), region_(region), pages_(std::move(pages)), core_(std::move(core)) {}
   std::byte* data_;
   size_t size_;
+  size_t mapped_;  // whole huge pages when hugetlb
   uint64_t region_;
+  std::string pages_;
   std::shared_ptr<struct RemoteCore> core_;
 };
 

@@ -39,6 +39,9 @@ absl::StatusOr<std::shared_ptr<Mapping>> mapSealedMemfd(int fd, size_t max_bytes
   if (size > max_bytes) return refuse(strCat("the memfd holds ", size, " bytes, above the limit of ", max_bytes));
   void* address = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (address == MAP_FAILED) return refuse(strCat("mmap failed: ", std::strerror(errno)));
+  // Transparent huge pages where the kernel allows them on shmem (a hugetlb
+  // memfd has huge pages already); nothing changes where it does not.
+  if (size >= (size_t{2} << 20)) (void)madvise(address, size, MADV_HUGEPAGE);
   return std::make_shared<Mapping>(address, size, fd);
 }
 

@@ -587,6 +587,35 @@ TEST(Accyd, TheAccessLogHasALinePerCallAndNoSecrets) {
   }
 }
 
+// Shared buffers of 2 MiB and more take huge pages where the system gives
+// them, and say which pages they got and why not better.
+TEST(Accyd, SharedBuffersSayWhichPagesTheyGot) {
+  Daemon d({});
+  auto s = connect(d);
+  ASSERT_TRUE(s);
+  auto small = s->allocateShared(4096);
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_EQ((*small)->pages(), "4 KiB pages (smaller than a huge page)");
+  auto big = s->allocateShared(size_t{4} << 20);
+  ASSERT_TRUE(big.ok()) << big.status();
+  long huge_free = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);) {
+    if (line.rfind("HugePages_Free:", 0) == 0) huge_free = std::atol(line.c_str() + 15);
+  }
+  if (huge_free >= 2) {
+    EXPECT_EQ((*big)->pages(), "hugetlb (2 MiB pages)");
+  } else {
+    EXPECT_THAT((*big)->pages(), ::testing::AnyOf(HasSubstr("transparent huge pages"),
+                                                  HasSubstr("4 KiB pages: no 2 MiB hugetlb pages")));
+  }
+  // Mapped and writable whatever its pages, and the daemon serves on.
+  const std::span<std::byte> all = (*big)->bytes();
+  ASSERT_EQ(all.size(), size_t{4} << 20);
+  std::memset(all.data(), 0, all.size());
+  EXPECT_TRUE(s->serverInfo().ok());
+}
+
 TEST(Accyd, RegionBytesPerSessionAreLimited) {
   Daemon d({"--max-region-bytes=8192", "--max-region-bytes-per-session=12288"});
   auto s = connect(d);
