@@ -189,6 +189,11 @@ absl::StatusOr<std::span<const Descriptor>> Session::outputDescriptors(Handle ha
   return std::span<const Descriptor>(entries_[i]->outputs);
 }
 
+absl::StatusOr<int64_t> Session::scratchBytes(Handle handle) const {
+  ACCY_ASSIGN_OR_RETURN(uint32_t i, indexOf(handle));
+  return entries_[i]->loaded->executable().artifact_plan.scratch_bytes;
+}
+
 absl::Status Session::invoke(Handle handle, absl::Span<const std::span<const std::byte>> inputs,
                              absl::Span<const std::span<std::byte>> outputs) {
   ACCY_ASSIGN_OR_RETURN(uint32_t i, indexOf(handle));

@@ -113,6 +113,9 @@ class Session {
   // for a stale or unknown handle.
   absl::StatusOr<std::span<const Descriptor>> inputDescriptors(Handle handle) const;
   absl::StatusOr<std::span<const Descriptor>> outputDescriptors(Handle handle) const;
+  // The scratch memory one launch of the program allocates for its
+  // temporaries, in bytes.
+  absl::StatusOr<int64_t> scratchBytes(Handle handle) const;
 
   // Runs the program. Buffers follow the descriptors in order; a wrong
   // count, size or alignment, or an output sharing bytes with an input or

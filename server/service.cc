@@ -475,6 +475,36 @@ grpc::Status AccydService::Invoke(grpc::ServerContext* ctx, const pb::InvokeRequ
                                    " bytes, more than a reply may carry (--max-message-bytes=",
                                    limits_.max_message_bytes, "); place them in shared-memory regions")));
   }
+  // The daemon-wide budgets: refused with the figures, before allocating.
+  auto scratch = s->table->scratchBytes(handle);
+  if (!scratch.ok()) return finish(ctx, reply, scratch.status());
+  const int64_t launch_bytes = *scratch + static_cast<int64_t>(inline_bytes);
+  {
+    std::lock_guard<std::mutex> budget(budget_mu_);
+    if (invokes_in_flight_ >= limits_.max_concurrent_invokes) {
+      return finish(ctx, reply, makeError(ErrorKind::kOutOfMemory,
+                                          strCat("accyd: ", invokes_in_flight_, " invokes are running, the limit is ",
+                                                 limits_.max_concurrent_invokes, " (--max-concurrent-invokes)")));
+    }
+    if (launch_bytes_in_flight_ + launch_bytes > limits_.max_launch_bytes) {
+      return finish(ctx, reply,
+                    makeError(ErrorKind::kOutOfMemory,
+                              strCat("accyd: this invoke needs ", launch_bytes, " bytes of scratch and inline outputs; ",
+                                     launch_bytes_in_flight_, " of the daemon's ", limits_.max_launch_bytes,
+                                     " (--max-launch-bytes) are held by invokes in flight")));
+    }
+    ++invokes_in_flight_;
+    launch_bytes_in_flight_ += launch_bytes;
+  }
+  struct Release {
+    AccydService* service;
+    int64_t bytes;
+    ~Release() {
+      std::lock_guard<std::mutex> budget(service->budget_mu_);
+      --service->invokes_in_flight_;
+      service->launch_bytes_in_flight_ -= bytes;
+    }
+  } release_budget{this, launch_bytes};
   std::vector<std::span<std::byte>> outputs;
   std::vector<std::string> inline_outputs(outs->size());
   for (size_t k = 0; k < outs->size(); ++k) {

@@ -28,6 +28,10 @@ struct Limits {
   int64_t max_regions_per_session = 64;
   int64_t max_region_bytes = int64_t{4} << 30;
   int64_t max_region_bytes_per_session = int64_t{16} << 30;  // all of a session's regions together
+  // Daemon-wide: memory that invokes in flight allocate (scratch for
+  // temporaries and outputs returned inline), and how many run at once.
+  int64_t max_launch_bytes = int64_t{16} << 30;
+  int64_t max_concurrent_invokes = 256;
   int64_t max_message_bytes = int64_t{256} << 20;
   int lease_seconds = 30;
   int64_t max_scratch_bytes = int64_t{16} << 30;  // per program
@@ -88,6 +92,10 @@ class AccydService final : public accy::v1::Accyd::Service {
   Limits limits_;
   std::vector<std::unique_ptr<backends::Backend>> devices_;
   std::FILE* access_log_ = nullptr;
+  // What invokes in flight hold of the budgets above.
+  std::mutex budget_mu_;
+  int64_t launch_bytes_in_flight_ = 0;
+  int64_t invokes_in_flight_ = 0;
   std::mutex access_log_mu_;
   // Device health as last reported (by index in devices_), and who hears of it.
   std::mutex health_mu_;

@@ -616,6 +616,50 @@ TEST(Accyd, SharedBuffersSayWhichPagesTheyGot) {
   EXPECT_TRUE(s->serverInfo().ok());
 }
 
+// The daemon-wide budgets: memory held by invokes in flight (scratch and
+// inline outputs) and how many run at once, refused with the figures.
+TEST(Accyd, LaunchMemoryAndConcurrencyHaveADaemonWideBudget) {
+  Daemon d({"--max-launch-bytes=4096", "--max-concurrent-invokes=1", "--threads=1", "--drain-seconds=0"});
+  auto s = connect(d);
+  ASSERT_TRUE(s);
+  const tensor::Spec vec[] = {tensor::spec(tensor::DType::f32, {{"i", 2048}})};
+  auto h = s->compile(wire::encode(*tensor::define("twice", vec, [](tensor::Builder&, std::span<const tensor::Value> a) {
+    return a[0] * 2;
+  })));
+  ASSERT_TRUE(h.ok()) << h.status();
+  std::vector<float> x(2048, 1.0f), y(2048);
+  // 8 KiB of output inline: over the 4 KiB budget.
+  const absl::Status inline_out = s->invoke(*h, {bytes(x)}, {writableBytes(y)});
+  EXPECT_EQ(number(inline_out), 6u) << inline_out;  // out_of_memory: RESOURCE_EXHAUSTED
+  EXPECT_THAT(inline_out.message(), HasSubstr("needs 8192 bytes of scratch and inline outputs; 0 of the daemon's 4096"));
+  // The same output in a shared region holds no launch memory.
+  auto region = s->allocateShared(2048 * 4);
+  ASSERT_TRUE(region.ok()) << region.status();
+  const std::span<std::byte> out = (*region)->bytes();
+  ASSERT_TRUE(s->invoke(*h, {bytes(x)}, {out}).ok());
+  EXPECT_EQ(reinterpret_cast<const float*>(out.data())[2047], 2.0f);
+  // A second invoke while one runs: over the concurrency budget of one.
+  auto other = connect(d);
+  ASSERT_TRUE(other);
+  // Seconds of work on the daemon's one thread (2^32 transcendental
+  // elements), so that it still runs when the second invoke comes.
+  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", 65536}}),
+                                tensor::spec(tensor::DType::f32, {{"j", 65536}})};
+  auto slow = other->compile(wire::encode(*tensor::define("slow", specs, [](tensor::Builder&, std::span<const tensor::Value> a) {
+    return (a[0] * a[1]).sin().cos().exp().sum({"i", "j"});
+  })));
+  ASSERT_TRUE(slow.ok()) << slow.status();
+  std::vector<float> p(65536, 0.5f), q(65536, 1.0f);
+  float total[1];
+  std::thread running([&] { (void)other->invoke(*slow, {bytes(p), bytes(q)}, {writableBytes(total)}); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const absl::Status busy = s->invoke(*h, {bytes(x)}, {out});
+  EXPECT_EQ(number(busy), 6u) << busy;
+  EXPECT_THAT(busy.message(), HasSubstr("1 invokes are running, the limit is 1"));
+  EXPECT_EQ(d.stop(), 0);  // without waiting for the long kernel (a second past the drain time)
+  running.join();
+}
+
 TEST(Accyd, RegionBytesPerSessionAreLimited) {
   Daemon d({"--max-region-bytes=8192", "--max-region-bytes-per-session=12288"});
   auto s = connect(d);
