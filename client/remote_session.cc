@@ -119,6 +119,8 @@ absl::StatusOr<std::unique_ptr<RemoteSession>> RemoteSession::connect(const std:
   } else if (target.rfind("dns:", 0) == 0) {
     grpc::SslCredentialsOptions tls;
     tls.pem_root_certs = options.tls_root_certs;
+    tls.pem_cert_chain = options.tls_client_cert;
+    tls.pem_private_key = options.tls_client_key;
     core->channel = grpc::CreateCustomChannel(target, grpc::SslCredentials(tls), args);
   } else {
     return makeError(ErrorKind::kInvalidArgument,

@@ -35,6 +35,10 @@ struct RemoteOptions {
   bool cpu_in_process = true;
   // PEM root certificates for dns: targets (TLS); empty uses the defaults.
   std::string tls_root_certs;
+  // A client certificate chain and its private key (PEM), presented to a
+  // daemon that asks for one (mutual TLS, accyd --tls-client-ca): sessions
+  // are then tied to the certificate's identity.
+  std::string tls_client_cert, tls_client_key;
   // Keep the lease alive from a background thread.
   bool keep_alive = true;
 };

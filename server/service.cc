@@ -26,6 +26,7 @@ struct AccydService::ClientSession {
   std::string target;             // of the Compile call in progress
   backends::CompileOptions compile_options;  // of the Compile call in progress
   std::map<uint32_t, std::string> device_of;  // program slot -> the device it was compiled for
+  std::string owner;  // the identity that opened it (callerIdentity)
 };
 
 grpc::StatusCode grpcCodeOf(session::Status s) {
@@ -175,10 +176,30 @@ size_t AccydService::sessionCount() const {
   return sessions_.size();
 }
 
-std::shared_ptr<AccydService::ClientSession> AccydService::find(const std::string& id) {
+namespace {
+
+// Who is calling: the client certificate's identity under mutual TLS (its
+// subject alternative names or common name, as gRPC reports them), else
+// "" (a Unix socket's callers are the users its mode lets in).
+std::string callerIdentity(const grpc::ServerContext* ctx) {
+  const std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) return "";
+  std::string identity;
+  for (const grpc::string_ref& part : auth->GetPeerIdentity()) {
+    if (!identity.empty()) identity += ",";
+    identity.append(part.data(), part.size());
+  }
+  return identity;
+}
+
+}  // namespace
+
+std::shared_ptr<AccydService::ClientSession> AccydService::find(const grpc::ServerContext* ctx, const std::string& id) {
   std::lock_guard<std::mutex> g(mu_);
   auto it = sessions_.find(id);
   if (it == sessions_.end()) return nullptr;
+  // A session id presented by another identity is as unknown as a wrong one.
+  if (it->second->owner != callerIdentity(ctx)) return nullptr;
   it->second->deadline = (Clock::now() + std::chrono::seconds(limits_.lease_seconds)).time_since_epoch().count();
   return it->second;
 }
@@ -255,6 +276,7 @@ grpc::Status AccydService::OpenSession(grpc::ServerContext* ctx, const pb::OpenS
   };
   s->table = std::make_unique<session::Session>(options);
   s->deadline = (Clock::now() + std::chrono::seconds(limits_.lease_seconds)).time_since_epoch().count();
+  s->owner = callerIdentity(ctx);
   std::random_device rd;
   std::string id;
   for (int i = 0; i < 4; ++i) id += absl::StrCat(absl::Hex(rd(), absl::kZeroPad8));
@@ -277,7 +299,7 @@ grpc::Status AccydService::OpenSession(grpc::ServerContext* ctx, const pb::OpenS
 grpc::Status AccydService::KeepAlive(grpc::ServerContext* ctx, const pb::KeepAliveRequest* req,
                                      pb::KeepAliveReply* reply) {
   CallLog call(this, "KeepAlive", req->session_id());
-  if (!find(req->session_id())) return finish(ctx, reply, noSession(req->session_id()));
+  if (!find(ctx, req->session_id())) return finish(ctx, reply, noSession(req->session_id()));
   return finish(ctx, reply, absl::OkStatus());
 }
 
@@ -285,13 +307,17 @@ grpc::Status AccydService::CloseSession(grpc::ServerContext* ctx, const pb::Clos
                                         pb::CloseSessionReply* reply) {
   CallLog call(this, "CloseSession", req->session_id());
   std::lock_guard<std::mutex> g(mu_);
-  if (sessions_.erase(req->session_id()) == 0) return finish(ctx, reply, noSession(req->session_id()));
+  auto it = sessions_.find(req->session_id());
+  if (it == sessions_.end() || it->second->owner != callerIdentity(ctx)) {
+    return finish(ctx, reply, noSession(req->session_id()));
+  }
+  sessions_.erase(it);
   return finish(ctx, reply, absl::OkStatus());
 }
 
 grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRequest* req, pb::CompileReply* reply) {
   CallLog call(this, "Compile", req->session_id());
-  auto s = find(req->session_id());
+  auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   std::lock_guard<std::mutex> lock(s->mu);
   s->target = req->target().empty() ? "x86_64" : req->target();
@@ -325,7 +351,7 @@ grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRe
 
 grpc::Status AccydService::Release(grpc::ServerContext* ctx, const pb::ReleaseRequest* req, pb::ReleaseReply* reply) {
   CallLog call(this, "Release", req->session_id());
-  auto s = find(req->session_id());
+  auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   std::lock_guard<std::mutex> lock(s->mu);
   return finish(ctx, reply, s->table->release(session::Handle{req->handle().index(), req->handle().generation()}));
@@ -334,7 +360,7 @@ grpc::Status AccydService::Release(grpc::ServerContext* ctx, const pb::ReleaseRe
 grpc::Status AccydService::RegisterRegion(grpc::ServerContext* ctx, const pb::RegisterRegionRequest* req,
                                           pb::RegisterRegionReply* reply) {
   CallLog call(this, "RegisterRegion", req->session_id());
-  auto s = find(req->session_id());
+  auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   std::lock_guard<std::mutex> lock(s->mu);
   if (static_cast<int64_t>(s->regions.size()) >= limits_.max_regions_per_session) {
@@ -372,7 +398,7 @@ grpc::Status AccydService::RegisterRegion(grpc::ServerContext* ctx, const pb::Re
 grpc::Status AccydService::UnregisterRegion(grpc::ServerContext* ctx, const pb::UnregisterRegionRequest* req,
                                             pb::UnregisterRegionReply* reply) {
   CallLog call(this, "UnregisterRegion", req->session_id());
-  auto s = find(req->session_id());
+  auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   std::lock_guard<std::mutex> lock(s->mu);
   if (s->regions.erase(req->region()) == 0) {
@@ -384,7 +410,7 @@ grpc::Status AccydService::UnregisterRegion(grpc::ServerContext* ctx, const pb::
 grpc::Status AccydService::ListRegions(grpc::ServerContext* ctx, const pb::ListRegionsRequest* req,
                                        pb::ListRegionsReply* reply) {
   CallLog call(this, "ListRegions", req->session_id());
-  auto s = find(req->session_id());
+  auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   std::lock_guard<std::mutex> lock(s->mu);
   for (const auto& [id, m] : s->regions) {
@@ -416,7 +442,7 @@ void AccydService::checkDeviceHealth() {
 
 grpc::Status AccydService::Invoke(grpc::ServerContext* ctx, const pb::InvokeRequest* req, pb::InvokeReply* reply) {
   CallLog call(this, "Invoke", req->session_id());
-  auto s = find(req->session_id());
+  auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   std::lock_guard<std::mutex> lock(s->mu);
   const session::Handle handle{req->handle().index(), req->handle().generation()};

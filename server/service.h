@@ -82,7 +82,8 @@ class AccydService final : public accy::v1::Accyd::Service {
  private:
   struct ClientSession;
   class CallLog;
-  std::shared_ptr<ClientSession> find(const std::string& id);
+  // The session `id` when the caller is its owner; null otherwise.
+  std::shared_ptr<ClientSession> find(const grpc::ServerContext* ctx, const std::string& id);
   // The device that runs `target` ("" when none does).
   std::string deviceFor(const std::string& target) const;
   void reapLoop();

@@ -914,6 +914,77 @@ TEST(Accyd, ArithmeticModesAreCompileOptions) {
   }
 }
 
+// Mutual TLS: RemoteSession presents a client certificate, the daemon
+// requires one signed by its client CA, and a session belongs to the
+// identity that opened it: its id presented by another certificate is
+// NOT_FOUND, as an unknown id is.
+TEST(Accyd, MutualTlsTiesSessionsToTheirOwner) {
+  char dir[] = "/tmp/accyd-mtls-XXXXXX";
+  const std::string tls = mkdtemp(dir);
+  const std::string ssl = "openssl";
+  const std::string q = " >/dev/null 2>&1";
+  const std::string cmd =
+      ssl + " req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=test-ca -keyout " + tls + "/ca.key -out " + tls +
+      "/ca.pem" + q + " && " + ssl + " req -newkey rsa:2048 -nodes -subj /CN=localhost -addext subjectAltName=DNS:localhost -keyout " +
+      tls + "/server.key -out " + tls + "/server.csr" + q + " && " + ssl + " x509 -req -in " + tls + "/server.csr -CA " +
+      tls + "/ca.pem -CAkey " + tls + "/ca.key -CAcreateserial -days 1 -copy_extensions copy -out " + tls + "/server.pem" + q +
+      " && for who in alice bob; do " + ssl + " req -newkey rsa:2048 -nodes -subj /CN=$who -keyout " + tls +
+      "/$who.key -out " + tls + "/$who.csr" + q + " && " + ssl + " x509 -req -in " + tls + "/$who.csr -CA " + tls +
+      "/ca.pem -CAkey " + tls + "/ca.key -CAcreateserial -days 1 -out " + tls + "/$who.pem" + q + " || exit 1; done";
+  if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "openssl could not make the test certificates";
+  auto read = [&](const std::string& name) {
+    std::ifstream f(tls + "/" + name);
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  };
+  const int port = 20000 + (getpid() + 7919) % 20000;
+  Daemon d({"--listen=tcp:127.0.0.1:" + std::to_string(port), "--tls-cert=" + tls + "/server.pem",
+            "--tls-key=" + tls + "/server.key", "--tls-client-ca=" + tls + "/ca.pem"});
+  const std::string target = "dns:localhost:" + std::to_string(port);
+  auto as = [&](const std::string& who) {
+    RemoteOptions o;
+    o.cpu_in_process = false;
+    o.tls_root_certs = read("ca.pem");
+    if (!who.empty()) {
+      o.tls_client_cert = read(who + ".pem");
+      o.tls_client_key = read(who + ".key");
+    }
+    std::unique_ptr<RemoteSession> s;
+    for (int i = 0; i < 40 && !s; ++i) {  // the TCP listener may come up a moment after the Unix one
+      auto c = RemoteSession::connect(target, o);
+      if (c.ok()) s = std::move(*c);
+      else if (who.empty()) return s;  // no certificate: refused, no retry needed
+      else std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return s;
+  };
+  auto alice = as("alice");
+  ASSERT_TRUE(alice) << "alice could not connect";
+  auto h = alice->compile(wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch)));
+  ASSERT_TRUE(h.ok()) << h.status();
+  auto bob = as("bob");
+  ASSERT_TRUE(bob) << "bob could not connect";
+  // Bob presents Alice's session id.
+  grpc::SslCredentialsOptions bob_tls;
+  bob_tls.pem_root_certs = read("ca.pem");
+  bob_tls.pem_cert_chain = read("bob.pem");
+  bob_tls.pem_private_key = read("bob.key");
+  auto stub = accy::v1::Accyd::NewStub(grpc::CreateChannel(target, grpc::SslCredentials(bob_tls)));
+  grpc::ClientContext ctx;
+  accy::v1::CompileRequest req;
+  req.set_session_id(alice->sessionId());
+  req.set_program(wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch)));
+  accy::v1::CompileReply reply;
+  const grpc::Status stolen = stub->Compile(&ctx, req, &reply);
+  EXPECT_EQ(stolen.error_code(), grpc::StatusCode::NOT_FOUND) << stolen.error_message();
+  // Alice still uses hers; a client without a certificate is refused.
+  const tone::Samples data = tone::samples();
+  float f[1] = {2.5f}, v[1];
+  ASSERT_TRUE(alice->invoke(*h, {bytes(f), bytes(data.time), bytes(data.sample)}, {writableBytes(v)}).ok());
+  EXPECT_NEAR(v[0], tone::referenceMismatch(2.5), 1e-4);
+  EXPECT_FALSE(as(""));
+  std::filesystem::remove_all(tls);
+}
+
 TEST(Accyd, TcpWithoutTlsIsRefused) {
   const std::string binary = runfile("server/accyd");
   const std::string command = binary + " --listen=tcp:127.0.0.1:0 2>/dev/null";
