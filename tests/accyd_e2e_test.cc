@@ -5,13 +5,16 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -40,6 +43,19 @@ std::string runfile(const std::string& path) {
 }
 
 // A daemon process on a socket in the test's temporary directory.
+// Whether something accepts connections on the Unix socket at `path`.
+bool accepts(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) return false;
+  std::strcpy(addr.sun_path, path.c_str());
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return ok;
+}
+
 class Daemon {
  public:
   // `env`: NAME=VALUE settings for the daemon's environment.
@@ -60,9 +76,12 @@ class Daemon {
       execv(c[0], c.data());
       _exit(127);
     }
-    for (int i = 0; i < 200; ++i) {
+    // Ready when the region socket exists and the main one accepts a
+    // connection (its file appears at bind, a moment before it listens;
+    // on a loaded machine that moment can be long).
+    for (int i = 0; i < 800; ++i) {
       struct stat st;
-      if (stat((socket_ + ".fd").c_str(), &st) == 0 && stat(socket_.c_str(), &st) == 0) break;
+      if (stat((socket_ + ".fd").c_str(), &st) == 0 && accepts(socket_)) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
   }
