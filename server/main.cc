@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
       {"listen", "unix:/run/accyd/accyd.sock"}, {"cache-dir", ""}, {"cache-max-bytes", "1073741824"},
       {"threads", "0"}, {"lease-seconds", "30"}, {"max-sessions", "256"}, {"max-programs-per-session", "64"},
       {"max-regions-per-session", "64"}, {"max-region-bytes-per-session", "17179869184"}, {"drain-seconds", "10"},
-      {"access-log", ""}, {"max-launch-bytes", "17179869184"}, {"max-concurrent-invokes", "256"},
+      {"access-log", ""}, {"max-sessions-per-identity", "64"}, {"max-launch-bytes", "17179869184"}, {"max-concurrent-invokes", "256"},
       {"max-region-bytes", "4294967296"}, {"max-message-bytes", "268435456"}, {"devices", "cpu"},
       {"tls-cert", ""}, {"tls-key", ""}, {"tls-client-ca", ""}, {"max-scratch-bytes", "17179869184"},
       {"check-numerics", "0"}, {"socket-mode", "0600"}};
@@ -87,7 +87,8 @@ int main(int argc, char** argv) {
                   "             [--cache-dir=DIR] [--cache-max-bytes=N] [--threads=N] [--lease-seconds=N]\n"
                   "             [--max-sessions=N] [--max-programs-per-session=1..64] [--max-regions-per-session=N]\n"
                   "             [--max-region-bytes=N] [--max-region-bytes-per-session=N] [--drain-seconds=N]\n"
-                  "             [--access-log=PATH|-] [--max-launch-bytes=N] [--max-concurrent-invokes=N]"
+                  "             [--access-log=PATH|-] [--max-launch-bytes=N] [--max-concurrent-invokes=N]\n"
+                  "             [--max-sessions-per-identity=N]"
                   " [--max-message-bytes=N] [--max-scratch-bytes=N] [--check-numerics=0|1]\n"
                   "             [--socket-mode=0600|0660] [--devices=cpu[,vulkan][,cuda]]   (--listen may repeat)\n"
                   "devices: cpu (target x86_64), vulkan (spirv), cuda (ptx; needs the NVIDIA driver's libcuda.so.1\n"
@@ -125,6 +126,7 @@ int main(int argc, char** argv) {
       {"drain-seconds", 0, 3600},
       {"max-launch-bytes", 0, INT64_MAX},
       {"max-concurrent-invokes", 1, 1 << 20},
+      {"max-sessions-per-identity", 1, 1 << 20},
       {"max-region-bytes-per-session", 1, INT64_MAX},
       {"max-message-bytes", 1024, INT32_MAX},  // gRPC's message size is an int
       {"max-scratch-bytes", 0, INT64_MAX},
@@ -209,6 +211,7 @@ int main(int argc, char** argv) {
   limits.max_region_bytes = number("max-region-bytes");
   limits.max_region_bytes_per_session = number("max-region-bytes-per-session");
   limits.max_launch_bytes = number("max-launch-bytes");
+  limits.max_sessions_per_identity = number("max-sessions-per-identity");
   limits.max_concurrent_invokes = number("max-concurrent-invokes");
   limits.max_message_bytes = number("max-message-bytes");
   limits.lease_seconds = static_cast<int>(number("lease-seconds"));

@@ -288,6 +288,18 @@ grpc::Status AccydService::OpenSession(grpc::ServerContext* ctx, const pb::OpenS
                               strCat("accyd: ", sessions_.size(), " sessions are open, the limit is ",
                                      limits_.max_sessions)));
     }
+    // Under mutual TLS each identity has its own quota, so one client
+    // cannot take every session.
+    if (!s->owner.empty()) {
+      int64_t owned = 0;
+      for (const auto& [other_id, other] : sessions_) owned += other->owner == s->owner ? 1 : 0;
+      if (owned >= limits_.max_sessions_per_identity) {
+        return finish(ctx, reply,
+                      makeError(ErrorKind::kTooManyPrograms,
+                                strCat("accyd: ", s->owner, " has ", owned, " sessions open, the limit per identity is ",
+                                       limits_.max_sessions_per_identity, " (--max-sessions-per-identity)")));
+      }
+    }
     sessions_[id] = s;
   }
   reply->set_session_id(id);

@@ -24,6 +24,7 @@ namespace accy::server {
 
 struct Limits {
   int64_t max_sessions = 256;
+  int64_t max_sessions_per_identity = 64;  // under mutual TLS, per client certificate identity
   int64_t max_programs_per_session = session::kMaxPrograms;  // 1 to session::kMaxPrograms
   int64_t max_regions_per_session = 64;
   int64_t max_region_bytes = int64_t{4} << 30;

@@ -957,7 +957,7 @@ TEST(Accyd, MutualTlsTiesSessionsToTheirOwner) {
   };
   const int port = 20000 + (getpid() + 7919) % 20000;
   Daemon d({"--listen=tcp:127.0.0.1:" + std::to_string(port), "--tls-cert=" + tls + "/server.pem",
-            "--tls-key=" + tls + "/server.key", "--tls-client-ca=" + tls + "/ca.pem"});
+            "--tls-key=" + tls + "/server.key", "--tls-client-ca=" + tls + "/ca.pem", "--max-sessions-per-identity=1"});
   const std::string target = "dns:localhost:" + std::to_string(port);
   auto as = [&](const std::string& who) {
     RemoteOptions o;
@@ -1001,6 +1001,16 @@ TEST(Accyd, MutualTlsTiesSessionsToTheirOwner) {
   ASSERT_TRUE(alice->invoke(*h, {bytes(f), bytes(data.time), bytes(data.sample)}, {writableBytes(v)}).ok());
   EXPECT_NEAR(v[0], tone::referenceMismatch(2.5), 1e-4);
   EXPECT_FALSE(as(""));
+  // Each identity has its own session quota (one here): Alice's second
+  // session is refused while Bob holds his.
+  RemoteOptions again;
+  again.cpu_in_process = false;
+  again.tls_root_certs = read("ca.pem");
+  again.tls_client_cert = read("alice.pem");
+  again.tls_client_key = read("alice.key");
+  auto second = RemoteSession::connect(target, again);
+  EXPECT_EQ(number(second.status()), 5u) << second.status();  // too_many_programs: RESOURCE_EXHAUSTED
+  EXPECT_THAT(second.status().message(), HasSubstr("the limit per identity is 1"));
   std::filesystem::remove_all(tls);
 }
 
