@@ -1,0 +1,729 @@
+#include "compiler/codegen/gpu/kernel_emitter.h"
+
+#include <algorithm>
+#include <set>
+
+#include "base/errors.h"
+#include "base/status_macros.h"
+#include "base/strings.h"
+#include "compiler/choir/rewrite.h"
+#include "compiler/tensor/scalar_ops.h"
+
+namespace accy::gpu {
+namespace {
+
+using choir::Affine;
+using choir::Expr;
+using choir::ExprKind;
+using choir::ExprRef;
+using choir::GpuForm;
+using choir::LoopHeader;
+using choir::Stmt;
+using choir::StmtKind;
+
+// Counts above this need 64-bit indices: a grid-stride step added to an
+// index below it never wraps 32 bits.
+constexpr int64_t kNarrowLimit = (int64_t{1} << 31) - 4096;
+
+// A variable id no loop uses, for indices computed here (partials).
+constexpr int kPartVar = -2;
+
+int64_t product(const std::vector<LoopHeader>& loops) {
+  int64_t n = 1;
+  for (const LoopHeader& h : loops) n *= h.extent;
+  return n;
+}
+
+}  // namespace
+
+absl::Status KernelEmitter::unimplemented(std::string_view what) const {
+  return makeError(ErrorKind::kUnimplemented, strCat(t_.desc().name, " emitter: ", what));
+}
+
+absl::StatusOr<EmittedKernel> KernelEmitter::run(ProductEngine* engine, bool force_wide) {
+  const TargetDesc& desc = t_.desc();
+  ACCY_ASSIGN_OR_RETURN(nest_, choir::describeGpuKernel(k_));
+  wg_ = k_.workgroup_size;
+  if (wg_ < 1) return unimplemented(strCat("kernel ", k_.name, " is not mapped to a GPU"));
+  if (wg_ > desc.max_workgroup_size) {
+    return makeError(ErrorKind::kInvalidArgument,
+                     strCat(desc.name, " emitter: kernel ", k_.name, " needs ", wg_,
+                            " invocations per workgroup, the device allows ", desc.max_workgroup_size));
+  }
+  const Stmt& leaf = *nest_.leaf;
+  const int64_t outputs = product(nest_.loops), domain = product(leaf.domain);
+  int64_t largest = std::max({outputs, domain, outputs * std::max<int64_t>(nest_.split, 1)});
+  for (const choir::Buffer& b : m_.buffers) largest = std::max(largest, b.elements());
+  KernelPlan plan;
+  plan.form = nest_.form;
+  plan.workgroup_size = wg_;
+  plan.wide = (force_wide && desc.index64) || largest >= kNarrowLimit;
+  if (plan.wide && !desc.index64) {
+    return unimplemented(strCat("kernel ", k_.name, " counts ", largest,
+                                " elements or iterations; this target's indices are 32-bit (fewer than 2^31 - 4096)"));
+  }
+  std::set<int> used = {leaf.buffer};
+  if (nest_.partials >= 0) used.insert(nest_.partials);
+  choir::visitExpr(leaf.value, [&](const Expr& x) {
+    if (x.kind == ExprKind::kLoad) used.insert(x.buffer);
+  });
+  plan.used_buffers.assign(used.begin(), used.end());
+  ACCY_RETURN_IF_ERROR(t_.begin(plan));
+  engine_ = engine;
+
+  switch (nest_.form) {
+    case GpuForm::kElementwise:
+    case GpuForm::kSerialReduce:
+      ACCY_RETURN_IF_ERROR(perOutput(outputs));
+      break;
+    case GpuForm::kTreeReduce:
+      ACCY_RETURN_IF_ERROR(treeReduce(outputs, domain));
+      break;
+    case GpuForm::kTiledProduct:
+      ACCY_RETURN_IF_ERROR(tiledProduct());
+      break;
+  }
+  ACCY_RETURN_IF_ERROR(error_);
+  ACCY_RETURN_IF_ERROR(t_.status());
+  EmittedKernel out;
+  out.nest = nest_;
+  out.workgroups = launched_;
+  out.work = outputs * domain;
+  out.wide = plan.wide;
+  return out;
+}
+
+// --- control flow -----------------------------------------------------------
+
+void KernelEmitter::forgetSince(size_t mark) {
+  while (cse_log_.size() > mark) {
+    cse_.erase(cse_log_.back());
+    cse_log_.pop_back();
+  }
+}
+
+absl::Status KernelEmitter::strided(Value start, Value limit, Value step, const Target::IndexBody& body,
+                                    int64_t max_trips) {
+  return t_.strided(
+      start, limit, step,
+      [&](Value x) {
+        // Values made in the loop are not defined after it.
+        const size_t mark = cse_log_.size();
+        absl::Status s = body(x);
+        forgetSince(mark);
+        return s;
+      },
+      max_trips);
+}
+
+absl::Status KernelEmitter::when(Value cond, const Target::Body& body) {
+  return t_.when(cond, [&]() {
+    const size_t mark = cse_log_.size();
+    absl::Status s = body();
+    forgetSince(mark);
+    return s;
+  });
+}
+
+absl::Status KernelEmitter::domainLoops(const std::vector<LoopHeader>& domain, size_t i, const Target::Body& body) {
+  if (i == domain.size()) return body();
+  return strided(t_.index(0), t_.index(domain[i].extent), t_.index(1), [&](Value x) {
+    vars_[domain[i].var] = x;
+    return domainLoops(domain, i + 1, body);
+  });
+}
+
+// --- indices and accesses -----------------------------------------------------
+
+Value KernelEmitter::affine(const Affine& a) {
+  Value acc = 0;
+  for (const Affine::Term& term : a.terms) {
+    const Value v = vars_.at(term.var);
+    if (acc == 0) {
+      acc = term.coeff == 1 ? v : t_.indexMul(v, term.coeff);
+    } else {
+      acc = term.coeff == 1 ? t_.indexAdd(acc, v) : t_.indexMulAdd(v, term.coeff, acc);
+    }
+  }
+  if (acc == 0) return t_.index(a.constant);
+  return a.constant == 0 ? acc : t_.indexAdd(acc, t_.index(a.constant));
+}
+
+void KernelEmitter::decompose(Value flat, const std::vector<LoopHeader>& loops) {
+  int64_t stride = 1;
+  for (size_t i = loops.size(); i-- > 0;) {
+    Value v = stride == 1 ? flat : t_.indexDiv(flat, stride);
+    if (i > 0) v = t_.indexRem(v, loops[i].extent);
+    vars_[loops[i].var] = v;
+    stride *= loops[i].extent;
+  }
+}
+
+Value KernelEmitter::load(int buffer, const std::vector<Affine>& index) {
+  return t_.load(buffer, affine(choir::flatIndex(m_.buffers[buffer], index)));
+}
+
+void KernelEmitter::store(int buffer, const std::vector<Affine>& index, Value v) {
+  t_.store(buffer, affine(choir::flatIndex(m_.buffers[buffer], index)), v);
+}
+
+absl::Status KernelEmitter::storeResult(const Stmt& s, Value acc) {
+  const DType d = m_.buffers[s.buffer].dtype;
+  if (s.mean_count != 0) acc = binary(OpCode::kDiv, d, acc, t_.constant(d, static_cast<double>(s.mean_count)));
+  store(s.buffer, s.index, acc);
+  return absl::OkStatus();
+}
+
+// --- schedules ------------------------------------------------------------------
+
+// Elementwise and serial reductions: a grid-stride loop, one output per
+// invocation and step.
+absl::Status KernelEmitter::perOutput(int64_t outputs) {
+  launched_ = std::clamp<int64_t>((outputs + wg_ - 1) / wg_, 1, t_.desc().max_workgroups);
+  const Stmt& leaf = *nest_.leaf;
+  return strided(t_.globalId(), t_.index(outputs), t_.invocationCount(launched_), [&](Value x) -> absl::Status {
+    decompose(x, nest_.loops);
+    if (leaf.kind == StmtKind::kStore) {
+      ACCY_ASSIGN_OR_RETURN(Value v, expr(leaf.value));
+      store(leaf.buffer, leaf.index, v);
+      return absl::OkStatus();
+    }
+    return reduceSerial(leaf);
+  });
+}
+
+// One invocation walks the whole domain.
+absl::Status KernelEmitter::reduceSerial(const Stmt& s) {
+  const DType d = m_.buffers[s.buffer].dtype;
+  const Value acc = t_.variable(d, identity(s.combiner, d));
+  auto step = [&]() -> absl::Status {
+    ACCY_ASSIGN_OR_RETURN(Value x, expr(s.value));
+    t_.write(d, acc, binary(s.combiner, d, t_.read(d, acc), x));
+    return absl::OkStatus();
+  };
+  if (t_.desc().nested_domain_loops) {
+    ACCY_RETURN_IF_ERROR(domainLoops(s.domain, 0, step));
+  } else {
+    ACCY_RETURN_IF_ERROR(strided(t_.index(0), t_.index(product(s.domain)), t_.index(1), [&](Value r) {
+      decompose(r, s.domain);
+      return step();
+    }));
+  }
+  return storeResult(s, t_.read(d, acc));
+}
+
+// One workgroup per output (grid-stride over outputs), or nest_.split
+// workgroups per output: part p of output o is block o * P + p, starting at
+// p * workgroup size + local id and striding by P * workgroup size, its
+// uncombined result going to partials[o * P + p] for the combining kernel.
+absl::Status KernelEmitter::treeReduce(int64_t outputs, int64_t domain) {
+  const Stmt& s = *nest_.leaf;
+  const DType d = m_.buffers[s.buffer].dtype;
+  const int64_t split = nest_.split;
+  const int64_t blocks = outputs * std::max<int64_t>(split, 1);
+  launched_ = std::clamp<int64_t>(blocks, 1, t_.desc().max_workgroups);
+  const Value lid = t_.localId();
+  return strided(t_.groupId(), t_.index(blocks), t_.groupCount(launched_), [&](Value block) -> absl::Status {
+    Value start = lid, stride = t_.index(wg_);
+    if (split > 0) {
+      decompose(t_.indexDiv(block, split), nest_.loops);
+      start = t_.indexMulAdd(t_.indexRem(block, split), wg_, lid);
+      stride = t_.index(split * wg_);
+    } else {
+      decompose(block, nest_.loops);
+    }
+    const Value acc = t_.variable(d, identity(s.combiner, d));
+    const std::map<int, Value> outer = vars_;
+    ACCY_RETURN_IF_ERROR(strided(start, t_.index(domain), stride, [&](Value r) -> absl::Status {
+      vars_ = outer;
+      decompose(r, s.domain);
+      ACCY_ASSIGN_OR_RETURN(Value x, expr(s.value));
+      t_.write(d, acc, binary(s.combiner, d, t_.read(d, acc), x));
+      return absl::OkStatus();
+    }));
+    vars_ = outer;
+    return combineWorkgroup(s, acc, [&](Value combined) -> absl::Status {
+      if (split > 0) {
+        vars_[kPartVar] = block;
+        store(nest_.partials, {Affine::var(kPartVar)}, combined);
+        return absl::OkStatus();
+      }
+      return storeResult(s, combined);
+    });
+  });
+}
+
+// Combines the workgroup's values of `acc` (a variable); invocation 0
+// passes the result to `finish`.
+absl::Status KernelEmitter::combineWorkgroup(const Stmt& s, Value acc,
+                                             const std::function<absl::Status(Value)>& finish) {
+  const DType d = m_.buffers[s.buffer].dtype;
+  const OpCode c = s.combiner;
+  const Value lid = t_.localId();
+  auto fold = [&](Value other) { t_.write(d, acc, binary(c, d, t_.read(d, acc), other)); };
+  auto first = [&]() { return t_.indexEq(lid, t_.index(0)); };
+  const TargetDesc& desc = t_.desc();
+  if (desc.subgroups == Subgroups::kRuntime) {
+    const SharedArray slots = t_.sharedArray(d, wg_);
+    const Value size = t_.subgroupBuiltin(0), count = t_.subgroupBuiltin(1), id = t_.subgroupBuiltin(2),
+                lane = t_.subgroupBuiltin(3);
+    ACCY_RETURN_IF_ERROR(t_.doubling(
+        t_.index(1), size,
+        [&](Value off) {
+          const Value mine = t_.read(d, acc);
+          t_.write(d, acc, binary(c, d, mine, t_.shuffleDown(d, mine, off, 0)));
+          return absl::OkStatus();
+        },
+        /*max_trips=*/8));  // offsets 1 to 64 within a subgroup of at most 128
+    ACCY_RETURN_IF_ERROR(when(t_.indexEq(lane, t_.index(0)), [&]() {
+      t_.sharedStore(slots, id, 0, t_.read(d, acc));
+      return absl::OkStatus();
+    }));
+    t_.barrier();
+    ACCY_RETURN_IF_ERROR(when(first(), [&]() -> absl::Status {
+      t_.write(d, acc, t_.sharedLoad(slots, t_.index(0), 0));
+      ACCY_RETURN_IF_ERROR(strided(
+          t_.index(1), count, t_.index(1),
+          [&](Value i) {
+            fold(t_.sharedLoad(slots, i, 0));
+            return absl::OkStatus();
+          },
+          /*max_trips=*/wg_));  // one slot per subgroup
+      return finish(t_.read(d, acc));
+    }));
+    t_.barrier();  // the slots are reused by the next output
+    return absl::OkStatus();
+  }
+  // A tree in workgroup memory down to `down_to` values.
+  const int64_t width = desc.subgroups == Subgroups::kFixed ? desc.subgroup_size : 1;
+  const bool slots_used = wg_ > width;
+  if (slots_used) {
+    const SharedArray slots = t_.sharedArray(d, wg_);
+    t_.sharedStore(slots, lid, 0, t_.read(d, acc));
+    t_.barrier();
+    for (int64_t half = wg_ / 2; half >= width; half /= 2) {
+      ACCY_RETURN_IF_ERROR(when(t_.indexLess(lid, t_.index(half)), [&]() {
+        fold(t_.sharedLoad(slots, lid, half));
+        t_.sharedStore(slots, lid, 0, t_.read(d, acc));
+        return absl::OkStatus();
+      }));
+      t_.barrier();
+    }
+  }
+  if (desc.subgroups == Subgroups::kFixed) {
+    // The first subgroup: shuffles over min(width, workgroup) lanes.
+    const int64_t lanes = std::min<int64_t>(wg_, width);
+    ACCY_RETURN_IF_ERROR(when(t_.indexLess(lid, t_.index(width)), [&]() -> absl::Status {
+      for (int64_t off = lanes / 2; off >= 1; off /= 2) fold(t_.shuffleDown(d, t_.read(d, acc), t_.index(off), lanes));
+      return when(first(), [&]() { return finish(t_.read(d, acc)); });
+    }));
+  } else {
+    ACCY_RETURN_IF_ERROR(when(first(), [&]() { return finish(t_.read(d, acc)); }));
+  }
+  if (slots_used) t_.barrier();  // the slots are reused by the next output
+  return absl::OkStatus();
+}
+
+// kTiledProduct (passes/gpu_map.h): a workgroup of T x T invocations
+// computes a TR x TR block of outputs, R = nest_.micro (grid-stride over
+// blocks and batch points). Invocation (ty, tx) = (local id / T, local id %
+// T) owns rows row0 + ty + i T and columns col0 + tx + j T for i, j < R (a
+// strided micro-tile: coalesced stores, conflict-free workgroup-memory
+// reads), in R * R accumulators. For each T-long slice of the domain it
+// stages lhs rows ty + i T at point kt + tx and rhs point kt + ty at columns
+// tx + j T (0 where out of range), barrier, and accumulates each of its
+// outputs over the slice in domain order, over exactly min(T, K - kt)
+// points. The stores are guarded per output.
+absl::Status KernelEmitter::tiledProduct() {
+  const Stmt& s = *nest_.leaf;
+  const DType d = m_.buffers[s.buffer].dtype;
+  const TargetDesc& desc = t_.desc();
+  const int64_t T = nest_.tile, M = nest_.micro, TM = T * M;
+  const LoopHeader& row_loop = nest_.loops[nest_.row];
+  const LoopHeader& col_loop = nest_.loops[nest_.col];
+  const LoopHeader& dom = s.domain[0];
+  const int64_t rows = row_loop.extent, cols = col_loop.extent, K = dom.extent;
+  if (M < 1) return unimplemented(strCat("kernel ", k_.name, " is register-blocked ", M, "x", M));
+  const int64_t blocks_r = (rows + TM - 1) / TM, blocks_c = (cols + TM - 1) / TM;
+  std::vector<LoopHeader> batch;
+  for (int i : nest_.batch) batch.push_back(nest_.loops[i]);
+  const int64_t tiles = blocks_r * blocks_c * product(batch);
+  launched_ = std::clamp<int64_t>(tiles, 1, desc.max_workgroups);
+  const int64_t tile_bytes = TM * T * tensor::dtypeSize(d);
+  if (desc.workgroup_memory_bytes > 0 && 2 * tile_bytes > desc.workgroup_memory_bytes) {
+    return unimplemented(strCat("kernel ", k_.name, ": a ", T, "x", T, " tile blocked ", M, "x", M, " needs ",
+                                2 * tile_bytes, " bytes of workgroup memory (", desc.workgroup_memory_bytes,
+                                " allowed)"));
+  }
+  const SharedArray lhs = t_.sharedArray(d, TM * T), rhs = t_.sharedArray(d, TM * T);
+  const Value lid = t_.localId();
+  const Value tx = t_.indexRem(lid, T), ty = t_.indexDiv(lid, T);
+  // Where this invocation stages: lhs[(ty + i T) T + tx] = lhs[lid + i T T]
+  // and rhs[ty TR + tx + j T]; where it reads: lhs[(ty + i T) T + kk] and
+  // rhs[kk TR + tx + j T].
+  const Value rhs_slot = t_.indexMulAdd(ty, TM, tx);
+  const Value lhs_row = t_.indexMul(ty, T);
+  if (engine_ != nullptr) ACCY_RETURN_IF_ERROR(engine_->setup({lhs, rhs, tx, ty, T}));
+
+  return strided(t_.groupId(), t_.index(tiles), t_.groupCount(launched_), [&](Value tile) -> absl::Status {
+    // tile = ((batch...) * blocks_r + br) * blocks_c + bc
+    const Value bc = t_.indexRem(tile, blocks_c), rest = t_.indexDiv(tile, blocks_c);
+    const Value br = t_.indexRem(rest, blocks_r);
+    if (!batch.empty()) decompose(t_.indexDiv(rest, blocks_r), batch);
+    const Value r0 = t_.indexMul(br, TM), c0 = t_.indexMul(bc, TM);
+    std::vector<Value> row(M), col(M), row_ok(M), col_ok(M);
+    for (int64_t i = 0; i < M; ++i) {
+      row[i] = i == 0 ? t_.indexAdd(r0, ty) : t_.indexAdd(row[0], t_.index(i * T));
+      col[i] = i == 0 ? t_.indexAdd(c0, tx) : t_.indexAdd(col[0], t_.index(i * T));
+      row_ok[i] = t_.indexLess(row[i], t_.index(rows));
+      col_ok[i] = t_.indexLess(col[i], t_.index(cols));
+    }
+    const std::map<int, Value> outer = vars_;
+    std::vector<Value> acc;  // acc[i * M + j]: output (row[i], col[j])
+    if (engine_ != nullptr) {
+      ACCY_RETURN_IF_ERROR(engine_->clear());
+    } else {
+      for (int64_t i = 0; i < M * M; ++i) acc.push_back(t_.variable(d, identity(OpCode::kAdd, d)));
+    }
+
+    // Stages slot = guard ? value : 0.
+    auto stage = [&](const ExprRef& value, Value guard, const SharedArray& a, Value i, int64_t plus) -> absl::Status {
+      const Value staged = t_.variable(d, t_.constant(d, 0));
+      ACCY_RETURN_IF_ERROR(when(guard, [&]() -> absl::Status {
+        ACCY_ASSIGN_OR_RETURN(Value v, expr(value));
+        t_.write(d, staged, v);
+        return absl::OkStatus();
+      }));
+      const Value v = t_.read(d, staged);
+      if (engine_ != nullptr) {
+        engine_->stage(a, i, plus, v);
+      } else {
+        t_.sharedStore(a, i, plus, v);
+      }
+      return absl::OkStatus();
+    };
+    auto accumulate = [&](int64_t i, int64_t j, Value x, Value y) {
+      const Value cell = acc[static_cast<size_t>(i * M + j)];
+      t_.write(d, cell, binary(OpCode::kAdd, d, t_.read(d, cell), binary(OpCode::kMul, d, x, y)));
+    };
+
+    // One slice starting at kt: `n` points when known here (unrolled),
+    // else -1 (the loop is bounded by what is left of the domain).
+    auto slice = [&](Value kt, int64_t n) -> absl::Status {
+      const Value k_l = t_.indexAdd(kt, tx), k_r = t_.indexAdd(kt, ty);
+      Value in_l = 0, in_r = 0;
+      if (n < 0) {
+        in_l = t_.indexLess(k_l, t_.index(K));
+        in_r = t_.indexLess(k_r, t_.index(K));
+      } else if (n < T) {
+        in_l = t_.indexLess(tx, t_.index(n));
+        in_r = t_.indexLess(ty, t_.index(n));
+      }
+      for (int64_t i = 0; i < M; ++i) {
+        vars_ = outer;
+        vars_[row_loop.var] = row[i];
+        vars_[col_loop.var] = col[0];
+        vars_[dom.var] = k_l;
+        const Value guard = in_l == 0 ? row_ok[i] : t_.logicAnd(row_ok[i], in_l);
+        ACCY_RETURN_IF_ERROR(stage(nest_.lhs, guard, lhs, lid, i * T * T));
+      }
+      for (int64_t j = 0; j < M; ++j) {
+        vars_ = outer;
+        vars_[row_loop.var] = row[0];
+        vars_[col_loop.var] = col[j];
+        vars_[dom.var] = k_r;
+        const Value guard = in_r == 0 ? col_ok[j] : t_.logicAnd(col_ok[j], in_r);
+        ACCY_RETURN_IF_ERROR(stage(nest_.rhs, guard, rhs, rhs_slot, j * T));
+      }
+      vars_ = outer;
+      t_.barrier();
+      if (engine_ != nullptr) {
+        ACCY_RETURN_IF_ERROR(engine_->multiply(n));
+      } else if (n >= 0) {
+        for (int64_t kk = 0; kk < n; ++kk) {
+          std::vector<Value> x(M), y(M);
+          for (int64_t i = 0; i < M; ++i) x[i] = t_.sharedLoad(lhs, lhs_row, i * T * T + kk);
+          for (int64_t j = 0; j < M; ++j) y[j] = t_.sharedLoad(rhs, tx, kk * TM + j * T);
+          for (int64_t i = 0; i < M; ++i) {
+            for (int64_t j = 0; j < M; ++j) accumulate(i, j, x[i], y[j]);
+          }
+        }
+      } else {
+        // Only the slice's real points: nothing padded enters the sum.
+        const Value points = t_.indexMin(t_.indexSub(t_.index(K), kt), t_.index(T));
+        ACCY_RETURN_IF_ERROR(strided(
+            t_.index(0), points, t_.index(1),
+            [&](Value kk) {
+              std::vector<Value> x(M), y(M);
+              const Value lhs_at = t_.indexAdd(lhs_row, kk), rhs_at = t_.indexMulAdd(kk, TM, tx);
+              for (int64_t i = 0; i < M; ++i) x[i] = t_.sharedLoad(lhs, lhs_at, i * T * T);
+              for (int64_t j = 0; j < M; ++j) y[j] = t_.sharedLoad(rhs, rhs_at, j * T);
+              for (int64_t i = 0; i < M; ++i) {
+                for (int64_t j = 0; j < M; ++j) accumulate(i, j, x[i], y[j]);
+              }
+              return absl::OkStatus();
+            },
+            /*max_trips=*/T));
+      }
+      t_.barrier();  // the tiles are refilled next slice
+      return absl::OkStatus();
+    };
+
+    if (desc.unrolled_slices) {
+      const int64_t full = K / T, tail = K % T;
+      if (full > 0) {
+        ACCY_RETURN_IF_ERROR(
+            strided(t_.index(0), t_.index(full * T), t_.index(T), [&](Value kt) { return slice(kt, T); }));
+      }
+      if (tail > 0) ACCY_RETURN_IF_ERROR(slice(t_.index(full * T), tail));
+    } else {
+      ACCY_RETURN_IF_ERROR(strided(t_.index(0), t_.index(K), t_.index(T), [&](Value kt) { return slice(kt, -1); }));
+    }
+    vars_ = outer;
+
+    auto storeAt = [&](Value r, Value c, Value ok, Value v) -> absl::Status {
+      return when(ok, [&]() -> absl::Status {
+        vars_ = outer;
+        vars_[row_loop.var] = r;
+        vars_[col_loop.var] = c;
+        return storeResult(s, v);
+      });
+    };
+    if (engine_ != nullptr) {
+      ACCY_RETURN_IF_ERROR(engine_->store(r0, c0, [&](Value r, Value c, Value v) {
+        const Value ok = t_.logicAnd(t_.indexLess(r, t_.index(rows)), t_.indexLess(c, t_.index(cols)));
+        return storeAt(r, c, ok, v);
+      }));
+    } else {
+      for (int64_t i = 0; i < M; ++i) {
+        for (int64_t j = 0; j < M; ++j) {
+          const Value ok = t_.logicAnd(row_ok[i], col_ok[j]);
+          ACCY_RETURN_IF_ERROR(storeAt(row[i], col[j], ok, t_.read(d, acc[static_cast<size_t>(i * M + j)])));
+        }
+      }
+    }
+    vars_ = outer;
+    return absl::OkStatus();
+  });
+}
+
+// --- values -------------------------------------------------------------------
+
+absl::StatusOr<Value> KernelEmitter::expr(const ExprRef& e) {
+  const int key = numbers_.number(e);
+  if (auto it = cse_.find(key); it != cse_.end()) return it->second;
+  Value v = 0;
+  switch (e->kind) {
+    case ExprKind::kLoad:
+      v = load(e->buffer, e->index);
+      break;
+    case ExprKind::kConstant:
+      v = t_.constant(e->dtype, e->constant);
+      break;
+    case ExprKind::kIndex: {
+      DType as = DType::i32;
+      const Value i = t_.indexAsInt(affine(e->index[0]), &as);
+      v = convert(i, as, e->dtype);
+      break;
+    }
+    case ExprKind::kOp: {
+      std::vector<Value> a;
+      for (const ExprRef& x : e->args) {
+        ACCY_ASSIGN_OR_RETURN(Value av, expr(x));
+        a.push_back(av);
+      }
+      v = op(e->op, e->dtype, e->args.empty() ? e->dtype : e->args[0]->dtype, a);
+      break;
+    }
+  }
+  ACCY_RETURN_IF_ERROR(error_);
+  ACCY_RETURN_IF_ERROR(t_.status());
+  cse_.emplace(key, v);
+  cse_log_.push_back(key);
+  return v;
+}
+
+Value KernelEmitter::op(OpCode o, DType d, DType arg, const std::vector<Value>& a) {
+  switch (o) {
+    case OpCode::kAdd:
+    case OpCode::kSub:
+    case OpCode::kMul:
+    case OpCode::kDiv:
+    case OpCode::kMax:
+    case OpCode::kMin:
+    case OpCode::kPow:
+      return binary(o, d, a[0], a[1]);
+    case OpCode::kNeg:
+      return t_.negate(d, a[0]);
+    case OpCode::kAbs:
+      if (tensor::isFloating(d)) return t_.absFloat(d, a[0]);
+      // Wrapping: abs(INT_MIN) = INT_MIN.
+      return t_.select(d, t_.compare(Cmp::kLt, d, a[0], t_.constant(d, 0)), t_.negate(d, a[0]), a[0]);
+    case OpCode::kSqrt:
+      return t_.sqrt(d, a[0]);
+    case OpCode::kSin:
+    case OpCode::kCos:
+    case OpCode::kExp:
+    case OpCode::kLog:
+    case OpCode::kTanh:
+    case OpCode::kSigmoid:
+      return transcendental(o, d, a[0], 0);
+    case OpCode::kLt:
+    case OpCode::kLe:
+    case OpCode::kGt:
+    case OpCode::kGe:
+    case OpCode::kEq:
+    case OpCode::kNe:
+      return compare(o, arg, a[0], a[1]);
+    case OpCode::kWhere:
+      return t_.select(d, a[0], a[1], a[2]);
+    case OpCode::kCast:
+      return convert(a[0], arg, d);
+    default:
+      break;
+  }
+  if (error_.ok()) error_ = unimplemented(strCat("op ", tensor::opName(o), " in kernel ", k_.name));
+  return 0;
+}
+
+Value KernelEmitter::binary(OpCode o, DType d, Value x, Value y) {
+  const bool flt = tensor::isFloating(d);
+  switch (o) {
+    case OpCode::kAdd:
+      return t_.arith(Arith::kAdd, d, x, y);
+    case OpCode::kSub:
+      return t_.arith(Arith::kSub, d, x, y);
+    case OpCode::kMul:
+      return t_.arith(Arith::kMul, d, x, y);
+    case OpCode::kDiv: {
+      if (flt) return t_.arith(Arith::kDiv, d, x, y);
+      // x / 0 = 0 and x / -1 = -x (wrapping), as on every backend; the
+      // divisor given to the machine's division is never 0 or -1.
+      const Value zero = t_.constant(d, 0), one = t_.constant(d, 1), minus_one = t_.constant(d, -1);
+      const Value is_zero = t_.compare(Cmp::kEq, d, y, zero), is_m1 = t_.compare(Cmp::kEq, d, y, minus_one);
+      const Value safe = t_.select(d, t_.logicOr(is_zero, is_m1), one, y);
+      const Value q = t_.arith(Arith::kDiv, d, x, safe);
+      return t_.select(d, is_zero, zero, t_.select(d, is_m1, t_.negate(d, x), q));
+    }
+    case OpCode::kMax:
+    case OpCode::kMin: {
+      const bool mx = o == OpCode::kMax;
+      if (d == DType::bool_) return mx ? t_.logicOr(x, y) : t_.logicAnd(x, y);
+      if (!flt) return t_.select(d, t_.compare(mx ? Cmp::kGt : Cmp::kLt, d, x, y), x, y);
+      // NaN in either operand gives NaN: x >= y picks x, a NaN y fails the
+      // comparison and is picked, a NaN x is picked last.
+      const Value chosen = t_.select(d, t_.compare(mx ? Cmp::kGe : Cmp::kLe, d, x, y), x, y);
+      return t_.select(d, t_.isNan(d, x), x, chosen);
+    }
+    case OpCode::kPow:
+      return flt ? transcendental(o, d, x, y) : intPow(d, x, y);
+    default:
+      break;
+  }
+  if (error_.ok()) error_ = unimplemented(strCat("binary op ", tensor::opName(o)));
+  return 0;
+}
+
+// Exact mode: the algorithms of compiler/codegen/math/elementary.h over the
+// target's ops; fast mode: the target's approximation where it has one.
+Value KernelEmitter::transcendental(OpCode o, DType d, Value x, Value y) {
+  if (!tensor::isFloating(d)) {
+    if (error_.ok()) error_ = unimplemented(strCat(tensor::opName(o), " on ", tensor::dtypeName(d)));
+    return 0;
+  }
+  if (t_.desc().mode == ArithmeticMode::kFast) {
+    if (const Value v = t_.fastMath(o, d, x, y); v != 0) return v;
+  }
+  return t_.exactMath(o, d, x, y);
+}
+
+Value KernelEmitter::compare(OpCode o, DType d, Value x, Value y) {
+  Cmp c = Cmp::kEq;
+  switch (o) {
+    case OpCode::kLt:
+      c = Cmp::kLt;
+      break;
+    case OpCode::kLe:
+      c = Cmp::kLe;
+      break;
+    case OpCode::kGt:
+      c = Cmp::kGt;
+      break;
+    case OpCode::kGe:
+      c = Cmp::kGe;
+      break;
+    case OpCode::kEq:
+      c = Cmp::kEq;
+      break;
+    case OpCode::kNe:
+      c = Cmp::kNe;  // NaN != NaN
+      break;
+    default:
+      if (error_.ok()) error_ = unimplemented(strCat("compare ", tensor::opName(o)));
+      return 0;
+  }
+  if (d == DType::bool_) {
+    // Compare bools as 0/1 integers.
+    const Value one = t_.constant(DType::i32, 1), zero = t_.constant(DType::i32, 0);
+    return t_.compare(c, DType::i32, t_.select(DType::i32, x, one, zero), t_.select(DType::i32, y, one, zero));
+  }
+  return t_.compare(c, d, x, y);
+}
+
+// Integer pow of docs/SEMANTICS.md (compiler/tensor/scalar_ops.cc's intPow):
+// a negative exponent gives 1 for base 1, +-1 for base -1 (by the exponent's
+// parity), 0 otherwise; else square-and-multiply, wrapping in the dtype's
+// width:  r = 1; b = base; e = exponent;
+//         while (e > 0) { if (e & 1) r *= b; b *= b; e >>= 1; }
+Value KernelEmitter::intPow(DType d, Value base, Value exponent) {
+  const Value zero = t_.constant(d, 0), one = t_.constant(d, 1), minus_one = t_.constant(d, -1);
+  const Value r = t_.variable(d, one), b = t_.variable(d, base), e = t_.variable(d, exponent);
+  const absl::Status looped = t_.loopWhile(
+      [&]() { return t_.compare(Cmp::kGt, d, t_.read(d, e), zero); },
+      [&]() {
+        const Value ev = t_.read(d, e), rv = t_.read(d, r), bv = t_.read(d, b);
+        const Value odd = t_.compare(Cmp::kNe, d, t_.bitAnd(d, ev, one), zero);
+        const Value next_r = t_.select(d, odd, t_.arith(Arith::kMul, d, rv, bv), rv);
+        const Value next_b = t_.arith(Arith::kMul, d, bv, bv);
+        const Value next_e = t_.shiftRight(d, ev, 1);
+        t_.write(d, r, next_r);
+        t_.write(d, b, next_b);
+        t_.write(d, e, next_e);
+        return absl::OkStatus();
+      },
+      /*max_trips=*/d == DType::i64 ? 63 : 31);
+  if (!looped.ok() && error_.ok()) error_ = looped;
+  const Value positive = t_.read(d, r);
+  // Negative exponents (the loop ran no step).
+  const Value even = t_.compare(Cmp::kEq, d, t_.bitAnd(d, exponent, one), zero);
+  const Value for_minus_one = t_.select(d, even, one, minus_one);
+  Value negative = t_.select(d, t_.compare(Cmp::kEq, d, base, minus_one), for_minus_one, zero);
+  negative = t_.select(d, t_.compare(Cmp::kEq, d, base, one), one, negative);
+  return t_.select(d, t_.compare(Cmp::kLt, d, exponent, zero), negative, positive);
+}
+
+// Cast semantics of docs/SEMANTICS.md.
+Value KernelEmitter::convert(Value v, DType from, DType to) {
+  if (from == to) return v;
+  if (to == DType::bool_) return t_.compare(Cmp::kNe, from, v, t_.constant(from, 0));  // NaN != 0
+  if (from == DType::bool_) return t_.select(to, v, t_.constant(to, 1), t_.constant(to, 0));
+  if (!tensor::isFloating(from) || tensor::isFloating(to)) return t_.convert(from, to, v);
+  // Float to integer: NaN -> 0, saturating at the range, else truncation
+  // (of a value made finite and in range first).
+  const bool i64 = to == DType::i64;
+  const double lo = i64 ? -9223372036854775808.0 : -2147483648.0;
+  const double hi = i64 ? 9223372036854775808.0 : 2147483648.0;
+  const Value too_low = t_.compare(Cmp::kLt, from, v, t_.constant(from, lo));
+  const Value too_high = t_.compare(Cmp::kGe, from, v, t_.constant(from, hi));
+  const Value nan = t_.isNan(from, v);
+  const Value out_of_range = t_.logicOr(t_.logicOr(too_low, too_high), nan);
+  const Value safe = t_.select(from, out_of_range, t_.constant(from, 0), v);
+  Value r = t_.convert(from, to, safe);
+  r = t_.select(to, too_low, t_.constant(to, lo), r);
+  r = t_.select(to, too_high, t_.constant(to, i64 ? 9223372036854775807.0 : 2147483647.0), r);
+  return t_.select(to, nan, t_.constant(to, 0), r);
+}
+
+Value KernelEmitter::identity(OpCode combiner, DType d) { return t_.constant(d, choir::combinerIdentity(combiner, d)); }
+
+}  // namespace accy::gpu
