@@ -40,8 +40,30 @@ absl::Status KernelEmitter::unimplemented(std::string_view what) const {
   return makeError(ErrorKind::kUnimplemented, strCat(t_.desc().name, " emitter: ", what));
 }
 
+absl::Status KernelEmitter::checkDType(DType d) const {
+  const TargetDesc& desc = t_.desc();
+  if (d == DType::f64 && !desc.float64) return unimplemented(strCat("f64 values need ", desc.float64_needs));
+  if (d == DType::i64 && !desc.int64) return unimplemented(strCat("i64 values need ", desc.int64_needs));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<EmittedKernel> KernelEmitter::run(ProductEngine* engine, bool force_wide) {
   const TargetDesc& desc = t_.desc();
+  if (std::find(desc.modes.begin(), desc.modes.end(), desc.mode) == desc.modes.end()) {
+    return makeError(ErrorKind::kInvalidArgument, strCat(desc.name, " emitter: arithmetic mode ",
+                                                         codegen::arithmeticModeName(desc.mode),
+                                                         " is not one this target compiles"));
+  }
+  // Every binding is declared by every kernel: a buffer the target cannot
+  // hold refuses them all.
+  for (size_t i = 0; i < m_.buffers.size(); ++i) {
+    const DType d = m_.buffers[i].dtype;
+    if (d == DType::bool_ && !desc.bool_buffers) {
+      return unimplemented(
+          strCat("bool buffers (one byte per element, buffer ", i, ") need ", desc.bool_buffers_needs));
+    }
+    ACCY_RETURN_IF_ERROR(checkDType(d));
+  }
   ACCY_ASSIGN_OR_RETURN(nest_, choir::describeGpuKernel(k_));
   wg_ = k_.workgroup_size;
   if (wg_ < 1) return unimplemented(strCat("kernel ", k_.name, " is not mapped to a GPU"));
@@ -512,6 +534,7 @@ absl::Status KernelEmitter::tiledProduct() {
 absl::StatusOr<Value> KernelEmitter::expr(const ExprRef& e) {
   const int key = numbers_.number(e);
   if (auto it = cse_.find(key); it != cse_.end()) return it->second;
+  ACCY_RETURN_IF_ERROR(checkDType(e->dtype));
   Value v = 0;
   switch (e->kind) {
     case ExprKind::kLoad:

@@ -73,6 +73,13 @@ struct TargetDesc {
   // Indices may be 64-bit where a count needs it (else kernels counting
   // 2^31 - 4096 or more elements or iterations are refused).
   bool index64 = false;
+  // Which dtypes kernels may use, and else what is missing (for the
+  // message: "f64 values need <float64_needs>").
+  bool float64 = true, int64 = true;
+  bool bool_buffers = true;  // bool buffers, one byte per element
+  std::string float64_needs, int64_needs, bool_buffers_needs;
+  // The arithmetic modes the target can compile, and the one asked for.
+  std::vector<ArithmeticMode> modes = {ArithmeticMode::kExact, ArithmeticMode::kFast};
   ArithmeticMode mode = ArithmeticMode::kExact;
   // Schedule variants (see kernel_emitter.h), chosen per target for speed
   // or for a device's quirks:

@@ -83,6 +83,7 @@ class PtxTarget final : public gpu::Target {
     desc_.subgroup_size = static_cast<int>(t.warp_size);
     desc_.workgroup_memory_bytes = 48 * 1024;
     desc_.index64 = true;
+    desc_.modes = {ArithmeticMode::kExact, ArithmeticMode::kFast, ArithmeticMode::kTf32};
     desc_.mode = t.mode;
     desc_.nested_domain_loops = true;  // no division per point
     desc_.unrolled_slices = true;

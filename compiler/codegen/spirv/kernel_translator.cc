@@ -140,6 +140,12 @@ class SpirvTarget final : public gpu::Target {
     desc_.max_workgroups = t.max_workgroup_count;
     desc_.subgroups = t.subgroup_size > 0 ? gpu::Subgroups::kRuntime : gpu::Subgroups::kNone;
     desc_.index64 = false;
+    desc_.float64 = t.float64;
+    desc_.float64_needs = "a device with shaderFloat64";
+    desc_.int64 = t.int64;
+    desc_.int64_needs = "a device with shaderInt64";
+    desc_.bool_buffers = t.storage_8bit;
+    desc_.bool_buffers_needs = "a device with storageBuffer8BitAccess";
     desc_.mode = t.mode;
   }
 
@@ -444,25 +450,17 @@ class SpirvTarget final : public gpu::Target {
     return makeError(ErrorKind::kUnimplemented, strCat("SPIR-V emitter: ", what));
   }
 
-  // The SPIR-V type of `d`; records an error where the device lacks it.
+  // The SPIR-V type of `d` (the emitter has checked the device has it).
   uint32_t scalarType(DType d) {
     switch (d) {
       case DType::f32:
         return b_.typeFloat(32);
       case DType::f64:
-        if (!t_.float64) {
-          fail(unimplemented("f64 values need a device with shaderFloat64"));
-          return b_.typeFloat(32);
-        }
         b_.capability(10 /* Float64 */);
         return b_.typeFloat(64);
       case DType::i32:
         return i32_;
       case DType::i64:
-        if (!t_.int64) {
-          fail(unimplemented("i64 values need a device with shaderInt64"));
-          return i32_;
-        }
         b_.capability(11 /* Int64 */);
         return b_.typeInt(64, true);
       case DType::bool_:
@@ -488,19 +486,15 @@ class SpirvTarget final : public gpu::Target {
       const choir::Buffer& buf = m_.buffers[i];
       uint32_t elem = 0;
       if (buf.dtype == DType::bool_) {
-        // One byte per element, 0 or 1: an array of u8 (8-bit storage).
-        // Only loads, stores and conversions touch the u8 values, so the
-        // Int8 capability is not needed.
-        if (!t_.storage_8bit) {
-          return unimplemented(strCat("bool buffers (one byte per element, buffer ", i,
-                                      ") need a device with storageBuffer8BitAccess"));
-        }
+        // One byte per element, 0 or 1: an array of u8 (8-bit storage; the
+        // emitter has checked the device has it). Only loads, stores and
+        // conversions touch the u8 values, so the Int8 capability is not
+        // needed.
         b_.capability(4448 /* StorageBuffer8BitAccess */);
         b_.extension("SPV_KHR_8bit_storage");
         elem = b_.typeInt(8, false);
       } else {
         elem = scalarType(buf.dtype);
-        ACCY_RETURN_IF_ERROR(status());
       }
       const uint32_t array = b_.typeRuntimeArray(elem);
       b_.decorate(array, {6 /* ArrayStride */, static_cast<uint32_t>(tensor::dtypeSize(buf.dtype))});
