@@ -1,6 +1,7 @@
 #include "accy/function.h"
 
 #include "base/status_macros.h"
+#include "compiler/codegen/targets.h"
 #include "compiler/transforms/grad.h"
 #include "compiler/transforms/replay.h"
 #include "compiler/transforms/vmap.h"
@@ -23,8 +24,13 @@ absl::StatusOr<Function> Function::grad(const GradOptions& options) const {
 }
 
 absl::StatusOr<executable::Executable> Function::compile(const GpuTarget& target) const {
-  if (const auto* spirv = std::get_if<spirv::TargetInfo>(&target)) return spirv::compileProgram(*program_, *spirv);
-  return ptx::compileProgram(*program_, std::get<ptx::TargetInfo>(target));
+  // The registry's entry for the target (compiler/codegen/targets.h): its
+  // modes, then its compile function for this device.
+  if (const auto* spirv = std::get_if<spirv::TargetInfo>(&target)) {
+    return codegen::compileFor("spirv", *program_, codegen::CompileRequest{.mode = spirv->mode, .device = *spirv});
+  }
+  const ptx::TargetInfo& ptx = std::get<ptx::TargetInfo>(target);
+  return codegen::compileFor("ptx", *program_, codegen::CompileRequest{.mode = ptx.mode, .device = ptx});
 }
 
 absl::StatusOr<Function> Function::vmap(const VmapOptions& options) const {

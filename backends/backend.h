@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "compiler/codegen/arithmetic_mode.h"
+#include "compiler/codegen/targets.h"
 #include "compiler/executable/executable.h"
 #include "compiler/tensor/program.h"
 
@@ -41,14 +42,14 @@ struct DeviceInfo {
   std::string unavailable_reason;    // when !available: what is missing
 };
 
-// The arithmetic modes (compiler/codegen/arithmetic_mode.h). For kTf32 on
-// any target but "ptx", or a dot kernel that cannot use it, compiling fails
-// with InvalidArgument naming why.
+// The arithmetic modes (compiler/codegen/arithmetic_mode.h). A mode the
+// target does not compile (kTf32 on any target but "ptx") fails with the
+// registry's InvalidArgument (codegen::checkMode, compiler/codegen/targets.h);
+// a dot kernel that cannot use tf32 fails naming why.
 using codegen::ArithmeticMode;
 using codegen::arithmeticModeName;
+using codegen::checkMode;
 using codegen::parseArithmeticMode;
-// The InvalidArgument every target but "ptx" gives for kTf32.
-absl::Status tf32NeedsCuda(std::string_view target);
 
 struct CompileOptions {
   ArithmeticMode mode = ArithmeticMode::kExact;

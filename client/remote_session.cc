@@ -158,9 +158,7 @@ absl::StatusOr<session::Handle> RemoteSession::compile(std::string_view wire, st
   if (target == "x86_64" && options_.cpu_in_process) {
     // In process, like accyd's cpu device: exact (fast is the same code);
     // tf32 is refused the same way.
-    if (options.mode == backends::ArithmeticMode::kTf32) {
-      return fail(backends::tf32NeedsCuda(target));
-    }
+    if (absl::Status st = codegen::checkMode(target, options.mode); !st.ok()) return fail(st);
     return local_.compile(wire, info);
   }
   grpc::ClientContext ctx;

@@ -10,6 +10,7 @@
 #include "backends/registry.h"
 #include "base/errors.h"
 #include "base/strings.h"
+#include "compiler/codegen/targets.h"
 #include "compiler/wire/wire.h"
 
 namespace accy::server {
@@ -332,10 +333,15 @@ grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRe
   auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   std::lock_guard<std::mutex> lock(s->mu);
-  s->target = req->target().empty() ? "x86_64" : req->target();
-  call.setDevice(deviceFor(s->target));
+  // The target's registry entry (compiler/codegen/targets.h) decides what
+  // is a target and which modes it compiles; the session changes only once
+  // the request is valid.
+  const std::string target = req->target().empty() ? "x86_64" : req->target();
+  if (absl::StatusOr<const codegen::TargetEntry*> entry = codegen::findTarget(target); !entry.ok()) {
+    return finish(ctx, reply, entry.status());
+  }
   // Options: "mode" = exact | fast | tf32 (backends::ArithmeticMode).
-  s->compile_options = backends::CompileOptions{};
+  backends::CompileOptions options;
   for (const auto& [key, value] : req->options()) {
     if (key != "mode") {
       return finish(ctx, reply, makeError(ErrorKind::kInvalidArgument,
@@ -343,8 +349,12 @@ grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRe
     }
     auto mode = backends::parseArithmeticMode(value);
     if (!mode.ok()) return finish(ctx, reply, mode.status());
-    s->compile_options.mode = *mode;
+    options.mode = *mode;
   }
+  if (absl::Status st = codegen::checkMode(target, options.mode); !st.ok()) return finish(ctx, reply, st);
+  s->target = target;
+  s->compile_options = options;
+  call.setDevice(deviceFor(s->target));
   const auto start = Clock::now();
   session::CompileInfo info;
   auto handle = s->table->compile(req->program(), &info);

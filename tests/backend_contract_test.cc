@@ -246,7 +246,7 @@ TEST_P(BackendContract, Tf32IsForPtxOnly) {
     return;
   }
   EXPECT_EQ(errorKind(exe.status()), ErrorKind::kInvalidArgument) << exe.status();
-  EXPECT_EQ(exe.status().message(), tf32NeedsCuda(target()).message());
+  EXPECT_EQ(exe.status().message(), codegen::checkMode(target(), ArithmeticMode::kTf32).message());
 }
 
 TEST_P(BackendContract, LaunchesFromFourThreadsAtOnce) {

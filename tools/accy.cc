@@ -29,6 +29,7 @@
 #include "compiler/codegen/ptx/compile.h"
 #include "compiler/codegen/ptx/pipeline.h"
 #include "compiler/codegen/spirv/compile.h"
+#include "compiler/codegen/targets.h"
 #include "compiler/codegen/x86_64/compile.h"
 #include "compiler/tensor/program.h"
 #include "base/strings.h"
@@ -342,6 +343,36 @@ std::optional<Failure> compilePtx(const Args& args, PassDump* dump) {
   return writeText(out, std::string(exe->code.begin(), exe->code.end()));
 }
 
+// accy compile FILE --target=T --emit=artifact -o OUT for a target that
+// writes only its artifact (reference): the registry's compile function.
+std::optional<Failure> compileArtifact(const Args& args, const codegen::TargetEntry& target,
+                                       backends::ArithmeticMode mode, const std::optional<std::string>& emit,
+                                       PassDump* dump) {
+  if (single(args, "--threads")) return usageError("compile: --threads is for --target=x86_64");
+  if (dump == nullptr) {
+    if (!emit) return usageError(strCat("compile: --target=", target.name, " needs --emit"));
+    if (absl::Status st = codegen::checkEmit(target, *emit); !st.ok()) {
+      return usageError(strCat("compile: ", messageOf(st)));
+    }
+  }
+  if (single(args, "-o") && single(args, "--out")) return usageError("compile: give -o or --out, not both");
+  std::optional<std::string> out = single(args, "-o");
+  if (!out) out = single(args, "--out");
+  if (dump == nullptr && !out) return usageError(strCat("compile: --emit=", *emit, " needs -o OUT"));
+  absl::StatusOr<tensor::Program> program = loadProgram(args.file);
+  if (!program.ok()) return inputError(messageOf(program.status()));
+  codegen::CompileRequest request{.mode = mode};
+  if (dump != nullptr) request.dump = dump->hook();
+  absl::StatusOr<executable::Executable> exe = target.compile(*program, request);
+  if (dump != nullptr) return dump->finish(args, out, exe.status());
+  if (!exe.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(exe.status())));
+  const std::string bytes = artifact::serialize(*exe);
+  if (absl::Status st = files::writeFile(*out, bytes); !st.ok()) return inputError(messageOf(st));
+  std::printf("wrote %s: %zu bytes (%s, %s, %zu kernels)\n", out->c_str(), bytes.size(), exe->target.c_str(),
+              exe->isa.c_str(), exe->launch_plan.steps.size());
+  return std::nullopt;
+}
+
 // accy compile FILE --emit=... [--target=...] [--threads=K] [-o OUT]
 std::optional<Failure> compile(std::span<const std::string> argv) {
   Args args;
@@ -352,12 +383,16 @@ std::optional<Failure> compile(std::span<const std::string> argv) {
     std::fputs(kUsage, stdout);
     return std::nullopt;
   }
+  // The target's registry entry (compiler/codegen/targets.h): its passes,
+  // what it writes, its modes.
   const std::string target = single(args, "--target").value_or("x86_64");
+  const absl::StatusOr<const codegen::TargetEntry*> entry = codegen::findTarget(target);
+  if (!entry.ok()) return inputError(strCat("compile: ", messageOf(entry.status())));
   // --dump-after=PASS: the Choir module after that pass instead of --emit.
   std::optional<PassDump> dump;
   if (const std::optional<std::string> pass = single(args, "--dump-after")) {
     if (single(args, "--emit")) return usageError("compile: give --emit or --dump-after, not both");
-    const std::vector<std::string_view> passes = choir::pipelinePasses(target != "x86_64");
+    const std::vector<std::string_view> passes = choir::pipelinePasses((*entry)->gpu);
     if (std::find(passes.begin(), passes.end(), *pass) == passes.end()) {
       std::string names;
       for (std::string_view p : passes) strAppend(&names, names.empty() ? "" : ", ", p);
@@ -373,16 +408,12 @@ std::optional<Failure> compile(std::span<const std::string> argv) {
   const std::string mode_name = single(args, "--mode").value_or("exact");
   const absl::StatusOr<backends::ArithmeticMode> mode = backends::parseArithmeticMode(mode_name);
   if (!mode.ok()) return usageError(strCat("compile: ", messageOf(mode.status())));
-  if (*mode == backends::ArithmeticMode::kTf32) {
-    return runError(strCat(args.file, ": compile failed: ", messageOf(backends::tf32NeedsCuda(target))));
+  if (absl::Status st = codegen::checkMode(target, *mode); !st.ok()) {
+    return runError(strCat(args.file, ": compile failed: ", messageOf(st)));
   }
   if (target == "spirv") return compileSpirv(args, *mode == backends::ArithmeticMode::kFast, dump_ptr);
-  if (target != "x86_64" || !target::kNativeCpuArtifactsSupported) {
-    return inputError(strCat("compile: target ", target,
-                             " is not available in this build (available: ",
-                             target::kNativeCpuArtifactsSupported ? "x86_64, spirv, ptx" : "spirv, ptx", ")"));
-  }
   const std::optional<std::string> emit = single(args, "--emit");
+  if (target != "x86_64") return compileArtifact(args, **entry, *mode, emit, dump_ptr);
   if (dump_ptr != nullptr) {
     absl::StatusOr<int> threads = threadsOption(args);
     if (!threads.ok()) return usageError(strCat("compile: ", messageOf(threads.status())));

@@ -28,11 +28,11 @@ class CpuBackend final : public Backend {
     if (target != "x86_64") {
       return makeError(ErrorKind::kCompileFailed, "cpu backend: no target " + target + "; it compiles x86_64");
     }
-    if (options.mode == ArithmeticMode::kTf32) return tf32NeedsCuda(target);
+    ACCY_RETURN_IF_ERROR(checkMode(target, options.mode));
     // kFast: the x86-64 target has only its accurate sequences.
     x64::CompileOptions o;
     o.threads = threads_;
-    return x64::compileProgram(program, o);
+    return codegen::compileFor(target, program, codegen::CompileRequest{.mode = options.mode, .device = o});
   }
 
   absl::StatusOr<std::shared_ptr<const LoadedProgram>> load(executable::Executable exe) const override {

@@ -47,10 +47,9 @@ class CudaBackend final : public Backend {
     if (target != "ptx") {
       return makeError(ErrorKind::kCompileFailed, "cuda backend: no target " + target + "; it compiles ptx");
     }
+    ACCY_RETURN_IF_ERROR(checkMode(target, options.mode));
     ACCY_RETURN_IF_ERROR(requireDevice());
-    ptx::TargetInfo target_info = target_;
-    target_info.mode = options.mode;
-    return ptx::compileProgram(program, target_info);
+    return codegen::compileFor(target, program, codegen::CompileRequest{.mode = options.mode, .device = target_});
   }
 
   // cuMemHostRegister (see cuda::HostRegistration).

@@ -61,22 +61,7 @@ class NullBackend final : public Backend {
     if (target != kTarget) {
       return makeError(ErrorKind::kCompileFailed, strCat("null backend: no target ", target, "; it compiles ", kTarget));
     }
-    if (options.mode == ArithmeticMode::kTf32) return tf32NeedsCuda(target);
-    ACCY_RETURN_IF_ERROR(tensor::validateProgram(program));
-    // The code is the program itself; one step, which the evaluator runs.
-    executable::Executable exe;
-    exe.target = kTarget;
-    exe.isa = "evaluator";
-    const std::string bytes = wire::encode(program);
-    exe.code.assign(bytes.begin(), bytes.end());
-    exe.inputs = program.inputSpecs();
-    exe.outputs = program.outputSpecs();
-    for (size_t i = 0; i < exe.inputs.size(); ++i) exe.artifact_plan.buffers.push_back(plan(choir::BufferRole::kInput, i, exe.inputs[i]));
-    for (size_t i = 0; i < exe.outputs.size(); ++i) {
-      exe.artifact_plan.buffers.push_back(plan(choir::BufferRole::kOutput, i, exe.outputs[i]));
-    }
-    exe.launch_plan.steps.push_back(executable::LaunchStep{"evaluate", 0, 0, 0});
-    return exe;
+    return codegen::compileFor(kTarget, program, codegen::CompileRequest{.mode = options.mode});
   }
 
   absl::StatusOr<std::shared_ptr<const LoadedProgram>> load(executable::Executable exe) const override {
@@ -99,16 +84,6 @@ class NullBackend final : public Backend {
   }
 
  private:
-  static executable::BufferPlan plan(choir::BufferRole role, size_t io, const tensor::Spec& spec) {
-    executable::BufferPlan b;
-    b.role = role;
-    b.io_index = static_cast<int>(io);
-    b.dtype = spec.dtype;
-    b.bytes = spec.byteSize();
-    b.alignment = static_cast<int64_t>(tensor::dtypeSize(spec.dtype));
-    return b;
-  }
-
   DeviceInfo info_;
 };
 

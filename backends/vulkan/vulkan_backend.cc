@@ -48,11 +48,9 @@ class VulkanBackend final : public Backend {
     if (target != "spirv") {
       return makeError(ErrorKind::kCompileFailed, "vulkan backend: no target " + target + "; it compiles spirv");
     }
-    if (options.mode == ArithmeticMode::kTf32) return tf32NeedsCuda(target);
+    ACCY_RETURN_IF_ERROR(checkMode(target, options.mode));
     ACCY_RETURN_IF_ERROR(requireDevice());
-    spirv::TargetInfo target_info = target_;
-    target_info.mode = options.mode;
-    return spirv::compileProgram(program, target_info);
+    return codegen::compileFor(target, program, codegen::CompileRequest{.mode = options.mode, .device = target_});
   }
 
   absl::StatusOr<std::shared_ptr<const LoadedProgram>> load(executable::Executable exe) const override {

@@ -1,0 +1,71 @@
+// Targets as data: one entry per compile target (x86_64, spirv, ptx; wgsl,
+// msl and wasm join here). What `Function::compile`, `accy compile`,
+// accyd's Compile, RemoteSession and every backend know about a target
+// (its name, what `accy compile --emit` writes for it, the arithmetic modes
+// it compiles, the device that runs it, how to compile for it) is read from
+// its entry; a refused mode has one message, written here.
+//
+// Adding a target: its folder (compiler/codegen/<name>/), one entry in
+// targets.cc and its dependency in compiler/codegen/BUILD.bazel, and docs
+// (docs/GPU.md, "One kernel emitter", lists the rest).
+#ifndef ACCY_COMPILER_CODEGEN_TARGETS_H_
+#define ACCY_COMPILER_CODEGEN_TARGETS_H_
+
+#include <any>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "compiler/choir/pipeline.h"
+#include "compiler/codegen/arithmetic_mode.h"
+#include "compiler/executable/executable.h"
+#include "compiler/tensor/program.h"
+
+namespace accy::codegen {
+
+// One compile request, the same for every target.
+struct CompileRequest {
+  ArithmeticMode mode = ArithmeticMode::kExact;
+  // The device compiled for, as the target describes one: an
+  // x64::CompileOptions, spirv::TargetInfo or ptx::TargetInfo (its mode is
+  // replaced by `mode`); empty for the target's defaults.
+  std::any device;
+  // Sees the Choir module after each pass (choir/pipeline.h).
+  choir::PassHook dump;
+};
+
+struct TargetEntry {
+  std::string_view name;     // --target, Executable::target, the wire's target
+  std::string_view summary;  // one line, for help and docs
+  // What `accy compile --emit` writes for it ("artifact": the serialized
+  // executable; "choir": the Choir module it translates).
+  std::vector<std::string_view> emits;
+  std::vector<ArithmeticMode> modes;  // the modes it compiles
+  std::string_view device;            // the backend that runs its artifacts
+  bool gpu = false;                   // mapped onto workgroups (choir::pipelinePasses(true))
+  bool available = true;              // compiled into this build for this host
+  absl::StatusOr<executable::Executable> (*compile)(const tensor::Program& program,
+                                                    const CompileRequest& request) = nullptr;
+};
+
+// Every target of this build, available or not, in a fixed order.
+std::span<const TargetEntry> targets();
+// "x86_64, spirv, ptx": the available targets' names.
+std::string targetNames();
+// The entry named `name`; InvalidArgument naming the targets otherwise.
+absl::StatusOr<const TargetEntry*> findTarget(std::string_view name);
+// OK when `target` compiles `mode`; else InvalidArgument saying which
+// target does (tf32: NVIDIA tensor cores, target ptx).
+absl::Status checkMode(std::string_view target, ArithmeticMode mode);
+// OK when `target` writes `emit`; else InvalidArgument listing what it writes.
+absl::Status checkEmit(const TargetEntry& target, std::string_view emit);
+// Compiles `program` for `target` (checking the mode first).
+absl::StatusOr<executable::Executable> compileFor(std::string_view target, const tensor::Program& program,
+                                                  const CompileRequest& request);
+
+}  // namespace accy::codegen
+
+#endif  // ACCY_COMPILER_CODEGEN_TARGETS_H_
