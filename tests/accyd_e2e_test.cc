@@ -912,6 +912,14 @@ TEST(Accyd, ArithmeticModesAreCompileOptions) {
   EXPECT_THAT(cpu_tf32.status().message(), ::testing::HasSubstr("target x86_64 has no tf32 mode"));
   auto local_tf32 = s->compile(wire8, "x86_64", nullptr, {.mode = backends::ArithmeticMode::kTf32});
   EXPECT_THAT(local_tf32.status().message(), ::testing::HasSubstr("target x86_64 has no tf32 mode"));
+  // A target the registry does not know is refused naming the build's
+  // targets, and leaves the session as it was: it still compiles for spirv.
+  auto unknown = s->compile(wire8, "wgsl", nullptr);
+  EXPECT_THAT(unknown.status().message(), ::testing::HasSubstr("target wgsl is not available in this build (available: "));
+  auto again = s->compile(wire8, "spirv", nullptr, {.mode = backends::ArithmeticMode::kFast});
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_TRUE(s->invoke(*again, {bytes(f8), bytes(data.time), bytes(data.sample)}, {writableBytes(v8)}).ok());
+  for (int g = 0; g < 8; ++g) EXPECT_NEAR(tone::referenceMismatch(f8[g]), v8[g], 1e-3);
   // Raw requests: an unknown option and an unknown mode are named.
   auto stub = accy::v1::Accyd::NewStub(grpc::CreateChannel(probe.target(), grpc::InsecureChannelCredentials()));
   for (auto [key, value, says] : {std::tuple<std::string, std::string, std::string>{"precision", "high",

@@ -107,7 +107,12 @@ elif [ "$(head -c 7 "$WORK/tone.accyexe")" != "ACCYEXE" ]; then
   fail "the artifact does not start with ACCYEXE"
 fi
 expect 2 "target wgsl is not available in this build" -- "$ACCY" compile "$WIRE" --target=wgsl --emit=asm
-expect 2 "target cuda is not available in this build" -- "$ACCY" compile "$WIRE" --target cuda --emit=asm
+expect 2 "target cuda is not available in this build (available: x86_64, spirv, ptx, reference)" -- "$ACCY" compile "$WIRE" --target cuda --emit=asm
+# A target without a case of its own in the tool (reference) compiles
+# through its registry entry; --emit and --mode are checked against it.
+expect 0 "(reference, evaluator, 1 kernels)" -- "$ACCY" compile "$WIRE" --target=reference --emit=artifact -o "$WORK/ref.accyexe"
+expect 2 "target reference does not write --emit=asm (it writes artifact)" -- "$ACCY" compile "$WIRE" --target=reference --emit=asm -o "$WORK/x"
+expect 1 "target reference has no tf32 mode" -- "$ACCY" compile "$WIRE" --target=reference --mode=tf32 --emit=artifact -o "$WORK/x"
 expect 2 "unknown --emit 'llvm'" -- "$ACCY" compile "$WIRE" --emit=llvm
 expect 2 "--emit=choir|asm|artifact is required" -- "$ACCY" compile "$WIRE"
 expect 2 "--emit=artifact needs -o" -- "$ACCY" compile "$WIRE" --emit=artifact

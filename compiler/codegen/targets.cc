@@ -77,18 +77,18 @@ const std::vector<TargetEntry>& all() {
   using M = ArithmeticMode;
   static const std::vector<TargetEntry> kTargets = {
       {"x86_64", "x86-64 machine code run in the caller's process (SSE4.1, AVX2 or AVX-512)",
-       {"choir", "asm", "artifact"}, {M::kExact, M::kFast}, "cpu", false,
+       {"choir", "asm", "artifact"}, "", {M::kExact, M::kFast}, "cpu", false,
 #if defined(__x86_64__)
        true,
 #else
        false,
 #endif
        compileX86},
-      {"spirv", "SPIR-V 1.3 compute modules for Vulkan", {"spirv", "artifact"}, {M::kExact, M::kFast}, "vulkan", true,
+      {"spirv", "SPIR-V 1.3 compute modules for Vulkan", {"spirv", "artifact"}, "", {M::kExact, M::kFast}, "vulkan", true,
        true, compileSpirv},
-      {"ptx", "PTX text for the CUDA Driver API", {"ptx", "choir"}, {M::kExact, M::kFast, M::kTf32}, "cuda", true, true,
+      {"ptx", "PTX text for the CUDA Driver API", {"ptx", "choir"}, "ptx", {M::kExact, M::kFast, M::kTf32}, "cuda", true, true,
        compilePtx},
-      {"reference", "the program itself, run by the reference evaluator (the null device)", {"artifact"},
+      {"reference", "the program itself, run by the reference evaluator (the null device)", {"artifact"}, "",
        {M::kExact, M::kFast}, "null", false, true, compileReference},
   };
   return kTargets;

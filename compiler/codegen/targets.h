@@ -43,6 +43,8 @@ struct TargetEntry {
   // What `accy compile --emit` writes for it ("artifact": the serialized
   // executable; "choir": the Choir module it translates).
   std::vector<std::string_view> emits;
+  // The --emit form that is the executable's code as it is (text), if any.
+  std::string_view code_emit;
   std::vector<ArithmeticMode> modes;  // the modes it compiles
   std::string_view device;            // the backend that runs its artifacts
   bool gpu = false;                   // mapped onto workgroups (choir::pipelinePasses(true))
