@@ -1,8 +1,8 @@
 // Elementary functions as instruction-level algorithms, written once over an
 // "ops" type and instantiated by each emitter: x86-64 (Simd registers,
 // compiler/codegen/x86_64/math.cc), PTX (virtual registers,
-// compiler/codegen/ptx/ptx_ops.h) and SPIR-V (SSA ids, SpirvOps in
-// compiler/codegen/spirv/kernel_translator.cc). Accuracy, ranges and special
+// compiler/codegen/ptx/ptx_ops.h) and SPIR-V (SSA ids,
+// compiler/codegen/spirv/spirv_ops.h). Accuracy, ranges and special
 // values are measured in compiler/codegen/x86_64/math_test.cc and recorded
 // in docs/MATH_ACCURACY.md.
 //
