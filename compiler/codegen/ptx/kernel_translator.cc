@@ -377,30 +377,10 @@ class PtxTarget final : public gpu::Target {
   // --- control flow -------------------------------------------------------------
 
   absl::Status strided(Value start, Value limit, Value step, const IndexBody& body, int64_t) override {
-    const std::string x = e_.reg(idxClass());
-    e_.ins("mov", bt(), " ", x, ", ", n(start));
-    const std::string head = e_.label(), done = e_.label();
-    e_.place(head);
-    const std::string p = n(predicate("ge", ut(), x, n(limit)));
-    e_.ins("@", p, " bra ", done);
-    ACCY_RETURN_IF_ERROR(body(handle(x)));
-    e_.ins("add", ut(), " ", x, ", ", x, ", ", n(step));
-    e_.ins("bra ", head);
-    e_.place(done);
-    return absl::OkStatus();
+    return countedLoop(start, limit, body, [&](const std::string& x) { e_.ins("add", ut(), " ", x, ", ", x, ", ", n(step)); });
   }
   absl::Status doubling(Value start, Value limit, const IndexBody& body, int64_t) override {
-    const std::string x = e_.reg(idxClass());
-    e_.ins("mov", bt(), " ", x, ", ", n(start));
-    const std::string head = e_.label(), done = e_.label();
-    e_.place(head);
-    const std::string p = n(predicate("ge", ut(), x, n(limit)));
-    e_.ins("@", p, " bra ", done);
-    ACCY_RETURN_IF_ERROR(body(handle(x)));
-    e_.ins("shl", bt(), " ", x, ", ", x, ", 1");
-    e_.ins("bra ", head);
-    e_.place(done);
-    return absl::OkStatus();
+    return countedLoop(start, limit, body, [&](const std::string& x) { e_.ins("shl", bt(), " ", x, ", ", x, ", 1"); });
   }
   absl::Status loopWhile(const std::function<Value()>& cond, const Body& body, int64_t) override {
     const std::string head = e_.label(), done = e_.label();
@@ -498,6 +478,22 @@ class PtxTarget final : public gpu::Target {
   }
   Value predicate(const char* cmp, const char* type, const std::string& a, const std::string& b) {
     return emit(RegClass::kPred, "setp.", cmp, type, " %d, ", a, ", ", b);
+  }
+
+  // for (x = start; x < limit; advance(x)) body(x), on an index register.
+  absl::Status countedLoop(Value start, Value limit, const IndexBody& body,
+                           const std::function<void(const std::string&)>& advance) {
+    const std::string x = e_.reg(idxClass());
+    e_.ins("mov", bt(), " ", x, ", ", n(start));
+    const std::string head = e_.label(), done = e_.label();
+    e_.place(head);
+    const std::string p = n(predicate("ge", ut(), x, n(limit)));
+    e_.ins("@", p, " bra ", done);
+    ACCY_RETURN_IF_ERROR(body(handle(x)));
+    advance(x);
+    e_.ins("bra ", head);
+    e_.place(done);
+    return absl::OkStatus();
   }
 
   // "[address]" of buffer[flat].
