@@ -37,7 +37,8 @@ struct GpuUnderTest {
   // Compiles with every cooperative form on (tree reductions, tiled
   // products, subgroup operations).
   std::function<absl::StatusOr<executable::Executable>(const tensor::Program&)> compile_for_gpu;
-  bool int64 = false;  // the device runs i64
+  bool int64 = false;   // the device runs i64
+  bool float64 = true;  // the device runs f64 (WGSL: no; f64 cases are left out, random programs are f32)
   std::string note;    // printed by checkTreeReductions (e.g. the subgroup size)
   GpuSuiteSize size;   // the whole suite unless changed
 };

@@ -373,7 +373,14 @@ std::optional<Failure> compileArtifact(const Args& args, const codegen::TargetEn
   if (dump != nullptr) return dump->finish(args, out, exe.status());
   if (!exe.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(exe.status())));
   if (!artifact_out) return writeText(out, std::string(exe->code.begin(), exe->code.end()));  // code_emit
-  const std::string bytes = artifact::serialize(*exe);
+  std::string bytes;
+  if (target.artifact != nullptr) {
+    absl::StatusOr<std::string> written = target.artifact(*exe);
+    if (!written.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(written.status())));
+    bytes = *std::move(written);
+  } else {
+    bytes = artifact::serialize(*exe);
+  }
   if (absl::Status st = files::writeFile(*out, bytes); !st.ok()) return inputError(messageOf(st));
   std::printf("wrote %s: %zu bytes (%s, %s, %zu kernels)\n", out->c_str(), bytes.size(), exe->target.c_str(),
               exe->isa.c_str(), exe->launch_plan.steps.size());

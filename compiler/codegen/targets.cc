@@ -8,6 +8,8 @@
 #include "compiler/codegen/ptx/compile.h"
 #include "compiler/codegen/ptx/pipeline.h"
 #include "compiler/codegen/spirv/compile.h"
+#include "compiler/codegen/wgsl/artifact.h"
+#include "compiler/codegen/wgsl/compile.h"
 #include "compiler/codegen/x86_64/compile.h"
 #include "compiler/wire/wire.h"
 
@@ -35,6 +37,12 @@ absl::StatusOr<executable::Executable> compileSpirv(const tensor::Program& progr
   ACCY_ASSIGN_OR_RETURN(spirv::TargetInfo t, deviceOf<spirv::TargetInfo>(request, "spirv", "spirv::TargetInfo"));
   t.mode = request.mode;
   return spirv::compileProgram(program, t, request.dump);
+}
+
+absl::StatusOr<executable::Executable> compileWgsl(const tensor::Program& program, const CompileRequest& request) {
+  ACCY_ASSIGN_OR_RETURN(wgsl::TargetInfo t, deviceOf<wgsl::TargetInfo>(request, "wgsl", "wgsl::TargetInfo"));
+  t.mode = request.mode;
+  return wgsl::compileProgram(program, t, request.dump);
 }
 
 absl::StatusOr<executable::Executable> compilePtx(const tensor::Program& program, const CompileRequest& request) {
@@ -88,6 +96,8 @@ const std::vector<TargetEntry>& all() {
        true, compileSpirv},
       {"ptx", "PTX text for the CUDA Driver API", {"ptx", "choir"}, "ptx", {M::kExact, M::kFast, M::kTf32}, "cuda", true, true,
        compilePtx},
+      {"wgsl", "WGSL modules for WebGPU, run in a web page by web/accy.js", {"wgsl", "artifact"}, "wgsl",
+       {M::kExact, M::kFast}, "browser", true, true, compileWgsl, wgsl::artifactJson},
       {"reference", "the program itself, run by the reference evaluator (the null device)", {"artifact"}, "",
        {M::kExact, M::kFast}, "null", false, true, compileReference},
   };

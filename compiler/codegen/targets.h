@@ -46,11 +46,15 @@ struct TargetEntry {
   // The --emit form that is the executable's code as it is (text), if any.
   std::string_view code_emit;
   std::vector<ArithmeticMode> modes;  // the modes it compiles
-  std::string_view device;            // the backend that runs its artifacts
+  // The backend that runs its artifacts, or "browser": a web page, through
+  // web/accy.js (wgsl).
+  std::string_view device;
   bool gpu = false;                   // mapped onto workgroups (choir::pipelinePasses(true))
   bool available = true;              // compiled into this build for this host
   absl::StatusOr<executable::Executable> (*compile)(const tensor::Program& program,
                                                     const CompileRequest& request) = nullptr;
+  // What --emit=artifact writes; null: the ACCYEXE file (tools/artifact.h).
+  absl::StatusOr<std::string> (*artifact)(const executable::Executable& exe) = nullptr;
 };
 
 // Every target of this build, available or not, in a fixed order.

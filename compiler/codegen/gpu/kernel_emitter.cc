@@ -40,10 +40,12 @@ absl::Status KernelEmitter::unimplemented(std::string_view what) const {
   return makeError(ErrorKind::kUnimplemented, strCat(t_.desc().name, " emitter: ", what));
 }
 
-absl::Status KernelEmitter::checkDType(DType d) const {
+absl::Status KernelEmitter::checkDType(DType d, std::string_view where) const {
   const TargetDesc& desc = t_.desc();
-  if (d == DType::f64 && !desc.float64) return unimplemented(strCat("f64 values need ", desc.float64_needs));
-  if (d == DType::i64 && !desc.int64) return unimplemented(strCat("i64 values need ", desc.int64_needs));
+  if (d == DType::f64 && !desc.float64) {
+    return unimplemented(strCat("f64 values need ", desc.float64_needs, " (", where, ")"));
+  }
+  if (d == DType::i64 && !desc.int64) return unimplemented(strCat("i64 values need ", desc.int64_needs, " (", where, ")"));
   return absl::OkStatus();
 }
 
@@ -62,7 +64,7 @@ absl::StatusOr<EmittedKernel> KernelEmitter::run(ProductEngine* engine, bool for
       return unimplemented(
           strCat("bool buffers (one byte per element, buffer ", i, ") need ", desc.bool_buffers_needs));
     }
-    ACCY_RETURN_IF_ERROR(checkDType(d));
+    ACCY_RETURN_IF_ERROR(checkDType(d, strCat("buffer ", i, " of kernel ", k_.name)));
   }
   ACCY_ASSIGN_OR_RETURN(nest_, choir::describeGpuKernel(k_));
   wg_ = k_.workgroup_size;
@@ -534,7 +536,13 @@ absl::Status KernelEmitter::tiledProduct() {
 absl::StatusOr<Value> KernelEmitter::expr(const ExprRef& e) {
   const int key = numbers_.number(e);
   if (auto it = cse_.find(key); it != cse_.end()) return it->second;
-  ACCY_RETURN_IF_ERROR(checkDType(e->dtype));
+  if (absl::Status st = checkDType(e->dtype, ""); !st.ok()) {
+    const std::string where = e->kind == ExprKind::kOp      ? strCat("op ", tensor::opName(e->op))
+                              : e->kind == ExprKind::kLoad  ? strCat("a load of buffer ", e->buffer)
+                              : e->kind == ExprKind::kIndex ? std::string("an index")
+                                                            : std::string("a constant");
+    return checkDType(e->dtype, strCat(where, " in kernel ", k_.name));
+  }
   Value v = 0;
   switch (e->kind) {
     case ExprKind::kLoad:

@@ -78,7 +78,7 @@ class KernelEmitter {
 
  private:
   absl::Status unimplemented(std::string_view what) const;
-  absl::Status checkDType(DType d) const;  // the target has `d`
+  absl::Status checkDType(DType d, std::string_view where) const;  // the target has `d`
 
   // Schedules.
   absl::Status perOutput(int64_t outputs);

@@ -1,0 +1,464 @@
+// WGSL as a target of the one GPU kernel emitter (compiler/codegen/gpu):
+// values are `let` bindings, variables `var`s, loops `loop` with
+// `continuing`, one module per kernel.
+#include "compiler/codegen/wgsl/compile.h"
+
+#include <cstring>
+#include <deque>
+#include <set>
+#include <span>
+
+#include "absl/strings/str_format.h"
+#include "base/errors.h"
+#include "base/status_macros.h"
+#include "base/strings.h"
+#include "compiler/choir/pipeline.h"
+#include "compiler/choir/verifier.h"
+#include "compiler/codegen/gpu/kernel_emitter.h"
+#include "compiler/codegen/math/elementary.h"
+#include "compiler/tensor/scalar_ops.h"
+
+namespace accy::wgsl {
+namespace {
+
+using choir::DType;
+using choir::OpCode;
+using gpu::Value;
+
+// The WGSL text of one function body: `let` bindings, nested blocks.
+class Writer {
+ public:
+  // A fresh name bound to `expr` of `type`.
+  std::string let(std::string_view type, std::string_view expr) {
+    std::string name = strCat("v", ++count_);
+    line(strCat("let ", name, ": ", type, " = ", expr, ";"));
+    return name;
+  }
+  std::string var(std::string_view type, std::string_view init) {
+    std::string name = strCat("w", ++count_);
+    line(strCat("var ", name, ": ", type, " = ", init, ";"));
+    return name;
+  }
+  void line(std::string_view text) {
+    body_.append(static_cast<size_t>(2 * depth_), ' ');
+    strAppend(&body_, text, "\n");
+  }
+  void open(std::string_view head) {
+    line(strCat(head, " {"));
+    ++depth_;
+  }
+  void close() {
+    --depth_;
+    line("}");
+  }
+  const std::string& body() const { return body_; }
+
+ private:
+  std::string body_;
+  int depth_ = 1;
+  int count_ = 0;
+};
+
+// The exact bits of an f32 as a WGSL expression. Infinities and NaN cannot
+// be constant expressions in WGSL, so those go through a runtime zero.
+std::string f32Bits(uint32_t bits) {
+  const bool finite = (bits & 0x7f800000u) != 0x7f800000u;
+  return finite ? absl::StrFormat("bitcast<f32>(0x%08xu)", bits) : absl::StrFormat("bitcast<f32>(0x%08xu | accy_zero)", bits);
+}
+std::string f32Literal(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  return f32Bits(bits);
+}
+
+// The ops type of compiler/codegen/math/elementary.h over WGSL f32 values.
+// fma is a multiply and an add (WGSL's fma() does not promise one
+// rounding). Browsers' shader compilers reassociate floating-point
+// arithmetic (SwiftShader turned (x + c) - c into x, measured), which
+// breaks the error-free transformations the algorithms are made of, so
+// every sum, difference and product passes through an opaque integer
+// operation: its bits xor a zero the compiler cannot know (`opaque`, from
+// arrayLength), which keeps each rounding where the algorithm puts it.
+class WgslOps {
+ public:
+  using Vec = std::string;
+  using Mask = std::string;
+
+  WgslOps(Writer& w, std::string opaque) : w_(w), opaque_(std::move(opaque)) {}
+
+  const math::LaneMath& c() const { return math::kF32; }
+  bool fusedMultiplyAdd() const { return false; }
+
+  Vec num(double v) { return w_.let("f32", f32Literal(static_cast<float>(v))); }
+  Vec bits(uint64_t b) { return w_.let("f32", f32Bits(static_cast<uint32_t>(b))); }
+  Vec zero() { return num(0.0); }
+
+  Vec add(const Vec& a, const Vec& b) { return bin("+", a, b); }
+  Vec sub(const Vec& a, const Vec& b) { return bin("-", a, b); }
+  Vec mul(const Vec& a, const Vec& b) { return bin("*", a, b); }
+  Vec div(const Vec& a, const Vec& b) { return bin("/", a, b); }
+  Vec fma(const Vec& a, const Vec& b, const Vec& c) { return add(mul(a, b), c); }
+  Vec neg(const Vec& a) { return w_.let("f32", strCat("-", a)); }
+  Vec abs(const Vec& a) { return w_.let("f32", strCat("abs(", a, ")")); }
+  Vec round(const Vec& a) { return w_.let("f32", strCat("round(", a, ")")); }  // ties to even
+  Vec minRaw(const Vec& a, const Vec& b) { return select(cmp(math::Cmp::kLt, a, b), a, b); }
+  Vec maxRaw(const Vec& a, const Vec& b) { return select(cmp(math::Cmp::kGt, a, b), a, b); }
+  Vec bitAnd(const Vec& a, const Vec& b) { return integer("&", a, b); }
+  Vec bitOr(const Vec& a, const Vec& b) { return integer("|", a, b); }
+  Vec bitXor(const Vec& a, const Vec& b) { return integer("^", a, b); }
+  Vec intAdd(const Vec& a, const Vec& b) { return integer("+", a, b); }
+  Vec shl(const Vec& a, int n) { return w_.let("f32", strCat("bitcast<f32>(bitcast<u32>(", a, ") << ", n, "u)")); }
+  Vec shr(const Vec& a, int n) { return w_.let("f32", strCat("bitcast<f32>(bitcast<u32>(", a, ") >> ", n, "u)")); }
+
+  Mask cmp(math::Cmp p, const Vec& a, const Vec& b) {
+    static constexpr const char* kOps[] = {"<", "<=", ">", ">=", "==", "!="};
+    return w_.let("bool", strCat(a, " ", kOps[static_cast<int>(p)], " ", b));
+  }
+  Mask both(const Mask& a, const Mask& b) { return w_.let("bool", strCat(a, " && ", b)); }
+  Mask either(const Mask& a, const Mask& b) { return w_.let("bool", strCat(a, " || ", b)); }
+  Vec select(const Mask& m, const Vec& yes, const Vec& no) {
+    return w_.let("f32", strCat("select(", no, ", ", yes, ", ", m, ")"));
+  }
+
+  // Runs `body` only in invocations where `m` is set; `body` replaces values
+  // of `vars`, which hold the replacements afterwards.
+  template <class F>
+  void whenAny(const Mask& m, std::span<Vec> vars, F&& body) {
+    std::vector<std::string> slots;
+    for (const Vec& v : vars) slots.push_back(w_.var("f32", v));
+    w_.open(strCat("if (", m, ")"));
+    body();
+    for (size_t i = 0; i < vars.size(); ++i) w_.line(strCat(slots[i], " = ", vars[i], ";"));
+    w_.close();
+    for (size_t i = 0; i < vars.size(); ++i) vars[i] = w_.let("f32", slots[i]);
+  }
+
+  Vec horner(const Vec& x, std::span<const double> coefficients) {
+    Vec acc = num(coefficients.back());
+    for (size_t i = coefficients.size() - 1; i-- > 0;) acc = fma(acc, x, num(coefficients[i]));
+    return acc;
+  }
+
+ private:
+  Vec bin(const char* op, const Vec& a, const Vec& b) {
+    return w_.let("f32", strCat("bitcast<f32>(bitcast<u32>(", a, " ", op, " ", b, ") ^ ", opaque_, ")"));
+  }
+  Vec integer(const char* op, const Vec& a, const Vec& b) {
+    return w_.let("f32", strCat("bitcast<f32>(bitcast<u32>(", a, ") ", op, " bitcast<u32>(", b, "))"));
+  }
+
+  Writer& w_;
+  std::string opaque_;
+};
+
+const char* typeOf(DType d) {
+  switch (d) {
+    case DType::f32:
+      return "f32";
+    case DType::i32:
+      return "i32";
+    case DType::bool_:
+      return "bool";
+    default:
+      return "f32";  // f64 and i64 are refused before any value is made
+  }
+}
+// How a buffer of `d` stores its elements.
+const char* storedAs(DType d) { return d == DType::bool_ ? "u32" : typeOf(d); }
+
+class WgslTarget final : public gpu::Target {
+ public:
+  WgslTarget(const choir::Module& m, const choir::Kernel& k, const TargetInfo& t) : m_(m), k_(k) {
+    desc_.name = "WGSL";
+    desc_.max_workgroup_size = t.max_workgroup_size;
+    desc_.max_workgroups = t.max_workgroups;
+    desc_.workgroup_memory_bytes = t.workgroup_memory;
+    desc_.subgroups = gpu::Subgroups::kNone;
+    desc_.index64 = false;
+    desc_.float64 = false;
+    desc_.float64_needs = "a target with 64-bit floats (WGSL has none)";
+    desc_.int64 = false;
+    desc_.int64_needs = "a target with 64-bit integers (WGSL has none)";
+    desc_.mode = t.mode;
+    desc_.nested_domain_loops = true;
+    desc_.unrolled_slices = true;
+    names_.emplace_back();
+  }
+
+  const gpu::TargetDesc& desc() const override { return desc_; }
+
+  absl::Status begin(const gpu::KernelPlan& plan) override {
+    wg_ = plan.workgroup_size;
+    used_ = plan.used_buffers;
+    // A zero no compiler can know (buffers hold fewer than 2^31
+    // elements): WgslOps' barrier against reassociation.
+    w_.line(strCat("let accy_opaque: u32 = arrayLength(&buf", used_.front(), ") >> 31u;"));
+    lid_ = handle("lid.x");
+    group_ = handle("wid.x");
+    gid_ = handle("gid.x");
+    return absl::OkStatus();
+  }
+
+  // The module.
+  std::string module() const {
+    std::string text = strCat("// kernel ", k_.name, "\n");
+    for (int b : used_) {
+      const choir::Buffer& buf = m_.buffers[static_cast<size_t>(b)];
+      strAppend(&text, "@group(0) @binding(", b, ") var<storage, ",
+                buf.role == choir::BufferRole::kInput ? "read" : "read_write", "> buf", b, ": array<",
+                storedAs(buf.dtype), ">;\n");
+    }
+    for (size_t i = 0; i < shared_.size(); ++i) {
+      strAppend(&text, "var<workgroup> wg", i, ": array<", shared_[i].first, ", ", shared_[i].second, ">;\n");
+    }
+    strAppend(&text, "var<private> accy_zero: u32 = 0u;  // a runtime zero: non-finite constants\n");
+    strAppend(&text, "\n@compute @workgroup_size(", wg_,
+              ")\nfn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,\n"
+              "        @builtin(global_invocation_id) gid: vec3<u32>) {\n",
+              w_.body(), "}\n");
+    return text;
+  }
+
+  // --- values ---------------------------------------------------------------
+
+  Value constant(DType d, double v) override {
+    const double c = tensor::convertValue(v, DType::f64, d);
+    switch (d) {
+      case DType::f32:
+        return let(d, f32Literal(static_cast<float>(c)));
+      case DType::i32:
+        return let(d, absl::StrFormat("bitcast<i32>(0x%08xu)", static_cast<uint32_t>(tensor::toInt64(c))));
+      case DType::bool_:
+        return let(d, c != 0 ? "true" : "false");
+      default:
+        return let(DType::f32, "0.0");
+    }
+  }
+  Value arith(gpu::Arith op, DType d, Value a, Value b) override {
+    static constexpr const char* kOps[] = {"+", "-", "*", "/"};
+    return let(d, strCat(n(a), " ", kOps[static_cast<int>(op)], " ", n(b)));
+  }
+  Value negate(DType d, Value a) override {
+    // -INT_MIN wraps (0 - x: WGSL's i32 arithmetic wraps).
+    return let(d, d == DType::i32 ? strCat("0i - ", n(a)) : strCat("-", n(a)));
+  }
+  Value absFloat(DType d, Value a) override { return let(d, strCat("abs(", n(a), ")")); }
+  Value sqrt(DType d, Value a) override { return let(d, strCat("sqrt(", n(a), ")")); }
+  Value compare(gpu::Cmp c, DType, Value a, Value b) override {
+    static constexpr const char* kOps[] = {"<", "<=", ">", ">=", "==", "!="};
+    return let(DType::bool_, strCat(n(a), " ", kOps[static_cast<int>(c)], " ", n(b)));
+  }
+  // By the bits: WGSL lets an implementation assume no NaN in arithmetic.
+  Value isNan(DType, Value a) override {
+    return let(DType::bool_, strCat("(bitcast<u32>(", n(a), ") & 0x7fffffffu) > 0x7f800000u"));
+  }
+  Value select(DType d, Value c, Value yes, Value no) override {
+    return let(d, strCat("select(", n(no), ", ", n(yes), ", ", n(c), ")"));
+  }
+  Value logicAnd(Value a, Value b) override { return let(DType::bool_, strCat(n(a), " && ", n(b))); }
+  Value logicOr(Value a, Value b) override { return let(DType::bool_, strCat(n(a), " || ", n(b))); }
+  Value bitAnd(DType d, Value a, Value b) override { return let(d, strCat(n(a), " & ", n(b))); }
+  Value shiftRight(DType d, Value a, int bits) override { return let(d, strCat(n(a), " >> ", bits, "u")); }
+  Value convert(DType, DType to, Value v) override { return let(to, strCat(typeOf(to), "(", n(v), ")")); }
+
+  Value exactMath(OpCode op, DType, Value x, Value y) override {
+    WgslOps o(w_, "accy_opaque");
+    switch (op) {
+      case OpCode::kSin:
+        return handle(math::sinOf(o, n(x)));
+      case OpCode::kCos:
+        return handle(math::cosOf(o, n(x)));
+      case OpCode::kExp:
+        return handle(math::expOf(o, n(x)));
+      case OpCode::kLog:
+        return handle(math::logOf(o, n(x)));
+      case OpCode::kTanh:
+        return handle(math::tanhOf(o, n(x)));
+      case OpCode::kSigmoid:
+        return handle(math::sigmoidOf(o, n(x)));
+      case OpCode::kPow:
+        return handle(math::powOf(o, n(x), n(y)));
+      default:
+        break;
+    }
+    fail(makeError(ErrorKind::kUnimplemented, strCat("WGSL emitter: op ", tensor::opName(op))));
+    return x;
+  }
+  // WGSL's built-ins (not accurate: the browser's sin was 5.7e-4 off).
+  Value fastMath(OpCode op, DType d, Value x, Value y) override {
+    switch (op) {
+      case OpCode::kSin:
+        return let(d, strCat("sin(", n(x), ")"));
+      case OpCode::kCos:
+        return let(d, strCat("cos(", n(x), ")"));
+      case OpCode::kExp:
+        return let(d, strCat("exp(", n(x), ")"));
+      case OpCode::kLog:
+        return let(d, strCat("log(", n(x), ")"));
+      case OpCode::kTanh:
+        return let(d, strCat("tanh(", n(x), ")"));
+      case OpCode::kSigmoid:
+        return let(d, strCat("1.0 / (1.0 + exp(-", n(x), "))"));
+      case OpCode::kPow:
+        return let(d, strCat("pow(", n(x), ", ", n(y), ")"));
+      default:
+        return 0;
+    }
+  }
+
+  // --- indices: u32 ---------------------------------------------------------
+
+  Value index(int64_t v) override { return handle(strCat(static_cast<uint32_t>(v), "u")); }
+  Value indexAdd(Value a, Value b) override { return idx(strCat(n(a), " + ", n(b))); }
+  Value indexMul(Value a, int64_t c) override { return idx(strCat(n(a), " * ", static_cast<uint32_t>(c), "u")); }
+  Value indexMulAdd(Value a, int64_t c, Value b) override {
+    return idx(strCat(n(a), " * ", static_cast<uint32_t>(c), "u + ", n(b)));
+  }
+  Value indexDiv(Value a, int64_t c) override { return idx(strCat(n(a), " / ", static_cast<uint32_t>(c), "u")); }
+  Value indexRem(Value a, int64_t c) override { return idx(strCat(n(a), " % ", static_cast<uint32_t>(c), "u")); }
+  Value indexSub(Value a, Value b) override { return idx(strCat(n(a), " - ", n(b))); }
+  Value indexMin(Value a, Value b) override { return idx(strCat("min(", n(a), ", ", n(b), ")")); }
+  Value indexLess(Value a, Value b) override { return let(DType::bool_, strCat(n(a), " < ", n(b))); }
+  Value indexEq(Value a, Value b) override { return let(DType::bool_, strCat(n(a), " == ", n(b))); }
+  Value indexAsInt(Value i, DType* as) override {
+    *as = DType::i32;
+    return let(DType::i32, strCat("bitcast<i32>(", n(i), ")"));
+  }
+
+  // --- builtins -------------------------------------------------------------
+
+  Value localId() override { return lid_; }
+  Value groupId() override { return group_; }
+  Value globalId() override { return gid_; }
+  Value groupCount(int64_t launched) override { return index(launched); }
+  Value invocationCount(int64_t launched) override { return index(launched * wg_); }
+
+  // --- memory ---------------------------------------------------------------
+
+  Value load(int buffer, Value flat) override {
+    const DType d = m_.buffers[static_cast<size_t>(buffer)].dtype;
+    const std::string at = strCat("buf", buffer, "[", n(flat), "]");
+    return let(d, d == DType::bool_ ? strCat(at, " != 0u") : at);
+  }
+  void store(int buffer, Value flat, Value v) override {
+    const DType d = m_.buffers[static_cast<size_t>(buffer)].dtype;
+    w_.line(strCat("buf", buffer, "[", n(flat), "] = ", d == DType::bool_ ? strCat("select(0u, 1u, ", n(v), ")") : n(v),
+                   ";"));
+  }
+  gpu::SharedArray sharedArray(DType d, int64_t count) override {
+    shared_.emplace_back(storedAs(d), count);
+    return {static_cast<int>(shared_.size()) - 1, d, count};
+  }
+  Value sharedLoad(const gpu::SharedArray& a, Value i, int64_t plus) override {
+    const std::string at = strCat("wg", a.id, "[", slot(i, plus), "]");
+    return let(a.dtype, a.dtype == DType::bool_ ? strCat(at, " != 0u") : at);
+  }
+  void sharedStore(const gpu::SharedArray& a, Value i, int64_t plus, Value v) override {
+    w_.line(strCat("wg", a.id, "[", slot(i, plus),
+                   "] = ", a.dtype == DType::bool_ ? strCat("select(0u, 1u, ", n(v), ")") : n(v), ";"));
+  }
+  void barrier() override { w_.line("workgroupBarrier();"); }
+
+  // --- variables --------------------------------------------------------------
+
+  Value variable(DType d, Value init) override { return handle(w_.var(typeOf(d), n(init))); }
+  Value read(DType, Value var) override { return var; }
+  void write(DType, Value var, Value v) override { w_.line(strCat(n(var), " = ", n(v), ";")); }
+
+  // --- control flow -------------------------------------------------------------
+
+  absl::Status strided(Value start, Value limit, Value step, const IndexBody& body, int64_t) override {
+    return counted(start, limit, body, strCat(" + ", n(step)));
+  }
+  absl::Status doubling(Value start, Value limit, const IndexBody& body, int64_t) override {
+    return counted(start, limit, body, " << 1u");
+  }
+  absl::Status loopWhile(const std::function<Value()>& cond, const Body& body, int64_t) override {
+    w_.open("loop");
+    w_.line(strCat("if (!(", n(cond()), ")) { break; }"));
+    ACCY_RETURN_IF_ERROR(body());
+    w_.close();
+    return absl::OkStatus();
+  }
+  absl::Status when(Value cond, const Body& body) override {
+    w_.open(strCat("if (", n(cond), ")"));
+    ACCY_RETURN_IF_ERROR(body());
+    w_.close();
+    return absl::OkStatus();
+  }
+
+  // No subgroups yet: trees combine in workgroup memory (Subgroups::kNone).
+  Value shuffleDown(DType, Value v, Value, int64_t) override {
+    fail(makeError(ErrorKind::kCompileFailed, "WGSL emitter: no subgroup operations"));
+    return v;
+  }
+  Value subgroupBuiltin(int) override {
+    fail(makeError(ErrorKind::kCompileFailed, "WGSL emitter: no subgroup operations"));
+    return lid_;
+  }
+
+ private:
+  const std::string& n(Value v) const { return names_[v]; }
+  Value handle(std::string name) {
+    names_.push_back(std::move(name));
+    return static_cast<Value>(names_.size() - 1);
+  }
+  Value let(DType d, std::string_view expr) { return handle(w_.let(typeOf(d), expr)); }
+  Value idx(std::string_view expr) { return handle(w_.let("u32", expr)); }
+  std::string slot(Value i, int64_t plus) const {
+    return plus == 0 ? n(i) : strCat(n(i), " + ", static_cast<uint32_t>(plus), "u");
+  }
+  // for (x = start; x < limit; x = x <advance>) body(x)
+  absl::Status counted(Value start, Value limit, const IndexBody& body, const std::string& advance) {
+    const std::string x = w_.var("u32", n(start));
+    w_.open("loop");
+    w_.line(strCat("if (", x, " >= ", n(limit), ") { break; }"));
+    ACCY_RETURN_IF_ERROR(body(handle(x)));
+    w_.open("continuing");
+    w_.line(strCat(x, " = ", x, advance, ";"));
+    w_.close();
+    w_.close();
+    return absl::OkStatus();
+  }
+
+  const choir::Module& m_;
+  const choir::Kernel& k_;
+  gpu::TargetDesc desc_;
+  Writer w_;
+  std::deque<std::string> names_;  // stable references
+  int64_t wg_ = 1;
+  std::vector<int> used_;
+  std::vector<std::pair<std::string, int64_t>> shared_;  // element type, count
+  Value lid_ = 0, group_ = 0, gid_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& program, const TargetInfo& target,
+                                                      const choir::PassHook& dump) {
+  choir::PipelineOptions pipeline;
+  pipeline.dump = dump;
+  choir::GpuMapOptions& map = pipeline.gpu_map.emplace();
+  map.max_workgroup_size = target.max_workgroup_size;
+  ACCY_ASSIGN_OR_RETURN(choir::Module m, choir::compileToChoir(program, pipeline));
+  ACCY_RETURN_IF_ERROR(choir::verifyModule(m));
+  executable::Executable exe;
+  exe.target = "wgsl";
+  exe.isa = target.mode == ArithmeticMode::kFast ? "webgpu-fast" : "webgpu";
+  for (const choir::Kernel& k : m.kernels) {
+    WgslTarget t(m, k, target);
+    gpu::KernelEmitter emitter(t, m, k);
+    ACCY_ASSIGN_OR_RETURN(const gpu::EmittedKernel emitted, emitter.run());
+    const std::string text = t.module();
+    const uint64_t offset = exe.code.size();
+    exe.code.insert(exe.code.end(), text.begin(), text.end());
+    exe.launch_plan.steps.push_back(
+        executable::LaunchStep{k.name, offset, emitted.workgroups, emitted.work, k.workgroup_size});
+  }
+  exe.artifact_plan = executable::planBuffers(m);
+  exe.inputs = program.inputSpecs();
+  exe.outputs = program.outputSpecs();
+  return exe;
+}
+
+}  // namespace accy::wgsl
