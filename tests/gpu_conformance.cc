@@ -20,8 +20,25 @@ namespace accy::testing {
 using tensor::DType;
 using tensor::Spec;
 
+int& programsLeftOutForDTypes() {
+  static int n = 0;
+  return n;
+}
+
+// Whether every value of `program` has a dtype the device has.
+static bool dtypesFit(const GpuUnderTest& gpu, const tensor::Program& program) {
+  for (const tensor::Node& n : program.nodes) {
+    if ((n.dtype == DType::f64 && !gpu.float64) || (n.dtype == DType::i64 && !gpu.int64)) return false;
+  }
+  return true;
+}
+
 ::testing::AssertionResult runAndCompare(const GpuUnderTest& gpu, const tensor::Program& program,
                                          const std::vector<std::vector<std::byte>>& inputs) {
+  if (!dtypesFit(gpu, program)) {
+    ++programsLeftOutForDTypes();  // counted and printed by the device's test
+    return ::testing::AssertionSuccess();
+  }
   auto exe = gpu.compile_for_gpu(program);
   if (!exe.ok()) return ::testing::AssertionFailure() << exe.status();
   auto loaded = gpu.backend->load(*exe);
@@ -187,7 +204,7 @@ void checkTiledProducts(const GpuUnderTest& gpu) {
       tiled += exe->launch_plan.steps[0].group_size == 256 || exe->launch_plan.steps[0].group_size == 64;
     }
   }
-  EXPECT_EQ(tiled, 15);
+  EXPECT_EQ(tiled, gpu.float64 ? 15 : 10);
 }
 
 // Long reductions use the workgroup tree, finished with subgroup shuffles

@@ -3,6 +3,7 @@
 prints what a JavaScript expression on it resolves to.
 
     run_page.py PAGE.html EXPRESSION [--timeout=SECONDS] [--screenshot=PNG]
+    run_page.py PAGE.html --serve=FUNCTION [--timeout=SECONDS]
 
 Chromium is driven through the DevTools protocol over a pipe
 (--remote-debugging-pipe: commands on its fd 3, replies on its fd 4, each a
@@ -13,6 +14,10 @@ string is printed as it is, anything else as JSON). The page's console
 lines go to stderr. Exit status: 0 on success, 1 when the expression threw
 or the page failed, 2 for a bad invocation, 3 when Chromium is missing, 4 on
 timeout.
+
+With --serve, the page stays open: each line read from stdin (a JSON value)
+is passed to the page's FUNCTION, and what it resolves to is written as one
+line to stdout, until stdin ends. The timeout then bounds each call.
 """
 
 import base64
@@ -120,9 +125,12 @@ class Browser:
 def main(argv):
     options = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in argv[1:] if a.startswith("--") and "=" in a}
     positional = [a for a in argv[1:] if not a.startswith("--")]
-    if len(positional) != 2:
+    if len(positional) != (1 if "--serve" in options else 2):
         print(__doc__, file=sys.stderr)
         return 2
+    serve = options.get("--serve")
+    if serve is not None:
+        positional.append("")
     page, expression = positional
     if not os.path.exists(page):
         print(f"run_page: no page {page}", file=sys.stderr)
@@ -148,6 +156,22 @@ def main(argv):
             if ready.get("result", {}).get("value", "").startswith("file://"):
                 break
             time.sleep(0.05)
+        if serve is not None:
+            timeout = float(options.get("--timeout", "300"))
+            for line in sys.stdin:
+                browser.deadline = time.monotonic() + timeout
+                answer = browser.call("Runtime.evaluate", {"expression": f"{serve}({line.strip()})",
+                                                           "awaitPromise": True, "returnByValue": True},
+                                      session=session)
+                if "exceptionDetails" in answer:
+                    details = answer["exceptionDetails"]
+                    text = details.get("exception", {}).get("description") or details.get("text")
+                    value = "error the page threw: " + str(text).replace("\n", " ")
+                else:
+                    value = str(answer.get("result", {}).get("value"))
+                sys.stdout.write(value.replace("\n", " ") + "\n")
+                sys.stdout.flush()
+            return 0
         result = browser.call("Runtime.evaluate", {"expression": expression, "awaitPromise": True,
                                                    "returnByValue": True}, session=session)
         if "exceptionDetails" in result:

@@ -71,14 +71,17 @@ std::string f32Literal(float v) {
   return f32Bits(bits);
 }
 
-// The ops type of compiler/codegen/math/elementary.h over WGSL f32 values.
-// fma is a multiply and an add (WGSL's fma() does not promise one
-// rounding). Browsers' shader compilers reassociate floating-point
-// arithmetic (SwiftShader turned (x + c) - c into x, measured), which
-// breaks the error-free transformations the algorithms are made of, so
-// every sum, difference and product passes through an opaque integer
-// operation: its bits xor a zero the compiler cannot know (`opaque`, from
-// arrayLength), which keeps each rounding where the algorithm puts it.
+// The ops type of compiler/codegen/math/elementary.h over WGSL f32 values,
+// held as their bits (u32). fma is a multiply and an add (WGSL's fma() does
+// not promise one rounding). Browsers' shader compilers treat floats with
+// fast-math freedom: SwiftShader turned (x + c) - c into x and lost the
+// signs of zeros (both measured), which breaks the error-free
+// transformations and the sign tricks the algorithms are made of. So every
+// value lives as bits between operations (no float register carries a
+// -0.0 or a value the compiler could reassociate), and every sum,
+// difference, product and quotient xors its bits with a zero the compiler
+// cannot know (`opaque`, from arrayLength), which keeps each rounding where
+// the algorithm puts it.
 class WgslOps {
  public:
   using Vec = std::string;
@@ -89,35 +92,40 @@ class WgslOps {
   const math::LaneMath& c() const { return math::kF32; }
   bool fusedMultiplyAdd() const { return false; }
 
-  Vec num(double v) { return w_.let("f32", f32Literal(static_cast<float>(v))); }
-  Vec bits(uint64_t b) { return w_.let("f32", f32Bits(static_cast<uint32_t>(b))); }
+  Vec num(double v) {
+    const float f = static_cast<float>(v);
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    return bits(b);
+  }
+  Vec bits(uint64_t b) { return w_.let("u32", absl::StrFormat("0x%08xu", static_cast<uint32_t>(b))); }
   Vec zero() { return num(0.0); }
 
-  Vec add(const Vec& a, const Vec& b) { return bin("+", a, b); }
-  Vec sub(const Vec& a, const Vec& b) { return bin("-", a, b); }
-  Vec mul(const Vec& a, const Vec& b) { return bin("*", a, b); }
-  Vec div(const Vec& a, const Vec& b) { return bin("/", a, b); }
+  Vec add(const Vec& a, const Vec& b) { return arith("+", a, b); }
+  Vec sub(const Vec& a, const Vec& b) { return arith("-", a, b); }
+  Vec mul(const Vec& a, const Vec& b) { return arith("*", a, b); }
+  Vec div(const Vec& a, const Vec& b) { return arith("/", a, b); }
   Vec fma(const Vec& a, const Vec& b, const Vec& c) { return add(mul(a, b), c); }
-  Vec neg(const Vec& a) { return w_.let("f32", strCat("-", a)); }
-  Vec abs(const Vec& a) { return w_.let("f32", strCat("abs(", a, ")")); }
-  Vec round(const Vec& a) { return w_.let("f32", strCat("round(", a, ")")); }  // ties to even
+  Vec neg(const Vec& a) { return w_.let("u32", strCat(a, " ^ 0x80000000u")); }
+  Vec abs(const Vec& a) { return w_.let("u32", strCat(a, " & 0x7fffffffu")); }
+  Vec round(const Vec& a) { return w_.let("u32", strCat("bitcast<u32>(round(bitcast<f32>(", a, ")))")); }  // ties to even
   Vec minRaw(const Vec& a, const Vec& b) { return select(cmp(math::Cmp::kLt, a, b), a, b); }
   Vec maxRaw(const Vec& a, const Vec& b) { return select(cmp(math::Cmp::kGt, a, b), a, b); }
-  Vec bitAnd(const Vec& a, const Vec& b) { return integer("&", a, b); }
-  Vec bitOr(const Vec& a, const Vec& b) { return integer("|", a, b); }
-  Vec bitXor(const Vec& a, const Vec& b) { return integer("^", a, b); }
-  Vec intAdd(const Vec& a, const Vec& b) { return integer("+", a, b); }
-  Vec shl(const Vec& a, int n) { return w_.let("f32", strCat("bitcast<f32>(bitcast<u32>(", a, ") << ", n, "u)")); }
-  Vec shr(const Vec& a, int n) { return w_.let("f32", strCat("bitcast<f32>(bitcast<u32>(", a, ") >> ", n, "u)")); }
+  Vec bitAnd(const Vec& a, const Vec& b) { return w_.let("u32", strCat(a, " & ", b)); }
+  Vec bitOr(const Vec& a, const Vec& b) { return w_.let("u32", strCat(a, " | ", b)); }
+  Vec bitXor(const Vec& a, const Vec& b) { return w_.let("u32", strCat(a, " ^ ", b)); }
+  Vec intAdd(const Vec& a, const Vec& b) { return w_.let("u32", strCat(a, " + ", b)); }
+  Vec shl(const Vec& a, int n) { return w_.let("u32", strCat(a, " << ", n, "u")); }
+  Vec shr(const Vec& a, int n) { return w_.let("u32", strCat(a, " >> ", n, "u")); }
 
   Mask cmp(math::Cmp p, const Vec& a, const Vec& b) {
     static constexpr const char* kOps[] = {"<", "<=", ">", ">=", "==", "!="};
-    return w_.let("bool", strCat(a, " ", kOps[static_cast<int>(p)], " ", b));
+    return w_.let("bool", strCat("bitcast<f32>(", a, ") ", kOps[static_cast<int>(p)], " bitcast<f32>(", b, ")"));
   }
   Mask both(const Mask& a, const Mask& b) { return w_.let("bool", strCat(a, " && ", b)); }
   Mask either(const Mask& a, const Mask& b) { return w_.let("bool", strCat(a, " || ", b)); }
   Vec select(const Mask& m, const Vec& yes, const Vec& no) {
-    return w_.let("f32", strCat("select(", no, ", ", yes, ", ", m, ")"));
+    return w_.let("u32", strCat("select(", no, ", ", yes, ", ", m, ")"));
   }
 
   // Runs `body` only in invocations where `m` is set; `body` replaces values
@@ -125,12 +133,12 @@ class WgslOps {
   template <class F>
   void whenAny(const Mask& m, std::span<Vec> vars, F&& body) {
     std::vector<std::string> slots;
-    for (const Vec& v : vars) slots.push_back(w_.var("f32", v));
+    for (const Vec& v : vars) slots.push_back(w_.var("u32", v));
     w_.open(strCat("if (", m, ")"));
     body();
     for (size_t i = 0; i < vars.size(); ++i) w_.line(strCat(slots[i], " = ", vars[i], ";"));
     w_.close();
-    for (size_t i = 0; i < vars.size(); ++i) vars[i] = w_.let("f32", slots[i]);
+    for (size_t i = 0; i < vars.size(); ++i) vars[i] = w_.let("u32", slots[i]);
   }
 
   Vec horner(const Vec& x, std::span<const double> coefficients) {
@@ -139,12 +147,13 @@ class WgslOps {
     return acc;
   }
 
+  // Between the kernel's f32 values and these bits.
+  Vec fromFloat(const std::string& f) { return w_.let("u32", strCat("bitcast<u32>(", f, ")")); }
+  std::string toFloat(const Vec& v) { return w_.let("f32", strCat("bitcast<f32>(", v, ")")); }
+
  private:
-  Vec bin(const char* op, const Vec& a, const Vec& b) {
-    return w_.let("f32", strCat("bitcast<f32>(bitcast<u32>(", a, " ", op, " ", b, ") ^ ", opaque_, ")"));
-  }
-  Vec integer(const char* op, const Vec& a, const Vec& b) {
-    return w_.let("f32", strCat("bitcast<f32>(bitcast<u32>(", a, ") ", op, " bitcast<u32>(", b, "))"));
+  Vec arith(const char* op, const Vec& a, const Vec& b) {
+    return w_.let("u32", strCat("bitcast<u32>(bitcast<f32>(", a, ") ", op, " bitcast<f32>(", b, ")) ^ ", opaque_));
   }
 
   Writer& w_;
@@ -263,21 +272,23 @@ class WgslTarget final : public gpu::Target {
 
   Value exactMath(OpCode op, DType, Value x, Value y) override {
     WgslOps o(w_, "accy_opaque");
+    const std::string a = o.fromFloat(n(x));
+    const std::string b = y != 0 ? o.fromFloat(n(y)) : a;
     switch (op) {
       case OpCode::kSin:
-        return handle(math::sinOf(o, n(x)));
+        return handle(o.toFloat(math::sinOf(o, a)));
       case OpCode::kCos:
-        return handle(math::cosOf(o, n(x)));
+        return handle(o.toFloat(math::cosOf(o, a)));
       case OpCode::kExp:
-        return handle(math::expOf(o, n(x)));
+        return handle(o.toFloat(math::expOf(o, a)));
       case OpCode::kLog:
-        return handle(math::logOf(o, n(x)));
+        return handle(o.toFloat(math::logOf(o, a)));
       case OpCode::kTanh:
-        return handle(math::tanhOf(o, n(x)));
+        return handle(o.toFloat(math::tanhOf(o, a)));
       case OpCode::kSigmoid:
-        return handle(math::sigmoidOf(o, n(x)));
+        return handle(o.toFloat(math::sigmoidOf(o, a)));
       case OpCode::kPow:
-        return handle(math::powOf(o, n(x), n(y)));
+        return handle(o.toFloat(math::powOf(o, a, b)));
       default:
         break;
     }
