@@ -12,7 +12,10 @@ packages=(
   libssl-dev openssl libopenblas-dev graphviz
   clang libclang-rt-14-dev
   cmake xz-utils
+  chromium
 )
+# chromium: headless, it runs the WGSL target (WebGPU on SwiftShader's
+# Vulkan) for tests/wgsl_conformance_test.cc and tools/webgpu/run_page.py.
 # `make bench` also measures PyTorch on the CPU (bench/torch_perceptron.py).
 if [ "${1:-}" = "--bench" ]; then
   packages+=(python3-torch)
