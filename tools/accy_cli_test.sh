@@ -106,13 +106,18 @@ if [ ! -s "$WORK/tone.accyexe" ]; then
 elif [ "$(head -c 7 "$WORK/tone.accyexe")" != "ACCYEXE" ]; then
   fail "the artifact does not start with ACCYEXE"
 fi
-expect 2 "target wgsl is not available in this build" -- "$ACCY" compile "$WIRE" --target=wgsl --emit=asm
-expect 2 "target cuda is not available in this build (available: x86_64, spirv, ptx, reference)" -- "$ACCY" compile "$WIRE" --target cuda --emit=asm
+expect 2 "target msl is not available in this build" -- "$ACCY" compile "$WIRE" --target=msl --emit=asm
+expect 2 "target cuda is not available in this build (available: x86_64, spirv, ptx, wgsl, reference)" -- "$ACCY" compile "$WIRE" --target cuda --emit=asm
 # A target without a case of its own in the tool (reference) compiles
 # through its registry entry; --emit and --mode are checked against it.
 expect 0 "(reference, evaluator, 1 kernels)" -- "$ACCY" compile "$WIRE" --target=reference --emit=artifact -o "$WORK/ref.accyexe"
 expect 2 "target reference does not write --emit=asm (it writes artifact)" -- "$ACCY" compile "$WIRE" --target=reference --emit=asm -o "$WORK/x"
 expect 1 "target reference has no tf32 mode" -- "$ACCY" compile "$WIRE" --target=reference --mode=tf32 --emit=artifact -o "$WORK/x"
+# WGSL: the modules as text, and the JSON artifact a page runs (docs/WEB.md).
+expect 0 "@compute @workgroup_size(" -- "$ACCY" compile "$WIRE" --target=wgsl --emit=wgsl
+expect 0 "(wgsl, webgpu, " -- "$ACCY" compile "$WIRE" --target=wgsl --emit=artifact -o "$WORK/tone.json"
+expect 0 "accy-wgsl-1" -- cat "$WORK/tone.json"
+expect 2 "target wgsl does not write --emit=asm (it writes wgsl, artifact)" -- "$ACCY" compile "$WIRE" --target=wgsl --emit=asm
 expect 2 "unknown --emit 'llvm'" -- "$ACCY" compile "$WIRE" --emit=llvm
 expect 2 "--emit=choir|asm|artifact is required" -- "$ACCY" compile "$WIRE"
 expect 2 "--emit=artifact needs -o" -- "$ACCY" compile "$WIRE" --emit=artifact
