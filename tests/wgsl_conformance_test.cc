@@ -3,13 +3,9 @@
 // runs it) through the page runtime web/accy.js, against the reference
 // evaluator with the tolerances of docs/CONFORMANCE.md.
 //
-// One page load serves the whole suite: tools/webgpu/run_page.py keeps the
-// page open (--serve) and hands it each launch (the artifact and its inputs,
-// one line of JSON), answering with the outputs. Without Chromium the suite
-// is skipped, saying so.
-#include <sys/wait.h>
-#include <unistd.h>
-
+// One page load serves the whole suite (tools/webgpu/page_runner.h: the
+// page stays open and takes each launch, the artifact and its inputs, as
+// one line of JSON). Without Chromium the suite is skipped, saying so.
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -27,89 +23,19 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/gpu_conformance.h"
+#include "tools/webgpu/page_runner.h"
 
 namespace accy::testing {
 namespace {
 
-std::string runfile(const std::string& path) {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* workspace = std::getenv("TEST_WORKSPACE");
-  return std::string(srcdir != nullptr ? srcdir : ".") + "/" + (workspace != nullptr ? workspace : "accy") + "/" + path;
-}
-
-std::string chromium() {
-  if (const char* c = std::getenv("ACCY_CHROMIUM")) return c;
-  for (const char* p : {"/usr/bin/chromium", "/usr/bin/chromium-browser"}) {
-    if (std::ifstream(p).good()) return p;
-  }
-  return "";
-}
-
-// The page, kept open by run_page.py --serve: one line of JSON in, one
-// line out.
-class LivePage {
- public:
-  static std::unique_ptr<LivePage> open() {
+webgpu::PageRunner* page() {
+  static std::unique_ptr<webgpu::PageRunner> runner = [] {
     const char* tmp = std::getenv("TEST_TMPDIR");
-    const std::string dir = strCat(tmp != nullptr ? tmp : "/tmp", "/wgsl_page");
-    if (std::system(strCat("mkdir -p '", dir, "' && cp '", runfile("web/accy.js"), "' '",
-                           runfile("tests/webgpu/harness.html"), "' '", dir, "/'")
-                        .c_str()) != 0) {
-      return nullptr;
-    }
-    int to_page[2], from_page[2];
-    if (pipe(to_page) != 0 || pipe(from_page) != 0) return nullptr;
-    const std::string script = runfile("tools/webgpu/run_page.py"), page = dir + "/harness.html";
-    const pid_t pid = fork();
-    if (pid == 0) {
-      dup2(to_page[0], 0);
-      dup2(from_page[1], 1);
-      close(to_page[1]);
-      close(from_page[0]);
-      execlp("python3", "python3", script.c_str(), page.c_str(), "--serve=accyRunOne", "--timeout=300",
-             static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    close(to_page[0]);
-    close(from_page[1]);
-    auto p = std::unique_ptr<LivePage>(new LivePage);
-    p->pid_ = pid;
-    p->to_ = fdopen(to_page[1], "w");
-    p->from_ = fdopen(from_page[0], "r");
-    return p;
-  }
-  ~LivePage() {
-    std::fclose(to_);
-    std::fclose(from_);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-  }
-
-  absl::StatusOr<std::string> ask(const std::string& line) {
-    std::fputs(line.c_str(), to_);
-    std::fputc('\n', to_);
-    std::fflush(to_);
-    std::string answer;
-    for (int c; (c = std::fgetc(from_)) != EOF && c != '\n';) answer += static_cast<char>(c);
-    if (std::feof(from_)) {
-      return makeError(ErrorKind::kLaunchFailed, "the page runner ended (Chromium exited, or timed out)");
-    }
-    ++asked_;
-    return answer;
-  }
-  int asked() const { return asked_; }
-
- private:
-  LivePage() = default;
-  pid_t pid_ = -1;
-  FILE* to_ = nullptr;
-  FILE* from_ = nullptr;
-  int asked_ = 0;
-};
-
-LivePage* livePage() {
-  static std::unique_ptr<LivePage> page = LivePage::open();
-  return page.get();
+    absl::StatusOr<std::unique_ptr<webgpu::PageRunner>> r = webgpu::PageRunner::open(tmp != nullptr ? tmp : "/tmp");
+    if (!r.ok()) std::fprintf(stderr, "%s\n", std::string(r.status().message()).c_str());
+    return r.ok() ? *std::move(r) : nullptr;
+  }();
+  return runner.get();
 }
 
 class BrowserProgram final : public backends::LoadedProgram {
@@ -119,34 +45,9 @@ class BrowserProgram final : public backends::LoadedProgram {
 
   absl::Status launch(absl::Span<const std::span<const std::byte>> inputs,
                       absl::Span<const std::span<std::byte>> outputs) const override {
-    LivePage* page = livePage();
-    if (page == nullptr) return makeError(ErrorKind::kLaunchFailed, "no page runner");
-    std::string line = strCat("{\"artifact\": ", artifact_, ", \"inputs\": [");
-    for (size_t k = 0; k < inputs.size(); ++k) {
-      std::string b64;
-      absl::Base64Escape(absl::string_view(reinterpret_cast<const char*>(inputs[k].data()), inputs[k].size()), &b64);
-      strAppend(&line, k ? ", \"" : "\"", b64, "\"");
-    }
-    line += "]}";
-    for (char& c : line) {
-      if (c == '\n') c = ' ';  // newlines lie between JSON tokens; strings escape theirs
-    }
-    absl::StatusOr<std::string> answer = page->ask(line);
-    if (!answer.ok()) return answer.status();
-    if (answer->rfind("ok", 0) != 0) return makeError(ErrorKind::kLaunchFailed, strCat("in the browser: ", *answer));
-    const std::vector<std::string> parts = absl::StrSplit(answer->size() > 3 ? answer->substr(3) : "", ',');
-    if (parts.size() != outputs.size()) {
-      return makeError(ErrorKind::kLaunchFailed, strCat("the browser gave ", parts.size(), " outputs, not ", outputs.size()));
-    }
-    for (size_t k = 0; k < outputs.size(); ++k) {
-      std::string bytes;
-      if (!absl::Base64Unescape(parts[k], &bytes) || bytes.size() != outputs[k].size()) {
-        return makeError(ErrorKind::kLaunchFailed,
-                         strCat("output ", k, ": ", bytes.size(), " bytes from the browser, not ", outputs[k].size()));
-      }
-      std::memcpy(outputs[k].data(), bytes.data(), bytes.size());
-    }
-    return absl::OkStatus();
+    if (page() == nullptr) return makeError(ErrorKind::kLaunchFailed, "no page runner");
+    return page()->run(artifact_, std::span<const std::span<const std::byte>>(inputs.data(), inputs.size()),
+                       std::span<const std::span<std::byte>>(outputs.data(), outputs.size()));
   }
   const executable::Executable& executable() const override { return exe_; }
 
@@ -208,15 +109,17 @@ void wholeSuite(const GpuUnderTest& g) {
 }
 
 TEST(WgslConformance, TheGpuSuiteRunsInChromium) {
-  if (chromium().empty()) GTEST_SKIP() << "Chromium not found (/usr/bin/chromium or ACCY_CHROMIUM): no browser to run WGSL in";
-  ASSERT_NE(livePage(), nullptr);
+  if (webgpu::chromiumPath().empty()) {
+    GTEST_SKIP() << "Chromium not found (/usr/bin/chromium or ACCY_CHROMIUM): no browser to run WGSL in";
+  }
+  ASSERT_NE(page(), nullptr);
   const GpuUnderTest g = gpu();
   programsLeftOutForDTypes() = 0;
   wholeSuite(g);
-  std::printf("%d WGSL programs ran in one Chromium page (every module validated by Tint)\n", livePage()->asked());
+  std::printf("%d WGSL programs ran in one Chromium page (every module validated by Tint)\n", page()->runs());
   std::printf("%d programs left out: they hold f64 or i64 values, which WGSL does not have\n",
               programsLeftOutForDTypes());
-  EXPECT_GT(livePage()->asked(), 500);
+  EXPECT_GT(page()->runs(), 500);
 }
 
 // WGSL has no f64 and no i64: refused by name, with the op.

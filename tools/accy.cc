@@ -5,7 +5,7 @@
 //   accy compile FILE --target=spirv --emit=spirv|artifact -o OUT
 //   accy compile FILE --target=ptx --emit=ptx|choir [--arch=sm_90] [--mode=exact|fast|tf32] [-o OUT]
 //   accy compile FILE --dump-after=PASS [--target=...] [target options] [-o OUT]
-//   accy run FILE [--input N=IN.npy ...] [--output N=OUT.npy ...] [--threads=K]
+//   accy run FILE [--input N=IN.npy ...] [--output N=OUT.npy ...] [--threads=K] [--target=T] [--mode=M]
 //
 // FILE is a wire-encoded program (compiler/wire/wire.h). Exit status: 0 on
 // success, 1 when a valid program fails to compile or run, 2 for a bad
@@ -13,6 +13,7 @@
 // docs/CLI.md has examples.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <span>
@@ -29,7 +30,9 @@
 #include "compiler/codegen/ptx/compile.h"
 #include "compiler/codegen/ptx/pipeline.h"
 #include "compiler/codegen/spirv/compile.h"
+#include "backends/registry.h"
 #include "compiler/codegen/targets.h"
+#include "tools/webgpu/page_runner.h"
 #include "compiler/codegen/x86_64/compile.h"
 #include "compiler/tensor/program.h"
 #include "base/strings.h"
@@ -70,10 +73,13 @@ commands:
       vectorize, parallelize; for spirv and ptx lower, fuse, tf32 (ptx with
       --mode=tf32 only), gpu-map.
   run FILE [--input N=IN.npy ...] [--output N=OUT.npy ...] [--threads=K]
-      Compile for this CPU and run once. Input N (counting from 0) is read
-      from a .npy file whose dtype and shape equal the input's (a 0-d array
-      for a scalar); output N is written to OUT.npy, by default outN.npy in
-      the current directory.
+           [--target=x86_64|spirv|ptx|wgsl|reference] [--mode=exact|fast|tf32]
+      Compile for the target (this CPU by default) and run once on this
+      machine's device for it: Vulkan for spirv, CUDA for ptx, headless
+      Chromium for wgsl, the reference evaluator for reference. Input N
+      (counting from 0) is read from a .npy file whose dtype and shape equal
+      the input's (a 0-d array for a scalar); output N is written to
+      OUT.npy, by default outN.npy in the current directory.
   help, --help, -h
       Print this text.
 
@@ -496,10 +502,58 @@ std::vector<int64_t> extentsOf(const tensor::Spec& spec) {
   return shape;
 }
 
+// Compiles `program` for `target` and runs it on the machine's device for
+// it: in process (x86_64), a backend (vulkan, cuda, null), or a headless
+// Chromium page (wgsl, docs/WEB.md).
+std::optional<Failure> runOn(const Args& args, const codegen::TargetEntry& target, backends::ArithmeticMode mode,
+                             int threads, const tensor::Program& program, std::span<const std::span<const std::byte>> in,
+                             std::span<const std::span<std::byte>> out) {
+  auto failed = [&](const absl::Status& st) { return runError(strCat(args.file, ": run failed: ", messageOf(st))); };
+  auto compileFailed = [&](const absl::Status& st) {
+    return runError(strCat(args.file, ": compile failed: ", messageOf(st)));
+  };
+  if (target.name == "x86_64") {
+    absl::StatusOr<tensor::CpuExecutable> exe =
+        tensor::CpuExecutable::compile(program, tensor::CpuOptions{.threads = threads});
+    if (!exe.ok()) return compileFailed(exe.status());
+    if (absl::Status st = exe->launch(in, out); !st.ok()) return failed(st);
+    return std::nullopt;
+  }
+  if (target.device == "browser") {
+    absl::StatusOr<executable::Executable> exe = target.compile(program, codegen::CompileRequest{.mode = mode});
+    if (!exe.ok()) return compileFailed(exe.status());
+    absl::StatusOr<std::string> artifact = target.artifact(*exe);
+    if (!artifact.ok()) return compileFailed(artifact.status());
+    char dir[] = "/tmp/accy-run-XXXXXX";
+    if (mkdtemp(dir) == nullptr) return runError("run: cannot make a temporary directory");
+    std::optional<Failure> result;
+    {
+      absl::StatusOr<std::unique_ptr<webgpu::PageRunner>> page = webgpu::PageRunner::open(dir);
+      if (!page.ok()) {
+        result = failed(page.status());
+      } else if (absl::Status st = (*page)->run(*artifact, in, out); !st.ok()) {
+        result = failed(st);
+      }
+    }
+    std::filesystem::remove_all(dir);
+    return result;
+  }
+  absl::StatusOr<std::vector<std::unique_ptr<backends::Backend>>> device =
+      backends::selectBackends({std::string(target.device)}, backends::BackendOptions{});
+  if (!device.ok()) return failed(device.status());
+  backends::Backend& backend = *device->front();
+  absl::StatusOr<executable::Executable> exe = backend.compile(program, std::string(target.name), {mode});
+  if (!exe.ok()) return compileFailed(exe.status());
+  absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> loaded = backend.load(*std::move(exe));
+  if (!loaded.ok()) return failed(loaded.status());
+  if (absl::Status st = (*loaded)->launch(in, out); !st.ok()) return failed(st);
+  return std::nullopt;
+}
+
 // accy run FILE [--input N=IN.npy ...] [--output N=OUT.npy ...] [--threads=K]
 std::optional<Failure> run(std::span<const std::string> argv) {
   Args args;
-  const OptionTable table{{"--input", "--output", "--threads"}, {"--input", "--output"}, {}};
+  const OptionTable table{{"--input", "--output", "--threads", "--target", "--mode"}, {"--input", "--output"}, {}};
   if (auto f = parseArgs("run", argv, table, &args)) return f;
   if (args.help) {
     std::fputs(kUsage, stdout);
@@ -507,6 +561,18 @@ std::optional<Failure> run(std::span<const std::string> argv) {
   }
   absl::StatusOr<int> threads = threadsOption(args);
   if (!threads.ok()) return usageError(strCat("run: ", messageOf(threads.status())));
+  // --target: any target this machine can run (its registry entry names
+  // the device); --mode: the arithmetic mode.
+  const std::string target = single(args, "--target").value_or("x86_64");
+  const absl::StatusOr<const codegen::TargetEntry*> entry = codegen::findTarget(target);
+  if (!entry.ok()) return inputError(strCat("run: ", messageOf(entry.status())));
+  if (target != "x86_64" && single(args, "--threads")) return usageError("run: --threads is for --target=x86_64");
+  const absl::StatusOr<backends::ArithmeticMode> mode =
+      backends::parseArithmeticMode(single(args, "--mode").value_or("exact"));
+  if (!mode.ok()) return usageError(strCat("run: ", messageOf(mode.status())));
+  if (absl::Status st = codegen::checkMode(target, *mode); !st.ok()) {
+    return runError(strCat(args.file, ": compile failed: ", messageOf(st)));
+  }
   absl::StatusOr<tensor::Program> program = loadProgram(args.file);
   if (!program.ok()) return inputError(messageOf(program.status()));
   const std::vector<tensor::Spec> in_specs = program->inputSpecs();
@@ -544,18 +610,13 @@ std::optional<Failure> run(std::span<const std::string> argv) {
     inputs.push_back(std::move(*array));
   }
 
-  absl::StatusOr<tensor::CpuExecutable> exe =
-      tensor::CpuExecutable::compile(*program, tensor::CpuOptions{.threads = *threads});
-  if (!exe.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(exe.status())));
   std::vector<std::vector<std::byte>> outputs;
   for (const tensor::Spec& s : out_specs) outputs.emplace_back(static_cast<size_t>(s.byteSize()));
   std::vector<std::span<const std::byte>> in_views;
   for (const npy::Array& a : inputs) in_views.emplace_back(a.data);
   std::vector<std::span<std::byte>> out_views;
   for (std::vector<std::byte>& o : outputs) out_views.emplace_back(o);
-  if (absl::Status st = exe->launch(in_views, out_views); !st.ok()) {
-    return runError(strCat(args.file, ": run failed: ", messageOf(st)));
-  }
+  if (std::optional<Failure> f = runOn(args, **entry, *mode, *threads, *program, in_views, out_views)) return f;
   for (size_t i = 0; i < out_specs.size(); ++i) {
     const std::string path = out_paths.contains(i) ? out_paths[i] : strCat("out", i, ".npy");
     if (absl::Status st = npy::writeFile(path, out_specs[i].dtype, extentsOf(out_specs[i]), outputs[i]); !st.ok()) {

@@ -173,6 +173,32 @@ else
   near "${values[2]}" 0 0.0001 || fail "guess 3 gives ${values[2]}, expected 0"
 fi
 
+# Every target that can run here runs from the same command (--target): the
+# reference evaluator, Vulkan (lavapipe), WebGPU in headless Chromium. A
+# missing device is reported by the tool and skipped here, saying so.
+for t in reference spirv wgsl; do
+  (
+    cd "$WORK" && "$ACCY" run "$WIRE8" --target=$t --input 0=guesses.npy --input 1=time.npy --input 2=sample.npy \
+      --output 0=out_$t.npy
+  ) >"$WORK/run_$t.txt" 2>&1
+  rc=$?
+  if [ $rc -ne 0 ] && grep -qE "is not available|no Chromium" "$WORK/run_$t.txt"; then
+    echo "skipped: accy run --target=$t: $(head -1 "$WORK/run_$t.txt")"
+    continue
+  fi
+  checks=$((checks + 1))
+  if [ $rc -ne 0 ]; then
+    fail "accy run --target=$t exited $rc:"
+    cat "$WORK/run_$t.txt"
+    continue
+  fi
+  values=($(read_npy_f32 "$WORK/out_$t.npy" 2>&1))
+  near "${values[0]}" 8.656 0.001 || fail "--target=$t: guess 2.5 gives ${values[0]}, expected about 8.656"
+  near "${values[2]}" 0 0.0001 || fail "--target=$t: guess 3 gives ${values[2]}, expected 0"
+done
+expect 2 "--threads is for --target=x86_64" -- "$ACCY" run "$WIRE8" --target=spirv --threads=2 --input 0="$WORK/guesses.npy"
+expect 1 "target wgsl has no tf32 mode" -- "$ACCY" run "$WIRE8" --target=wgsl --mode=tf32 --input 0="$WORK/guesses.npy"
+
 # --- bad runs and bad .npy files -----------------------------------------------
 ok_inputs=(--input 1="$WORK/time.npy" --input 2="$WORK/sample.npy")
 expect 2 "input 0 (f32[]) has no file" -- "$ACCY" run "$WIRE" "${ok_inputs[@]}"

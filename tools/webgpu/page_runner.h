@@ -1,0 +1,51 @@
+// Runs WGSL artifacts in headless Chromium: web/runner.html kept open by
+// tools/webgpu/run_page.py --serve, each run one line of JSON each way
+// (docs/WEB.md). Used by `accy run --target=wgsl` and by
+// tests/wgsl_conformance_test.cc.
+#ifndef ACCY_TOOLS_WEBGPU_PAGE_RUNNER_H_
+#define ACCY_TOOLS_WEBGPU_PAGE_RUNNER_H_
+
+#include <cstddef>
+#include <cstdio>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace accy::webgpu {
+
+// The file at `path` (relative to the source tree: "web/accy.js"):
+// under $ACCY_SOURCE_DIR, the test's runfiles, or the running binary's
+// runfiles; NotFound naming the places tried.
+absl::StatusOr<std::string> sourceFile(std::string_view path);
+
+// Chromium's path ($ACCY_CHROMIUM, else chromium on the usual paths), or
+// empty.
+std::string chromiumPath();
+
+class PageRunner {
+ public:
+  // Copies the page and the runtime into `work_dir` and starts the runner.
+  static absl::StatusOr<std::unique_ptr<PageRunner>> open(const std::string& work_dir);
+  ~PageRunner();
+
+  // Runs `artifact` (JSON, docs/WEB.md) on `inputs`, filling `outputs`
+  // (their sizes are the outputs' byte sizes; bools one byte each).
+  absl::Status run(std::string_view artifact, std::span<const std::span<const std::byte>> inputs,
+                   std::span<const std::span<std::byte>> outputs);
+  int runs() const { return runs_; }
+
+ private:
+  PageRunner() = default;
+  int pid_ = -1;
+  FILE* to_ = nullptr;
+  FILE* from_ = nullptr;
+  int runs_ = 0;
+};
+
+}  // namespace accy::webgpu
+
+#endif  // ACCY_TOOLS_WEBGPU_PAGE_RUNNER_H_
