@@ -205,7 +205,7 @@ absl::Status KernelEmitter::storeResult(const Stmt& s, Value acc) {
 absl::Status KernelEmitter::perOutput(int64_t outputs) {
   launched_ = std::clamp<int64_t>((outputs + wg_ - 1) / wg_, 1, t_.desc().max_workgroups);
   const Stmt& leaf = *nest_.leaf;
-  return strided(t_.globalId(), t_.index(outputs), t_.invocationCount(launched_), [&](Value x) -> absl::Status {
+  auto body = [&](Value x) -> absl::Status {
     decompose(x, nest_.loops);
     if (leaf.kind == StmtKind::kStore) {
       ACCY_ASSIGN_OR_RETURN(Value v, expr(leaf.value));
@@ -213,7 +213,13 @@ absl::Status KernelEmitter::perOutput(int64_t outputs) {
       return absl::OkStatus();
     }
     return reduceSerial(leaf);
-  });
+  };
+  // Enough invocations for every output: one guarded step, no loop.
+  if (launched_ * wg_ >= outputs) {
+    const Value x = t_.globalId();
+    return when(t_.indexLess(x, t_.index(outputs)), [&]() { return body(x); });
+  }
+  return strided(t_.globalId(), t_.index(outputs), t_.invocationCount(launched_), body);
 }
 
 // One invocation walks the whole domain.
