@@ -40,26 +40,29 @@ webgpu::PageRunner* page() {
 
 class BrowserProgram final : public backends::LoadedProgram {
  public:
-  BrowserProgram(executable::Executable exe, std::string artifact)
-      : exe_(std::move(exe)), artifact_(std::move(artifact)) {}
+  BrowserProgram(executable::Executable exe, std::string artifact, std::string options)
+      : exe_(std::move(exe)), artifact_(std::move(artifact)), options_(std::move(options)) {}
 
   absl::Status launch(absl::Span<const std::span<const std::byte>> inputs,
                       absl::Span<const std::span<std::byte>> outputs) const override {
     if (page() == nullptr) return makeError(ErrorKind::kLaunchFailed, "no page runner");
     return page()->run(artifact_, std::span<const std::span<const std::byte>>(inputs.data(), inputs.size()),
-                       std::span<const std::span<std::byte>>(outputs.data(), outputs.size()));
+                       std::span<const std::span<std::byte>>(outputs.data(), outputs.size()), options_);
   }
   const executable::Executable& executable() const override { return exe_; }
 
  private:
   executable::Executable exe_;
   std::string artifact_;
+  std::string options_;
 };
 
 // WebGPU in the browser as a backend of the suite.
 class BrowserBackend final : public backends::Backend {
  public:
-  BrowserBackend() {
+  // `options`: for web/accy.js's loadProgram ({"subgroups": false}: the
+  // plain modules even where the device has subgroups).
+  explicit BrowserBackend(std::string options = "") : options_(std::move(options)) {
     info_.name = "browser";
     info_.targets = {"wgsl"};
     info_.available = true;
@@ -74,10 +77,11 @@ class BrowserBackend final : public backends::Backend {
     absl::StatusOr<std::string> artifact = wgsl::artifactJson(exe);
     if (!artifact.ok()) return artifact.status();
     return std::shared_ptr<const backends::LoadedProgram>(
-        std::make_shared<BrowserProgram>(std::move(exe), *std::move(artifact)));
+        std::make_shared<BrowserProgram>(std::move(exe), *std::move(artifact), options_));
   }
 
  private:
+  std::string options_;
   backends::DeviceInfo info_;
 };
 
@@ -120,6 +124,16 @@ TEST(WgslConformance, TheGpuSuiteRunsInChromium) {
   std::printf("%d programs left out: they hold f64 or i64 values, which WGSL does not have\n",
               programsLeftOutForDTypes());
   EXPECT_GT(page()->runs(), 500);
+  // Tree reductions ran with subgroup shuffles where the adapter has them;
+  // and again with the plain modules, the fallback.
+  std::printf("%d runs used subgroup operations\n", page()->runsWithSubgroups());
+  const int with = page()->runsWithSubgroups();
+  static BrowserBackend plain("{\"subgroups\": false}");
+  GpuUnderTest fallback = gpu();
+  fallback.backend = &plain;
+  fallback.note = "the same without subgroup operations (the fallback)";
+  checkTreeReductions(fallback);
+  EXPECT_EQ(page()->runsWithSubgroups(), with) << "the fallback ran subgroup operations";
 }
 
 // WGSL has no f64 and no i64: refused by name, with the op.

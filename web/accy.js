@@ -27,13 +27,14 @@ function elementsOf(spec) {
   return spec.axes.reduce((n, a) => n * a.extent, 1);
 }
 
-// The device of the page's first adapter (WebGPU), or an AccyError saying
-// what is missing.
+// The device of the page's first adapter (WebGPU), with the `subgroups`
+// feature where the adapter has it, or an AccyError saying what is missing.
 export async function requestDevice(options = {}) {
   if (!globalThis.navigator || !navigator.gpu) throw new AccyError('this browser has no WebGPU (navigator.gpu)');
   const adapter = await navigator.gpu.requestAdapter(options);
   if (!adapter) throw new AccyError('WebGPU offers no adapter here');
-  return adapter.requestDevice();
+  const requiredFeatures = adapter.features.has('subgroups') ? ['subgroups'] : [];
+  return adapter.requestDevice({requiredFeatures});
 }
 
 export class Program {
@@ -126,8 +127,10 @@ export class Program {
 
 // Checks an artifact, compiles its modules (WGSL errors become an
 // AccyError naming the kernel and the line) and makes its pipelines and
-// buffers.
-export async function loadProgram(device, artifact) {
+// buffers. A kernel with a subgroups variant (`wgsl_subgroups`) runs it
+// where the device has the `subgroups` feature, unless options.subgroups is
+// false; the plain module otherwise.
+export async function loadProgram(device, artifact, options = {}) {
   if (!artifact || artifact.format !== 'accy-wgsl-1') {
     throw new AccyError(`not an Accy WGSL artifact (format ${artifact?.format ?? 'missing'}; expected accy-wgsl-1)`);
   }
@@ -140,8 +143,12 @@ export async function loadProgram(device, artifact) {
   const buffers = artifact.buffers.map((b) =>
     device.createBuffer({size: Math.max(4, b.elements * 4), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST}));
   const pipelines = [];
+  const subgroups = options.subgroups !== false && device.features.has('subgroups');
+  let withSubgroups = 0;
   for (const k of artifact.kernels) {
-    const module = device.createShaderModule({code: k.wgsl, label: k.name});
+    const code = subgroups && k.wgsl_subgroups ? k.wgsl_subgroups : k.wgsl;
+    withSubgroups += code !== k.wgsl;
+    const module = device.createShaderModule({code, label: k.name});
     const info = await module.getCompilationInfo();
     const errors = info.messages.filter((m) => m.type === 'error');
     if (errors.length) {
@@ -171,5 +178,7 @@ export async function loadProgram(device, artifact) {
     if (error) throw new AccyError(`kernel ${k.name}: ${error.message}`);
     pipelines.push({pipeline, bindGroup});
   }
-  return new Program(device, artifact, pipelines, buffers);
+  const program = new Program(device, artifact, pipelines, buffers);
+  program.kernelsWithSubgroups = withSubgroups;
+  return program;
 }

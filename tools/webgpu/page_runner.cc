@@ -107,8 +107,9 @@ PageRunner::~PageRunner() {
 }
 
 absl::Status PageRunner::run(std::string_view artifact, std::span<const std::span<const std::byte>> inputs,
-                             std::span<const std::span<std::byte>> outputs) {
-  std::string line = strCat("{\"artifact\": ", artifact, ", \"inputs\": [");
+                             std::span<const std::span<std::byte>> outputs, std::string_view options) {
+  std::string line = strCat("{\"artifact\": ", artifact, options.empty() ? "" : ", \"options\": ", options,
+                            ", \"inputs\": [");
   for (size_t k = 0; k < inputs.size(); ++k) {
     std::string b64;
     absl::Base64Escape(absl::string_view(reinterpret_cast<const char*>(inputs[k].data()), inputs[k].size()), &b64);
@@ -127,7 +128,13 @@ absl::Status PageRunner::run(std::string_view artifact, std::span<const std::spa
   if (std::feof(from_)) return makeError(ErrorKind::kLaunchFailed, "the page runner ended (Chromium exited, or timed out)");
   ++runs_;
   if (answer.rfind("ok", 0) != 0) return makeError(ErrorKind::kLaunchFailed, strCat("in the browser: ", answer));
-  const std::vector<std::string> parts = absl::StrSplit(answer.size() > 3 ? answer.substr(3) : "", ',');
+  // "ok OUT,OUT,... K": the outputs, and how many kernels used subgroups.
+  std::string rest = answer.size() > 3 ? answer.substr(3) : "";
+  if (const size_t space = rest.rfind(' '); space != std::string::npos) {
+    runs_with_subgroups_ += rest.substr(space + 1) != "0";
+    rest.resize(space);
+  }
+  const std::vector<std::string> parts = absl::StrSplit(rest, ',');
   if (parts.size() != outputs.size()) {
     return makeError(ErrorKind::kLaunchFailed, strCat("the browser gave ", parts.size(), " outputs, not ", outputs.size()));
   }

@@ -34,9 +34,13 @@ class PageRunner {
 
   // Runs `artifact` (JSON, docs/WEB.md) on `inputs`, filling `outputs`
   // (their sizes are the outputs' byte sizes; bools one byte each).
+  // `options` is a JSON object for web/accy.js's loadProgram (empty: none),
+  // e.g. {"subgroups": false}.
   absl::Status run(std::string_view artifact, std::span<const std::span<const std::byte>> inputs,
-                   std::span<const std::span<std::byte>> outputs);
+                   std::span<const std::span<std::byte>> outputs, std::string_view options = "");
   int runs() const { return runs_; }
+  // Runs that used subgroup operations in at least one kernel.
+  int runsWithSubgroups() const { return runs_with_subgroups_; }
 
  private:
   PageRunner() = default;
@@ -44,6 +48,7 @@ class PageRunner {
   FILE* to_ = nullptr;
   FILE* from_ = nullptr;
   int runs_ = 0;
+  int runs_with_subgroups_ = 0;
 };
 
 }  // namespace accy::webgpu

@@ -324,6 +324,31 @@ absl::Status KernelEmitter::combineWorkgroup(const Stmt& s, Value acc,
     t_.barrier();  // the slots are reused by the next output
     return absl::OkStatus();
   }
+  if (desc.subgroups == Subgroups::kRuntimeLanes) {
+    const SharedArray slots = t_.sharedArray(d, wg_);
+    const Value size = t_.subgroupBuiltin(0), lane = t_.subgroupBuiltin(3);
+    ACCY_RETURN_IF_ERROR(t_.doubling(
+        t_.index(1), size,
+        [&](Value off) {
+          const Value mine = t_.read(d, acc);
+          t_.write(d, acc, binary(c, d, mine, t_.shuffleDown(d, mine, off, 0)));
+          return absl::OkStatus();
+        },
+        /*max_trips=*/8));
+    const Value own = t_.select(d, t_.indexEq(lane, t_.index(0)), t_.read(d, acc), identity(c, d));
+    t_.sharedStore(slots, lid, 0, own);
+    t_.barrier();
+    ACCY_RETURN_IF_ERROR(when(first(), [&]() -> absl::Status {
+      t_.write(d, acc, t_.sharedLoad(slots, t_.index(0), 0));
+      ACCY_RETURN_IF_ERROR(strided(t_.index(1), t_.index(wg_), t_.index(1), [&](Value i) {
+        fold(t_.sharedLoad(slots, i, 0));
+        return absl::OkStatus();
+      }));
+      return finish(t_.read(d, acc));
+    }));
+    t_.barrier();  // the slots are reused by the next output
+    return absl::OkStatus();
+  }
   // A tree in workgroup memory down to `down_to` values.
   const int64_t width = desc.subgroups == Subgroups::kFixed ? desc.subgroup_size : 1;
   const bool slots_used = wg_ > width;

@@ -59,6 +59,12 @@ enum class Subgroups : uint8_t {
   // order (Vulkan: only the SubgroupId and SubgroupLocalInvocationId
   // builtins are relied on, not how subgroups lie over the workgroup).
   kRuntime,
+  // As kRuntime where the target knows each invocation's lane and the
+  // subgroup size but not its subgroup's id (WGSL's subgroups): lane 0 of
+  // each subgroup leaves the subgroup's value in the slot of its own local
+  // id, every other invocation the identity, and invocation 0 folds every
+  // slot in local-id order.
+  kRuntimeLanes,
 };
 
 // What a GPU target is and allows: one description for every GPU target.

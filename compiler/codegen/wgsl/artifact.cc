@@ -1,11 +1,13 @@
 #include "compiler/codegen/wgsl/artifact.h"
 
+#include <cstring>
 #include <set>
 #include <string_view>
 
 #include "absl/strings/str_format.h"
 #include "base/errors.h"
 #include "base/strings.h"
+#include "compiler/codegen/wgsl/compile.h"
 #include "compiler/tensor/dtype.h"
 
 namespace accy::wgsl {
@@ -73,8 +75,13 @@ absl::StatusOr<std::string> artifactJson(const executable::Executable& exe) {
   const auto& steps = exe.launch_plan.steps;
   for (size_t k = 0; k < steps.size(); ++k) {
     const uint64_t end = k + 1 < steps.size() ? steps[k + 1].entry_offset : exe.code.size();
-    const std::string_view text(reinterpret_cast<const char*>(exe.code.data()) + steps[k].entry_offset,
-                                end - steps[k].entry_offset);
+    std::string_view text(reinterpret_cast<const char*>(exe.code.data()) + steps[k].entry_offset,
+                          end - steps[k].entry_offset);
+    std::string_view with_subgroups;
+    if (const size_t at = text.find(kSubgroupsMarker); at != std::string_view::npos) {
+      with_subgroups = text.substr(at + std::strlen(kSubgroupsMarker));
+      text = text.substr(0, at);
+    }
     // The buffers the module declares: its bindings.
     std::set<int> bindings;
     for (size_t at = text.find("@binding("); at != std::string_view::npos; at = text.find("@binding(", at + 1)) {
@@ -84,7 +91,8 @@ absl::StatusOr<std::string> artifactJson(const executable::Executable& exe) {
     for (int b : bindings) strAppend(&list, list.empty() ? "" : ", ", b);
     strAppend(&out, k ? ",\n    " : "\n    ", "{\"name\": ", jsonString(steps[k].kernel), ", \"workgroups\": ",
               steps[k].parallel_extent, ", \"workgroup_size\": ", steps[k].group_size, ", \"bindings\": [", list,
-              "],\n     \"wgsl\": ", jsonString(text), "}");
+              "],\n     \"wgsl\": ", jsonString(text),
+              with_subgroups.empty() ? "" : strCat(",\n     \"wgsl_subgroups\": ", jsonString(with_subgroups)), "}");
   }
   strAppend(&out, "\n  ],\n  \"inputs\": [");
   for (size_t i = 0; i < exe.inputs.size(); ++i) strAppend(&out, i ? ", " : "", specJson(exe.inputs[i]));

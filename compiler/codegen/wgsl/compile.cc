@@ -177,12 +177,13 @@ const char* storedAs(DType d) { return d == DType::bool_ ? "u32" : typeOf(d); }
 
 class WgslTarget final : public gpu::Target {
  public:
-  WgslTarget(const choir::Module& m, const choir::Kernel& k, const TargetInfo& t) : m_(m), k_(k) {
+  WgslTarget(const choir::Module& m, const choir::Kernel& k, const TargetInfo& t, bool subgroups)
+      : m_(m), k_(k), subgroups_(subgroups) {
     desc_.name = "WGSL";
     desc_.max_workgroup_size = t.max_workgroup_size;
     desc_.max_workgroups = t.max_workgroups;
     desc_.workgroup_memory_bytes = t.workgroup_memory;
-    desc_.subgroups = gpu::Subgroups::kNone;
+    desc_.subgroups = subgroups ? gpu::Subgroups::kRuntimeLanes : gpu::Subgroups::kNone;
     desc_.index64 = false;
     desc_.float64 = false;
     desc_.float64_needs = "a target with 64-bit floats (WGSL has none)";
@@ -210,7 +211,7 @@ class WgslTarget final : public gpu::Target {
 
   // The module.
   std::string module() const {
-    std::string text = strCat("// kernel ", k_.name, "\n");
+    std::string text = strCat(subgroups_ ? "enable subgroups;\n" : "", "// kernel ", k_.name, "\n");
     for (int b : used_) {
       const choir::Buffer& buf = m_.buffers[static_cast<size_t>(b)];
       strAppend(&text, "@group(0) @binding(", b, ") var<storage, ",
@@ -223,7 +224,10 @@ class WgslTarget final : public gpu::Target {
     strAppend(&text, "var<private> accy_zero: u32 = 0u;  // a runtime zero: non-finite constants\n");
     strAppend(&text, "\n@compute @workgroup_size(", wg_,
               ")\nfn main(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>,\n"
-              "        @builtin(global_invocation_id) gid: vec3<u32>) {\n",
+              "        @builtin(global_invocation_id) gid: vec3<u32>",
+              subgroups_ ? ",\n        @builtin(subgroup_size) sg_size: u32, @builtin(subgroup_invocation_id) sg_lane: u32"
+                         : "",
+              ") {\n",
               w_.body(), "}\n");
     return text;
   }
@@ -398,13 +402,17 @@ class WgslTarget final : public gpu::Target {
     return absl::OkStatus();
   }
 
-  // No subgroups yet: trees combine in workgroup memory (Subgroups::kNone).
-  Value shuffleDown(DType, Value v, Value, int64_t) override {
-    fail(makeError(ErrorKind::kCompileFailed, "WGSL emitter: no subgroup operations"));
-    return v;
+  // Subgroups::kRuntimeLanes (the subgroups variant): bools move as u32.
+  Value shuffleDown(DType d, Value v, Value offset, int64_t) override {
+    if (d == DType::bool_) {
+      return let(d, strCat("subgroupShuffleDown(select(0u, 1u, ", n(v), "), ", n(offset), ") != 0u"));
+    }
+    return let(d, strCat("subgroupShuffleDown(", n(v), ", ", n(offset), ")"));
   }
-  Value subgroupBuiltin(int) override {
-    fail(makeError(ErrorKind::kCompileFailed, "WGSL emitter: no subgroup operations"));
+  Value subgroupBuiltin(int which) override {
+    if (which == 0) return handle("sg_size");
+    if (which == 3) return handle("sg_lane");
+    fail(makeError(ErrorKind::kCompileFailed, "WGSL emitter: WGSL has no subgroup id"));
     return lid_;
   }
 
@@ -434,6 +442,7 @@ class WgslTarget final : public gpu::Target {
 
   const choir::Module& m_;
   const choir::Kernel& k_;
+  bool subgroups_;
   gpu::TargetDesc desc_;
   Writer w_;
   std::deque<std::string> names_;  // stable references
@@ -457,10 +466,16 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
   exe.target = "wgsl";
   exe.isa = target.mode == ArithmeticMode::kFast ? "webgpu-fast" : "webgpu";
   for (const choir::Kernel& k : m.kernels) {
-    WgslTarget t(m, k, target);
+    WgslTarget t(m, k, target, false);
     gpu::KernelEmitter emitter(t, m, k);
     ACCY_ASSIGN_OR_RETURN(const gpu::EmittedKernel emitted, emitter.run());
-    const std::string text = t.module();
+    std::string text = t.module();
+    if (target.subgroups && emitted.nest.form == choir::GpuForm::kTreeReduce) {
+      WgslTarget with(m, k, target, true);
+      gpu::KernelEmitter again(with, m, k);
+      ACCY_RETURN_IF_ERROR(again.run().status());
+      strAppend(&text, kSubgroupsMarker, with.module());
+    }
     const uint64_t offset = exe.code.size();
     exe.code.insert(exe.code.end(), text.begin(), text.end());
     exe.launch_plan.steps.push_back(

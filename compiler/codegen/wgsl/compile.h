@@ -5,7 +5,9 @@
 //   - code: the WGSL modules of the kernels, one after another, each a whole
 //     module (UTF-8 text) with one `@compute` entry point named "main";
 //   - launch_plan.steps[k].entry_offset: byte offset of kernel k's module
-//     (its end is the next step's offset, or the end of the code);
+//     (its end is the next step's offset, or the end of the code); a tree
+//     reduction's module is followed by kSubgroupsMarker and its variant
+//     with subgroup operations;
 //   - launch_plan.steps[k].parallel_extent: workgroups to dispatch along x;
 //     group_size: the module's @workgroup_size;
 //   - artifact_plan.buffers[b]: @group(0) @binding(b), a storage buffer;
@@ -40,7 +42,14 @@ struct TargetInfo {
   // kExact (default): the elementary functions of compiler/codegen/math;
   // kFast: WGSL's built-ins.
   ArithmeticMode mode = ArithmeticMode::kExact;
+  // Tree reductions also get a variant with subgroup shuffles (WebGPU's
+  // `subgroups` feature), which web/accy.js runs where the device has the
+  // feature; the plain module stays as the fallback.
+  bool subgroups = true;
 };
+
+// Separates a kernel's plain module from its subgroups variant in the code.
+inline constexpr char kSubgroupsMarker[] = "// --- the same kernel with subgroup operations ---\n";
 
 absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& program, const TargetInfo& target,
                                                       const choir::PassHook& dump = {});
