@@ -700,30 +700,15 @@ Value KernelEmitter::transcendental(OpCode o, DType d, Value x, Value y) {
 }
 
 Value KernelEmitter::compare(OpCode o, DType d, Value x, Value y) {
-  Cmp c = Cmp::kEq;
-  switch (o) {
-    case OpCode::kLt:
-      c = Cmp::kLt;
-      break;
-    case OpCode::kLe:
-      c = Cmp::kLe;
-      break;
-    case OpCode::kGt:
-      c = Cmp::kGt;
-      break;
-    case OpCode::kGe:
-      c = Cmp::kGe;
-      break;
-    case OpCode::kEq:
-      c = Cmp::kEq;
-      break;
-    case OpCode::kNe:
-      c = Cmp::kNe;  // NaN != NaN
-      break;
-    default:
-      if (error_.ok()) error_ = unimplemented(strCat("compare ", tensor::opName(o)));
-      return 0;
+  static constexpr std::pair<OpCode, Cmp> kCmps[] = {{OpCode::kLt, Cmp::kLt}, {OpCode::kLe, Cmp::kLe},
+                                                     {OpCode::kGt, Cmp::kGt}, {OpCode::kGe, Cmp::kGe},
+                                                     {OpCode::kEq, Cmp::kEq}, {OpCode::kNe, Cmp::kNe}};  // NaN != NaN
+  const auto* found = std::find_if(std::begin(kCmps), std::end(kCmps), [&](const auto& p) { return p.first == o; });
+  if (found == std::end(kCmps)) {
+    if (error_.ok()) error_ = unimplemented(strCat("compare ", tensor::opName(o)));
+    return 0;
   }
+  const Cmp c = found->second;
   if (d == DType::bool_) {
     // Compare bools as 0/1 integers.
     const Value one = t_.constant(DType::i32, 1), zero = t_.constant(DType::i32, 0);

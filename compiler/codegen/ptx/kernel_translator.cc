@@ -14,6 +14,7 @@
 #include "base/status_macros.h"
 #include "base/strings.h"
 #include "compiler/choir/passes/gpu_map.h"
+#include "compiler/codegen/gpu/elementary_op.h"
 #include "compiler/codegen/gpu/kernel_emitter.h"
 #include "compiler/codegen/math/elementary.h"
 #include "compiler/codegen/ptx/emitter.h"
@@ -208,26 +209,9 @@ class PtxTarget final : public gpu::Target {
 
   Value exactMath(OpCode op, DType d, Value x, Value y) override {
     PtxOps o(e_, d == DType::f64);
-    switch (op) {
-      case OpCode::kSin:
-        return handle(math::sinOf(o, n(x)));
-      case OpCode::kCos:
-        return handle(math::cosOf(o, n(x)));
-      case OpCode::kExp:
-        return handle(math::expOf(o, n(x)));
-      case OpCode::kLog:
-        return handle(math::logOf(o, n(x)));
-      case OpCode::kTanh:
-        return handle(math::tanhOf(o, n(x)));
-      case OpCode::kSigmoid:
-        return handle(math::sigmoidOf(o, n(x)));
-      case OpCode::kPow:
-        return handle(math::powOf(o, n(x), n(y)));
-      default:
-        break;
-    }
+    if (std::optional<std::string> v = gpu::elementaryOp(o, op, n(x), y != 0 ? n(y) : n(x))) return handle(*v);
     fail(makeError(ErrorKind::kUnimplemented, strCat("PTX emitter: op ", tensor::opName(op))));
-    return handle("%f0");
+    return x;
   }
 
   // The hardware approximations (f32 only: PTX has no f64 ones).

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "compiler/choir/passes/gpu_map.h"
+#include "compiler/codegen/gpu/elementary_op.h"
 #include "compiler/codegen/gpu/kernel_emitter.h"
 #include "compiler/codegen/math/elementary.h"
 #include "compiler/codegen/spirv/module_builder.h"
@@ -169,24 +170,7 @@ class SpirvTarget final : public gpu::Target {
     }
     if (f64) b_.capability(11 /* Int64 */);
     SpirvOps ops(b_, scalarType(d), f64 ? b_.typeInt(64, false) : u32_, f64);
-    switch (o) {
-      case OpCode::kSin:
-        return math::sinOf(ops, x);
-      case OpCode::kCos:
-        return math::cosOf(ops, x);
-      case OpCode::kExp:
-        return math::expOf(ops, x);
-      case OpCode::kLog:
-        return math::logOf(ops, x);
-      case OpCode::kTanh:
-        return math::tanhOf(ops, x);
-      case OpCode::kSigmoid:
-        return math::sigmoidOf(ops, x);
-      case OpCode::kPow:
-        return math::powOf(ops, x, y);
-      default:
-        break;
-    }
+    if (std::optional<uint32_t> v = gpu::elementaryOp(ops, o, x, y != 0 ? y : x)) return *v;
     fail(unimplemented(strCat("op ", tensor::opName(o))));
     return x;
   }

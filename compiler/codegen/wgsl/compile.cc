@@ -14,6 +14,7 @@
 #include "base/strings.h"
 #include "compiler/choir/pipeline.h"
 #include "compiler/choir/verifier.h"
+#include "compiler/codegen/gpu/elementary_op.h"
 #include "compiler/codegen/gpu/kernel_emitter.h"
 #include "compiler/codegen/math/elementary.h"
 #include "compiler/tensor/scalar_ops.h"
@@ -278,27 +279,11 @@ class WgslTarget final : public gpu::Target {
     WgslOps o(w_, "accy_opaque");
     const std::string a = o.fromFloat(n(x));
     const std::string b = y != 0 ? o.fromFloat(n(y)) : a;
-    switch (op) {
-      case OpCode::kSin:
-        return handle(o.toFloat(math::sinOf(o, a)));
-      case OpCode::kCos:
-        return handle(o.toFloat(math::cosOf(o, a)));
-      case OpCode::kExp:
-        return handle(o.toFloat(math::expOf(o, a)));
-      case OpCode::kLog:
-        return handle(o.toFloat(math::logOf(o, a)));
-      case OpCode::kTanh:
-        return handle(o.toFloat(math::tanhOf(o, a)));
-      case OpCode::kSigmoid:
-        return handle(o.toFloat(math::sigmoidOf(o, a)));
-      case OpCode::kPow:
-        return handle(o.toFloat(math::powOf(o, a, b)));
-      default:
-        break;
-    }
+    if (std::optional<std::string> v = gpu::elementaryOp(o, op, a, b)) return handle(o.toFloat(*v));
     fail(makeError(ErrorKind::kUnimplemented, strCat("WGSL emitter: op ", tensor::opName(op))));
     return x;
   }
+
   // WGSL's built-ins (not accurate: the browser's sin was 5.7e-4 off).
   Value fastMath(OpCode op, DType d, Value x, Value y) override {
     switch (op) {
