@@ -110,9 +110,28 @@ def read_cases(path):
             if not reason and case.get("result") == "suppressed":
                 reason = "disabled"
             cases.append((full, "skipped", reason or "no reason given"))
+        elif full is None and sh_skip_reason(path, root):
+            # A script test that found nothing to run said so ("SKIPPED:
+            # why" at the start of a line) and exited 0: a skip, not a pass.
+            cases.append((full, "skipped", sh_skip_reason(path, root)))
         else:
             cases.append((full, "passed", ""))
     return cases
+
+
+def sh_skip_reason(path, root):
+    """The reason of a "SKIPPED: why" line in a script test's output (the
+    report's system-out, or the test.log beside it), or ""."""
+    texts = [e.text or "" for e in root.iter("system-out")]
+    log = os.path.join(os.path.dirname(path), "test.log")
+    if os.path.exists(log):
+        with open(log, encoding="utf-8", errors="replace") as f:
+            texts.append(f.read())
+    for text in texts:
+        m = re.search(r"^SKIPPED: (.+)$", text, re.MULTILINE)
+        if m:
+            return one_line(m.group(1))
+    return ""
 
 
 def tally(testlogs, targets, statuses, out):

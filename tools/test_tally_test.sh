@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test count of `make test` (tools/test_tally.py) on fixture reports in
 # tools/testdata/tally: a crashed binary, a timeout, a skipped case, a failing
-# case, an sh_test that failed, a binary that failed at exit after writing a
+# case, an sh_test that failed, an sh_test that said it skipped, a binary that failed at exit after writing a
 # clean report, a shard pair, a target that failed to build (its stale report
 # ignored), a target with no report, and results of checks run outside Bazel.
 set -uo pipefail
@@ -10,8 +10,8 @@ tally=tools/test_tally.py
 data=tools/testdata/tally
 fails=0
 out=$(/usr/bin/python3 "$tally" --testlogs "$data/testlogs" --summary "$data/summary.txt" --extra "$data/extra.txt" \
-  //t:crashed //t:failed_at_exit //t:gtest_mixed //t:sh_failed //t:sh_passed //t:sharded //t:timed_out //t:unbuilt \
-  //t:missing)
+  //t:crashed //t:failed_at_exit //t:gtest_mixed //t:sh_failed //t:sh_passed //t:sh_skipped //t:sharded //t:timed_out \
+  //t:unbuilt //t:missing)
 rc=$?
 
 expect_line() {  # the output has this exact line
@@ -29,11 +29,13 @@ expect_line 'FAILED //t:failed_at_exit: FAILED although its report shows no fail
 expect_line 'FAILED //t:unbuilt: failed to build'
 expect_line 'FAILED //t:missing: no test report (status unknown)'
 expect_line 'skipped fuzz: clang++ with libFuzzer is not installed'
+expect_line 'skipped //t:sh_skipped: Chromium not found (/usr/bin/chromium or ACCY_CHROMIUM)'
 expect_line 'FAILED fuzz: wire_fuzz crashed'
 # 2 cases of gtest_mixed, sh_passed, 4 shard cases, 2 cases of
-# failed_at_exit, one extra; the stale report of //t:unbuilt counts nothing.
-expect_line '10 passed, 8 failed, 2 skipped'
-if [ "$(tail -n 1 <<<"$out")" != '10 passed, 8 failed, 2 skipped' ]; then
+# failed_at_exit, one extra; sh_skipped said SKIPPED; the stale report of
+# //t:unbuilt counts nothing.
+expect_line '10 passed, 8 failed, 3 skipped'
+if [ "$(tail -n 1 <<<"$out")" != '10 passed, 8 failed, 3 skipped' ]; then
   echo "the count is not the last line"
   fails=$((fails + 1))
 fi
