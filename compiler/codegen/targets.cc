@@ -5,6 +5,8 @@
 #include "base/errors.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
+#include "compiler/codegen/msl/artifact.h"
+#include "compiler/codegen/msl/compile.h"
 #include "compiler/codegen/ptx/compile.h"
 #include "compiler/codegen/ptx/pipeline.h"
 #include "compiler/codegen/spirv/compile.h"
@@ -43,6 +45,12 @@ absl::StatusOr<executable::Executable> compileWgsl(const tensor::Program& progra
   ACCY_ASSIGN_OR_RETURN(wgsl::TargetInfo t, deviceOf<wgsl::TargetInfo>(request, "wgsl", "wgsl::TargetInfo"));
   t.mode = request.mode;
   return wgsl::compileProgram(program, t, request.dump);
+}
+
+absl::StatusOr<executable::Executable> compileMsl(const tensor::Program& program, const CompileRequest& request) {
+  ACCY_ASSIGN_OR_RETURN(msl::TargetInfo t, deviceOf<msl::TargetInfo>(request, "msl", "msl::TargetInfo"));
+  t.mode = request.mode;
+  return msl::compileProgram(program, t, request.dump);
 }
 
 absl::StatusOr<executable::Executable> compilePtx(const tensor::Program& program, const CompileRequest& request) {
@@ -98,6 +106,8 @@ const std::vector<TargetEntry>& all() {
        compilePtx},
       {"wgsl", "WGSL modules for WebGPU, run in a web page by web/accy.js", {"wgsl", "artifact"}, "wgsl",
        {M::kExact, M::kFast}, "browser", true, true, compileWgsl, wgsl::artifactJson},
+      {"msl", "Metal Shading Language kernels, compiled by Metal when loaded (checked here through tools/msl)",
+       {"msl", "artifact"}, "msl", {M::kExact, M::kFast}, "msl-shim", true, true, compileMsl, msl::artifactJson},
       {"reference", "the program itself, run by the reference evaluator (the null device)", {"artifact"}, "",
        {M::kExact, M::kFast}, "null", false, true, compileReference},
   };

@@ -1,5 +1,5 @@
-// Targets as data: one entry per compile target (x86_64, spirv, ptx; wgsl,
-// msl and wasm join here). What `Function::compile`, `accy compile`,
+// Targets as data: one entry per compile target (x86_64, spirv, ptx, wgsl,
+// msl; wasm joins here). What `Function::compile`, `accy compile`,
 // accyd's Compile, RemoteSession and every backend know about a target
 // (its name, what `accy compile --emit` writes for it, the arithmetic modes
 // it compiles, the device that runs it, how to compile for it) is read from
@@ -47,7 +47,7 @@ struct TargetEntry {
   std::string_view code_emit;
   std::vector<ArithmeticMode> modes;  // the modes it compiles
   // The backend that runs its artifacts, or "browser": a web page, through
-  // web/accy.js (wgsl).
+  // web/accy.js (wgsl); "msl-shim": the CPU check of tools/msl (msl).
   std::string_view device;
   bool gpu = false;                   // mapped onto workgroups (choir::pipelinePasses(true))
   bool available = true;              // compiled into this build for this host

@@ -4,7 +4,6 @@
 #include "compiler/codegen/wgsl/compile.h"
 
 #include <cstring>
-#include <deque>
 #include <set>
 #include <span>
 
@@ -16,6 +15,7 @@
 #include "compiler/choir/verifier.h"
 #include "compiler/codegen/gpu/elementary_op.h"
 #include "compiler/codegen/gpu/kernel_emitter.h"
+#include "compiler/codegen/gpu/source_writer.h"
 #include "compiler/codegen/math/elementary.h"
 #include "compiler/tensor/scalar_ops.h"
 
@@ -26,39 +26,7 @@ using choir::DType;
 using choir::OpCode;
 using gpu::Value;
 
-// The WGSL text of one function body: `let` bindings, nested blocks.
-class Writer {
- public:
-  // A fresh name bound to `expr` of `type`.
-  std::string let(std::string_view type, std::string_view expr) {
-    std::string name = strCat("v", ++count_);
-    line(strCat("let ", name, ": ", type, " = ", expr, ";"));
-    return name;
-  }
-  std::string var(std::string_view type, std::string_view init) {
-    std::string name = strCat("w", ++count_);
-    line(strCat("var ", name, ": ", type, " = ", init, ";"));
-    return name;
-  }
-  void line(std::string_view text) {
-    body_.append(static_cast<size_t>(2 * depth_), ' ');
-    strAppend(&body_, text, "\n");
-  }
-  void open(std::string_view head) {
-    line(strCat(head, " {"));
-    ++depth_;
-  }
-  void close() {
-    --depth_;
-    line("}");
-  }
-  const std::string& body() const { return body_; }
-
- private:
-  std::string body_;
-  int depth_ = 1;
-  int count_ = 0;
-};
+using Writer = gpu::SourceWriter;
 
 // The exact bits of an f32 as a WGSL expression. Infinities and NaN cannot
 // be constant expressions in WGSL, so those go through a runtime zero.
@@ -193,7 +161,6 @@ class WgslTarget final : public gpu::Target {
     desc_.mode = t.mode;
     desc_.nested_domain_loops = true;
     desc_.unrolled_slices = true;
-    names_.emplace_back();
   }
 
   const gpu::TargetDesc& desc() const override { return desc_; }
@@ -402,13 +369,10 @@ class WgslTarget final : public gpu::Target {
   }
 
  private:
-  const std::string& n(Value v) const { return names_[v]; }
-  Value handle(std::string name) {
-    names_.push_back(std::move(name));
-    return static_cast<Value>(names_.size() - 1);
-  }
-  Value let(DType d, std::string_view expr) { return handle(w_.let(typeOf(d), expr)); }
-  Value idx(std::string_view expr) { return handle(w_.let("u32", expr)); }
+  const std::string& n(Value v) const { return w_.name(v); }
+  Value handle(std::string name) { return w_.handle(std::move(name)); }
+  Value let(DType d, std::string_view expr) { return w_.bind(typeOf(d), expr); }
+  Value idx(std::string_view expr) { return w_.bind("u32", expr); }
   std::string slot(Value i, int64_t plus) const {
     return plus == 0 ? n(i) : strCat(n(i), " + ", static_cast<uint32_t>(plus), "u");
   }
@@ -429,8 +393,7 @@ class WgslTarget final : public gpu::Target {
   const choir::Kernel& k_;
   bool subgroups_;
   gpu::TargetDesc desc_;
-  Writer w_;
-  std::deque<std::string> names_;  // stable references
+  Writer w_{Writer::Style::kTypeAfter};
   int64_t wg_ = 1;
   std::vector<int> used_;
   std::vector<std::pair<std::string, int64_t>> shared_;  // element type, count

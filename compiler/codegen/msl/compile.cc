@@ -1,0 +1,466 @@
+// MSL as a target of the one GPU kernel emitter (compiler/codegen/gpu):
+// values are `const` bindings, variables locals, loops `for`, one source per
+// kernel. Integer arithmetic goes through unsigned types (it wraps, where
+// signed overflow would be undefined in Metal's C++), float division and
+// square roots through metal::precise (correctly rounded in either math
+// mode), exact-mode elementary functions through compiler/codegen/math with
+// Metal's fused fma.
+#include "compiler/codegen/msl/compile.h"
+
+#include <cmath>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "base/errors.h"
+#include "base/status_macros.h"
+#include "base/strings.h"
+#include "compiler/choir/pipeline.h"
+#include "compiler/choir/verifier.h"
+#include "compiler/codegen/gpu/elementary_op.h"
+#include "compiler/codegen/gpu/kernel_emitter.h"
+#include "compiler/codegen/gpu/source_writer.h"
+#include "compiler/codegen/math/elementary.h"
+#include "compiler/codegen/msl/artifact.h"
+#include "compiler/tensor/scalar_ops.h"
+
+namespace accy::msl {
+namespace {
+
+using choir::DType;
+using choir::OpCode;
+using gpu::Value;
+using Writer = gpu::SourceWriter;
+
+// An f32 constant with its exact bits: a decimal literal that reads back to
+// the same float, or its bits where it is not finite or not normal.
+std::string f32Literal(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  if (v != 0 && !std::isnormal(v)) return absl::StrFormat("as_type<float>(0x%08xu)", bits);
+  std::string text = absl::StrFormat("%.9g", v);
+  if (text.find_first_of(".e") == std::string::npos) text += ".0";
+  return text + "f";
+}
+
+// The ops type of compiler/codegen/math/elementary.h over MSL float values:
+// every operation its own binding (no compiler may contract or reassociate
+// across them where the library is compiled with math mode "safe", which
+// the artifact asks for), fma Metal's fused one.
+class MslOps {
+ public:
+  using Vec = std::string;
+  using Mask = std::string;
+
+  explicit MslOps(Writer& w) : w_(w) {}
+
+  const math::LaneMath& c() const { return math::kF32; }
+  bool fusedMultiplyAdd() const { return true; }
+
+  Vec num(double v) { return w_.let("float", f32Literal(static_cast<float>(v))); }
+  Vec bits(uint64_t b) {
+    return w_.let("float", absl::StrFormat("as_type<float>(0x%08xu)", static_cast<uint32_t>(b)));
+  }
+  Vec zero() { return num(0.0); }
+
+  Vec add(const Vec& a, const Vec& b) { return w_.let("float", strCat(a, " + ", b)); }
+  Vec sub(const Vec& a, const Vec& b) { return w_.let("float", strCat(a, " - ", b)); }
+  Vec mul(const Vec& a, const Vec& b) { return w_.let("float", strCat(a, " * ", b)); }
+  Vec div(const Vec& a, const Vec& b) { return w_.let("float", strCat("precise::divide(", a, ", ", b, ")")); }
+  Vec fma(const Vec& a, const Vec& b, const Vec& c) { return w_.let("float", strCat("fma(", a, ", ", b, ", ", c, ")")); }
+  Vec neg(const Vec& a) { return w_.let("float", strCat("-", a)); }
+  Vec abs(const Vec& a) { return w_.let("float", strCat("abs(", a, ")")); }
+  Vec round(const Vec& a) { return w_.let("float", strCat("rint(", a, ")")); }  // ties to even
+  Vec minRaw(const Vec& a, const Vec& b) { return select(cmp(math::Cmp::kLt, a, b), a, b); }
+  Vec maxRaw(const Vec& a, const Vec& b) { return select(cmp(math::Cmp::kGt, a, b), a, b); }
+  Vec bitAnd(const Vec& a, const Vec& b) { return integer(" & ", a, b); }
+  Vec bitOr(const Vec& a, const Vec& b) { return integer(" | ", a, b); }
+  Vec bitXor(const Vec& a, const Vec& b) { return integer(" ^ ", a, b); }
+  Vec intAdd(const Vec& a, const Vec& b) { return integer(" + ", a, b); }
+  Vec shl(const Vec& a, int n) { return w_.let("float", strCat("as_type<float>(as_type<uint>(", a, ") << ", n, "u)")); }
+  Vec shr(const Vec& a, int n) { return w_.let("float", strCat("as_type<float>(as_type<uint>(", a, ") >> ", n, "u)")); }
+
+  Mask cmp(math::Cmp p, const Vec& a, const Vec& b) {
+    static constexpr const char* kOps[] = {"<", "<=", ">", ">=", "==", "!="};
+    return w_.let("bool", strCat(a, " ", kOps[static_cast<int>(p)], " ", b));
+  }
+  Mask both(const Mask& a, const Mask& b) { return w_.let("bool", strCat(a, " && ", b)); }
+  Mask either(const Mask& a, const Mask& b) { return w_.let("bool", strCat(a, " || ", b)); }
+  Vec select(const Mask& m, const Vec& yes, const Vec& no) {
+    return w_.let("float", strCat("select(", no, ", ", yes, ", ", m, ")"));
+  }
+
+  Vec horner(const Vec& x, std::span<const double> coefficients) {
+    Vec acc = num(coefficients.back());
+    for (size_t i = coefficients.size() - 1; i-- > 0;) acc = fma(acc, x, num(coefficients[i]));
+    return acc;
+  }
+
+  // Runs `body` only in threads where `m` is set; `body` replaces values
+  // of `vars`, which hold the replacements afterwards.
+  template <class F>
+  void whenAny(const Mask& m, std::span<Vec> vars, F&& body) {
+    std::vector<std::string> slots;
+    for (const Vec& v : vars) slots.push_back(w_.var("float", v));
+    w_.open(strCat("if (", m, ")"));
+    body();
+    for (size_t i = 0; i < vars.size(); ++i) w_.line(strCat(slots[i], " = ", vars[i], ";"));
+    w_.close();
+    for (size_t i = 0; i < vars.size(); ++i) vars[i] = w_.let("float", slots[i]);
+  }
+
+ private:
+  Vec integer(const char* op, const Vec& a, const Vec& b) {
+    return w_.let("float", strCat("as_type<float>(as_type<uint>(", a, ")", op, "as_type<uint>(", b, "))"));
+  }
+
+  Writer& w_;
+};
+
+const char* typeOf(DType d) {
+  switch (d) {
+    case DType::f32:
+      return "float";
+    case DType::i32:
+      return "int";
+    case DType::i64:
+      return "long";
+    case DType::bool_:
+      return "bool";
+    default:
+      return "float";  // f64 is refused before any value is made
+  }
+}
+// How a buffer or threadgroup array of `d` stores its elements.
+const char* storedAs(DType d) { return d == DType::bool_ ? "uchar" : typeOf(d); }
+// The unsigned type of the same width, for wrapping arithmetic.
+const char* unsignedOf(DType d) { return d == DType::i64 ? "ulong" : "uint"; }
+
+class MslTarget final : public gpu::Target {
+ public:
+  MslTarget(const choir::Module& m, const choir::Kernel& k, const TargetInfo& t) : m_(m), k_(k) {
+    desc_.name = "MSL";
+    desc_.max_workgroup_size = t.max_workgroup_size;
+    desc_.max_workgroups = t.max_workgroups;
+    desc_.workgroup_memory_bytes = t.workgroup_memory;
+    desc_.subgroups = t.simdgroups ? gpu::Subgroups::kRuntime : gpu::Subgroups::kNone;
+    desc_.index64 = true;
+    desc_.float64 = false;
+    desc_.float64_needs = "a target with 64-bit floats (Metal has none)";
+    desc_.int64 = true;
+    desc_.mode = t.mode;
+    desc_.nested_domain_loops = true;
+    desc_.unrolled_slices = true;
+  }
+
+  const gpu::TargetDesc& desc() const override { return desc_; }
+
+  absl::Status begin(const gpu::KernelPlan& plan) override {
+    wg_ = plan.workgroup_size;
+    used_ = plan.used_buffers;
+    wide_ = plan.wide;
+    lid_ = builtin("lid");
+    group_ = builtin("wid");
+    gid_ = builtin("gid");
+    return absl::OkStatus();
+  }
+
+  // The kernel's source.
+  std::string source() const {
+    KernelInfo info;
+    info.bindings = used_;
+    info.threadgroup = shared_;
+    info.simdgroups = simd_;
+    std::string text = strCat(infoLine(info), "// kernel ", k_.name,
+                              "\n#include <metal_stdlib>\nusing namespace metal;\n");
+    if (desc_.mode == ArithmeticMode::kExact) {
+      // Exact mode's algorithms need every rounding where they put it.
+      strAppend(&text,
+                "#if defined(__METAL_VERSION__) && __METAL_VERSION__ >= 320\n#pragma METAL fp math_mode(safe)\n"
+                "#pragma METAL fp contract(off)\n#endif\n");
+    }
+    strAppend(&text, "\nkernel void ", kEntryName, "(");
+    std::string params;
+    for (int b : used_) {
+      const choir::Buffer& buf = m_.buffers[static_cast<size_t>(b)];
+      strAppend(&params, "device ", buf.role == choir::BufferRole::kInput ? "const " : "", storedAs(buf.dtype), "* buf",
+                b, " [[buffer(", b, ")]],\n    ");
+    }
+    strAppend(&params,
+              "uint lid [[thread_position_in_threadgroup]], uint wid [[threadgroup_position_in_grid]], "
+              "uint gid [[thread_position_in_grid]]");
+    if (simd_) {
+      strAppend(&params,
+                ",\n    uint sg_size [[threads_per_simdgroup]], uint sg_count [[simdgroups_per_threadgroup]], "
+                "uint sg_id [[simdgroup_index_in_threadgroup]], uint sg_lane [[thread_index_in_simdgroup]]");
+    }
+    std::string arrays;
+    for (size_t i = 0; i < shared_.size(); ++i) {
+      strAppend(&arrays, "  threadgroup ", storedAs(shared_[i].first), " tg", i, "[", shared_[i].second, "];\n");
+    }
+    strAppend(&text, params, ") {\n", arrays, w_.body(), "}\n");
+    return text;
+  }
+
+  // --- values ---------------------------------------------------------------
+
+  Value constant(DType d, double v) override {
+    const double c = tensor::convertValue(v, DType::f64, d);
+    switch (d) {
+      case DType::f32:
+        return let(d, f32Literal(static_cast<float>(c)));
+      case DType::i32: {
+        const int64_t i = tensor::toInt64(c);
+        return let(d, i > INT32_MIN ? strCat(i) : absl::StrFormat("as_type<int>(0x%08xu)", static_cast<uint32_t>(i)));
+      }
+      case DType::i64: {
+        const int64_t i = tensor::toInt64(c);
+        return let(d, i > INT64_MIN ? strCat("long(", i, "l)")
+                                    : absl::StrFormat("as_type<long>(0x%016xul)", static_cast<uint64_t>(i)));
+      }
+      case DType::bool_:
+        return let(d, c != 0 ? "true" : "false");
+      default:
+        return let(DType::f32, "0.0f");
+    }
+  }
+  Value arith(gpu::Arith op, DType d, Value a, Value b) override {
+    static constexpr const char* kOps[] = {" + ", " - ", " * ", " / "};
+    const char* o = kOps[static_cast<int>(op)];
+    if (tensor::isFloating(d)) {
+      return let(d, op == gpu::Arith::kDiv ? strCat("precise::divide(", n(a), ", ", n(b), ")") : strCat(n(a), o, n(b)));
+    }
+    if (op == gpu::Arith::kDiv) return let(d, strCat(n(a), o, n(b)));  // never by 0 or -1
+    return let(d, wrapping(d, strCat(asUnsigned(d, a), o, asUnsigned(d, b))));
+  }
+  Value negate(DType d, Value a) override {
+    if (tensor::isFloating(d)) return let(d, strCat("-", n(a)));
+    return let(d, wrapping(d, strCat("0u - ", asUnsigned(d, a))));
+  }
+  Value absFloat(DType d, Value a) override { return let(d, strCat("abs(", n(a), ")")); }
+  Value sqrt(DType d, Value a) override { return let(d, strCat("precise::sqrt(", n(a), ")")); }
+  Value compare(gpu::Cmp c, DType, Value a, Value b) override {
+    static constexpr const char* kOps[] = {"<", "<=", ">", ">=", "==", "!="};
+    return let(DType::bool_, strCat(n(a), " ", kOps[static_cast<int>(c)], " ", n(b)));
+  }
+  // By the bits: fast math may assume there are no NaNs.
+  Value isNan(DType, Value a) override {
+    return let(DType::bool_, strCat("(as_type<uint>(", n(a), ") & 0x7fffffffu) > 0x7f800000u"));
+  }
+  Value select(DType d, Value c, Value yes, Value no) override {
+    return let(d, strCat("select(", n(no), ", ", n(yes), ", ", n(c), ")"));
+  }
+  Value logicAnd(Value a, Value b) override { return let(DType::bool_, strCat(n(a), " && ", n(b))); }
+  Value logicOr(Value a, Value b) override { return let(DType::bool_, strCat(n(a), " || ", n(b))); }
+  Value bitAnd(DType d, Value a, Value b) override { return let(d, strCat(n(a), " & ", n(b))); }
+  Value shiftRight(DType d, Value a, int bits) override { return let(d, strCat(n(a), " >> ", bits)); }
+  Value convert(DType from, DType to, Value v) override {
+    // i64 -> i32 keeps the low bits through the unsigned types (defined).
+    if (from == DType::i64 && to == DType::i32) return let(to, strCat("as_type<int>(uint(as_type<ulong>(", n(v), ")))"));
+    return let(to, strCat(typeOf(to), "(", n(v), ")"));
+  }
+
+  Value exactMath(OpCode op, DType, Value x, Value y) override {
+    MslOps o(w_);
+    if (std::optional<std::string> v = gpu::elementaryOp(o, op, n(x), y != 0 ? n(y) : n(x))) return handle(*v);
+    fail(makeError(ErrorKind::kUnimplemented, strCat("MSL emitter: op ", tensor::opName(op))));
+    return x;
+  }
+
+  // Metal's fast built-ins.
+  Value fastMath(OpCode op, DType d, Value x, Value y) override {
+    switch (op) {
+      case OpCode::kSin:
+        return let(d, strCat("fast::sin(", n(x), ")"));
+      case OpCode::kCos:
+        return let(d, strCat("fast::cos(", n(x), ")"));
+      case OpCode::kExp:
+        return let(d, strCat("fast::exp(", n(x), ")"));
+      case OpCode::kLog:
+        return let(d, strCat("fast::log(", n(x), ")"));
+      case OpCode::kTanh:
+        return let(d, strCat("fast::tanh(", n(x), ")"));
+      case OpCode::kSigmoid:
+        return let(d, strCat("1.0f / (1.0f + fast::exp(-", n(x), "))"));
+      case OpCode::kPow:
+        return let(d, strCat("fast::pow(", n(x), ", ", n(y), ")"));
+      default:
+        return 0;
+    }
+  }
+
+  // --- indices: uint, or ulong where the plan is wide ----------------------
+
+  Value index(int64_t v) override {
+    return handle(wide_ ? strCat(static_cast<uint64_t>(v), "ul") : strCat(static_cast<uint32_t>(v), "u"));
+  }
+  Value indexAdd(Value a, Value b) override { return idx(strCat(n(a), " + ", n(b))); }
+  Value indexMul(Value a, int64_t c) override { return idx(strCat(n(a), " * ", n(index(c)))); }
+  Value indexMulAdd(Value a, int64_t c, Value b) override {
+    return idx(strCat(n(a), " * ", n(index(c)), " + ", n(b)));
+  }
+  Value indexDiv(Value a, int64_t c) override { return idx(strCat(n(a), " / ", n(index(c)))); }
+  Value indexRem(Value a, int64_t c) override { return idx(strCat(n(a), " % ", n(index(c)))); }
+  Value indexSub(Value a, Value b) override { return idx(strCat(n(a), " - ", n(b))); }
+  Value indexMin(Value a, Value b) override { return idx(strCat("min(", n(a), ", ", n(b), ")")); }
+  Value indexLess(Value a, Value b) override { return let(DType::bool_, strCat(n(a), " < ", n(b))); }
+  Value indexEq(Value a, Value b) override { return let(DType::bool_, strCat(n(a), " == ", n(b))); }
+  Value indexAsInt(Value i, DType* as) override {
+    *as = wide_ ? DType::i64 : DType::i32;
+    return let(*as, strCat(wide_ ? "as_type<long>(" : "as_type<int>(", n(i), ")"));
+  }
+
+  // --- builtins -------------------------------------------------------------
+
+  Value localId() override { return lid_; }
+  Value groupId() override { return group_; }
+  Value globalId() override { return gid_; }
+  Value groupCount(int64_t launched) override { return index(launched); }
+  Value invocationCount(int64_t launched) override { return index(launched * wg_); }
+
+  // --- memory ---------------------------------------------------------------
+
+  Value load(int buffer, Value flat) override {
+    const DType d = m_.buffers[static_cast<size_t>(buffer)].dtype;
+    const std::string at = strCat("buf", buffer, "[", n(flat), "]");
+    return let(d, d == DType::bool_ ? strCat(at, " != 0") : at);
+  }
+  void store(int buffer, Value flat, Value v) override {
+    const DType d = m_.buffers[static_cast<size_t>(buffer)].dtype;
+    w_.line(strCat("buf", buffer, "[", n(flat), "] = ", stored(d, v), ";"));
+  }
+  gpu::SharedArray sharedArray(DType d, int64_t count) override {
+    shared_.emplace_back(d, count);
+    return {static_cast<int>(shared_.size()) - 1, d, count};
+  }
+  Value sharedLoad(const gpu::SharedArray& a, Value i, int64_t plus) override {
+    const std::string at = strCat("tg", a.id, "[", slot(i, plus), "]");
+    return let(a.dtype, a.dtype == DType::bool_ ? strCat(at, " != 0") : at);
+  }
+  void sharedStore(const gpu::SharedArray& a, Value i, int64_t plus, Value v) override {
+    w_.line(strCat("tg", a.id, "[", slot(i, plus), "] = ", stored(a.dtype, v), ";"));
+  }
+  void barrier() override { w_.line("threadgroup_barrier(mem_flags::mem_threadgroup);"); }
+
+  // --- variables --------------------------------------------------------------
+
+  Value variable(DType d, Value init) override { return handle(w_.var(typeOf(d), n(init))); }
+  Value read(DType, Value var) override { return var; }
+  void write(DType, Value var, Value v) override { w_.line(strCat(n(var), " = ", n(v), ";")); }
+
+  // --- control flow -------------------------------------------------------------
+
+  absl::Status strided(Value start, Value limit, Value step, const IndexBody& body, int64_t) override {
+    return counted(start, limit, body, strCat(" += ", n(step)));
+  }
+  absl::Status doubling(Value start, Value limit, const IndexBody& body, int64_t) override {
+    return counted(start, limit, body, " <<= 1");
+  }
+  absl::Status loopWhile(const std::function<Value()>& cond, const Body& body, int64_t) override {
+    w_.open("for (;;)");
+    w_.line(strCat("if (!(", n(cond()), ")) break;"));
+    ACCY_RETURN_IF_ERROR(body());
+    w_.close();
+    return absl::OkStatus();
+  }
+  absl::Status when(Value cond, const Body& body) override {
+    w_.open(strCat("if (", n(cond), ")"));
+    ACCY_RETURN_IF_ERROR(body());
+    w_.close();
+    return absl::OkStatus();
+  }
+
+  // --- SIMD groups (Subgroups::kRuntime) ---------------------------------------
+
+  Value shuffleDown(DType d, Value v, Value offset, int64_t) override {
+    simd_ = true;
+    const std::string delta = strCat("ushort(", n(offset), ")");
+    switch (d) {
+      case DType::bool_:
+        return let(d, strCat("simd_shuffle_down(uchar(", n(v), " ? 1 : 0), ", delta, ") != 0"));
+      case DType::i64: {
+        // In two 32-bit halves.
+        const std::string u = w_.let("ulong", strCat("as_type<ulong>(", n(v), ")"));
+        const std::string lo = w_.let("uint", strCat("simd_shuffle_down(uint(", u, "), ", delta, ")"));
+        const std::string hi = w_.let("uint", strCat("simd_shuffle_down(uint(", u, " >> 32), ", delta, ")"));
+        return let(d, strCat("as_type<long>((ulong(", hi, ") << 32) | ulong(", lo, "))"));
+      }
+      default:
+        return let(d, strCat("simd_shuffle_down(", n(v), ", ", delta, ")"));
+    }
+  }
+  Value subgroupBuiltin(int which) override {
+    simd_ = true;
+    static constexpr const char* kNames[] = {"sg_size", "sg_count", "sg_id", "sg_lane"};
+    return builtin(kNames[which & 3]);
+  }
+
+ private:
+  const std::string& n(Value v) const { return w_.name(v); }
+  Value handle(std::string name) { return w_.handle(std::move(name)); }
+  Value let(DType d, std::string_view expr) { return w_.bind(typeOf(d), expr); }
+  Value idx(std::string_view expr) { return w_.bind(wide_ ? "ulong" : "uint", expr); }
+  // A builtin (uint) as an index.
+  Value builtin(const char* name) { return wide_ ? idx(strCat("ulong(", name, ")")) : handle(name); }
+  std::string asUnsigned(DType d, Value v) const { return strCat("as_type<", unsignedOf(d), ">(", n(v), ")"); }
+  static std::string wrapping(DType d, const std::string& unsigned_expr) {
+    return strCat("as_type<", typeOf(d), ">(", unsignedOf(d), "(", unsigned_expr, "))");
+  }
+  std::string stored(DType d, Value v) const {
+    return d == DType::bool_ ? strCat("uchar(", n(v), " ? 1 : 0)") : n(v);
+  }
+  std::string slot(Value i, int64_t plus) { return plus == 0 ? n(i) : strCat(n(i), " + ", n(index(plus))); }
+  // for (x = start; x < limit; x <advance>) body(x)
+  absl::Status counted(Value start, Value limit, const IndexBody& body, const std::string& advance) {
+    const std::string x = strCat("x", ++loops_);
+    w_.open(strCat("for (", wide_ ? "ulong " : "uint ", x, " = ", n(start), "; ", x, " < ", n(limit), "; ", x, advance,
+                   ")"));
+    ACCY_RETURN_IF_ERROR(body(handle(x)));
+    w_.close();
+    return absl::OkStatus();
+  }
+
+  const choir::Module& m_;
+  const choir::Kernel& k_;
+  gpu::TargetDesc desc_;
+  Writer w_{Writer::Style::kTypeBefore};
+  int64_t wg_ = 1;
+  bool wide_ = false;
+  bool simd_ = false;
+  int loops_ = 0;
+  std::vector<int> used_;
+  std::vector<std::pair<DType, int64_t>> shared_;  // element dtype, count
+  Value lid_ = 0, group_ = 0, gid_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& program, const TargetInfo& target,
+                                                      const choir::PassHook& dump) {
+  choir::PipelineOptions pipeline;
+  pipeline.dump = dump;
+  choir::GpuMapOptions& map = pipeline.gpu_map.emplace();
+  map.max_workgroup_size = target.max_workgroup_size;
+  ACCY_ASSIGN_OR_RETURN(choir::Module m, choir::compileToChoir(program, pipeline));
+  ACCY_RETURN_IF_ERROR(choir::verifyModule(m));
+  executable::Executable exe;
+  exe.target = "msl";
+  exe.isa = target.mode == ArithmeticMode::kFast ? "metal-fast" : "metal";
+  for (const choir::Kernel& k : m.kernels) {
+    MslTarget t(m, k, target);
+    gpu::KernelEmitter emitter(t, m, k);
+    ACCY_ASSIGN_OR_RETURN(const gpu::EmittedKernel emitted, emitter.run());
+    const std::string text = t.source();
+    const uint64_t offset = exe.code.size();
+    exe.code.insert(exe.code.end(), text.begin(), text.end());
+    exe.launch_plan.steps.push_back(
+        executable::LaunchStep{k.name, offset, emitted.workgroups, emitted.work, k.workgroup_size});
+  }
+  exe.artifact_plan = executable::planBuffers(m);
+  exe.inputs = program.inputSpecs();
+  exe.outputs = program.outputSpecs();
+  return exe;
+}
+
+}  // namespace accy::msl

@@ -1,0 +1,55 @@
+// Runs MSL executables on the CPU, to check the MSL emitter against the
+// reference evaluator where no Metal device exists (docs/GPU.md, "Metal"):
+// each load writes the kernels into one C++ file beside a stand-in for
+// <metal_stdlib> (tools/msl/metal_stdlib), compiles it with clang++ (the
+// generated code with warnings as errors) into a shared library and loads
+// it. A launch runs every threadgroup of a kernel whose threads meet
+// (threadgroup memory, barriers, SIMD-group shuffles) as that many CPU
+// threads meeting at real barriers, SIMD groups of 32 exchanging values
+// through barriers of their own; kernels whose threads never meet run their
+// threads' work on a few CPU threads.
+//
+// A check of the emitter, not a Metal device: Apple's compiler and GPUs are
+// not involved. Not part of the library; used by tests/msl_conformance_test
+// and `accy run --target=msl`.
+#ifndef ACCY_TOOLS_MSL_SHIM_H_
+#define ACCY_TOOLS_MSL_SHIM_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "backends/backend.h"
+
+namespace accy::mslshim {
+
+// clang++'s path ($ACCY_CLANG, else clang++ on the usual paths), or empty.
+std::string clangPath();
+
+// The shim as a backend of target "msl". Loading compiles; the library's
+// files live in `work_dir` (which must exist) while it is loaded.
+class ShimBackend final : public backends::Backend {
+ public:
+  explicit ShimBackend(std::string work_dir);
+  const backends::DeviceInfo& info() const override { return info_; }
+  using Backend::compile;
+  absl::StatusOr<executable::Executable> compile(const tensor::Program& program, const std::string& target,
+                                                 const backends::CompileOptions& options) const override;
+  // CompileFailed with clang's first error lines when the source does not
+  // compile (the source is kept in the work directory and named).
+  absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> load(executable::Executable exe) const override;
+
+  // Seconds spent in clang++ and loads so far.
+  double compileSeconds() const { return *compile_seconds_; }
+  int loads() const { return *loads_; }
+
+ private:
+  std::string work_dir_;
+  backends::DeviceInfo info_;
+  std::shared_ptr<double> compile_seconds_ = std::make_shared<double>(0);
+  std::shared_ptr<int> loads_ = std::make_shared<int>(0);
+};
+
+}  // namespace accy::mslshim
+
+#endif  // ACCY_TOOLS_MSL_SHIM_H_
