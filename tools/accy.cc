@@ -4,6 +4,7 @@
 //   accy compile FILE --emit=choir|asm|artifact [--target=x86_64] [--threads=K] [-o OUT]
 //   accy compile FILE --target=spirv --emit=spirv|artifact -o OUT
 //   accy compile FILE --target=ptx --emit=ptx|choir [--arch=sm_90] [--mode=exact|fast|tf32] [-o OUT]
+//   accy compile FILE --target=wgsl|msl --emit=wgsl|msl|artifact [--mode=exact|fast] [-o OUT]
 //   accy compile FILE --dump-after=PASS [--target=...] [target options] [-o OUT]
 //   accy run FILE [--input N=IN.npy ...] [--output N=OUT.npy ...] [--threads=K] [--target=T] [--mode=M]
 //
@@ -32,6 +33,7 @@
 #include "compiler/codegen/spirv/compile.h"
 #include "backends/registry.h"
 #include "compiler/codegen/targets.h"
+#include "tools/msl/shim.h"
 #include "tools/webgpu/page_runner.h"
 #include "compiler/codegen/x86_64/compile.h"
 #include "compiler/tensor/program.h"
@@ -67,16 +69,22 @@ commands:
       sm_90), or the GPU-mapped Choir module; --mode chooses exact (default)
       or fast transcendentals, or tf32 tensor cores for dot. tf32 exists only
       for ptx: asking for it with another target fails to compile.
+  compile FILE --target=wgsl|msl --emit=wgsl|msl|artifact [--mode=exact|fast]
+               [-o OUT]
+      The WGSL or MSL source of the kernels (text), or the JSON artifact a
+      web page (web/accy.js) or a Metal host loads (artifact; needs -o).
   compile FILE --dump-after=PASS [--target=...] [target options] [-o OUT]
       Print the Choir module as the pipeline leaves it after PASS, in place
       of --emit: for x86_64 lower, fuse, loop-order, epilogues, tile,
       vectorize, parallelize; for spirv and ptx lower, fuse, tf32 (ptx with
       --mode=tf32 only), gpu-map.
   run FILE [--input N=IN.npy ...] [--output N=OUT.npy ...] [--threads=K]
-           [--target=x86_64|spirv|ptx|wgsl|reference] [--mode=exact|fast|tf32]
+           [--target=x86_64|spirv|ptx|wgsl|msl|reference] [--mode=exact|fast|tf32]
       Compile for the target (this CPU by default) and run once on this
       machine's device for it: Vulkan for spirv, CUDA for ptx, headless
-      Chromium for wgsl, the reference evaluator for reference. Input N
+      Chromium for wgsl, the MSL shim for msl (clang++ and CPU threads: a
+      check of the MSL emitter, not a Metal device), the reference
+      evaluator for reference. Input N
       (counting from 0) is read from a .npy file whose dtype and shape equal
       the input's (a 0-d array for a scalar); output N is written to
       OUT.npy, by default outN.npy in the current directory.
@@ -503,8 +511,8 @@ std::vector<int64_t> extentsOf(const tensor::Spec& spec) {
 }
 
 // Compiles `program` for `target` and runs it on the machine's device for
-// it: in process (x86_64), a backend (vulkan, cuda, null), or a headless
-// Chromium page (wgsl, docs/WEB.md).
+// it: in process (x86_64), a backend (vulkan, cuda, null), a headless
+// Chromium page (wgsl, docs/WEB.md), or the MSL shim (msl, docs/GPU.md).
 std::optional<Failure> runOn(const Args& args, const codegen::TargetEntry& target, backends::ArithmeticMode mode,
                              int threads, const tensor::Program& program, std::span<const std::span<const std::byte>> in,
                              std::span<const std::span<std::byte>> out) {
@@ -532,6 +540,25 @@ std::optional<Failure> runOn(const Args& args, const codegen::TargetEntry& targe
       if (!page.ok()) {
         result = failed(page.status());
       } else if (absl::Status st = (*page)->run(*artifact, in, out); !st.ok()) {
+        result = failed(st);
+      }
+    }
+    std::filesystem::remove_all(dir);
+    return result;
+  }
+  if (target.device == "msl-shim") {
+    // A check of the MSL emitter on this CPU (tools/msl/shim.h), not a Metal device.
+    char dir[] = "/tmp/accy-msl-XXXXXX";
+    if (mkdtemp(dir) == nullptr) return runError("run: cannot make a temporary directory");
+    std::optional<Failure> result;
+    {
+      const mslshim::ShimBackend shim(dir);
+      absl::StatusOr<executable::Executable> exe = target.compile(program, codegen::CompileRequest{.mode = mode});
+      absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> loaded =
+          exe.ok() ? shim.load(*std::move(exe)) : exe.status();
+      if (!exe.ok() || !loaded.ok()) {
+        result = compileFailed(exe.ok() ? loaded.status() : exe.status());
+      } else if (absl::Status st = (*loaded)->launch(in, out); !st.ok()) {
         result = failed(st);
       }
     }

@@ -106,8 +106,8 @@ if [ ! -s "$WORK/tone.accyexe" ]; then
 elif [ "$(head -c 7 "$WORK/tone.accyexe")" != "ACCYEXE" ]; then
   fail "the artifact does not start with ACCYEXE"
 fi
-expect 2 "target msl is not available in this build" -- "$ACCY" compile "$WIRE" --target=msl --emit=asm
-expect 2 "target cuda is not available in this build (available: x86_64, spirv, ptx, wgsl, reference)" -- "$ACCY" compile "$WIRE" --target cuda --emit=asm
+expect 2 "target msl does not write --emit=asm (it writes msl, artifact)" -- "$ACCY" compile "$WIRE" --target=msl --emit=asm
+expect 2 "target cuda is not available in this build (available: x86_64, spirv, ptx, wgsl, msl, reference)" -- "$ACCY" compile "$WIRE" --target cuda --emit=asm
 # A target without a case of its own in the tool (reference) compiles
 # through its registry entry; --emit and --mode are checked against it.
 expect 0 "(reference, evaluator, 1 kernels)" -- "$ACCY" compile "$WIRE" --target=reference --emit=artifact -o "$WORK/ref.accyexe"
@@ -118,6 +118,11 @@ expect 0 "@compute @workgroup_size(" -- "$ACCY" compile "$WIRE" --target=wgsl --
 expect 0 "(wgsl, webgpu, " -- "$ACCY" compile "$WIRE" --target=wgsl --emit=artifact -o "$WORK/tone.json"
 expect 0 "accy-wgsl-1" -- cat "$WORK/tone.json"
 expect 2 "target wgsl does not write --emit=asm (it writes wgsl, artifact)" -- "$ACCY" compile "$WIRE" --target=wgsl --emit=asm
+expect 0 "kernel void accy_kernel(" -- "$ACCY" compile "$WIRE" --target=msl --emit=msl
+expect 0 "(msl, metal, " -- "$ACCY" compile "$WIRE" --target=msl --emit=artifact -o "$WORK/tone_msl.json"
+expect 0 "accy-msl-1" -- cat "$WORK/tone_msl.json"
+expect 0 "(msl, metal-fast, " -- "$ACCY" compile "$WIRE" --target=msl --mode=fast --emit=artifact -o "$WORK/fast_msl.json"
+expect 0 '"math_mode": "fast"' -- cat "$WORK/fast_msl.json"
 expect 2 "unknown --emit 'llvm'" -- "$ACCY" compile "$WIRE" --emit=llvm
 expect 2 "--emit=choir|asm|artifact is required" -- "$ACCY" compile "$WIRE"
 expect 2 "--emit=artifact needs -o" -- "$ACCY" compile "$WIRE" --emit=artifact
@@ -174,15 +179,16 @@ else
 fi
 
 # Every target that can run here runs from the same command (--target): the
-# reference evaluator, Vulkan (lavapipe), WebGPU in headless Chromium. A
+# reference evaluator, Vulkan (lavapipe), WebGPU in headless Chromium, MSL
+# through the shim (clang++ on the CPU). A
 # missing device is reported by the tool and skipped here, saying so.
-for t in reference spirv wgsl; do
+for t in reference spirv wgsl msl; do
   (
     cd "$WORK" && "$ACCY" run "$WIRE8" --target=$t --input 0=guesses.npy --input 1=time.npy --input 2=sample.npy \
       --output 0=out_$t.npy
   ) >"$WORK/run_$t.txt" 2>&1
   rc=$?
-  if [ $rc -ne 0 ] && grep -qE "is not available|no Chromium" "$WORK/run_$t.txt"; then
+  if [ $rc -ne 0 ] && grep -qE "is not available|no Chromium|clang\+\+ not found" "$WORK/run_$t.txt"; then
     echo "skipped: accy run --target=$t: $(head -1 "$WORK/run_$t.txt")"
     continue
   fi
