@@ -82,7 +82,13 @@ TEST(MslConformance, TheGpuSuiteRunsThroughTheShim) {
   std::printf("%d MSL programs compiled by clang++ through the shim and run (%.1f s in clang++)\n", shim().loads(),
               shim().compileSeconds());
   std::printf("%d programs left out: they hold f64 values, which Metal does not have\n", programsLeftOutForDTypes());
+  const mslshim::ShimStats st = mslshim::stats();
+  std::printf("%lld CPU threads ran as threadgroup threads; %lld barriers met, %lld SIMD-group shuffles\n",
+              static_cast<long long>(st.threads), static_cast<long long>(st.barriers),
+              static_cast<long long>(st.shuffles));
   EXPECT_GT(shim().loads(), 500);
+  EXPECT_GT(st.barriers, 0);
+  EXPECT_GT(st.shuffles, 0);
 }
 
 // Metal has no f64: refused by name, with the op.
@@ -162,6 +168,81 @@ TEST(MslConformance, DamagedExecutablesAreRefusedByName) {
   EXPECT_EQ(out[0], 100.0f);
   const std::span<const std::byte> bad[] = {std::as_bytes(std::span(short_in))};
   EXPECT_EQ(errorKind((*loaded)->launch(bad, outs)), ErrorKind::kInvalidBuffer);
+}
+
+// A hand-written MSL executable of one kernel writing `n` floats.
+executable::Executable handWritten(const std::string& body, int64_t groups, int64_t threads, bool simd) {
+  const int64_t n = groups * threads;
+  executable::Executable exe;
+  exe.target = "msl";
+  exe.isa = "metal";
+  std::string source = strCat("// accy-msl bindings=0 threadgroup=f32:", threads, " simdgroups=", simd ? 1 : 0,
+                              "\n#include <metal_stdlib>\nusing namespace metal;\n"
+                              "kernel void accy_kernel(device float* buf0 [[buffer(0)]], uint lid "
+                              "[[thread_position_in_threadgroup]], uint wid [[threadgroup_position_in_grid]], uint gid "
+                              "[[thread_position_in_grid]]",
+                              simd ? ", uint sg_size [[threads_per_simdgroup]], uint sg_count "
+                                     "[[simdgroups_per_threadgroup]], uint sg_id [[simdgroup_index_in_threadgroup]], "
+                                     "uint sg_lane [[thread_index_in_simdgroup]]"
+                                   : "",
+                              ") {\n  threadgroup float tg0[", threads, "];\n", body, "}\n");
+  exe.code.assign(source.begin(), source.end());
+  exe.launch_plan.steps.push_back(executable::LaunchStep{"hand", 0, groups, n, threads});
+  const tensor::Spec out = tensor::spec(tensor::DType::f32, {{"i", n}});
+  exe.outputs = {out};
+  executable::BufferPlan b;
+  b.role = choir::BufferRole::kOutput;
+  b.io_index = 0;
+  b.dtype = tensor::DType::f32;
+  b.bytes = n * 4;
+  b.alignment = 4;
+  exe.artifact_plan.buffers = {b};
+  return exe;
+}
+
+// Each thread reads what its neighbour wrote before the barrier, and what
+// the thread one lane down the SIMD group holds: right only when the
+// threadgroup's threads really run together and meet.
+TEST(MslConformance, ThreadgroupThreadsMeetAtRealBarriers) {
+  SKIP_WITHOUT_CLANG();
+  const int64_t groups = 5, threads = 64;
+  auto loaded = shim().load(handWritten(
+      "  tg0[lid] = float(wid * 1000 + lid);\n"
+      "  threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+      "  const float next = tg0[(lid + 1) % 64];\n"
+      "  const float down = simd_shuffle_down(float(sg_lane), ushort(1));\n"
+      "  buf0[gid] = next + down * 100000.0f;\n",
+      groups, threads, true));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  std::vector<float> out(static_cast<size_t>(groups * threads), -1.0f);
+  const std::span<std::byte> outs[] = {std::as_writable_bytes(std::span(out))};
+  ASSERT_TRUE((*loaded)->launch({}, outs).ok());
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t t = 0; t < threads; ++t) {
+      const float lane = static_cast<float>(t % 32);
+      const float down = t % 32 == 31 ? lane : lane + 1;  // the top lane keeps its own value
+      EXPECT_EQ(out[static_cast<size_t>(g * threads + t)], static_cast<float>(g * 1000 + (t + 1) % 64) + down * 100000.0f)
+          << "group " << g << " thread " << t;
+    }
+  }
+}
+
+// Threads that do not all reach a barrier fail the launch by name (after
+// the timeout) instead of hanging.
+TEST(MslConformance, ADivergentBarrierFailsTheLaunchByName) {
+  SKIP_WITHOUT_CLANG();
+  mslshim::ShimBackend quick(workDir());
+  quick.setBarrierTimeout(std::chrono::milliseconds(300));
+  auto loaded = quick.load(handWritten(
+      "  if (lid < 5) threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+      "  buf0[gid] = tg0[0];\n",
+      2, 32, false));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  std::vector<float> out(64);
+  const std::span<std::byte> outs[] = {std::as_writable_bytes(std::span(out))};
+  const absl::Status st = (*loaded)->launch({}, outs);
+  EXPECT_EQ(errorKind(st), ErrorKind::kLaunchFailed);
+  EXPECT_THAT(std::string(st.message()), HasSubstr("did not all reach a barrier"));
 }
 
 }  // namespace

@@ -41,6 +41,11 @@ const char* const kClangFlags[] = {"-std=c++17",
                                    "-O1",
                                    "-fPIC",
                                    "-ffp-contract=off",
+                                   // Undefined behaviour in a kernel (signed overflow, shifts by
+                                   // the width, out-of-range conversions) traps: a loud stop.
+                                   "-fsanitize=undefined",
+                                   "-fsanitize-trap=undefined",
+                                   "-fno-sanitize=function",
                                    "-fno-exceptions",
                                    "-Wall",
                                    "-Wextra",
@@ -50,9 +55,7 @@ const char* const kClangFlags[] = {"-std=c++17",
                                    "-Wno-unused-variable",
                                    "-Wno-unused-but-set-variable"};
 
-// How long a thread waits at a barrier before the launch is declared
-// stuck (threads of a threadgroup that do not all reach a barrier).
-constexpr auto kBarrierTimeout = std::chrono::seconds(60);
+std::atomic<int64_t> barriers_met{0}, shuffles_done{0}, cooperative_threads{0};
 
 // Must match AccyShimHooks in tools/msl/metal_stdlib.
 struct Hooks {
@@ -64,7 +67,7 @@ struct Hooks {
 // thread through from then on) when one waits longer than kBarrierTimeout.
 class Barrier {
  public:
-  explicit Barrier(int count) : count_(count) {}
+  Barrier(int count, std::chrono::milliseconds timeout) : count_(count), timeout_(timeout) {}
   void wait() {
     std::unique_lock<std::mutex> lock(mutex_);
     if (broken_) return;
@@ -75,7 +78,7 @@ class Barrier {
       cv_.notify_all();
       return;
     }
-    if (!cv_.wait_for(lock, kBarrierTimeout, [&] { return generation_ != generation || broken_; })) {
+    if (!cv_.wait_for(lock, timeout_, [&] { return generation_ != generation || broken_; })) {
       broken_ = true;
       cv_.notify_all();
     }
@@ -89,6 +92,7 @@ class Barrier {
   std::mutex mutex_;
   std::condition_variable cv_;
   const int count_;
+  const std::chrono::milliseconds timeout_;
   int arrived_ = 0;
   uint64_t generation_ = 0;
   bool broken_ = false;
@@ -96,7 +100,7 @@ class Barrier {
 
 // A SIMD group's exchange: a slot per lane and a barrier of its own.
 struct SimdGroup {
-  explicit SimdGroup(int lanes) : barrier(lanes), slots(static_cast<size_t>(lanes)) {}
+  SimdGroup(int lanes, std::chrono::milliseconds timeout) : barrier(lanes, timeout), slots(static_cast<size_t>(lanes)) {}
   Barrier barrier;
   std::vector<uint64_t> slots;
 };
@@ -115,6 +119,7 @@ void hookBarrier() {
     current->misuse->store(true);
     return;
   }
+  barriers_met.fetch_add(1, std::memory_order_relaxed);
   current->group->wait();
 }
 
@@ -123,6 +128,7 @@ void hookShuffleDown(void* value, unsigned bytes, unsigned delta) {
     current->misuse->store(true);
     return;
   }
+  shuffles_done.fetch_add(1, std::memory_order_relaxed);
   SimdGroup& s = *current->simd;
   std::memcpy(&s.slots[current->lane], value, bytes);
   s.barrier.wait();
@@ -183,8 +189,12 @@ using Entry = void (*)(void* const* pointers, const uint32_t* builtins);
 class ShimProgram final : public backends::LoadedProgram {
  public:
   ShimProgram(executable::Executable exe, void* library, std::vector<Entry> entries,
-              std::vector<msl::KernelInfo> infos)
-      : exe_(std::move(exe)), library_(library), entries_(std::move(entries)), infos_(std::move(infos)) {}
+              std::vector<msl::KernelInfo> infos, std::chrono::milliseconds barrier_timeout)
+      : exe_(std::move(exe)),
+        library_(library),
+        entries_(std::move(entries)),
+        infos_(std::move(infos)),
+        barrier_timeout_(barrier_timeout) {}
   ~ShimProgram() override { dlclose(library_); }
 
   const executable::Executable& executable() const override { return exe_; }
@@ -250,9 +260,13 @@ class ShimProgram final : public backends::LoadedProgram {
       // threadgroup arrays are the kernel's statics (the shim's
       // `threadgroup`): one threadgroup of one launch at a time.
       std::lock_guard<std::mutex> one_at_a_time(cooperative_);
-      Barrier group(threads);
+      // The kernel's barriers, and another where a threadgroup's threads
+      // finish (a thread that skips a barrier its group meets cannot pair
+      // with the others' next one).
+      Barrier group(threads, barrier_timeout_), finished(threads, barrier_timeout_);
+      cooperative_threads.fetch_add(threads, std::memory_order_relaxed);
       std::vector<std::unique_ptr<SimdGroup>> simd;
-      for (int s = 0; s * 32 < threads; ++s) simd.push_back(std::make_unique<SimdGroup>(std::min(32, threads - 32 * s)));
+      for (int s = 0; s * 32 < threads; ++s) simd.push_back(std::make_unique<SimdGroup>(std::min(32, threads - 32 * s), barrier_timeout_));
       const uint32_t simd_count = static_cast<uint32_t>(simd.size());
       std::vector<std::thread> pool;
       for (int t = 0; t < threads; ++t) {
@@ -270,18 +284,18 @@ class ShimProgram final : public backends::LoadedProgram {
                                           32u,  // threads_per_simdgroup: the SIMD width
                                           simd_count, static_cast<uint32_t>(t / 32), static_cast<uint32_t>(t % 32)};
             entry(pointers.data(), builtins);
-            group.wait();  // the threadgroup's memory passes to the next
+            finished.wait();  // the threadgroup's memory passes to the next
           }
           current = nullptr;
         });
       }
       for (std::thread& t : pool) t.join();
-      bool stuck = group.broken();
+      bool stuck = group.broken() || finished.broken();
       for (const auto& s : simd) stuck = stuck || s->barrier.broken();
       if (stuck) {
         return makeError(ErrorKind::kLaunchFailed,
                          strCat("MSL shim: kernel ", step.kernel, ": threads of a threadgroup did not all reach a "
-                                "barrier or SIMD-group operation within ", kBarrierTimeout.count(), " s"));
+                                "barrier or SIMD-group operation within ", barrier_timeout_.count(), " ms"));
       }
     }
     if (misuse.load()) {
@@ -296,10 +310,15 @@ class ShimProgram final : public backends::LoadedProgram {
   void* library_;
   std::vector<Entry> entries_;
   std::vector<msl::KernelInfo> infos_;
+  std::chrono::milliseconds barrier_timeout_;
   mutable std::mutex cooperative_;
 };
 
 }  // namespace
+
+ShimStats stats() {
+  return ShimStats{barriers_met.load(), shuffles_done.load(), cooperative_threads.load()};
+}
 
 std::string clangPath() {
   if (const char* env = std::getenv("ACCY_CLANG"); env != nullptr && *env != '\0') {
@@ -414,7 +433,7 @@ absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> ShimBackend::load
   }
   *hooks = &kHooks;
   return std::shared_ptr<const backends::LoadedProgram>(
-      std::make_shared<ShimProgram>(std::move(exe), library, std::move(entries), std::move(infos)));
+      std::make_shared<ShimProgram>(std::move(exe), library, std::move(entries), std::move(infos), barrier_timeout_));
 }
 
 }  // namespace accy::mslshim

@@ -2,8 +2,9 @@
 // reference evaluator where no Metal device exists (docs/GPU.md, "Metal"):
 // each load writes the kernels into one C++ file beside a stand-in for
 // <metal_stdlib> (tools/msl/metal_stdlib), compiles it with clang++ (the
-// generated code with warnings as errors) into a shared library and loads
-// it. A launch runs every threadgroup of a kernel whose threads meet
+// generated code with warnings as errors, undefined behaviour trapping:
+// a kernel that overflows a signed integer stops the process) into a
+// shared library and loads it. A launch runs every threadgroup of a kernel whose threads meet
 // (threadgroup memory, barriers, SIMD-group shuffles) as that many CPU
 // threads meeting at real barriers, SIMD groups of 32 exchanging values
 // through barriers of their own; kernels whose threads never meet run their
@@ -15,6 +16,8 @@
 #ifndef ACCY_TOOLS_MSL_SHIM_H_
 #define ACCY_TOOLS_MSL_SHIM_H_
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -22,6 +25,14 @@
 #include "backends/backend.h"
 
 namespace accy::mslshim {
+
+// What the shim's threads did, since the process started.
+struct ShimStats {
+  int64_t barriers = 0;  // threadgroup_barrier calls
+  int64_t shuffles = 0;  // simd_shuffle_down calls
+  int64_t threads = 0;   // CPU threads started as a threadgroup's threads
+};
+ShimStats stats();
 
 // clang++'s path ($ACCY_CLANG, else clang++ on the usual paths), or empty.
 std::string clangPath();
@@ -39,6 +50,11 @@ class ShimBackend final : public backends::Backend {
   // compile (the source is kept in the work directory and named).
   absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> load(executable::Executable exe) const override;
 
+  // How long a thread waits at a barrier or SIMD-group operation before a
+  // launch fails as stuck (threads that do not all reach it); 60 s unless
+  // set. Applies to programs loaded afterwards.
+  void setBarrierTimeout(std::chrono::milliseconds timeout) { barrier_timeout_ = timeout; }
+
   // Seconds spent in clang++ and loads so far.
   double compileSeconds() const { return *compile_seconds_; }
   int loads() const { return *loads_; }
@@ -46,6 +62,7 @@ class ShimBackend final : public backends::Backend {
  private:
   std::string work_dir_;
   backends::DeviceInfo info_;
+  std::chrono::milliseconds barrier_timeout_{60000};
   std::shared_ptr<double> compile_seconds_ = std::make_shared<double>(0);
   std::shared_ptr<int> loads_ = std::make_shared<int>(0);
 };
