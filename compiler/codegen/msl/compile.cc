@@ -17,10 +17,10 @@
 #include "base/status_macros.h"
 #include "base/strings.h"
 #include "compiler/choir/pipeline.h"
-#include "compiler/choir/verifier.h"
 #include "compiler/codegen/gpu/elementary_op.h"
+#include "compiler/codegen/gpu/gpu_program.h"
 #include "compiler/codegen/gpu/kernel_emitter.h"
-#include "compiler/codegen/gpu/source_writer.h"
+#include "compiler/codegen/gpu/source_target.h"
 #include "compiler/codegen/math/elementary.h"
 #include "compiler/codegen/msl/artifact.h"
 #include "compiler/tensor/scalar_ops.h"
@@ -137,9 +137,10 @@ const char* storedAs(DType d) { return d == DType::bool_ ? "uchar" : typeOf(d); 
 // The unsigned type of the same width, for wrapping arithmetic.
 const char* unsignedOf(DType d) { return d == DType::i64 ? "ulong" : "uint"; }
 
-class MslTarget final : public gpu::Target {
+class MslTarget final : public gpu::SourceTarget {
  public:
-  MslTarget(const choir::Module& m, const choir::Kernel& k, const TargetInfo& t) : m_(m), k_(k) {
+  MslTarget(const choir::Module& m, const choir::Kernel& k, const TargetInfo& t)
+      : SourceTarget(Writer::Style::kTypeBefore), m_(m), k_(k) {
     desc_.name = "MSL";
     desc_.max_workgroup_size = t.max_workgroup_size;
     desc_.max_workgroups = t.max_workgroups;
@@ -238,22 +239,11 @@ class MslTarget final : public gpu::Target {
     if (tensor::isFloating(d)) return let(d, strCat("-", n(a)));
     return let(d, wrapping(d, strCat("0u - ", asUnsigned(d, a))));
   }
-  Value absFloat(DType d, Value a) override { return let(d, strCat("abs(", n(a), ")")); }
   Value sqrt(DType d, Value a) override { return let(d, strCat("precise::sqrt(", n(a), ")")); }
-  Value compare(gpu::Cmp c, DType, Value a, Value b) override {
-    static constexpr const char* kOps[] = {"<", "<=", ">", ">=", "==", "!="};
-    return let(DType::bool_, strCat(n(a), " ", kOps[static_cast<int>(c)], " ", n(b)));
-  }
   // By the bits: fast math may assume there are no NaNs.
   Value isNan(DType, Value a) override {
     return let(DType::bool_, strCat("(as_type<uint>(", n(a), ") & 0x7fffffffu) > 0x7f800000u"));
   }
-  Value select(DType d, Value c, Value yes, Value no) override {
-    return let(d, strCat("select(", n(no), ", ", n(yes), ", ", n(c), ")"));
-  }
-  Value logicAnd(Value a, Value b) override { return let(DType::bool_, strCat(n(a), " && ", n(b))); }
-  Value logicOr(Value a, Value b) override { return let(DType::bool_, strCat(n(a), " || ", n(b))); }
-  Value bitAnd(DType d, Value a, Value b) override { return let(d, strCat(n(a), " & ", n(b))); }
   Value shiftRight(DType d, Value a, int bits) override { return let(d, strCat(n(a), " >> ", bits)); }
   Value convert(DType from, DType to, Value v) override {
     // i64 -> i32 keeps the low bits through the unsigned types (defined).
@@ -292,20 +282,6 @@ class MslTarget final : public gpu::Target {
 
   // --- indices: uint, or ulong where the plan is wide ----------------------
 
-  Value index(int64_t v) override {
-    return handle(wide_ ? strCat(static_cast<uint64_t>(v), "ul") : strCat(static_cast<uint32_t>(v), "u"));
-  }
-  Value indexAdd(Value a, Value b) override { return idx(strCat(n(a), " + ", n(b))); }
-  Value indexMul(Value a, int64_t c) override { return idx(strCat(n(a), " * ", n(index(c)))); }
-  Value indexMulAdd(Value a, int64_t c, Value b) override {
-    return idx(strCat(n(a), " * ", n(index(c)), " + ", n(b)));
-  }
-  Value indexDiv(Value a, int64_t c) override { return idx(strCat(n(a), " / ", n(index(c)))); }
-  Value indexRem(Value a, int64_t c) override { return idx(strCat(n(a), " % ", n(index(c)))); }
-  Value indexSub(Value a, Value b) override { return idx(strCat(n(a), " - ", n(b))); }
-  Value indexMin(Value a, Value b) override { return idx(strCat("min(", n(a), ", ", n(b), ")")); }
-  Value indexLess(Value a, Value b) override { return let(DType::bool_, strCat(n(a), " < ", n(b))); }
-  Value indexEq(Value a, Value b) override { return let(DType::bool_, strCat(n(a), " == ", n(b))); }
   Value indexAsInt(Value i, DType* as) override {
     *as = wide_ ? DType::i64 : DType::i32;
     return let(*as, strCat(wide_ ? "as_type<long>(" : "as_type<int>(", n(i), ")"));
@@ -313,11 +289,6 @@ class MslTarget final : public gpu::Target {
 
   // --- builtins -------------------------------------------------------------
 
-  Value localId() override { return lid_; }
-  Value groupId() override { return group_; }
-  Value globalId() override { return gid_; }
-  Value groupCount(int64_t launched) override { return index(launched); }
-  Value invocationCount(int64_t launched) override { return index(launched * wg_); }
 
   // --- memory ---------------------------------------------------------------
 
@@ -345,9 +316,6 @@ class MslTarget final : public gpu::Target {
 
   // --- variables --------------------------------------------------------------
 
-  Value variable(DType d, Value init) override { return handle(w_.var(typeOf(d), n(init))); }
-  Value read(DType, Value var) override { return var; }
-  void write(DType, Value var, Value v) override { w_.line(strCat(n(var), " = ", n(v), ";")); }
 
   // --- control flow -------------------------------------------------------------
 
@@ -356,19 +324,6 @@ class MslTarget final : public gpu::Target {
   }
   absl::Status doubling(Value start, Value limit, const IndexBody& body, int64_t) override {
     return counted(start, limit, body, " <<= 1");
-  }
-  absl::Status loopWhile(const std::function<Value()>& cond, const Body& body, int64_t) override {
-    w_.open("for (;;)");
-    w_.line(strCat("if (!(", n(cond()), ")) break;"));
-    ACCY_RETURN_IF_ERROR(body());
-    w_.close();
-    return absl::OkStatus();
-  }
-  absl::Status when(Value cond, const Body& body) override {
-    w_.open(strCat("if (", n(cond), ")"));
-    ACCY_RETURN_IF_ERROR(body());
-    w_.close();
-    return absl::OkStatus();
   }
 
   // --- SIMD groups (Subgroups::kRuntime) ---------------------------------------
@@ -397,10 +352,12 @@ class MslTarget final : public gpu::Target {
   }
 
  private:
-  const std::string& n(Value v) const { return w_.name(v); }
-  Value handle(std::string name) { return w_.handle(std::move(name)); }
-  Value let(DType d, std::string_view expr) { return w_.bind(typeOf(d), expr); }
-  Value idx(std::string_view expr) { return w_.bind(wide_ ? "ulong" : "uint", expr); }
+  const char* typeName(DType d) const override { return typeOf(d); }
+  const char* indexType() const override { return wide_ ? "ulong" : "uint"; }
+  std::string indexLiteral(int64_t v) const override {
+    return wide_ ? strCat(static_cast<uint64_t>(v), "ul") : strCat(static_cast<uint32_t>(v), "u");
+  }
+  const char* loopHead() const override { return "for (;;)"; }
   // A builtin (uint) as an index.
   Value builtin(const char* name) { return wide_ ? idx(strCat("ulong(", name, ")")) : handle(name); }
   std::string asUnsigned(DType d, Value v) const { return strCat("as_type<", unsignedOf(d), ">(", n(v), ")"); }
@@ -410,7 +367,6 @@ class MslTarget final : public gpu::Target {
   std::string stored(DType d, Value v) const {
     return d == DType::bool_ ? strCat("uchar(", n(v), " ? 1 : 0)") : n(v);
   }
-  std::string slot(Value i, int64_t plus) { return plus == 0 ? n(i) : strCat(n(i), " + ", n(index(plus))); }
   // for (x = start; x < limit; x <advance>) body(x)
   absl::Status counted(Value start, Value limit, const IndexBody& body, const std::string& advance) {
     const std::string x = strCat("x", ++loops_);
@@ -424,14 +380,11 @@ class MslTarget final : public gpu::Target {
   const choir::Module& m_;
   const choir::Kernel& k_;
   gpu::TargetDesc desc_;
-  Writer w_{Writer::Style::kTypeBefore};
-  int64_t wg_ = 1;
   bool wide_ = false;
   bool simd_ = false;
   int loops_ = 0;
   std::vector<int> used_;
   std::vector<std::pair<DType, int64_t>> shared_;  // element dtype, count
-  Value lid_ = 0, group_ = 0, gid_ = 0;
 };
 
 }  // namespace
@@ -442,24 +395,17 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
   pipeline.dump = dump;
   choir::GpuMapOptions& map = pipeline.gpu_map.emplace();
   map.max_workgroup_size = target.max_workgroup_size;
-  ACCY_ASSIGN_OR_RETURN(choir::Module m, choir::compileToChoir(program, pipeline));
-  ACCY_RETURN_IF_ERROR(choir::verifyModule(m));
-  executable::Executable exe;
-  exe.target = "msl";
-  exe.isa = target.mode == ArithmeticMode::kFast ? "metal-fast" : "metal";
+  ACCY_ASSIGN_OR_RETURN(const choir::Module m, gpu::mapProgram(program, pipeline));
+  executable::Executable exe =
+      gpu::gpuExecutable("msl", target.mode == ArithmeticMode::kFast ? "metal-fast" : "metal", m, program);
   for (const choir::Kernel& k : m.kernels) {
     MslTarget t(m, k, target);
     gpu::KernelEmitter emitter(t, m, k);
     ACCY_ASSIGN_OR_RETURN(const gpu::EmittedKernel emitted, emitter.run());
     const std::string text = t.source();
-    const uint64_t offset = exe.code.size();
-    exe.code.insert(exe.code.end(), text.begin(), text.end());
-    exe.launch_plan.steps.push_back(
-        executable::LaunchStep{k.name, offset, emitted.workgroups, emitted.work, k.workgroup_size});
+    gpu::appendKernel(exe, k, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()), emitted.workgroups,
+                      emitted.work);
   }
-  exe.artifact_plan = executable::planBuffers(m);
-  exe.inputs = program.inputSpecs();
-  exe.outputs = program.outputSpecs();
   return exe;
 }
 

@@ -1,7 +1,7 @@
 #include "compiler/codegen/spirv/compile.h"
 
 #include "compiler/choir/pipeline.h"
-#include "compiler/choir/verifier.h"
+#include "compiler/codegen/gpu/gpu_program.h"
 #include "compiler/codegen/spirv/kernel_translator.h"
 #include "base/status_macros.h"
 
@@ -21,22 +21,14 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
   if (!target.cooperative_workgroups) map.min_domain_for_tree = INT64_MAX;
   if (target.max_loop_iterations > 0) map.max_serial_domain = target.max_loop_iterations / 4;
   if (!target.register_blocking) map.micro_tile = 1;
-  ACCY_ASSIGN_OR_RETURN(choir::Module m, choir::compileToChoir(program, pipeline));
-  ACCY_RETURN_IF_ERROR(choir::verifyModule(m));
-  executable::Executable exe;
-  exe.target = "spirv";
-  exe.isa = target.mode == ArithmeticMode::kFast ? "vulkan1.1-fast" : "vulkan1.1";
+  ACCY_ASSIGN_OR_RETURN(const choir::Module m, gpu::mapProgram(program, pipeline));
+  executable::Executable exe =
+      gpu::gpuExecutable("spirv", target.mode == ArithmeticMode::kFast ? "vulkan1.1-fast" : "vulkan1.1", m, program);
   for (const choir::Kernel& k : m.kernels) {
     ACCY_ASSIGN_OR_RETURN(TranslatedKernel t, translateKernel(m, k, target));
-    const uint64_t offset = exe.code.size();
     const auto* bytes = reinterpret_cast<const uint8_t*>(t.words.data());
-    exe.code.insert(exe.code.end(), bytes, bytes + t.words.size() * 4);
-    int64_t work = 0;
-    exe.launch_plan.steps.push_back(executable::LaunchStep{k.name, offset, t.workgroups, work, k.workgroup_size});
+    gpu::appendKernel(exe, k, std::span<const uint8_t>(bytes, t.words.size() * 4), t.workgroups, /*work=*/0);
   }
-  exe.artifact_plan = executable::planBuffers(m);
-  exe.inputs = program.inputSpecs();
-  exe.outputs = program.outputSpecs();
   return exe;
 }
 

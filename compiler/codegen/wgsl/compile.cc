@@ -12,10 +12,10 @@
 #include "base/status_macros.h"
 #include "base/strings.h"
 #include "compiler/choir/pipeline.h"
-#include "compiler/choir/verifier.h"
 #include "compiler/codegen/gpu/elementary_op.h"
+#include "compiler/codegen/gpu/gpu_program.h"
 #include "compiler/codegen/gpu/kernel_emitter.h"
-#include "compiler/codegen/gpu/source_writer.h"
+#include "compiler/codegen/gpu/source_target.h"
 #include "compiler/codegen/math/elementary.h"
 #include "compiler/tensor/scalar_ops.h"
 
@@ -144,10 +144,10 @@ const char* typeOf(DType d) {
 // How a buffer of `d` stores its elements.
 const char* storedAs(DType d) { return d == DType::bool_ ? "u32" : typeOf(d); }
 
-class WgslTarget final : public gpu::Target {
+class WgslTarget final : public gpu::SourceTarget {
  public:
   WgslTarget(const choir::Module& m, const choir::Kernel& k, const TargetInfo& t, bool subgroups)
-      : m_(m), k_(k), subgroups_(subgroups) {
+      : SourceTarget(Writer::Style::kTypeAfter), m_(m), k_(k), subgroups_(subgroups) {
     desc_.name = "WGSL";
     desc_.max_workgroup_size = t.max_workgroup_size;
     desc_.max_workgroups = t.max_workgroups;
@@ -223,22 +223,11 @@ class WgslTarget final : public gpu::Target {
     // -INT_MIN wraps (0 - x: WGSL's i32 arithmetic wraps).
     return let(d, d == DType::i32 ? strCat("0i - ", n(a)) : strCat("-", n(a)));
   }
-  Value absFloat(DType d, Value a) override { return let(d, strCat("abs(", n(a), ")")); }
   Value sqrt(DType d, Value a) override { return let(d, strCat("sqrt(", n(a), ")")); }
-  Value compare(gpu::Cmp c, DType, Value a, Value b) override {
-    static constexpr const char* kOps[] = {"<", "<=", ">", ">=", "==", "!="};
-    return let(DType::bool_, strCat(n(a), " ", kOps[static_cast<int>(c)], " ", n(b)));
-  }
   // By the bits: WGSL lets an implementation assume no NaN in arithmetic.
   Value isNan(DType, Value a) override {
     return let(DType::bool_, strCat("(bitcast<u32>(", n(a), ") & 0x7fffffffu) > 0x7f800000u"));
   }
-  Value select(DType d, Value c, Value yes, Value no) override {
-    return let(d, strCat("select(", n(no), ", ", n(yes), ", ", n(c), ")"));
-  }
-  Value logicAnd(Value a, Value b) override { return let(DType::bool_, strCat(n(a), " && ", n(b))); }
-  Value logicOr(Value a, Value b) override { return let(DType::bool_, strCat(n(a), " || ", n(b))); }
-  Value bitAnd(DType d, Value a, Value b) override { return let(d, strCat(n(a), " & ", n(b))); }
   Value shiftRight(DType d, Value a, int bits) override { return let(d, strCat(n(a), " >> ", bits, "u")); }
   Value convert(DType, DType to, Value v) override { return let(to, strCat(typeOf(to), "(", n(v), ")")); }
 
@@ -275,18 +264,6 @@ class WgslTarget final : public gpu::Target {
 
   // --- indices: u32 ---------------------------------------------------------
 
-  Value index(int64_t v) override { return handle(strCat(static_cast<uint32_t>(v), "u")); }
-  Value indexAdd(Value a, Value b) override { return idx(strCat(n(a), " + ", n(b))); }
-  Value indexMul(Value a, int64_t c) override { return idx(strCat(n(a), " * ", static_cast<uint32_t>(c), "u")); }
-  Value indexMulAdd(Value a, int64_t c, Value b) override {
-    return idx(strCat(n(a), " * ", static_cast<uint32_t>(c), "u + ", n(b)));
-  }
-  Value indexDiv(Value a, int64_t c) override { return idx(strCat(n(a), " / ", static_cast<uint32_t>(c), "u")); }
-  Value indexRem(Value a, int64_t c) override { return idx(strCat(n(a), " % ", static_cast<uint32_t>(c), "u")); }
-  Value indexSub(Value a, Value b) override { return idx(strCat(n(a), " - ", n(b))); }
-  Value indexMin(Value a, Value b) override { return idx(strCat("min(", n(a), ", ", n(b), ")")); }
-  Value indexLess(Value a, Value b) override { return let(DType::bool_, strCat(n(a), " < ", n(b))); }
-  Value indexEq(Value a, Value b) override { return let(DType::bool_, strCat(n(a), " == ", n(b))); }
   Value indexAsInt(Value i, DType* as) override {
     *as = DType::i32;
     return let(DType::i32, strCat("bitcast<i32>(", n(i), ")"));
@@ -294,11 +271,6 @@ class WgslTarget final : public gpu::Target {
 
   // --- builtins -------------------------------------------------------------
 
-  Value localId() override { return lid_; }
-  Value groupId() override { return group_; }
-  Value globalId() override { return gid_; }
-  Value groupCount(int64_t launched) override { return index(launched); }
-  Value invocationCount(int64_t launched) override { return index(launched * wg_); }
 
   // --- memory ---------------------------------------------------------------
 
@@ -328,9 +300,6 @@ class WgslTarget final : public gpu::Target {
 
   // --- variables --------------------------------------------------------------
 
-  Value variable(DType d, Value init) override { return handle(w_.var(typeOf(d), n(init))); }
-  Value read(DType, Value var) override { return var; }
-  void write(DType, Value var, Value v) override { w_.line(strCat(n(var), " = ", n(v), ";")); }
 
   // --- control flow -------------------------------------------------------------
 
@@ -339,19 +308,6 @@ class WgslTarget final : public gpu::Target {
   }
   absl::Status doubling(Value start, Value limit, const IndexBody& body, int64_t) override {
     return counted(start, limit, body, " << 1u");
-  }
-  absl::Status loopWhile(const std::function<Value()>& cond, const Body& body, int64_t) override {
-    w_.open("loop");
-    w_.line(strCat("if (!(", n(cond()), ")) { break; }"));
-    ACCY_RETURN_IF_ERROR(body());
-    w_.close();
-    return absl::OkStatus();
-  }
-  absl::Status when(Value cond, const Body& body) override {
-    w_.open(strCat("if (", n(cond), ")"));
-    ACCY_RETURN_IF_ERROR(body());
-    w_.close();
-    return absl::OkStatus();
   }
 
   // Subgroups::kRuntimeLanes (the subgroups variant): bools move as u32.
@@ -369,13 +325,10 @@ class WgslTarget final : public gpu::Target {
   }
 
  private:
-  const std::string& n(Value v) const { return w_.name(v); }
-  Value handle(std::string name) { return w_.handle(std::move(name)); }
-  Value let(DType d, std::string_view expr) { return w_.bind(typeOf(d), expr); }
-  Value idx(std::string_view expr) { return w_.bind("u32", expr); }
-  std::string slot(Value i, int64_t plus) const {
-    return plus == 0 ? n(i) : strCat(n(i), " + ", static_cast<uint32_t>(plus), "u");
-  }
+  const char* typeName(DType d) const override { return typeOf(d); }
+  const char* indexType() const override { return "u32"; }
+  std::string indexLiteral(int64_t v) const override { return strCat(static_cast<uint32_t>(v), "u"); }
+  const char* loopHead() const override { return "loop"; }
   // for (x = start; x < limit; x = x <advance>) body(x)
   absl::Status counted(Value start, Value limit, const IndexBody& body, const std::string& advance) {
     const std::string x = w_.var("u32", n(start));
@@ -393,11 +346,8 @@ class WgslTarget final : public gpu::Target {
   const choir::Kernel& k_;
   bool subgroups_;
   gpu::TargetDesc desc_;
-  Writer w_{Writer::Style::kTypeAfter};
-  int64_t wg_ = 1;
   std::vector<int> used_;
   std::vector<std::pair<std::string, int64_t>> shared_;  // element type, count
-  Value lid_ = 0, group_ = 0, gid_ = 0;
 };
 
 }  // namespace
@@ -408,11 +358,9 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
   pipeline.dump = dump;
   choir::GpuMapOptions& map = pipeline.gpu_map.emplace();
   map.max_workgroup_size = target.max_workgroup_size;
-  ACCY_ASSIGN_OR_RETURN(choir::Module m, choir::compileToChoir(program, pipeline));
-  ACCY_RETURN_IF_ERROR(choir::verifyModule(m));
-  executable::Executable exe;
-  exe.target = "wgsl";
-  exe.isa = target.mode == ArithmeticMode::kFast ? "webgpu-fast" : "webgpu";
+  ACCY_ASSIGN_OR_RETURN(const choir::Module m, gpu::mapProgram(program, pipeline));
+  executable::Executable exe =
+      gpu::gpuExecutable("wgsl", target.mode == ArithmeticMode::kFast ? "webgpu-fast" : "webgpu", m, program);
   for (const choir::Kernel& k : m.kernels) {
     WgslTarget t(m, k, target, false);
     gpu::KernelEmitter emitter(t, m, k);
@@ -424,14 +372,9 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
       ACCY_RETURN_IF_ERROR(again.run().status());
       strAppend(&text, kSubgroupsMarker, with.module());
     }
-    const uint64_t offset = exe.code.size();
-    exe.code.insert(exe.code.end(), text.begin(), text.end());
-    exe.launch_plan.steps.push_back(
-        executable::LaunchStep{k.name, offset, emitted.workgroups, emitted.work, k.workgroup_size});
+    gpu::appendKernel(exe, k, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()), emitted.workgroups,
+                      emitted.work);
   }
-  exe.artifact_plan = executable::planBuffers(m);
-  exe.inputs = program.inputSpecs();
-  exe.outputs = program.outputSpecs();
   return exe;
 }
 

@@ -1,0 +1,95 @@
+// The primitives that the GPU targets writing source (WGSL, MSL) write the
+// same way: comparisons, selection, logic, index arithmetic, builtins,
+// variables and the structured blocks, over a SourceWriter. A target adds
+// its types, index literals, loops, memory and arithmetic.
+#ifndef ACCY_COMPILER_CODEGEN_GPU_SOURCE_TARGET_H_
+#define ACCY_COMPILER_CODEGEN_GPU_SOURCE_TARGET_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "base/status_macros.h"
+#include "base/strings.h"
+#include "compiler/codegen/gpu/source_writer.h"
+#include "compiler/codegen/gpu/target.h"
+
+namespace accy::gpu {
+
+class SourceTarget : public Target {
+ public:
+  explicit SourceTarget(SourceWriter::Style style) : w_(style) {}
+
+  Value compare(Cmp c, DType, Value a, Value b) override {
+    static constexpr const char* kOps[] = {"<", "<=", ">", ">=", "==", "!="};
+    return let(DType::bool_, strCat(n(a), " ", kOps[static_cast<int>(c)], " ", n(b)));
+  }
+  // select(no, yes, cond) in both languages.
+  Value select(DType d, Value c, Value yes, Value no) override {
+    return let(d, strCat("select(", n(no), ", ", n(yes), ", ", n(c), ")"));
+  }
+  Value logicAnd(Value a, Value b) override { return let(DType::bool_, strCat(n(a), " && ", n(b))); }
+  Value logicOr(Value a, Value b) override { return let(DType::bool_, strCat(n(a), " || ", n(b))); }
+  Value bitAnd(DType d, Value a, Value b) override { return let(d, strCat(n(a), " & ", n(b))); }
+  Value absFloat(DType d, Value a) override { return let(d, strCat("abs(", n(a), ")")); }
+
+  Value index(int64_t v) override { return handle(indexLiteral(v)); }
+  Value indexAdd(Value a, Value b) override { return idx(strCat(n(a), " + ", n(b))); }
+  Value indexMul(Value a, int64_t c) override { return idx(strCat(n(a), " * ", indexLiteral(c))); }
+  Value indexMulAdd(Value a, int64_t c, Value b) override {
+    return idx(strCat(n(a), " * ", indexLiteral(c), " + ", n(b)));
+  }
+  Value indexDiv(Value a, int64_t c) override { return idx(strCat(n(a), " / ", indexLiteral(c))); }
+  Value indexRem(Value a, int64_t c) override { return idx(strCat(n(a), " % ", indexLiteral(c))); }
+  Value indexSub(Value a, Value b) override { return idx(strCat(n(a), " - ", n(b))); }
+  Value indexMin(Value a, Value b) override { return idx(strCat("min(", n(a), ", ", n(b), ")")); }
+  Value indexLess(Value a, Value b) override { return let(DType::bool_, strCat(n(a), " < ", n(b))); }
+  Value indexEq(Value a, Value b) override { return let(DType::bool_, strCat(n(a), " == ", n(b))); }
+
+  Value localId() override { return lid_; }
+  Value groupId() override { return group_; }
+  Value globalId() override { return gid_; }
+  Value groupCount(int64_t launched) override { return index(launched); }
+  Value invocationCount(int64_t launched) override { return index(launched * wg_); }
+
+  Value variable(DType d, Value init) override { return handle(w_.var(typeName(d), n(init))); }
+  Value read(DType, Value var) override { return var; }
+  void write(DType, Value var, Value v) override { w_.line(strCat(n(var), " = ", n(v), ";")); }
+
+  absl::Status loopWhile(const std::function<Value()>& cond, const Body& body, int64_t) override {
+    w_.open(loopHead());
+    w_.line(strCat("if (!(", n(cond()), ")) { break; }"));
+    ACCY_RETURN_IF_ERROR(body());
+    w_.close();
+    return absl::OkStatus();
+  }
+  absl::Status when(Value cond, const Body& body) override {
+    w_.open(strCat("if (", n(cond), ")"));
+    ACCY_RETURN_IF_ERROR(body());
+    w_.close();
+    return absl::OkStatus();
+  }
+
+ protected:
+  // The language's name of a value's type, of the index type, an index
+  // constant, and the head of an endless loop.
+  virtual const char* typeName(DType d) const = 0;
+  virtual const char* indexType() const = 0;
+  virtual std::string indexLiteral(int64_t v) const = 0;
+  virtual const char* loopHead() const = 0;
+
+  const std::string& n(Value v) const { return w_.name(v); }
+  Value handle(std::string text) { return w_.handle(std::move(text)); }
+  Value let(DType d, std::string_view expr) { return w_.bind(typeName(d), expr); }
+  Value idx(std::string_view expr) { return w_.bind(indexType(), expr); }
+  // Element `i + plus` of an array.
+  std::string slot(Value i, int64_t plus) const { return plus == 0 ? n(i) : strCat(n(i), " + ", indexLiteral(plus)); }
+
+  SourceWriter w_;
+  int64_t wg_ = 1;                   // invocations per workgroup
+  Value lid_ = 0, group_ = 0, gid_ = 0;  // set by begin()
+};
+
+}  // namespace accy::gpu
+
+#endif  // ACCY_COMPILER_CODEGEN_GPU_SOURCE_TARGET_H_
