@@ -13,6 +13,7 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/server_posix.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -39,6 +40,7 @@
 #include "server/compile_cache.h"
 #include "server/regions.h"
 #include "server/service.h"
+#include "server/unix_listener.h"
 
 namespace {
 
@@ -78,7 +80,8 @@ int main(int argc, char** argv) {
       {"access-log", ""}, {"max-sessions-per-identity", "64"}, {"max-launch-bytes", "17179869184"}, {"max-concurrent-invokes", "256"},
       {"max-region-bytes", "4294967296"}, {"max-message-bytes", "268435456"}, {"devices", "cpu"},
       {"tls-cert", ""}, {"tls-key", ""}, {"tls-client-ca", ""}, {"max-scratch-bytes", "17179869184"},
-      {"check-numerics", "0"}, {"socket-mode", "0600"}};
+      {"check-numerics", "0"}, {"socket-mode", "0600"}, {"max-programs-per-identity", "1024"},
+      {"max-region-bytes-per-identity", "68719476736"}};
   std::vector<std::string> listens;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -88,7 +91,8 @@ int main(int argc, char** argv) {
                   "             [--max-sessions=N] [--max-programs-per-session=1..64] [--max-regions-per-session=N]\n"
                   "             [--max-region-bytes=N] [--max-region-bytes-per-session=N] [--drain-seconds=N]\n"
                   "             [--access-log=PATH|-] [--max-launch-bytes=N] [--max-concurrent-invokes=N]\n"
-                  "             [--max-sessions-per-identity=N]"
+                  "             [--max-sessions-per-identity=N] [--max-programs-per-identity=N]\n"
+                  "             [--max-region-bytes-per-identity=N]"
                   " [--max-message-bytes=N] [--max-scratch-bytes=N] [--check-numerics=0|1]\n"
                   "             [--socket-mode=0600|0660] [--devices=cpu[,vulkan][,cuda]]   (--listen may repeat)\n"
                   "devices: cpu (target x86_64), vulkan (spirv), cuda (ptx; needs the NVIDIA driver's libcuda.so.1\n"
@@ -127,6 +131,8 @@ int main(int argc, char** argv) {
       {"max-launch-bytes", 0, INT64_MAX},
       {"max-concurrent-invokes", 1, 1 << 20},
       {"max-sessions-per-identity", 1, 1 << 20},
+      {"max-programs-per-identity", 1, 1 << 30},
+      {"max-region-bytes-per-identity", 1, INT64_MAX},
       {"max-region-bytes-per-session", 1, INT64_MAX},
       {"max-message-bytes", 1024, INT32_MAX},  // gRPC's message size is an int
       {"max-scratch-bytes", 0, INT64_MAX},
@@ -172,7 +178,6 @@ int main(int argc, char** argv) {
       }
       unlink(path.c_str());
       unix_paths.push_back(path);
-      ports.emplace_back(listen, grpc::InsecureServerCredentials());
     } else if (listen.rfind("tcp:", 0) == 0) {
       if (flags["tls-cert"].empty() || flags["tls-key"].empty()) {
         return usage("TCP listening needs TLS: pass --tls-cert and --tls-key");
@@ -212,6 +217,8 @@ int main(int argc, char** argv) {
   limits.max_region_bytes_per_session = number("max-region-bytes-per-session");
   limits.max_launch_bytes = number("max-launch-bytes");
   limits.max_sessions_per_identity = number("max-sessions-per-identity");
+  limits.max_programs_per_identity = number("max-programs-per-identity");
+  limits.max_region_bytes_per_identity = number("max-region-bytes-per-identity");
   limits.max_concurrent_invokes = number("max-concurrent-invokes");
   limits.max_message_bytes = number("max-message-bytes");
   limits.lease_seconds = static_cast<int>(number("lease-seconds"));
@@ -236,12 +243,29 @@ int main(int argc, char** argv) {
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(static_cast<int>(limits.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(limits.max_message_bytes));
-  const mode_t old_mask = umask(0077);  // the socket file: owner only
+  // Unix sockets are accepted here, not by gRPC: each connection's peer
+  // uid (SO_PEERCRED) becomes the identity its sessions belong to.
+  std::vector<std::unique_ptr<accy::server::UnixListener>> unix_listeners;
+  for (const std::string& path : unix_paths) {
+    absl::StatusOr<std::unique_ptr<accy::server::UnixListener>> l = accy::server::UnixListener::open(path);
+    if (!l.ok()) {
+      std::fprintf(stderr, "accyd: %s\n", std::string(l.status().message()).c_str());
+      return 1;
+    }
+    unix_listeners.push_back(*std::move(l));
+  }
+  const mode_t old_mask = umask(0077);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   umask(old_mask);
   if (!server) {
     std::fprintf(stderr, "accyd: cannot listen on %s\n", flags["listen"].c_str());
     return 1;
+  }
+  for (auto& l : unix_listeners) {
+    l->start([&service, &server](int fd, uid_t uid) {
+      service.notePeer(fd, uid);
+      grpc::AddInsecureChannelFromFd(server.get(), fd);
+    });
   }
   // Per device: "accyd.device.<name>" SERVING until the device cannot run
   // work any more (the whole server, service "", stays SERVING).
@@ -265,6 +289,7 @@ int main(int argc, char** argv) {
     int sig = 0;
     sigwait(&signals, &sig);
     std::fprintf(stderr, "accyd: signal %d: draining\n", sig);
+    for (auto& l : unix_listeners) l->stop();  // no new connections
     std::thread([&drained, drain_seconds] {
       std::this_thread::sleep_for(std::chrono::seconds(drain_seconds + 1));
       if (drained.load()) return;

@@ -27,7 +27,12 @@ struct AccydService::ClientSession {
   std::string target;             // of the Compile call in progress
   backends::CompileOptions compile_options;  // of the Compile call in progress
   std::map<uint32_t, std::string> device_of;  // program slot -> the device it was compiled for
-  std::string owner;  // the identity that opened it (callerIdentity)
+  std::string owner;  // the identity that opened it (identityOf)
+  // What it holds, for the per-identity quotas: programs compiled and not
+  // released (and compiles in progress), bytes of its regions. Written
+  // under the service's mu_.
+  int64_t programs = 0;
+  int64_t region_bytes = 0;
 };
 
 grpc::StatusCode grpcCodeOf(session::Status s) {
@@ -177,30 +182,52 @@ size_t AccydService::sessionCount() const {
   return sessions_.size();
 }
 
-namespace {
-
-// Who is calling: the client certificate's identity under mutual TLS (its
-// subject alternative names or common name, as gRPC reports them), else
-// "" (a Unix socket's callers are the users its mode lets in).
-std::string callerIdentity(const grpc::ServerContext* ctx) {
-  const std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
-  if (auth == nullptr || !auth->IsPeerAuthenticated()) return "";
-  std::string identity;
-  for (const grpc::string_ref& part : auth->GetPeerIdentity()) {
-    if (!identity.empty()) identity += ",";
-    identity.append(part.data(), part.size());
-  }
-  return identity;
+void AccydService::notePeer(int fd, uid_t uid) {
+  std::lock_guard<std::mutex> lock(peers_mu_);
+  unix_peers_[fd] = uid;  // a number reused by a later connection is overwritten before it serves
 }
 
-}  // namespace
+// The client certificate's identity under mutual TLS (its subject
+// alternative names or common name, as gRPC reports them); on the Unix
+// socket the connecting process's uid, as the kernel gave it at accept.
+std::string AccydService::identityOf(const grpc::ServerContext* ctx) const {
+  const std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
+  if (auth != nullptr && auth->IsPeerAuthenticated()) {
+    std::string identity;
+    for (const grpc::string_ref& part : auth->GetPeerIdentity()) {
+      if (!identity.empty()) identity += ",";
+      identity.append(part.data(), part.size());
+    }
+    return identity;
+  }
+  const std::string peer = ctx->peer();
+  if (peer.rfind("fd:", 0) == 0) {
+    std::lock_guard<std::mutex> lock(peers_mu_);
+    if (auto it = unix_peers_.find(std::atoi(peer.c_str() + 3)); it != unix_peers_.end()) {
+      return strCat("uid:", it->second);
+    }
+  }
+  return "";
+}
+
+int64_t AccydService::programsOf(const std::string& owner) const {
+  int64_t n = 0;
+  for (const auto& [id, s] : sessions_) n += s->owner == owner ? s->programs : 0;
+  return n;
+}
+
+int64_t AccydService::regionBytesOf(const std::string& owner) const {
+  int64_t n = 0;
+  for (const auto& [id, s] : sessions_) n += s->owner == owner ? s->region_bytes : 0;
+  return n;
+}
 
 std::shared_ptr<AccydService::ClientSession> AccydService::find(const grpc::ServerContext* ctx, const std::string& id) {
   std::lock_guard<std::mutex> g(mu_);
   auto it = sessions_.find(id);
   if (it == sessions_.end()) return nullptr;
   // A session id presented by another identity is as unknown as a wrong one.
-  if (it->second->owner != callerIdentity(ctx)) return nullptr;
+  if (it->second->owner != identityOf(ctx)) return nullptr;
   it->second->deadline = (Clock::now() + std::chrono::seconds(limits_.lease_seconds)).time_since_epoch().count();
   return it->second;
 }
@@ -277,7 +304,7 @@ grpc::Status AccydService::OpenSession(grpc::ServerContext* ctx, const pb::OpenS
   };
   s->table = std::make_unique<session::Session>(options);
   s->deadline = (Clock::now() + std::chrono::seconds(limits_.lease_seconds)).time_since_epoch().count();
-  s->owner = callerIdentity(ctx);
+  s->owner = identityOf(ctx);
   std::random_device rd;
   std::string id;
   for (int i = 0; i < 4; ++i) id += absl::StrCat(absl::Hex(rd(), absl::kZeroPad8));
@@ -289,8 +316,8 @@ grpc::Status AccydService::OpenSession(grpc::ServerContext* ctx, const pb::OpenS
                               strCat("accyd: ", sessions_.size(), " sessions are open, the limit is ",
                                      limits_.max_sessions)));
     }
-    // Under mutual TLS each identity has its own quota, so one client
-    // cannot take every session.
+    // Each identity (a client certificate, a Unix user) has its own quota,
+    // so one client cannot take every session.
     if (!s->owner.empty()) {
       int64_t owned = 0;
       for (const auto& [other_id, other] : sessions_) owned += other->owner == s->owner ? 1 : 0;
@@ -321,7 +348,7 @@ grpc::Status AccydService::CloseSession(grpc::ServerContext* ctx, const pb::Clos
   CallLog call(this, "CloseSession", req->session_id());
   std::lock_guard<std::mutex> g(mu_);
   auto it = sessions_.find(req->session_id());
-  if (it == sessions_.end() || it->second->owner != callerIdentity(ctx)) {
+  if (it == sessions_.end() || it->second->owner != identityOf(ctx)) {
     return finish(ctx, reply, noSession(req->session_id()));
   }
   sessions_.erase(it);
@@ -352,6 +379,22 @@ grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRe
     options.mode = *mode;
   }
   if (absl::Status st = codegen::checkMode(target, options.mode); !st.ok()) return finish(ctx, reply, st);
+  // The identity's program quota, reserved before compiling.
+  if (!s->owner.empty()) {
+    std::lock_guard<std::mutex> g(mu_);
+    const int64_t held = programsOf(s->owner);
+    if (held >= limits_.max_programs_per_identity) {
+      return finish(ctx, reply,
+                    makeError(ErrorKind::kTooManyPrograms,
+                              strCat("accyd: ", s->owner, " holds ", held, " programs in its sessions, the limit per "
+                                     "identity is ", limits_.max_programs_per_identity,
+                                     " (--max-programs-per-identity)")));
+    }
+  }
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    ++s->programs;
+  }
   s->target = target;
   s->compile_options = options;
   call.setDevice(deviceFor(s->target));
@@ -360,7 +403,11 @@ grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRe
   auto handle = s->table->compile(req->program(), &info);
   reply->set_compile_micros(
       std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
-  if (!handle.ok()) return finish(ctx, reply, handle.status());
+  if (!handle.ok()) {
+    std::lock_guard<std::mutex> g(mu_);
+    --s->programs;
+    return finish(ctx, reply, handle.status());
+  }
   s->device_of[handle->index] = deviceFor(s->target);
   reply->mutable_handle()->set_index(handle->index);
   reply->mutable_handle()->set_generation(handle->generation);
@@ -376,7 +423,12 @@ grpc::Status AccydService::Release(grpc::ServerContext* ctx, const pb::ReleaseRe
   auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   std::lock_guard<std::mutex> lock(s->mu);
-  return finish(ctx, reply, s->table->release(session::Handle{req->handle().index(), req->handle().generation()}));
+  const absl::Status st = s->table->release(session::Handle{req->handle().index(), req->handle().generation()});
+  if (st.ok()) {
+    std::lock_guard<std::mutex> g(mu_);
+    --s->programs;
+  }
+  return finish(ctx, reply, st);
 }
 
 grpc::Status AccydService::RegisterRegion(grpc::ServerContext* ctx, const pb::RegisterRegionRequest* req,
@@ -403,6 +455,21 @@ grpc::Status AccydService::RegisterRegion(grpc::ServerContext* ctx, const pb::Re
                                    (*mapping)->size(), " would pass the limit of ",
                                    limits_.max_region_bytes_per_session, " bytes per session")));
   }
+  // And all of the identity's sessions together.
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    const int64_t owned = s->owner.empty() ? 0 : regionBytesOf(s->owner);
+    if (!s->owner.empty() &&
+        owned + static_cast<int64_t>((*mapping)->size()) > limits_.max_region_bytes_per_identity) {
+      return finish(ctx, reply,
+                    makeError(ErrorKind::kTooManyPrograms,
+                              strCat("accyd: ", s->owner, "'s regions hold ", owned, " bytes; this one of ",
+                                     (*mapping)->size(), " would pass the limit of ",
+                                     limits_.max_region_bytes_per_identity,
+                                     " bytes per identity (--max-region-bytes-per-identity)")));
+    }
+    s->region_bytes += static_cast<int64_t>((*mapping)->size());
+  }
   // Devices that move host memory by DMA (cuda: cuMemHostRegister) pin the
   // region once here rather than staging it on every invoke. A device that
   // refuses leaves invokes working through its staging copies.
@@ -423,9 +490,15 @@ grpc::Status AccydService::UnregisterRegion(grpc::ServerContext* ctx, const pb::
   auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   std::lock_guard<std::mutex> lock(s->mu);
-  if (s->regions.erase(req->region()) == 0) {
+  auto it = s->regions.find(req->region());
+  if (it == s->regions.end()) {
     return finish(ctx, reply, makeError(ErrorKind::kInvalidBuffer, strCat("accyd: no region ", req->region())));
   }
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    s->region_bytes -= static_cast<int64_t>(it->second->size());
+  }
+  s->regions.erase(it);
   return finish(ctx, reply, absl::OkStatus());
 }
 

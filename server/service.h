@@ -6,6 +6,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <sys/types.h>
+
 #include <map>
 #include <cstdio>
 #include <functional>
@@ -24,7 +26,12 @@ namespace accy::server {
 
 struct Limits {
   int64_t max_sessions = 256;
-  int64_t max_sessions_per_identity = 64;  // under mutual TLS, per client certificate identity
+  // Per caller identity (the client certificate's under mutual TLS, the
+  // peer's uid on the Unix socket): sessions, programs and region bytes
+  // of all its sessions together.
+  int64_t max_sessions_per_identity = 64;
+  int64_t max_programs_per_identity = 1024;
+  int64_t max_region_bytes_per_identity = int64_t{64} << 30;
   int64_t max_programs_per_session = session::kMaxPrograms;  // 1 to session::kMaxPrograms
   int64_t max_regions_per_session = 64;
   int64_t max_region_bytes = int64_t{4} << 30;
@@ -60,6 +67,10 @@ class AccydService final : public accy::v1::Accyd::Service {
   // short hash of its id, device, status, duration; never data), or none
   // when null. Not owned; written under a lock.
   void setAccessLog(std::FILE* out) { access_log_ = out; }
+  // The connection `fd` on the Unix socket (its calls' peer is "fd:<fd>")
+  // comes from a process of user `uid` (SO_PEERCRED): its calls' identity
+  // is "uid:<uid>". Called before the connection is handed to gRPC.
+  void notePeer(int fd, uid_t uid);
 
   grpc::Status Negotiate(grpc::ServerContext*, const accy::v1::NegotiateRequest*, accy::v1::NegotiateReply*) override;
   grpc::Status ServerInfo(grpc::ServerContext*, const accy::v1::ServerInfoRequest*, accy::v1::ServerInfoReply*) override;
@@ -83,6 +94,12 @@ class AccydService final : public accy::v1::Accyd::Service {
  private:
   struct ClientSession;
   class CallLog;
+  // Who is calling: the client certificate's identity under mutual TLS,
+  // "uid:N" on the Unix socket, else "".
+  std::string identityOf(const grpc::ServerContext* ctx) const;
+  // What the sessions of `owner` hold together (under mu_).
+  int64_t programsOf(const std::string& owner) const;
+  int64_t regionBytesOf(const std::string& owner) const;
   // The session `id` when the caller is its owner; null otherwise.
   std::shared_ptr<ClientSession> find(const grpc::ServerContext* ctx, const std::string& id);
   // The device that runs `target` ("" when none does).
@@ -105,6 +122,8 @@ class AccydService final : public accy::v1::Accyd::Service {
   std::function<void(const std::string& device, bool serving, const std::string& why)> health_listener_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<ClientSession>> sessions_;
+  mutable std::mutex peers_mu_;
+  std::map<int, uid_t> unix_peers_;  // Unix socket connection -> its peer's uid
   std::atomic<bool> stopping_{false};
   std::mutex reap_mu_;
   std::condition_variable reap_cv_;

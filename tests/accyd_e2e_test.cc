@@ -262,6 +262,66 @@ TEST(Accyd, SessionsAreIsolated) {
   EXPECT_EQ(reply.regions_size(), 1);
 }
 
+// On the Unix socket a session belongs to the user that opened it (the
+// peer's uid, from the kernel at accept): another user presenting its id
+// gets NOT_FOUND, as for an unknown id, and its own session works.
+TEST(Accyd, UnixSessionsBelongToTheirUser) {
+  if (geteuid() != 0) GTEST_SKIP() << "becoming another user needs root; this test runs as uid " << geteuid();
+  Daemon d({"--socket-mode=0660"});
+  const std::string dir = d.socket().substr(0, d.socket().rfind('/'));
+  ASSERT_EQ(chmod(dir.c_str(), 0710), 0);  // group 0 may reach the socket
+  auto mine = connect(d);
+  ASSERT_TRUE(mine);
+  auto h = mine->compile(wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch)));
+  ASSERT_TRUE(h.ok()) << h.status();
+  const std::string out = "/tmp/accyd-other-" + std::to_string(getpid()) + ".txt";
+  const std::string cmd = runfile("tests/accyd_other_user") + " " + d.socket() + " 65534 " + mine->sessionId() + " >" +
+                          out + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  std::ifstream said(out);
+  const std::string text((std::istreambuf_iterator<char>(said)), std::istreambuf_iterator<char>());
+  std::remove(out.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << text;
+  EXPECT_THAT(text, HasSubstr("stolen compile: 5 InvalidHandle: accyd: no open session"));  // 5: NOT_FOUND
+  EXPECT_THAT(text, HasSubstr("own compile: 0"));
+  // The owner's session is untouched.
+  float f[1] = {2.5f}, v[1];
+  const tone::Samples data = tone::samples();
+  EXPECT_TRUE(mine->invoke(*h, {bytes(f), bytes(data.time), bytes(data.sample)}, {writableBytes(v)}).ok());
+}
+
+// Programs and region bytes have quotas per identity (here the Unix user),
+// across all of its sessions, besides the per-session ones.
+TEST(Accyd, ProgramsAndRegionBytesHaveQuotasPerIdentity) {
+  Daemon d({"--max-programs-per-identity=3", "--max-region-bytes-per-identity=12288"});
+  auto a = connect(d);
+  auto b = connect(d);
+  ASSERT_TRUE(a && b);
+  const std::string program = wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch));
+  auto a1 = a->compile(program);
+  auto a2 = a->compile(program);
+  auto b1 = b->compile(program);
+  ASSERT_TRUE(a1.ok() && a2.ok() && b1.ok());
+  auto b2 = b->compile(program);
+  ASSERT_FALSE(b2.ok());
+  EXPECT_EQ(number(b2.status()), 5u);  // too_many_programs
+  EXPECT_THAT(b2.status().message(), HasSubstr("holds 3 programs in its sessions, the limit per identity is 3"));
+  EXPECT_THAT(b2.status().message(), HasSubstr("(--max-programs-per-identity)"));
+  ASSERT_TRUE(a->release(*a1).ok());  // released programs leave the quota
+  EXPECT_TRUE(b->compile(program).ok());
+  // Region bytes: 8 KiB in one session and 4 KiB in the other fill 12 KiB.
+  auto r1 = a->allocateShared(8192);
+  auto r2 = b->allocateShared(4096);
+  ASSERT_TRUE(r1.ok() && r2.ok()) << r1.status() << r2.status();
+  auto r3 = b->allocateShared(4096);
+  ASSERT_FALSE(r3.ok());
+  EXPECT_EQ(number(r3.status()), 5u);
+  EXPECT_THAT(r3.status().message(), HasSubstr("would pass the limit of 12288 bytes per identity"));
+  r1->reset();  // unregistered: its bytes leave the quota
+  EXPECT_TRUE(b->allocateShared(4096).ok());
+}
+
 TEST(Accyd, SharedMemoryBuffersAndBoundsChecks) {
   Daemon d({});
   auto s = connect(d);
@@ -914,8 +974,12 @@ TEST(Accyd, ArithmeticModesAreCompileOptions) {
   EXPECT_THAT(local_tf32.status().message(), ::testing::HasSubstr("target x86_64 has no tf32 mode"));
   // A target the registry does not know is refused naming the build's
   // targets, and leaves the session as it was: it still compiles for spirv.
-  auto unknown = s->compile(wire8, "msl", nullptr);
-  EXPECT_THAT(unknown.status().message(), ::testing::HasSubstr("target msl is not available in this build (available: "));
+  auto unknown = s->compile(wire8, "vhdl", nullptr);
+  EXPECT_THAT(unknown.status().message(), ::testing::HasSubstr("target vhdl is not available in this build (available: "));
+  // A target of the build that no device of the daemon serves (msl: its
+  // shim is a check, not a device) is refused naming the served ones.
+  auto unserved = s->compile(wire8, "msl", nullptr);
+  EXPECT_THAT(unserved.status().message(), ::testing::HasSubstr("target 'msl' is not served here"));
   auto again = s->compile(wire8, "spirv", nullptr, {.mode = backends::ArithmeticMode::kFast});
   ASSERT_TRUE(again.ok()) << again.status();
   ASSERT_TRUE(s->invoke(*again, {bytes(f8), bytes(data.time), bytes(data.sample)}, {writableBytes(v8)}).ok());
