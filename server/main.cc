@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
       {"max-region-bytes", "4294967296"}, {"max-message-bytes", "268435456"}, {"devices", "cpu"},
       {"tls-cert", ""}, {"tls-key", ""}, {"tls-client-ca", ""}, {"max-scratch-bytes", "17179869184"},
       {"check-numerics", "0"}, {"socket-mode", "0600"}, {"max-programs-per-identity", "1024"},
-      {"max-region-bytes-per-identity", "68719476736"}};
+      {"max-region-bytes-per-identity", "68719476736"}, {"max-compile-ms", "60000"}};
   std::vector<std::string> listens;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
                   "             [--max-region-bytes=N] [--max-region-bytes-per-session=N] [--drain-seconds=N]\n"
                   "             [--access-log=PATH|-] [--max-launch-bytes=N] [--max-concurrent-invokes=N]\n"
                   "             [--max-sessions-per-identity=N] [--max-programs-per-identity=N]\n"
-                  "             [--max-region-bytes-per-identity=N]"
+                  "             [--max-region-bytes-per-identity=N] [--max-compile-ms=N]"
                   " [--max-message-bytes=N] [--max-scratch-bytes=N] [--check-numerics=0|1]\n"
                   "             [--socket-mode=0600|0660] [--devices=cpu[,vulkan][,cuda]]   (--listen may repeat)\n"
                   "devices: cpu (target x86_64), vulkan (spirv), cuda (ptx; needs the NVIDIA driver's libcuda.so.1\n"
@@ -133,6 +133,7 @@ int main(int argc, char** argv) {
       {"max-sessions-per-identity", 1, 1 << 20},
       {"max-programs-per-identity", 1, 1 << 30},
       {"max-region-bytes-per-identity", 1, INT64_MAX},
+      {"max-compile-ms", 1, 86400000},
       {"max-region-bytes-per-session", 1, INT64_MAX},
       {"max-message-bytes", 1024, INT32_MAX},  // gRPC's message size is an int
       {"max-scratch-bytes", 0, INT64_MAX},
@@ -219,6 +220,7 @@ int main(int argc, char** argv) {
   limits.max_sessions_per_identity = number("max-sessions-per-identity");
   limits.max_programs_per_identity = number("max-programs-per-identity");
   limits.max_region_bytes_per_identity = number("max-region-bytes-per-identity");
+  limits.max_compile_ms = number("max-compile-ms");
   limits.max_concurrent_invokes = number("max-concurrent-invokes");
   limits.max_message_bytes = number("max-message-bytes");
   limits.lease_seconds = static_cast<int>(number("lease-seconds"));

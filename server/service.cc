@@ -9,6 +9,7 @@
 #include "absl/time/time.h"
 #include "backends/registry.h"
 #include "base/errors.h"
+#include "base/stop.h"
 #include "base/strings.h"
 #include "compiler/codegen/targets.h"
 #include "compiler/wire/wire.h"
@@ -170,10 +171,23 @@ void AccydService::reapLoop() {
   while (!stopping_) {
     reap_cv_.wait_for(lock, std::chrono::milliseconds(200));
     const int64_t now = Clock::now().time_since_epoch().count();
-    std::lock_guard<std::mutex> g(mu_);
-    for (auto it = sessions_.begin(); it != sessions_.end();) {
-      it = it->second->deadline.load() < now ? sessions_.erase(it) : std::next(it);
+    // Expired sessions leave the table under the lock and are freed
+    // (their regions unmapped, their programs unloaded) after it.
+    std::vector<std::shared_ptr<ClientSession>> expired;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      for (auto it = sessions_.begin(); it != sessions_.end();) {
+        if (it->second->deadline.load() < now) {
+          expired.push_back(std::move(it->second));
+          it = sessions_.erase(it);
+        } else {
+          ++it;
+        }
+      }
     }
+    lock.unlock();
+    expired.clear();
+    lock.lock();
   }
 }
 
@@ -346,12 +360,16 @@ grpc::Status AccydService::KeepAlive(grpc::ServerContext* ctx, const pb::KeepAli
 grpc::Status AccydService::CloseSession(grpc::ServerContext* ctx, const pb::CloseSessionRequest* req,
                                         pb::CloseSessionReply* reply) {
   CallLog call(this, "CloseSession", req->session_id());
-  std::lock_guard<std::mutex> g(mu_);
-  auto it = sessions_.find(req->session_id());
-  if (it == sessions_.end() || it->second->owner != identityOf(ctx)) {
-    return finish(ctx, reply, noSession(req->session_id()));
+  std::shared_ptr<ClientSession> closed;  // freed after the lock
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = sessions_.find(req->session_id());
+    if (it == sessions_.end() || it->second->owner != identityOf(ctx)) {
+      return finish(ctx, reply, noSession(req->session_id()));
+    }
+    closed = std::move(it->second);
+    sessions_.erase(it);
   }
-  sessions_.erase(it);
   return finish(ctx, reply, absl::OkStatus());
 }
 
@@ -399,6 +417,16 @@ grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRe
   s->compile_options = options;
   call.setDevice(deviceFor(s->target));
   const auto start = Clock::now();
+  // The compile's time limit, asked between the pipeline's passes. Not the
+  // call's cancellation: another session may be waiting for this compile
+  // (the cache compiles a program once), and the limit is everyone's.
+  const auto compile_limit = start + std::chrono::milliseconds(limits_.max_compile_ms);
+  const StopCheck over_time = [compile_limit, limit = limits_.max_compile_ms]() -> absl::Status {
+    if (Clock::now() <= compile_limit) return absl::OkStatus();
+    return makeError(ErrorKind::kCompileFailed,
+                     strCat("accyd: the compile took longer than ", limit, " ms (--max-compile-ms); stopped"));
+  };
+  ScopedStopCheck scoped_limit(&over_time);
   session::CompileInfo info;
   auto handle = s->table->compile(req->program(), &info);
   reply->set_compile_micros(
@@ -639,6 +667,17 @@ grpc::Status AccydService::Invoke(grpc::ServerContext* ctx, const pb::InvokeRequ
     }
   }
   const auto start = Clock::now();
+  // A launch stops between its pieces once the call is cancelled (the
+  // client went away, the daemon drains) or its deadline has passed.
+  const auto deadline = ctx->deadline();
+  const StopCheck call_ended = [ctx, deadline]() -> absl::Status {
+    if (std::chrono::system_clock::now() > deadline) {
+      return makeError(ErrorKind::kLaunchFailed, "accyd: the call's deadline passed; the launch stopped");
+    }
+    if (ctx->IsCancelled()) return makeError(ErrorKind::kLaunchFailed, "accyd: the call was cancelled; the launch stopped");
+    return absl::OkStatus();
+  };
+  ScopedStopCheck scoped_stop(&call_ended);
   absl::Status st = s->table->invoke(handle, inputs, outputs);
   reply->set_run_micros(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
   if (!st.ok()) {

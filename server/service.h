@@ -43,6 +43,7 @@ struct Limits {
   int64_t max_message_bytes = int64_t{256} << 20;
   int lease_seconds = 30;
   int64_t max_scratch_bytes = int64_t{16} << 30;  // per program
+  int64_t max_compile_ms = 60000;                  // a compile's time limit
   bool check_numerics = false;                     // NaN/inf outputs fail the run
 };
 

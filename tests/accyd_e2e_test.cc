@@ -904,6 +904,73 @@ TEST(Accyd, SigtermStopsWithinTheDrainTimeWhileAKernelRuns) {
   caller.join();  // the call fails (the daemon went away) but returns
 }
 
+// A launch stops between its pieces once its call's deadline passes: the
+// session (whose lock the launch holds) is free again at once, not after
+// the minutes the kernel would have run.
+TEST(Accyd, ALaunchStopsWhenItsCallsDeadlinePasses) {
+  Daemon d({"--threads=1", "--drain-seconds=1"});
+  auto s = connect(d);
+  ASSERT_TRUE(s);
+  // 65536 rows of 65536 points of four transcendentals: about ten seconds
+  // on one thread of this machine.
+  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", 65536}}),
+                                tensor::spec(tensor::DType::f32, {{"j", 65536}})};
+  auto h = s->compile(wire::encode(*tensor::define("rows", specs, [](tensor::Builder&, std::span<const tensor::Value> a) {
+    return (a[0] * a[1]).sin().cos().exp().sin().sum("j");
+  })));
+  ASSERT_TRUE(h.ok()) << h.status();
+  std::vector<float> x(65536, 0.5f), y(65536, 1.0f);
+  auto stub = accy::v1::Accyd::NewStub(grpc::CreateChannel(d.target(), grpc::InsecureChannelCredentials()));
+  accy::v1::InvokeRequest req;
+  req.set_session_id(s->sessionId());
+  req.mutable_handle()->set_index(h->index & 0x7fffffffu);  // RemoteSession marks remote handles with the top bit
+  req.mutable_handle()->set_generation(h->generation);
+  req.add_inputs()->set_inline_bytes(std::string(reinterpret_cast<const char*>(x.data()), x.size() * 4));
+  req.add_inputs()->set_inline_bytes(std::string(reinterpret_cast<const char*>(y.data()), y.size() * 4));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(400));
+  accy::v1::InvokeReply reply;
+  EXPECT_EQ(stub->Invoke(&ctx, req, &reply).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  // The same session answers within seconds: the launch let go of it.
+  const auto start = std::chrono::steady_clock::now();
+  grpc::ClientContext ctx2;
+  ctx2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  accy::v1::ReleaseRequest release;
+  release.set_session_id(s->sessionId());
+  *release.mutable_handle() = req.handle();
+  accy::v1::ReleaseReply released;
+  const grpc::Status st = stub->Release(&ctx2, release, &released);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  EXPECT_LT(seconds, 3.0) << "the session stayed busy " << seconds << " s after the deadline";
+}
+
+// A compile past --max-compile-ms stops between passes and fails naming
+// the flag; the daemon serves on, and without the limit the same program
+// compiles.
+TEST(Accyd, CompilesHaveATimeLimit) {
+  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", 64}})};
+  const std::string big = wire::encode(*tensor::define("long", specs, [](tensor::Builder&, std::span<const tensor::Value> a) {
+    tensor::Value v = a[0];
+    for (int k = 0; k < 4000; ++k) v = (v * 1.0001 + 0.5).sin();
+    return v;
+  }));
+  {
+    Daemon d({"--max-compile-ms=5"});
+    auto s = connect(d);
+    ASSERT_TRUE(s);
+    auto h = s->compile(big);
+    ASSERT_FALSE(h.ok());
+    EXPECT_EQ(number(h.status()), 7u);  // compile_failed
+    EXPECT_THAT(h.status().message(), HasSubstr("took longer than 5 ms (--max-compile-ms); stopped"));
+    EXPECT_TRUE(s->serverInfo().ok());
+  }
+  Daemon d({});
+  auto s = connect(d);
+  ASSERT_TRUE(s);
+  EXPECT_TRUE(s->compile(big).ok());
+}
+
 TEST(Accyd, SigtermDrainsACallInFlight) {
   Daemon d({"--threads=1"});
   auto s = connect(d);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <mutex>
@@ -16,6 +17,7 @@
 #include "backends/cpu/thread_pool.h"
 #include "compiler/codegen/x86_64/emitter.h"
 #include "base/errors.h"
+#include "base/stop.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
 
@@ -132,22 +134,47 @@ absl::Status LoadedExecutable::launch(absl::Span<const std::span<const std::byte
   }
   const void* const* rt = x64::runtimeTable();
   ThreadPool& pool = ThreadPool::shared();
+  // A caller that may ask the launch to stop (base/stop.h): asked before
+  // each kernel and each chunk, the chunks then small enough (about 2^20
+  // iteration points) that a stop takes effect within milliseconds.
+  const StopCheck* stop = stopCheck();
+  std::mutex stop_mu;
+  absl::Status stopped;
+  std::atomic<bool> stopping{false};
+  auto shouldStop = [&]() {
+    if (stopping.load(std::memory_order_relaxed)) return true;
+    absl::Status st = (*stop)();
+    if (st.ok()) return false;
+    std::lock_guard<std::mutex> lock(stop_mu);
+    if (stopped.ok()) stopped = std::move(st);
+    stopping.store(true);
+    return true;
+  };
   for (size_t k = 0; k < code_->kernels.size(); ++k) {
     const executable::LaunchStep& step = exe.launch_plan.steps[k];
     const x64::KernelFn fn = code_->kernels[k];
     const int64_t extent = step.parallel_extent;
     const int parallelism = std::min(code_->threads, pool.size());
-    if (extent <= 0 || parallelism <= 1) {
+    if (stop != nullptr && shouldStop()) break;
+    if (extent <= 0 || (parallelism <= 1 && stop == nullptr)) {
       fn(pointers.data(), 0, extent > 0 ? extent : 1, rt);
       continue;
     }
-    const int64_t chunks = std::min<int64_t>(extent, int64_t{parallelism} * 4);
-    pool.parallelFor(chunks, parallelism, [&](int64_t c) {
+    int64_t chunks = std::min<int64_t>(extent, int64_t{parallelism} * 4);
+    if (stop != nullptr) chunks = std::clamp<int64_t>(step.work > 0 ? step.work >> 20 : 1024, chunks, extent);
+    auto chunk = [&](int64_t c) {
+      if (stop != nullptr && shouldStop()) return;
       const int64_t begin = extent * c / chunks;
       const int64_t end = extent * (c + 1) / chunks;
       fn(pointers.data(), begin, end, rt);
-    });
+    };
+    if (parallelism <= 1) {
+      for (int64_t c = 0; c < chunks; ++c) chunk(c);
+    } else {
+      pool.parallelFor(chunks, parallelism, chunk);
+    }
   }
+  if (stopping.load()) return stopped;
   return absl::OkStatus();
 }
 

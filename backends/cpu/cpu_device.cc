@@ -1,5 +1,7 @@
 #include "backends/cpu/cpu_device.h"
 
+#include <algorithm>
+
 #include "backends/cpu/cpu_backend.h"
 #include "compiler/codegen/x86_64/compile.h"
 #include "base/errors.h"
@@ -30,8 +32,11 @@ class CpuBackend final : public Backend {
     }
     ACCY_RETURN_IF_ERROR(checkMode(target, options.mode));
     // kFast: the x86-64 target has only its accurate sequences.
+    // Large kernels get a parallel loop even for one thread: a launch runs
+    // it in pieces where its caller may ask it to stop (base/stop.h:
+    // accyd's cancelled or late calls), and as one call otherwise.
     x64::CompileOptions o;
-    o.threads = threads_;
+    o.threads = std::max(threads_, 2);
     return codegen::compileFor(target, program, codegen::CompileRequest{.mode = options.mode, .device = o});
   }
 

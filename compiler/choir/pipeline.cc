@@ -7,6 +7,7 @@
 #include "compiler/choir/passes/tf32.h"
 #include "compiler/choir/verifier.h"
 #include "base/status_macros.h"
+#include "base/stop.h"
 
 namespace accy::choir {
 
@@ -18,6 +19,7 @@ absl::StatusOr<Module> compileToChoir(const tensor::Program& program, const Pipe
 #endif
   auto after = [&](std::string_view pass, const Module& m) -> absl::Status {
     if (options.dump) options.dump(pass, m);
+    ACCY_RETURN_IF_ERROR(checkStop());  // a caller's time limit or cancellation, between passes
     if (verify) return verifyModule(m);
     return absl::OkStatus();
   };
