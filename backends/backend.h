@@ -57,6 +57,10 @@ struct CompileOptions {
 
 struct BackendOptions {
   int threads = 0;  // CPU threads a launch may use; 0 means every hardware thread
+  // GPU devices (vulkan): how long a launch may take on the device before
+  // it counts as hung; the device is then marked lost (health(), every
+  // later launch fails at once saying why). 0: no limit.
+  int64_t launch_timeout_ms = 600000;
 };
 
 class Backend {

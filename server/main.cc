@@ -81,7 +81,8 @@ int main(int argc, char** argv) {
       {"max-region-bytes", "4294967296"}, {"max-message-bytes", "268435456"}, {"devices", "cpu"},
       {"tls-cert", ""}, {"tls-key", ""}, {"tls-client-ca", ""}, {"max-scratch-bytes", "17179869184"},
       {"check-numerics", "0"}, {"socket-mode", "0600"}, {"max-programs-per-identity", "1024"},
-      {"max-region-bytes-per-identity", "68719476736"}, {"max-compile-ms", "60000"}};
+      {"max-region-bytes-per-identity", "68719476736"}, {"max-compile-ms", "60000"},
+      {"gpu-launch-timeout-ms", "600000"}};
   std::vector<std::string> listens;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
                   "             [--max-region-bytes=N] [--max-region-bytes-per-session=N] [--drain-seconds=N]\n"
                   "             [--access-log=PATH|-] [--max-launch-bytes=N] [--max-concurrent-invokes=N]\n"
                   "             [--max-sessions-per-identity=N] [--max-programs-per-identity=N]\n"
-                  "             [--max-region-bytes-per-identity=N] [--max-compile-ms=N]"
+                  "             [--max-region-bytes-per-identity=N] [--max-compile-ms=N] [--gpu-launch-timeout-ms=N]"
                   " [--max-message-bytes=N] [--max-scratch-bytes=N] [--check-numerics=0|1]\n"
                   "             [--socket-mode=0600|0660] [--devices=cpu[,vulkan][,cuda]]   (--listen may repeat)\n"
                   "devices: cpu (target x86_64), vulkan (spirv), cuda (ptx; needs the NVIDIA driver's libcuda.so.1\n"
@@ -134,6 +135,7 @@ int main(int argc, char** argv) {
       {"max-programs-per-identity", 1, 1 << 30},
       {"max-region-bytes-per-identity", 1, INT64_MAX},
       {"max-compile-ms", 1, 86400000},
+      {"gpu-launch-timeout-ms", 0, 86400000},
       {"max-region-bytes-per-session", 1, INT64_MAX},
       {"max-message-bytes", 1024, INT32_MAX},  // gRPC's message size is an int
       {"max-scratch-bytes", 0, INT64_MAX},
@@ -155,7 +157,8 @@ int main(int argc, char** argv) {
   }
   auto number = [&](const char* key) { return numbers.at(key); };
   auto devices = accy::backends::selectBackends(
-      device_names, accy::backends::BackendOptions{static_cast<int>(number("threads"))});
+      device_names, accy::backends::BackendOptions{.threads = static_cast<int>(number("threads")),
+                                                   .launch_timeout_ms = number("gpu-launch-timeout-ms")});
   if (!devices.ok()) return usage(std::string(devices.status().message()).c_str());
 
   // Signals go to one waiting thread, never to gRPC's threads.

@@ -12,7 +12,7 @@ namespace {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(const std::string& library_path) {
+  CudaBackend(const std::string& library_path, const BackendOptions& options) {
     info_.name = "cuda";
     info_.targets = {"ptx"};
     info_.min_buffer_alignment = 1;  // buffers are copied; each needs its element size
@@ -25,6 +25,7 @@ class CudaBackend final : public Backend {
       info_.unavailable_reason = reason;
       return;
     }
+    (*device)->setLaunchTimeout(std::chrono::milliseconds(std::max<int64_t>(options.launch_timeout_ms, 0)));
     device_ = *std::move(device);
     info_.available = true;
     const cuda::DeviceLimits& l = device_->limits();
@@ -91,8 +92,8 @@ std::unique_ptr<Backend> makeCudaBackend(const BackendOptions& options) {
   return makeCudaBackendFrom(options, cuda::kCudaLibrary);
 }
 
-std::unique_ptr<Backend> makeCudaBackendFrom(const BackendOptions&, const std::string& library_path) {
-  return std::make_unique<CudaBackend>(library_path);
+std::unique_ptr<Backend> makeCudaBackendFrom(const BackendOptions& options, const std::string& library_path) {
+  return std::make_unique<CudaBackend>(library_path, options);
 }
 
 ptx::TargetInfo cudaTargetInfo(const Backend& backend) {

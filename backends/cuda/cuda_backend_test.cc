@@ -532,3 +532,34 @@ TEST(CudaOnTheFakeDriver, EverythingABackendMadeIsGivenBack) {
 
 }  // namespace
 }  // namespace accy::backends
+
+namespace accy::backends {
+namespace {
+
+// A launch whose stream never finishes (the fake driver's hung kernel)
+// fails after the launch timeout instead of waiting forever, marks the
+// device lost, and later launches fail at once with the reason.
+TEST(CudaOnTheFakeDriver, AHungLaunchIsBoundedAndMarksTheDeviceLost) {
+  std::unique_ptr<Backend> b =
+      makeCudaBackendFrom(BackendOptions{.launch_timeout_ms = 50}, fakeDriver());
+  ASSERT_TRUE(b->info().available) << b->info().unavailable_reason;
+  absl::StatusOr<std::shared_ptr<const LoadedProgram>> p = b->load(axpbExecutable());
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<float> a(kN, 1.0f), c(kN, 1.0f), y(kN);
+  const std::span<const std::byte> ins[] = {std::as_bytes(std::span(a)), std::as_bytes(std::span(c))};
+  const std::span<std::byte> outs[] = {std::as_writable_bytes(std::span(y))};
+  ASSERT_TRUE((*p)->launch(ins, outs).ok());
+  setenv("ACCY_FAKE_CUDA_HANG", "1", 1);
+  const auto start = std::chrono::steady_clock::now();
+  const absl::Status hung = (*p)->launch(ins, outs);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  unsetenv("ACCY_FAKE_CUDA_HANG");
+  EXPECT_EQ(errorKind(hung), ErrorKind::kLaunchFailed);
+  EXPECT_THAT(std::string(hung.message()), ::testing::HasSubstr("did not finish within 50 ms"));
+  EXPECT_LT(seconds, 2.0);
+  EXPECT_FALSE(b->health().ok());
+  EXPECT_THAT(std::string((*p)->launch(ins, outs).message()), ::testing::HasSubstr("did not finish within 50 ms"));
+}
+
+}  // namespace
+}  // namespace accy::backends

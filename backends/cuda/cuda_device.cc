@@ -114,6 +114,20 @@ CudaDevice::~CudaDevice() {
   if (context_ != nullptr) cu().cuDevicePrimaryCtxRelease(device_);
 }
 
+void CudaDevice::markLost(absl::Status why) const {
+  std::lock_guard<std::mutex> lock(health_mu_);
+  if (lost_.ok()) lost_ = std::move(why);
+}
+
+void CudaDevice::park(std::shared_ptr<void> resources) const {
+  // Never freed: freeing memory a hung kernel may still use would wait on
+  // it, or worse. A lost device is the process's until it restarts.
+  static std::mutex mu;
+  static auto* kept = new std::vector<std::shared_ptr<void>>();
+  std::lock_guard<std::mutex> lock(mu);
+  kept->push_back(std::move(resources));
+}
+
 absl::Status CudaDevice::health() const {
   std::lock_guard<std::mutex> lock(health_mu_);
   return lost_;

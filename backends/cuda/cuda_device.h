@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -76,6 +77,13 @@ class CudaDevice : public std::enable_shared_from_this<CudaDevice> {
   // After a failed launch: probes the context with a small allocation; a
   // probe that fails too marks the device lost with both errors.
   void probeAfterFailure(const absl::Status& failure) const;
+  // How long a launch may wait for its stream (0: no limit); one that
+  // waits longer marks the device lost (markLost) and its resources are
+  // kept, never freed (park): the device may still be using them.
+  void setLaunchTimeout(std::chrono::milliseconds timeout) { launch_timeout_ = timeout; }
+  std::chrono::milliseconds launchTimeout() const { return launch_timeout_; }
+  void markLost(absl::Status why) const;
+  void park(std::shared_ptr<void> resources) const;
 
  private:
   CudaDevice() = default;
@@ -89,6 +97,7 @@ class CudaDevice : public std::enable_shared_from_this<CudaDevice> {
   std::string name_;
   mutable std::mutex health_mu_;
   mutable absl::Status lost_;
+  std::chrono::milliseconds launch_timeout_{600000};
 };
 
 // Makes the device's primary context current on this thread for the scope's

@@ -1,5 +1,8 @@
 #include "backends/cuda/cuda_program.h"
 
+#include <chrono>
+#include <thread>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -11,6 +14,26 @@
 #include "base/strings.h"
 
 namespace accy::cuda {
+
+// Waits for `stream`'s work, at most `limit` (0: no limit): cuStreamQuery
+// in a loop, yielding the CPU for the first 2 ms (short kernels answer at
+// once), then sleeping 100 us between queries. CUDA_ERROR_NOT_READY when
+// the limit passed; cuStreamSynchronize where the driver lacks cuStreamQuery.
+static CUresult waitForStream(const CudaFunctions& cu, CUstream stream, std::chrono::milliseconds limit) {
+  if (cu.cuStreamQuery == nullptr) return cu.cuStreamSynchronize(stream);
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    const CUresult r = cu.cuStreamQuery(stream);
+    if (r != CUDA_ERROR_NOT_READY) return r;
+    const auto waited = std::chrono::steady_clock::now() - start;
+    if (limit.count() > 0 && waited > limit) return CUDA_ERROR_NOT_READY;
+    if (waited < std::chrono::milliseconds(2)) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+}
 
 // Everything one launch needs, reusable launch after launch: the buffers
 // never change size. Destroyed with the device's context current.
@@ -238,7 +261,14 @@ absl::Status CudaProgram::run(LaunchResources& r, absl::Span<const std::span<con
     return absl::OkStatus();
   };
   const absl::Status queued = enqueue();
-  const CUresult synced = cu.cuStreamSynchronize(r.stream);
+  const CUresult synced = waitForStream(cu, r.stream, device_->launchTimeout());
+  if (synced == CUDA_ERROR_NOT_READY) {
+    absl::Status hung = makeError(ErrorKind::kLaunchFailed,
+                                  strCat("cuda: a launch did not finish within ", device_->launchTimeout().count(),
+                                         " ms (the launch timeout); the device is marked lost"));
+    device_->markLost(hung);
+    return hung;
+  }
   ACCY_RETURN_IF_ERROR(queued);
   if (synced != CUDA_SUCCESS) return cudaError(synced, "cuStreamSynchronize", __FILE__, __LINE__, &cu);
   if (kernel_ms != nullptr) ACCY_CU_CALL(cu, cuEventElapsedTime, kernel_ms, r.start, r.end);
@@ -257,8 +287,13 @@ absl::Status CudaProgram::launchTimed(absl::Span<const std::span<const std::byte
   if (functions_.empty()) return absl::OkStatus();
   ACCY_RETURN_IF_ERROR(device_->health());  // a lost device fails fast, saying why
   ACCY_ASSIGN_OR_RETURN(std::unique_ptr<LaunchResources> r, idle_.take([&] { return makeResources(); }));
-  // On failure the resources are dropped, not pooled: their state is unknown.
+  // On failure the resources are dropped, not pooled: their state is unknown;
+  // a hung launch's are kept, never freed (the device may still use them).
   if (absl::Status st = run(*r, inputs, outputs, kernel_ms); !st.ok()) {
+    if (!device_->health().ok()) {
+      device_->park(std::shared_ptr<LaunchResources>(std::move(r)));
+      return st;
+    }
     device_->probeAfterFailure(st);
     return st;
   }

@@ -13,7 +13,7 @@ namespace {
 
 class VulkanBackend final : public Backend {
  public:
-  explicit VulkanBackend(const std::string& library_path) {
+  VulkanBackend(const std::string& library_path, const BackendOptions& options) {
     info_.name = "vulkan";
     info_.targets = {"spirv"};
     info_.min_buffer_alignment = 1;  // buffers are copied; each needs its element size
@@ -26,6 +26,7 @@ class VulkanBackend final : public Backend {
       info_.unavailable_reason = reason;
       return;
     }
+    (*device)->setLaunchTimeout(std::chrono::milliseconds(std::max<int64_t>(options.launch_timeout_ms, 0)));
     device_ = *std::move(device);
     info_.available = true;
     const vulkan::DeviceLimits& l = device_->limits();
@@ -41,6 +42,7 @@ class VulkanBackend final : public Backend {
   }
 
   const DeviceInfo& info() const override { return info_; }
+  absl::Status health() const override { return device_ != nullptr ? device_->health() : absl::OkStatus(); }
 
   using Backend::compile;
   absl::StatusOr<executable::Executable> compile(const tensor::Program& program, const std::string& target,
@@ -81,8 +83,8 @@ std::unique_ptr<Backend> makeVulkanBackend(const BackendOptions& options) {
   return makeVulkanBackendFrom(options, vulkan::kVulkanLibrary);
 }
 
-std::unique_ptr<Backend> makeVulkanBackendFrom(const BackendOptions&, const std::string& library_path) {
-  return std::make_unique<VulkanBackend>(library_path);
+std::unique_ptr<Backend> makeVulkanBackendFrom(const BackendOptions& options, const std::string& library_path) {
+  return std::make_unique<VulkanBackend>(library_path, options);
 }
 
 spirv::TargetInfo vulkanTargetInfo(const Backend& backend) {

@@ -243,3 +243,40 @@ TEST_F(VulkanBackendTest, LoadRejectsWhatIsNotASpirvExecutable) {
 
 }  // namespace
 }  // namespace accy::backends
+
+namespace accy::backends {
+namespace {
+
+// A launch the device does not finish within the launch timeout fails by
+// name, marks the device lost (health), and every later launch fails at
+// once with the same reason instead of waiting on the device.
+TEST(VulkanLaunchTimeout, AHungLaunchMarksTheDeviceLost) {
+  std::unique_ptr<Backend> backend = makeVulkanBackend(BackendOptions{.launch_timeout_ms = 1});
+  if (!backend->info().available) GTEST_SKIP() << "Vulkan is unavailable here: " << backend->info().unavailable_reason;
+  // 2^22 elements of a transcendental chain: far more than 1 ms on any
+  // device of this machine (lavapipe).
+  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", 1 << 22}})};
+  auto p = tensor::define("long", specs, [](tensor::Builder&, std::span<const tensor::Value> a) {
+    return a[0].sin().cos().exp().sin().cos().exp().sin();
+  });
+  ASSERT_TRUE(p.ok());
+  auto exe = backend->compile(*p, "spirv");
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  auto loaded = backend->load(*std::move(exe));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  std::vector<float> in(1 << 22, 0.5f), out(1 << 22);
+  const std::span<const std::byte> ins[] = {std::as_bytes(std::span(in))};
+  const std::span<std::byte> outs[] = {std::as_writable_bytes(std::span(out))};
+  EXPECT_TRUE(backend->health().ok());
+  const absl::Status hung = (*loaded)->launch(ins, outs);
+  EXPECT_EQ(errorKind(hung), ErrorKind::kLaunchFailed);
+  EXPECT_THAT(std::string(hung.message()), ::testing::HasSubstr("did not finish within 1 ms"));
+  EXPECT_FALSE(backend->health().ok());
+  const auto start = std::chrono::steady_clock::now();
+  const absl::Status again = (*loaded)->launch(ins, outs);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 0.5);
+  EXPECT_THAT(std::string(again.message()), ::testing::HasSubstr("did not finish within 1 ms"));
+}
+
+}  // namespace
+}  // namespace accy::backends

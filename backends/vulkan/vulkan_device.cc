@@ -191,9 +191,25 @@ absl::StatusOr<std::shared_ptr<VulkanDevice>> VulkanDevice::open(const std::stri
   return d;
 }
 
+absl::Status VulkanDevice::health() const {
+  std::lock_guard<std::mutex> lock(health_mu_);
+  return lost_;
+}
+
+void VulkanDevice::markLost(absl::Status why) const {
+  std::lock_guard<std::mutex> lock(health_mu_);
+  if (lost_.ok()) lost_ = std::move(why);
+}
+
+void VulkanDevice::park(std::shared_ptr<void> resources) const {
+  std::lock_guard<std::mutex> lock(health_mu_);
+  parked_.push_back(std::move(resources));
+}
+
 VulkanDevice::~VulkanDevice() {
   if (device_ != VK_NULL_HANDLE) {
     if (vk_.vkDeviceWaitIdle != nullptr) vk_.vkDeviceWaitIdle(device_);
+    parked_.clear();  // hung launches' resources, now that the device is idle
     if (vk_.vkDestroyDevice != nullptr) vk_.vkDestroyDevice(device_, nullptr);
   }
   if (instance_ != VK_NULL_HANDLE && vk_.vkDestroyInstance != nullptr) vk_.vkDestroyInstance(instance_, nullptr);

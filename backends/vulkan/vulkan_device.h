@@ -19,6 +19,7 @@
 #define ACCY_BACKENDS_VULKAN_VULKAN_DEVICE_H_
 
 #include <cstdint>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -83,6 +84,17 @@ class VulkanDevice {
   // Submits `command_buffer` to the queue, signalling `fence`; any thread.
   absl::Status submit(VkCommandBuffer command_buffer, VkFence fence) const;
 
+  // How long a launch may wait for its fence (0: no limit).
+  void setLaunchTimeout(std::chrono::milliseconds timeout) { launch_timeout_ = timeout; }
+  std::chrono::milliseconds launchTimeout() const { return launch_timeout_; }
+  // OK, or why the device cannot run work any more (a launch that did not
+  // finish in time): every later launch fails with it.
+  absl::Status health() const;
+  void markLost(absl::Status why) const;
+  // Keeps a hung launch's resources alive (the device may still use them)
+  // until the device is destroyed, after it is idle.
+  void park(std::shared_ptr<void> resources) const;
+
  private:
   VulkanDevice() = default;
 
@@ -97,6 +109,10 @@ class VulkanDevice {
   DeviceLimits limits_;
   std::string name_, type_, api_version_;
   mutable std::mutex queue_mutex_;
+  std::chrono::milliseconds launch_timeout_{600000};
+  mutable std::mutex health_mu_;
+  mutable absl::Status lost_;
+  mutable std::vector<std::shared_ptr<void>> parked_;
 };
 
 }  // namespace accy::vulkan

@@ -117,6 +117,9 @@ VulkanProgram::VulkanProgram(std::shared_ptr<const VulkanDevice> device, executa
 
 VulkanProgram::~VulkanProgram() {
   idle_.clear();
+  // A lost device may still run a hung launch of these pipelines: they are
+  // left to the device's destruction.
+  if (!device_->health().ok()) return;
   const VulkanFunctions& vk = device_->vk();
   const VkDevice dev = device_->device();
   for (VkPipeline p : pipelines_) vk.vkDestroyPipeline(dev, p, nullptr);
@@ -341,7 +344,19 @@ absl::Status VulkanProgram::run(LaunchResources& r, absl::Span<const std::span<c
   const VulkanFunctions& vk = device_->vk();
   const VkDevice dev = device_->device();
   ACCY_RETURN_IF_ERROR(device_->submit(r.command_buffer, r.fence));
-  ACCY_VK_CALL(vk, vkWaitForFences, dev, 1, &r.fence, VK_TRUE, UINT64_MAX);
+  // Bounded: a launch the device has not finished within its launch
+  // timeout counts as hung, and the device as lost.
+  const std::chrono::milliseconds limit = device_->launchTimeout();
+  const uint64_t wait_ns = limit.count() > 0 ? static_cast<uint64_t>(limit.count()) * 1000000u : UINT64_MAX;
+  const VkResult waited = vk.vkWaitForFences(dev, 1, &r.fence, VK_TRUE, wait_ns);
+  if (waited == VK_TIMEOUT) {
+    absl::Status hung = makeError(ErrorKind::kLaunchFailed,
+                                  strCat("vulkan: a launch did not finish within ", limit.count(),
+                                         " ms (the launch timeout); the device is marked lost"));
+    device_->markLost(hung);
+    return hung;
+  }
+  if (waited != VK_SUCCESS) return vulkanError(waited, "vkWaitForFences", __FILE__, __LINE__);
   ACCY_VK_CALL(vk, vkResetFences, dev, 1, &r.fence);
   for (size_t b = 0; b < plans.size(); ++b) {
     const size_t bytes = static_cast<size_t>(plans[b].bytes);
@@ -356,9 +371,14 @@ absl::Status VulkanProgram::launch(absl::Span<const std::span<const std::byte>> 
                                    absl::Span<const std::span<std::byte>> outputs) const {
   ACCY_RETURN_IF_ERROR(checkBuffers(inputs, outputs));
   if (kernels_.empty()) return absl::OkStatus();
+  ACCY_RETURN_IF_ERROR(device_->health());  // a lost device fails fast, saying why
   ACCY_ASSIGN_OR_RETURN(std::unique_ptr<LaunchResources> r, idle_.take([&] { return makeResources(); }));
-  // On failure the resources are dropped, not pooled: their state is unknown.
-  ACCY_RETURN_IF_ERROR(run(*r, inputs, outputs));
+  // On failure the resources are dropped, not pooled: their state is unknown;
+  // a hung launch's stay with the device, which may still be using them.
+  if (absl::Status st = run(*r, inputs, outputs); !st.ok()) {
+    if (!device_->health().ok()) device_->park(std::shared_ptr<LaunchResources>(std::move(r)));
+    return st;
+  }
   idle_.give(std::move(r));
   return absl::OkStatus();
 }

@@ -738,6 +738,14 @@ CUresult cuStreamSynchronize(CUstream stream) {
   return r;
 }
 
+// ACCY_FAKE_CUDA_HANG=1: the stream's work never finishes (a hung kernel).
+CUresult cuStreamQuery(CUstream stream) {
+  if (const char* hang = std::getenv("ACCY_FAKE_CUDA_HANG"); hang != nullptr && std::strcmp(hang, "1") == 0) {
+    return CUDA_ERROR_NOT_READY;
+  }
+  return cuStreamSynchronize(stream);
+}
+
 CUresult cuStreamDestroy(CUstream stream) {
   if (!hasContext()) return CUDA_ERROR_INVALID_CONTEXT;
   if (stream == nullptr) return CUDA_ERROR_INVALID_HANDLE;
