@@ -34,6 +34,21 @@ struct AccydService::ClientSession {
   // under the service's mu_.
   int64_t programs = 0;
   int64_t region_bytes = 0;
+  // The test hook (setSessionFreedHook): asked from another thread whether
+  // the global lock is free while this session's resources go.
+  AccydService* service = nullptr;
+  ~ClientSession() {
+    if (service == nullptr || !service->session_freed_hook_) return;
+    bool held = false;
+    std::thread([&] {
+      if (service->mu_.try_lock()) {
+        service->mu_.unlock();
+      } else {
+        held = true;
+      }
+    }).join();
+    service->session_freed_hook_(held);
+  }
 };
 
 grpc::StatusCode grpcCodeOf(session::Status s) {
@@ -319,6 +334,7 @@ grpc::Status AccydService::OpenSession(grpc::ServerContext* ctx, const pb::OpenS
   s->table = std::make_unique<session::Session>(options);
   s->deadline = (Clock::now() + std::chrono::seconds(limits_.lease_seconds)).time_since_epoch().count();
   s->owner = identityOf(ctx);
+  s->service = this;
   std::random_device rd;
   std::string id;
   for (int i = 0; i < 4; ++i) id += absl::StrCat(absl::Hex(rd(), absl::kZeroPad8));

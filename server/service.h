@@ -92,6 +92,11 @@ class AccydService final : public accy::v1::Accyd::Service {
 
   size_t sessionCount() const;
 
+  // For tests: `hook(global_lock_held)` runs as each session is freed
+  // (closed, or its lease lapsed), saying whether another thread could
+  // take the service's global lock at that moment.
+  void setSessionFreedHook(std::function<void(bool global_lock_held)> hook) { session_freed_hook_ = std::move(hook); }
+
  private:
   struct ClientSession;
   class CallLog;
@@ -125,6 +130,7 @@ class AccydService final : public accy::v1::Accyd::Service {
   std::map<std::string, std::shared_ptr<ClientSession>> sessions_;
   mutable std::mutex peers_mu_;
   std::map<int, uid_t> unix_peers_;  // Unix socket connection -> its peer's uid
+  std::function<void(bool)> session_freed_hook_;
   std::atomic<bool> stopping_{false};
   std::mutex reap_mu_;
   std::condition_variable reap_cv_;
