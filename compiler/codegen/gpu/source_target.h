@@ -33,6 +33,37 @@ class SourceTarget : public Target {
   Value bitAnd(DType d, Value a, Value b) override { return let(d, strCat(n(a), " & ", n(b))); }
   Value absFloat(DType d, Value a) override { return let(d, strCat("abs(", n(a), ")")); }
 
+  // The language's own elementary functions for fast mode: `prefix` + sin,
+  // cos, exp, log, tanh, pow; sigmoid from exp (`one`: 1 as a float
+  // literal). 0 for other ops.
+  Value builtinMath(OpCode op, DType d, Value x, Value y, std::string_view prefix, std::string_view one) {
+    const char* name = nullptr;
+    switch (op) {
+      case OpCode::kSin:
+        name = "sin";
+        break;
+      case OpCode::kCos:
+        name = "cos";
+        break;
+      case OpCode::kExp:
+        name = "exp";
+        break;
+      case OpCode::kLog:
+        name = "log";
+        break;
+      case OpCode::kTanh:
+        name = "tanh";
+        break;
+      case OpCode::kSigmoid:
+        return let(d, strCat(one, " / (", one, " + ", prefix, "exp(-", n(x), "))"));
+      case OpCode::kPow:
+        return let(d, strCat(prefix, "pow(", n(x), ", ", n(y), ")"));
+      default:
+        return 0;
+    }
+    return let(d, strCat(prefix, name, "(", n(x), ")"));
+  }
+
   Value index(int64_t v) override { return handle(indexLiteral(v)); }
   Value indexAdd(Value a, Value b) override { return idx(strCat(n(a), " + ", n(b))); }
   Value indexMul(Value a, int64_t c) override { return idx(strCat(n(a), " * ", indexLiteral(c))); }

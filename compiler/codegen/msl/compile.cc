@@ -260,24 +260,7 @@ class MslTarget final : public gpu::SourceTarget {
 
   // Metal's fast built-ins.
   Value fastMath(OpCode op, DType d, Value x, Value y) override {
-    switch (op) {
-      case OpCode::kSin:
-        return let(d, strCat("fast::sin(", n(x), ")"));
-      case OpCode::kCos:
-        return let(d, strCat("fast::cos(", n(x), ")"));
-      case OpCode::kExp:
-        return let(d, strCat("fast::exp(", n(x), ")"));
-      case OpCode::kLog:
-        return let(d, strCat("fast::log(", n(x), ")"));
-      case OpCode::kTanh:
-        return let(d, strCat("fast::tanh(", n(x), ")"));
-      case OpCode::kSigmoid:
-        return let(d, strCat("1.0f / (1.0f + fast::exp(-", n(x), "))"));
-      case OpCode::kPow:
-        return let(d, strCat("fast::pow(", n(x), ", ", n(y), ")"));
-      default:
-        return 0;
-    }
+    return builtinMath(op, d, x, y, "fast::", "1.0f");
   }
 
   // --- indices: uint, or ulong where the plan is wide ----------------------

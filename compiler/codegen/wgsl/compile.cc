@@ -242,24 +242,7 @@ class WgslTarget final : public gpu::SourceTarget {
 
   // WGSL's built-ins (not accurate: the browser's sin was 5.7e-4 off).
   Value fastMath(OpCode op, DType d, Value x, Value y) override {
-    switch (op) {
-      case OpCode::kSin:
-        return let(d, strCat("sin(", n(x), ")"));
-      case OpCode::kCos:
-        return let(d, strCat("cos(", n(x), ")"));
-      case OpCode::kExp:
-        return let(d, strCat("exp(", n(x), ")"));
-      case OpCode::kLog:
-        return let(d, strCat("log(", n(x), ")"));
-      case OpCode::kTanh:
-        return let(d, strCat("tanh(", n(x), ")"));
-      case OpCode::kSigmoid:
-        return let(d, strCat("1.0 / (1.0 + exp(-", n(x), "))"));
-      case OpCode::kPow:
-        return let(d, strCat("pow(", n(x), ", ", n(y), ")"));
-      default:
-        return 0;
-    }
+    return builtinMath(op, d, x, y, "", "1.0");
   }
 
   // --- indices: u32 ---------------------------------------------------------
