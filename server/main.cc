@@ -39,6 +39,7 @@
 #include "compiler/executable/build_record.h"
 #include "server/compile_cache.h"
 #include "server/regions.h"
+#include "accy/version.h"
 #include "server/service.h"
 #include "server/unix_listener.h"
 
@@ -86,8 +87,12 @@ int main(int argc, char** argv) {
   std::vector<std::string> listens;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    if (arg == "--version") {
+      std::printf("accyd %s (build %s)\n", accy::kVersion, accy::executable::buildRecord().stamped ? "stamped" : "unstamped");
+      return 0;
+    }
     if (arg == "--help" || arg == "-h") {
-      std::printf("usage: accyd [--listen=unix:PATH|tcp:HOST:PORT] [--tls-cert=F --tls-key=F [--tls-client-ca=F]]\n"
+      std::printf("usage: accyd [--version] [--listen=unix:PATH|tcp:HOST:PORT] [--tls-cert=F --tls-key=F [--tls-client-ca=F]]\n"
                   "             [--cache-dir=DIR] [--cache-max-bytes=N] [--threads=N] [--lease-seconds=N]\n"
                   "             [--max-sessions=N] [--max-programs-per-session=1..64] [--max-regions-per-session=N]\n"
                   "             [--max-region-bytes=N] [--max-region-bytes-per-session=N] [--drain-seconds=N]\n"

@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "backends/registry.h"
+#include "accy/version.h"
 #include "base/errors.h"
 #include "base/stop.h"
 #include "base/strings.h"
@@ -297,6 +298,7 @@ grpc::Status AccydService::ServerInfo(grpc::ServerContext* ctx, const pb::Server
   c->set_disk_enabled(s.disk_enabled);
   c->set_disk_disabled_reason(s.disk_disabled_reason);
   reply->set_protocol_version(kProtocolVersion);
+  reply->set_version(kVersion);
   reply->set_sessions(sessionCount());
   return finish(ctx, reply, absl::OkStatus());
 }

@@ -22,6 +22,7 @@
 #include <tuple>
 
 #include "accy/accy.h"
+#include "accy/version.h"
 #include "accy/v1/accyd.grpc.pb.h"
 #include "client/remote_session.h"
 #include "tests/grpc_health.h"
@@ -507,6 +508,15 @@ TEST(Accyd, ServerInfoReportsTheBuildAndTheCache) {
   ASSERT_TRUE(info.ok());
   EXPECT_THAT(info->devices(), ::testing::Contains("cpu"));
   EXPECT_EQ(info->cache().memory_hits(), 1u);
+  // The version, from the file VERSION, in ServerInfo and `accyd --version`.
+  EXPECT_EQ(info->version(), kVersion);
+  if (FILE* p = popen((runfile("server/accyd") + " --version").c_str(), "r")) {
+    char line[256] = {};
+    const bool read = std::fgets(line, sizeof line, p) != nullptr;
+    EXPECT_EQ(pclose(p), 0);
+    EXPECT_TRUE(read);
+    EXPECT_THAT(std::string(line), HasSubstr(std::string("accyd ") + kVersion + " (build "));
+  }
   // An unstamped test build keeps no disk cache, and says why.
   if (!info->build_record().stamped()) {
     EXPECT_FALSE(info->cache().disk_enabled());

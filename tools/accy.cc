@@ -33,6 +33,8 @@
 #include "compiler/codegen/spirv/compile.h"
 #include "backends/registry.h"
 #include "compiler/codegen/targets.h"
+#include "accy/version.h"
+#include "compiler/executable/build_record.h"
 #include "tools/msl/shim.h"
 #include "tools/webgpu/page_runner.h"
 #include "compiler/codegen/x86_64/compile.h"
@@ -90,6 +92,8 @@ commands:
       OUT.npy, by default outN.npy in the current directory.
   help, --help, -h
       Print this text.
+  --version, version
+      Print the version (the file VERSION) and whether the build is stamped.
 
 Options take their value after '=' or as the next argument. --threads=0
 (the default) uses every hardware thread.
@@ -664,6 +668,10 @@ int mainImpl(int argc, char** argv) {
   const std::span<const std::string> rest(args.data() + 1, args.size() - 1);
   if (command == "help" || command == "--help" || command == "-h") {
     std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (command == "--version" || command == "version") {
+    std::printf("accy %s (build %s)\n", kVersion, executable::buildRecord().stamped ? "stamped" : "unstamped");
     return 0;
   }
   std::optional<Failure> failure;

@@ -8,6 +8,7 @@ set -uo pipefail
 ACCY="${ACCY:-$PWD/tools/accy}"
 WIRE="$PWD/examples/tone/mismatch.wire"
 WIRE8="$PWD/examples/tone/mismatch8.wire"
+VERSION_FILE="$PWD/VERSION"
 PY=/usr/bin/python3
 WORK="${TEST_TMPDIR:-$(mktemp -d)}/cli"
 rm -rf "$WORK" && mkdir -p "$WORK"
@@ -204,6 +205,9 @@ for t in reference spirv wgsl msl; do
 done
 expect 2 "--threads is for --target=x86_64" -- "$ACCY" run "$WIRE8" --target=spirv --threads=2 --input 0="$WORK/guesses.npy"
 expect 1 "target wgsl has no tf32 mode" -- "$ACCY" run "$WIRE8" --target=wgsl --mode=tf32 --input 0="$WORK/guesses.npy"
+
+# The version: the file VERSION, in one place.
+expect 0 "accy $(tr -d ' \n' <"$VERSION_FILE") (build " -- "$ACCY" --version
 
 # --- bad runs and bad .npy files -----------------------------------------------
 ok_inputs=(--input 1="$WORK/time.npy" --input 2="$WORK/sample.npy")
