@@ -1,6 +1,13 @@
 #include "accy/cpu.h"
 
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "base/errors.h"
 #include "base/status_macros.h"
+#include "base/strings.h"
+#include "compiler/executable/saved_program.h"
 
 namespace accy::tensor {
 
@@ -11,6 +18,49 @@ absl::StatusOr<CpuExecutable> CpuExecutable::compile(const Program& program, con
   ACCY_ASSIGN_OR_RETURN(cpu::LoadedExecutable loaded,
                         cpu::LoadedExecutable::load(std::move(exe), x64::resolveThreads(options.threads)));
   return CpuExecutable(std::move(loaded));
+}
+
+absl::StatusOr<std::string> CpuExecutable::save() const {
+  return executable::saveProgram(loaded_.executable(), executable::buildRecord());
+}
+
+absl::Status CpuExecutable::saveToFile(const std::string& path) const {
+  ACCY_ASSIGN_OR_RETURN(const std::string bytes, save());
+  const std::string tmp = strCat(path, ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out.flush()) {
+      std::remove(tmp.c_str());
+      return makeError(ErrorKind::kInvalidArgument, strCat("cannot write ", tmp));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return makeError(ErrorKind::kInvalidArgument, strCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CpuExecutable> CpuExecutable::restore(std::string_view bytes, const CpuOptions& options) {
+  ACCY_ASSIGN_OR_RETURN(executable::Executable exe, executable::restoreProgram(bytes, executable::buildRecord()));
+  if (exe.target != "x86_64") {
+    return makeError(ErrorKind::kInvalidArgument,
+                     strCat("restoring a compiled program: it is for target ", exe.target, "; this runs x86_64"));
+  }
+  ACCY_ASSIGN_OR_RETURN(cpu::LoadedExecutable loaded,
+                        cpu::LoadedExecutable::load(std::move(exe), x64::resolveThreads(options.threads)));
+  return CpuExecutable(std::move(loaded));
+}
+
+absl::StatusOr<CpuExecutable> CpuExecutable::restoreFromFile(const std::string& path, const CpuOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return makeError(ErrorKind::kInvalidArgument, strCat("restoring a compiled program: cannot open ", path));
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  absl::StatusOr<CpuExecutable> exe = restore(bytes.str(), options);
+  if (!exe.ok()) return absl::Status(exe.status().code(), strCat(path, ": ", exe.status().message()));
+  return exe;
 }
 
 absl::Status runCpu(const Program& program, absl::Span<const std::span<const std::byte>> inputs,

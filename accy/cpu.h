@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -43,6 +44,24 @@ class CpuExecutable {
   }
 
   const executable::Executable& executable() const { return loaded_.executable(); }
+
+  // The compiled program as bytes that restore() turns back into an
+  // executable without compiling (compiler/executable/saved_program.h: the
+  // machine code and plans, this compiler's build record, a SHA-256).
+  // Needs a build with a record (a stamped build, `make release`):
+  // UnrecordedCompilerBuild otherwise.
+  absl::StatusOr<std::string> save() const;
+  // The same into `path` (written whole, then renamed into place).
+  absl::Status saveToFile(const std::string& path) const;
+  // Saved bytes back into an executable. UnrecordedCompilerBuild in a build
+  // without a record; InvalidArgument for bytes that are not a saved
+  // program, are truncated or damaged; UnsupportedVersion naming what
+  // differs when another compiler build saved them; Unimplemented naming
+  // both ISAs when this CPU cannot run the code. Nothing runs unless all
+  // of it holds. Restored bytes become machine code: restore only bytes
+  // you trust as you would a library you load.
+  static absl::StatusOr<CpuExecutable> restore(std::string_view bytes, const CpuOptions& options = {});
+  static absl::StatusOr<CpuExecutable> restoreFromFile(const std::string& path, const CpuOptions& options = {});
 
  private:
   explicit CpuExecutable(cpu::LoadedExecutable loaded) : loaded_(std::move(loaded)) {}

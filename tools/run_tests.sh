@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds and runs every test with Bazel, then two checks outside it (the
-# stamped daemon's disk cache, a short fuzz run), and counts test cases with
+# Builds and runs every test with Bazel, then checks outside it (the
+# stamped daemon's disk cache and saved programs, a short fuzz run), and counts test cases with
 # tools/test_tally.py: each failed case or target by name, each skipped case
 # with its reason, and a last line alone "N passed, N failed, N skipped".
 # Extra arguments go to `bazel test` (e.g. --config=asan).
@@ -27,13 +27,15 @@ if [ -z "$targets" ]; then
   echo "failed bazel query 'tests(//...)' found no test targets" >>"$extra"
 fi
 
-# The daemon's disk cache needs a stamped build: build one, keep a copy (a
-# later unstamped build replaces bazel-bin's), and run the restart test
-# against it.
+# The daemon's disk cache and saved programs need a stamped build: build
+# one, keep copies (a later unstamped build replaces bazel-bin's), and run
+# the daemon's restart test and the saved-program cases against them.
 stamped_dir="$work/stamped"
 mkdir -p "$stamped_dir"
-if bazel build --stamp --workspace_status_command=tools/build_record_status.sh //server:accyd >"$stamped_dir/build.log" 2>&1 &&
+if bazel build --stamp --workspace_status_command=tools/build_record_status.sh //server:accyd //tests:saved_program_test \
+     >"$stamped_dir/build.log" 2>&1 &&
    cp bazel-bin/server/accyd "$stamped_dir/accyd" &&
+   cp bazel-bin/tests/saved_program_test "$stamped_dir/saved_program_test" &&
    bazel build "$@" //server:accyd //tests:accyd_e2e_test >>"$stamped_dir/build.log" 2>&1; then
   if ACCYD_STAMPED_BINARY="$stamped_dir/accyd" TEST_SRCDIR="$PWD/bazel-bin/tests/accyd_e2e_test.runfiles" \
      ./bazel-bin/tests/accyd_e2e_test --gtest_filter='*RestartWithAWarmDiskCache*' >"$stamped_dir/log" 2>&1 &&
@@ -43,6 +45,20 @@ if bazel build --stamp --workspace_status_command=tools/build_record_status.sh /
     echo "stamped accyd: the end of the restart test's log:"
     tail -n 40 "$stamped_dir/log"
     echo "failed stamped accyd: restart with a warm disk cache and a corrupted entry" >>"$extra"
+  fi
+  # Saved programs round-trip only in a stamped build: its cases, each
+  # counted by name.
+  "$stamped_dir/saved_program_test" --gtest_filter='StampedSavedPrograms.*' >"$stamped_dir/saved.log" 2>&1
+  ran=0
+  while read -r line; do
+    case $line in
+      "[       OK ] "*) echo "passed stamped saved programs: $(echo "$line" | awk '{print $4}')" >>"$extra"; ran=$((ran + 1)) ;;
+      "[  FAILED  ] "*" ms)") echo "failed stamped saved programs: $(echo "$line" | awk '{print $4}')" >>"$extra"; ran=$((ran + 1)) ;;
+    esac
+  done <"$stamped_dir/saved.log"
+  if [ "$ran" -eq 0 ]; then
+    tail -n 40 "$stamped_dir/saved.log"
+    echo "failed stamped saved programs: no case ran" >>"$extra"
   fi
 else
   tail -n 40 "$stamped_dir/build.log"

@@ -79,7 +79,12 @@ absl::StatusOr<LoadedExecutable> LoadedExecutable::load(executable::Executable e
     return makeError(ErrorKind::kUnimplemented, strCat("the CPU backend runs x86_64 code, not ", exe.target));
   }
   if (!hostSupports(exe.isa)) {
+#if defined(__x86_64__)
+    return makeError(ErrorKind::kUnimplemented, strCat("this CPU cannot run code built for ", exe.isa, " (it runs ",
+                                                       x64::isaName(x64::detectIsa()), ")"));
+#else
     return makeError(ErrorKind::kUnimplemented, strCat("this CPU cannot run code built for ", exe.isa));
+#endif
   }
   auto code = std::make_shared<LoadedCode>();
   const size_t page = 4096;
