@@ -117,15 +117,23 @@ VulkanProgram::VulkanProgram(std::shared_ptr<const VulkanDevice> device, executa
 
 VulkanProgram::~VulkanProgram() {
   idle_.clear();
-  // A lost device may still run a hung launch of these pipelines: they are
-  // left to the device's destruction.
-  if (!device_->health().ok()) return;
-  const VulkanFunctions& vk = device_->vk();
-  const VkDevice dev = device_->device();
-  for (VkPipeline p : pipelines_) vk.vkDestroyPipeline(dev, p, nullptr);
-  for (VkShaderModule m : modules_) vk.vkDestroyShaderModule(dev, m, nullptr);
-  if (pipeline_layout_ != VK_NULL_HANDLE) vk.vkDestroyPipelineLayout(dev, pipeline_layout_, nullptr);
-  if (set_layout_ != VK_NULL_HANDLE) vk.vkDestroyDescriptorSetLayout(dev, set_layout_, nullptr);
+  const VulkanDevice* device = device_.get();
+  auto destroy = [device, pipelines = pipelines_, modules = modules_, layout = pipeline_layout_,
+                  set_layout = set_layout_](void*) {
+    const VulkanFunctions& vk = device->vk();
+    const VkDevice dev = device->device();
+    for (VkPipeline p : pipelines) vk.vkDestroyPipeline(dev, p, nullptr);
+    for (VkShaderModule m : modules) vk.vkDestroyShaderModule(dev, m, nullptr);
+    if (layout != VK_NULL_HANDLE) vk.vkDestroyPipelineLayout(dev, layout, nullptr);
+    if (set_layout != VK_NULL_HANDLE) vk.vkDestroyDescriptorSetLayout(dev, set_layout, nullptr);
+  };
+  // A lost device may still run a hung launch of these pipelines: they go
+  // when the device is destroyed, after it is idle.
+  if (!device_->health().ok()) {
+    device_->park(std::shared_ptr<void>(static_cast<void*>(nullptr), destroy));
+    return;
+  }
+  destroy(nullptr);
 }
 
 absl::StatusOr<std::shared_ptr<const VulkanProgram>> VulkanProgram::load(std::shared_ptr<const VulkanDevice> device,
