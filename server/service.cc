@@ -416,19 +416,16 @@ grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRe
   }
   if (absl::Status st = codegen::checkMode(target, options.mode); !st.ok()) return finish(ctx, reply, st);
   // The identity's program quota, reserved before compiling.
-  if (!s->owner.empty()) {
+  {
     std::lock_guard<std::mutex> g(mu_);
-    const int64_t held = programsOf(s->owner);
-    if (held >= limits_.max_programs_per_identity) {
+    const int64_t held = s->owner.empty() ? 0 : programsOf(s->owner);
+    if (!s->owner.empty() && held >= limits_.max_programs_per_identity) {
       return finish(ctx, reply,
                     makeError(ErrorKind::kTooManyPrograms,
                               strCat("accyd: ", s->owner, " holds ", held, " programs in its sessions, the limit per "
                                      "identity is ", limits_.max_programs_per_identity,
                                      " (--max-programs-per-identity)")));
     }
-  }
-  {
-    std::lock_guard<std::mutex> g(mu_);
     ++s->programs;
   }
   s->target = target;
@@ -687,9 +684,8 @@ grpc::Status AccydService::Invoke(grpc::ServerContext* ctx, const pb::InvokeRequ
   const auto start = Clock::now();
   // A launch stops between its pieces once the call is cancelled (the
   // client went away, the daemon drains) or its deadline has passed.
-  const auto deadline = ctx->deadline();
-  const StopCheck call_ended = [ctx, deadline]() -> absl::Status {
-    if (std::chrono::system_clock::now() > deadline) {
+  const StopCheck call_ended = [ctx]() -> absl::Status {  // one pointer: no allocation per invoke
+    if (std::chrono::system_clock::now() > ctx->deadline()) {
       return makeError(ErrorKind::kLaunchFailed, "accyd: the call's deadline passed; the launch stopped");
     }
     if (ctx->IsCancelled()) return makeError(ErrorKind::kLaunchFailed, "accyd: the call was cancelled; the launch stopped");

@@ -57,6 +57,13 @@ static bool dtypesFit(const GpuUnderTest& gpu, const tensor::Program& program) {
   return ::testing::AssertionSuccess();
 }
 
+absl::StatusOr<tensor::Program> programWithFloat64() {
+  const Spec specs[] = {tensor::spec(DType::f32, {{"i", 8}})};
+  return tensor::define("widen", specs, [](tensor::Builder&, std::span<const tensor::Value> a) {
+    return (a[0].cast(DType::f64) * 2).cast(DType::f32);
+  });
+}
+
 static bool hasBool(const tensor::Program& program) {
   for (const std::vector<Spec>& specs : {program.inputSpecs(), program.outputSpecs()}) {
     for (const Spec& s : specs) {

@@ -52,6 +52,10 @@ int& programsLeftOutForDTypes();
 ::testing::AssertionResult runAndCompare(const GpuUnderTest& gpu, const tensor::Program& program,
                                          const std::vector<std::vector<std::byte>>& inputs);
 
+// f32[i=8] -> f64 -> * 2 -> f32: an f64 multiply in a kernel, for targets
+// that refuse f64 by name ("op mul in kernel ...").
+absl::StatusOr<tensor::Program> programWithFloat64();
+
 void checkEveryOp(const GpuUnderTest& gpu);
 void checkIntegerPowEdgeCases(const GpuUnderTest& gpu);
 void checkBoolBuffersMixedWithNumbers(const GpuUnderTest& gpu);

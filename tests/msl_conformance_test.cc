@@ -93,10 +93,7 @@ TEST(MslConformance, TheGpuSuiteRunsThroughTheShim) {
 
 // Metal has no f64: refused by name, with the op.
 TEST(MslConformance, Float64IsRefusedByName) {
-  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", 8}})};
-  auto p = tensor::define("widen", specs, [](tensor::Builder&, std::span<const tensor::Value> a) {
-    return (a[0].cast(tensor::DType::f64) * 2).cast(tensor::DType::f32);
-  });
+  const absl::StatusOr<tensor::Program> p = programWithFloat64();
   ASSERT_TRUE(p.ok());
   absl::StatusOr<executable::Executable> exe = msl::compileProgram(*p, msl::TargetInfo{});
   ASSERT_FALSE(exe.ok());

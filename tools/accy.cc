@@ -531,54 +531,45 @@ std::optional<Failure> runOn(const Args& args, const codegen::TargetEntry& targe
     if (absl::Status st = exe->launch(in, out); !st.ok()) return failed(st);
     return std::nullopt;
   }
+  // Compile, load and launch on a backend.
+  auto runOn = [&](const backends::Backend& backend) -> std::optional<Failure> {
+    absl::StatusOr<executable::Executable> exe = backend.compile(program, std::string(target.name), {mode});
+    if (!exe.ok()) return compileFailed(exe.status());
+    absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> loaded = backend.load(*std::move(exe));
+    if (!loaded.ok()) return failed(loaded.status());
+    if (absl::Status st = (*loaded)->launch(in, out); !st.ok()) return failed(st);
+    return std::nullopt;
+  };
+  // The page runner and the MSL shim work in a temporary directory.
+  struct TempDir {
+    char path[32] = "/tmp/accy-run-XXXXXX";
+    bool made = mkdtemp(path) != nullptr;
+    ~TempDir() {
+      if (made) std::filesystem::remove_all(path);
+    }
+  };
   if (target.device == "browser") {
     absl::StatusOr<executable::Executable> exe = target.compile(program, codegen::CompileRequest{.mode = mode});
     if (!exe.ok()) return compileFailed(exe.status());
     absl::StatusOr<std::string> artifact = target.artifact(*exe);
     if (!artifact.ok()) return compileFailed(artifact.status());
-    char dir[] = "/tmp/accy-run-XXXXXX";
-    if (mkdtemp(dir) == nullptr) return runError("run: cannot make a temporary directory");
-    std::optional<Failure> result;
-    {
-      absl::StatusOr<std::unique_ptr<webgpu::PageRunner>> page = webgpu::PageRunner::open(dir);
-      if (!page.ok()) {
-        result = failed(page.status());
-      } else if (absl::Status st = (*page)->run(*artifact, in, out); !st.ok()) {
-        result = failed(st);
-      }
-    }
-    std::filesystem::remove_all(dir);
-    return result;
+    const TempDir dir;
+    if (!dir.made) return runError("run: cannot make a temporary directory");
+    absl::StatusOr<std::unique_ptr<webgpu::PageRunner>> page = webgpu::PageRunner::open(dir.path);
+    if (!page.ok()) return failed(page.status());
+    if (absl::Status st = (*page)->run(*artifact, in, out); !st.ok()) return failed(st);
+    return std::nullopt;
   }
   if (target.device == "msl-shim") {
     // A check of the MSL emitter on this CPU (tools/msl/shim.h), not a Metal device.
-    char dir[] = "/tmp/accy-msl-XXXXXX";
-    if (mkdtemp(dir) == nullptr) return runError("run: cannot make a temporary directory");
-    std::optional<Failure> result;
-    {
-      const mslshim::ShimBackend shim(dir);
-      absl::StatusOr<executable::Executable> exe = target.compile(program, codegen::CompileRequest{.mode = mode});
-      absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> loaded =
-          exe.ok() ? shim.load(*std::move(exe)) : exe.status();
-      if (!exe.ok() || !loaded.ok()) {
-        result = compileFailed(exe.ok() ? loaded.status() : exe.status());
-      } else if (absl::Status st = (*loaded)->launch(in, out); !st.ok()) {
-        result = failed(st);
-      }
-    }
-    std::filesystem::remove_all(dir);
-    return result;
+    const TempDir dir;
+    if (!dir.made) return runError("run: cannot make a temporary directory");
+    return runOn(mslshim::ShimBackend(dir.path));
   }
   absl::StatusOr<std::vector<std::unique_ptr<backends::Backend>>> device =
       backends::selectBackends({std::string(target.device)}, backends::BackendOptions{});
   if (!device.ok()) return failed(device.status());
-  backends::Backend& backend = *device->front();
-  absl::StatusOr<executable::Executable> exe = backend.compile(program, std::string(target.name), {mode});
-  if (!exe.ok()) return compileFailed(exe.status());
-  absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> loaded = backend.load(*std::move(exe));
-  if (!loaded.ok()) return failed(loaded.status());
-  if (absl::Status st = (*loaded)->launch(in, out); !st.ok()) return failed(st);
-  return std::nullopt;
+  return runOn(*device->front());
 }
 
 // accy run FILE [--input N=IN.npy ...] [--output N=OUT.npy ...] [--threads=K]

@@ -5,10 +5,7 @@
 # $WEB_SCREENSHOT). Skipped, saying so, without Chromium.
 set -u
 R="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-accy}"
-if [ -z "${ACCY_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ]; then
-  echo "SKIPPED: Chromium not found (/usr/bin/chromium or ACCY_CHROMIUM)"
-  exit 0
-fi
+. "$R/tools/webgpu/skip_without_chromium.sh"
 work="${TEST_TMPDIR:-$(mktemp -d)}/page"
 mkdir -p "$work"
 cp "$R/examples/web/index.html" "$R/examples/web/tone.js" "$R/web/accy.js" "$work/"

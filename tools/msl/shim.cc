@@ -168,22 +168,6 @@ std::string firstLines(const std::string& path, int lines) {
   return out;
 }
 
-// The C++ type the kernel's parameter for `d` has.
-const char* cppType(tensor::DType d) {
-  switch (d) {
-    case tensor::DType::f32:
-      return "float";
-    case tensor::DType::i32:
-      return "int";
-    case tensor::DType::i64:
-      return "long";
-    case tensor::DType::bool_:
-      return "uchar";
-    default:
-      return "double";
-  }
-}
-
 using Entry = void (*)(void* const* pointers, const uint32_t* builtins);
 
 class ShimProgram final : public backends::LoadedProgram {
@@ -377,7 +361,7 @@ absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> ShimBackend::load
       }
       const executable::BufferPlan& p = exe.artifact_plan.buffers[static_cast<size_t>(b)];
       strAppend(&args, args.empty() ? "" : ", ", "(", p.role == choir::BufferRole::kInput ? "const " : "",
-                cppType(p.dtype), "*)p[", pointer++, "]");
+                msl::storedType(p.dtype), "*)p[", pointer++, "]");
     }
     for (int i = 0; i < (info->simdgroups ? 7 : 3); ++i) strAppend(&args, args.empty() ? "" : ", ", "b[", i, "]");
     strAppend(&file, "namespace accy_k", k, " {\n", source, "}  // namespace accy_k", k,

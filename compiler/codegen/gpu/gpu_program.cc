@@ -5,7 +5,11 @@
 
 namespace accy::gpu {
 
-absl::StatusOr<choir::Module> mapProgram(const tensor::Program& program, const choir::PipelineOptions& pipeline) {
+absl::StatusOr<choir::Module> mapProgram(const tensor::Program& program, const choir::GpuMapOptions& map,
+                                         const choir::PassHook& dump) {
+  choir::PipelineOptions pipeline;
+  pipeline.gpu_map = map;
+  pipeline.dump = dump;
   ACCY_ASSIGN_OR_RETURN(choir::Module m, choir::compileToChoir(program, pipeline));
   ACCY_RETURN_IF_ERROR(choir::verifyModule(m));
   return m;

@@ -17,8 +17,10 @@
 
 namespace accy::gpu {
 
-// `pipeline.gpu_map` must be set (the target's mapping options).
-absl::StatusOr<choir::Module> mapProgram(const tensor::Program& program, const choir::PipelineOptions& pipeline);
+// The program through the compile pipeline with the target's GPU mapping
+// options, verified.
+absl::StatusOr<choir::Module> mapProgram(const tensor::Program& program, const choir::GpuMapOptions& map,
+                                         const choir::PassHook& dump);
 
 // An executable of `target` and `isa` with `m`'s buffers and no code yet.
 executable::Executable gpuExecutable(std::string target, std::string isa, const choir::Module& m,

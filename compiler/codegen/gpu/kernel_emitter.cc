@@ -292,19 +292,24 @@ absl::Status KernelEmitter::combineWorkgroup(const Stmt& s, Value acc,
   const Value lid = t_.localId();
   auto fold = [&](Value other) { t_.write(d, acc, binary(c, d, t_.read(d, acc), other)); };
   auto first = [&]() { return t_.indexEq(lid, t_.index(0)); };
-  const TargetDesc& desc = t_.desc();
-  if (desc.subgroups == Subgroups::kRuntime) {
-    const SharedArray slots = t_.sharedArray(d, wg_);
-    const Value size = t_.subgroupBuiltin(0), count = t_.subgroupBuiltin(1), id = t_.subgroupBuiltin(2),
-                lane = t_.subgroupBuiltin(3);
-    ACCY_RETURN_IF_ERROR(t_.doubling(
+  // Lane 0 of each subgroup gathers its subgroup's values: shuffle-downs at
+  // offsets 1, 2, 4, ... below the subgroup size read at run time.
+  auto foldSubgroup = [&](Value size) {
+    return t_.doubling(
         t_.index(1), size,
         [&](Value off) {
           const Value mine = t_.read(d, acc);
           t_.write(d, acc, binary(c, d, mine, t_.shuffleDown(d, mine, off, 0)));
           return absl::OkStatus();
         },
-        /*max_trips=*/8));  // offsets 1 to 64 within a subgroup of at most 128
+        /*max_trips=*/8);  // offsets 1 to 64 within a subgroup of at most 128
+  };
+  const TargetDesc& desc = t_.desc();
+  if (desc.subgroups == Subgroups::kRuntime) {
+    const SharedArray slots = t_.sharedArray(d, wg_);
+    const Value size = t_.subgroupBuiltin(0), count = t_.subgroupBuiltin(1), id = t_.subgroupBuiltin(2),
+                lane = t_.subgroupBuiltin(3);
+    ACCY_RETURN_IF_ERROR(foldSubgroup(size));
     ACCY_RETURN_IF_ERROR(when(t_.indexEq(lane, t_.index(0)), [&]() {
       t_.sharedStore(slots, id, 0, t_.read(d, acc));
       return absl::OkStatus();
@@ -327,14 +332,7 @@ absl::Status KernelEmitter::combineWorkgroup(const Stmt& s, Value acc,
   if (desc.subgroups == Subgroups::kRuntimeLanes) {
     const SharedArray slots = t_.sharedArray(d, wg_);
     const Value size = t_.subgroupBuiltin(0), lane = t_.subgroupBuiltin(3);
-    ACCY_RETURN_IF_ERROR(t_.doubling(
-        t_.index(1), size,
-        [&](Value off) {
-          const Value mine = t_.read(d, acc);
-          t_.write(d, acc, binary(c, d, mine, t_.shuffleDown(d, mine, off, 0)));
-          return absl::OkStatus();
-        },
-        /*max_trips=*/8));
+    ACCY_RETURN_IF_ERROR(foldSubgroup(size));
     const Value own = t_.select(d, t_.indexEq(lane, t_.index(0)), t_.read(d, acc), identity(c, d));
     t_.sharedStore(slots, lid, 0, own);
     t_.barrier();

@@ -1,13 +1,16 @@
 // The primitives that the GPU targets writing source (WGSL, MSL) write the
 // same way: comparisons, selection, logic, index arithmetic, builtins,
-// variables and the structured blocks, over a SourceWriter. A target adds
-// its types, index literals, loops, memory and arithmetic.
+// loads and stores (buffers `buf<b>`, workgroup arrays `wg<i>`), variables
+// and the structured blocks, over a SourceWriter. A target adds its types,
+// index literals, how a bool is stored, loops and arithmetic.
 #ifndef ACCY_COMPILER_CODEGEN_GPU_SOURCE_TARGET_H_
 #define ACCY_COMPILER_CODEGEN_GPU_SOURCE_TARGET_H_
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "base/status_macros.h"
 #include "base/strings.h"
@@ -18,7 +21,7 @@ namespace accy::gpu {
 
 class SourceTarget : public Target {
  public:
-  explicit SourceTarget(SourceWriter::Style style) : w_(style) {}
+  SourceTarget(SourceWriter::Style style, const choir::Module& m) : w_(style), m_(m) {}
 
   Value compare(Cmp c, DType, Value a, Value b) override {
     static constexpr const char* kOps[] = {"<", "<=", ">", ">=", "==", "!="};
@@ -83,6 +86,29 @@ class SourceTarget : public Target {
   Value groupCount(int64_t launched) override { return index(launched); }
   Value invocationCount(int64_t launched) override { return index(launched * wg_); }
 
+  // Bools are stored as 0/1 words or bytes (storedBool), read back as
+  // stored != 0 (readBool).
+  Value load(int buffer, Value flat) override {
+    const DType d = m_.buffers[static_cast<size_t>(buffer)].dtype;
+    const std::string at = strCat("buf", buffer, "[", n(flat), "]");
+    return let(d, d == DType::bool_ ? readBool(at) : at);
+  }
+  void store(int buffer, Value flat, Value v) override {
+    const DType d = m_.buffers[static_cast<size_t>(buffer)].dtype;
+    w_.line(strCat("buf", buffer, "[", n(flat), "] = ", d == DType::bool_ ? storedBool(n(v)) : n(v), ";"));
+  }
+  SharedArray sharedArray(DType d, int64_t count) override {
+    shared_.emplace_back(d, count);
+    return {static_cast<int>(shared_.size()) - 1, d, count};
+  }
+  Value sharedLoad(const SharedArray& a, Value i, int64_t plus) override {
+    const std::string at = strCat("wg", a.id, "[", slot(i, plus), "]");
+    return let(a.dtype, a.dtype == DType::bool_ ? readBool(at) : at);
+  }
+  void sharedStore(const SharedArray& a, Value i, int64_t plus, Value v) override {
+    w_.line(strCat("wg", a.id, "[", slot(i, plus), "] = ", a.dtype == DType::bool_ ? storedBool(n(v)) : n(v), ";"));
+  }
+
   Value variable(DType d, Value init) override { return handle(w_.var(typeName(d), n(init))); }
   Value read(DType, Value var) override { return var; }
   void write(DType, Value var, Value v) override { w_.line(strCat(n(var), " = ", n(v), ";")); }
@@ -108,6 +134,9 @@ class SourceTarget : public Target {
   virtual const char* indexType() const = 0;
   virtual std::string indexLiteral(int64_t v) const = 0;
   virtual const char* loopHead() const = 0;
+  // A bool value as it is stored, and a stored bool as a value.
+  virtual std::string storedBool(const std::string& value) const = 0;
+  virtual std::string readBool(const std::string& stored) const = 0;
 
   const std::string& n(Value v) const { return w_.name(v); }
   Value handle(std::string text) { return w_.handle(std::move(text)); }
@@ -117,6 +146,8 @@ class SourceTarget : public Target {
   std::string slot(Value i, int64_t plus) const { return plus == 0 ? n(i) : strCat(n(i), " + ", indexLiteral(plus)); }
 
   SourceWriter w_;
+  const choir::Module& m_;
+  std::vector<std::pair<DType, int64_t>> shared_;  // the workgroup arrays: element dtype, count
   int64_t wg_ = 1;                   // invocations per workgroup
   Value lid_ = 0, group_ = 0, gid_ = 0;  // set by begin()
 };

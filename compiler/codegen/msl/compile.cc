@@ -132,15 +132,13 @@ const char* typeOf(DType d) {
       return "float";  // f64 is refused before any value is made
   }
 }
-// How a buffer or threadgroup array of `d` stores its elements.
-const char* storedAs(DType d) { return d == DType::bool_ ? "uchar" : typeOf(d); }
 // The unsigned type of the same width, for wrapping arithmetic.
 const char* unsignedOf(DType d) { return d == DType::i64 ? "ulong" : "uint"; }
 
 class MslTarget final : public gpu::SourceTarget {
  public:
   MslTarget(const choir::Module& m, const choir::Kernel& k, const TargetInfo& t)
-      : SourceTarget(Writer::Style::kTypeBefore), m_(m), k_(k) {
+      : SourceTarget(Writer::Style::kTypeBefore, m), k_(k) {
     desc_.name = "MSL";
     desc_.max_workgroup_size = t.max_workgroup_size;
     desc_.max_workgroups = t.max_workgroups;
@@ -185,7 +183,7 @@ class MslTarget final : public gpu::SourceTarget {
     std::string params;
     for (int b : used_) {
       const choir::Buffer& buf = m_.buffers[static_cast<size_t>(b)];
-      strAppend(&params, "device ", buf.role == choir::BufferRole::kInput ? "const " : "", storedAs(buf.dtype), "* buf",
+      strAppend(&params, "device ", buf.role == choir::BufferRole::kInput ? "const " : "", storedType(buf.dtype), "* buf",
                 b, " [[buffer(", b, ")]],\n    ");
     }
     strAppend(&params,
@@ -198,7 +196,7 @@ class MslTarget final : public gpu::SourceTarget {
     }
     std::string arrays;
     for (size_t i = 0; i < shared_.size(); ++i) {
-      strAppend(&arrays, "  threadgroup ", storedAs(shared_[i].first), " tg", i, "[", shared_[i].second, "];\n");
+      strAppend(&arrays, "  threadgroup ", storedType(shared_[i].first), " wg", i, "[", shared_[i].second, "];\n");
     }
     strAppend(&text, params, ") {\n", arrays, w_.body(), "}\n");
     return text;
@@ -270,35 +268,9 @@ class MslTarget final : public gpu::SourceTarget {
     return let(*as, strCat(wide_ ? "as_type<long>(" : "as_type<int>(", n(i), ")"));
   }
 
-  // --- builtins -------------------------------------------------------------
-
-
   // --- memory ---------------------------------------------------------------
 
-  Value load(int buffer, Value flat) override {
-    const DType d = m_.buffers[static_cast<size_t>(buffer)].dtype;
-    const std::string at = strCat("buf", buffer, "[", n(flat), "]");
-    return let(d, d == DType::bool_ ? strCat(at, " != 0") : at);
-  }
-  void store(int buffer, Value flat, Value v) override {
-    const DType d = m_.buffers[static_cast<size_t>(buffer)].dtype;
-    w_.line(strCat("buf", buffer, "[", n(flat), "] = ", stored(d, v), ";"));
-  }
-  gpu::SharedArray sharedArray(DType d, int64_t count) override {
-    shared_.emplace_back(d, count);
-    return {static_cast<int>(shared_.size()) - 1, d, count};
-  }
-  Value sharedLoad(const gpu::SharedArray& a, Value i, int64_t plus) override {
-    const std::string at = strCat("tg", a.id, "[", slot(i, plus), "]");
-    return let(a.dtype, a.dtype == DType::bool_ ? strCat(at, " != 0") : at);
-  }
-  void sharedStore(const gpu::SharedArray& a, Value i, int64_t plus, Value v) override {
-    w_.line(strCat("tg", a.id, "[", slot(i, plus), "] = ", stored(a.dtype, v), ";"));
-  }
   void barrier() override { w_.line("threadgroup_barrier(mem_flags::mem_threadgroup);"); }
-
-  // --- variables --------------------------------------------------------------
-
 
   // --- control flow -------------------------------------------------------------
 
@@ -316,7 +288,7 @@ class MslTarget final : public gpu::SourceTarget {
     const std::string delta = strCat("ushort(", n(offset), ")");
     switch (d) {
       case DType::bool_:
-        return let(d, strCat("simd_shuffle_down(uchar(", n(v), " ? 1 : 0), ", delta, ") != 0"));
+        return let(d, readBool(strCat("simd_shuffle_down(", storedBool(n(v)), ", ", delta, ")")));
       case DType::i64: {
         // In two 32-bit halves.
         const std::string u = w_.let("ulong", strCat("as_type<ulong>(", n(v), ")"));
@@ -341,14 +313,13 @@ class MslTarget final : public gpu::SourceTarget {
     return wide_ ? strCat(static_cast<uint64_t>(v), "ul") : strCat(static_cast<uint32_t>(v), "u");
   }
   const char* loopHead() const override { return "for (;;)"; }
+  std::string storedBool(const std::string& value) const override { return strCat("uchar(", value, " ? 1 : 0)"); }
+  std::string readBool(const std::string& stored) const override { return strCat(stored, " != 0"); }
   // A builtin (uint) as an index.
   Value builtin(const char* name) { return wide_ ? idx(strCat("ulong(", name, ")")) : handle(name); }
   std::string asUnsigned(DType d, Value v) const { return strCat("as_type<", unsignedOf(d), ">(", n(v), ")"); }
   static std::string wrapping(DType d, const std::string& unsigned_expr) {
     return strCat("as_type<", typeOf(d), ">(", unsignedOf(d), "(", unsigned_expr, "))");
-  }
-  std::string stored(DType d, Value v) const {
-    return d == DType::bool_ ? strCat("uchar(", n(v), " ? 1 : 0)") : n(v);
   }
   // for (x = start; x < limit; x <advance>) body(x)
   absl::Status counted(Value start, Value limit, const IndexBody& body, const std::string& advance) {
@@ -360,25 +331,23 @@ class MslTarget final : public gpu::SourceTarget {
     return absl::OkStatus();
   }
 
-  const choir::Module& m_;
   const choir::Kernel& k_;
   gpu::TargetDesc desc_;
   bool wide_ = false;
   bool simd_ = false;
   int loops_ = 0;
   std::vector<int> used_;
-  std::vector<std::pair<DType, int64_t>> shared_;  // element dtype, count
 };
 
 }  // namespace
 
+const char* storedType(tensor::DType d) { return d == DType::bool_ ? "uchar" : typeOf(d); }
+
 absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& program, const TargetInfo& target,
                                                       const choir::PassHook& dump) {
-  choir::PipelineOptions pipeline;
-  pipeline.dump = dump;
-  choir::GpuMapOptions& map = pipeline.gpu_map.emplace();
+  choir::GpuMapOptions map;
   map.max_workgroup_size = target.max_workgroup_size;
-  ACCY_ASSIGN_OR_RETURN(const choir::Module m, gpu::mapProgram(program, pipeline));
+  ACCY_ASSIGN_OR_RETURN(const choir::Module m, gpu::mapProgram(program, map, dump));
   executable::Executable exe =
       gpu::gpuExecutable("msl", target.mode == ArithmeticMode::kFast ? "metal-fast" : "metal", m, program);
   for (const choir::Kernel& k : m.kernels) {

@@ -47,6 +47,10 @@ struct TargetInfo {
   bool simdgroups = true;
 };
 
+// The MSL element type of a buffer of `d`: "float", "int", "long", "uchar"
+// (bools, one byte each).
+const char* storedType(tensor::DType d);
+
 absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& program, const TargetInfo& target,
                                                       const choir::PassHook& dump = {});
 

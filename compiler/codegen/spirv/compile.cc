@@ -9,9 +9,7 @@ namespace accy::spirv {
 
 absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& program, const TargetInfo& target,
                                                       const choir::PassHook& dump) {
-  choir::PipelineOptions pipeline;
-  pipeline.dump = dump;
-  choir::GpuMapOptions& map = pipeline.gpu_map.emplace();
+  choir::GpuMapOptions map;
   map.max_workgroup_size = target.max_workgroup_size;
   // On a device that runs a workgroup as one thread (lavapipe), trees lose;
   // register-blocked tiles still win (docs/PERFORMANCE.md), plain ones do not.
@@ -21,7 +19,7 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
   if (!target.cooperative_workgroups) map.min_domain_for_tree = INT64_MAX;
   if (target.max_loop_iterations > 0) map.max_serial_domain = target.max_loop_iterations / 4;
   if (!target.register_blocking) map.micro_tile = 1;
-  ACCY_ASSIGN_OR_RETURN(const choir::Module m, gpu::mapProgram(program, pipeline));
+  ACCY_ASSIGN_OR_RETURN(const choir::Module m, gpu::mapProgram(program, map, dump));
   executable::Executable exe =
       gpu::gpuExecutable("spirv", target.mode == ArithmeticMode::kFast ? "vulkan1.1-fast" : "vulkan1.1", m, program);
   for (const choir::Kernel& k : m.kernels) {

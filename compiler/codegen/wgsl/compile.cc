@@ -147,7 +147,7 @@ const char* storedAs(DType d) { return d == DType::bool_ ? "u32" : typeOf(d); }
 class WgslTarget final : public gpu::SourceTarget {
  public:
   WgslTarget(const choir::Module& m, const choir::Kernel& k, const TargetInfo& t, bool subgroups)
-      : SourceTarget(Writer::Style::kTypeAfter), m_(m), k_(k), subgroups_(subgroups) {
+      : SourceTarget(Writer::Style::kTypeAfter, m), k_(k), subgroups_(subgroups) {
     desc_.name = "WGSL";
     desc_.max_workgroup_size = t.max_workgroup_size;
     desc_.max_workgroups = t.max_workgroups;
@@ -187,7 +187,7 @@ class WgslTarget final : public gpu::SourceTarget {
                 storedAs(buf.dtype), ">;\n");
     }
     for (size_t i = 0; i < shared_.size(); ++i) {
-      strAppend(&text, "var<workgroup> wg", i, ": array<", shared_[i].first, ", ", shared_[i].second, ">;\n");
+      strAppend(&text, "var<workgroup> wg", i, ": array<", storedAs(shared_[i].first), ", ", shared_[i].second, ">;\n");
     }
     strAppend(&text, "var<private> accy_zero: u32 = 0u;  // a runtime zero: non-finite constants\n");
     strAppend(&text, "\n@compute @workgroup_size(", wg_,
@@ -252,37 +252,9 @@ class WgslTarget final : public gpu::SourceTarget {
     return let(DType::i32, strCat("bitcast<i32>(", n(i), ")"));
   }
 
-  // --- builtins -------------------------------------------------------------
-
-
   // --- memory ---------------------------------------------------------------
 
-  Value load(int buffer, Value flat) override {
-    const DType d = m_.buffers[static_cast<size_t>(buffer)].dtype;
-    const std::string at = strCat("buf", buffer, "[", n(flat), "]");
-    return let(d, d == DType::bool_ ? strCat(at, " != 0u") : at);
-  }
-  void store(int buffer, Value flat, Value v) override {
-    const DType d = m_.buffers[static_cast<size_t>(buffer)].dtype;
-    w_.line(strCat("buf", buffer, "[", n(flat), "] = ", d == DType::bool_ ? strCat("select(0u, 1u, ", n(v), ")") : n(v),
-                   ";"));
-  }
-  gpu::SharedArray sharedArray(DType d, int64_t count) override {
-    shared_.emplace_back(storedAs(d), count);
-    return {static_cast<int>(shared_.size()) - 1, d, count};
-  }
-  Value sharedLoad(const gpu::SharedArray& a, Value i, int64_t plus) override {
-    const std::string at = strCat("wg", a.id, "[", slot(i, plus), "]");
-    return let(a.dtype, a.dtype == DType::bool_ ? strCat(at, " != 0u") : at);
-  }
-  void sharedStore(const gpu::SharedArray& a, Value i, int64_t plus, Value v) override {
-    w_.line(strCat("wg", a.id, "[", slot(i, plus),
-                   "] = ", a.dtype == DType::bool_ ? strCat("select(0u, 1u, ", n(v), ")") : n(v), ";"));
-  }
   void barrier() override { w_.line("workgroupBarrier();"); }
-
-  // --- variables --------------------------------------------------------------
-
 
   // --- control flow -------------------------------------------------------------
 
@@ -296,7 +268,7 @@ class WgslTarget final : public gpu::SourceTarget {
   // Subgroups::kRuntimeLanes (the subgroups variant): bools move as u32.
   Value shuffleDown(DType d, Value v, Value offset, int64_t) override {
     if (d == DType::bool_) {
-      return let(d, strCat("subgroupShuffleDown(select(0u, 1u, ", n(v), "), ", n(offset), ") != 0u"));
+      return let(d, readBool(strCat("subgroupShuffleDown(", storedBool(n(v)), ", ", n(offset), ")")));
     }
     return let(d, strCat("subgroupShuffleDown(", n(v), ", ", n(offset), ")"));
   }
@@ -312,6 +284,8 @@ class WgslTarget final : public gpu::SourceTarget {
   const char* indexType() const override { return "u32"; }
   std::string indexLiteral(int64_t v) const override { return strCat(static_cast<uint32_t>(v), "u"); }
   const char* loopHead() const override { return "loop"; }
+  std::string storedBool(const std::string& value) const override { return strCat("select(0u, 1u, ", value, ")"); }
+  std::string readBool(const std::string& stored) const override { return strCat(stored, " != 0u"); }
   // for (x = start; x < limit; x = x <advance>) body(x)
   absl::Status counted(Value start, Value limit, const IndexBody& body, const std::string& advance) {
     const std::string x = w_.var("u32", n(start));
@@ -325,23 +299,19 @@ class WgslTarget final : public gpu::SourceTarget {
     return absl::OkStatus();
   }
 
-  const choir::Module& m_;
   const choir::Kernel& k_;
   bool subgroups_;
   gpu::TargetDesc desc_;
   std::vector<int> used_;
-  std::vector<std::pair<std::string, int64_t>> shared_;  // element type, count
 };
 
 }  // namespace
 
 absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& program, const TargetInfo& target,
                                                       const choir::PassHook& dump) {
-  choir::PipelineOptions pipeline;
-  pipeline.dump = dump;
-  choir::GpuMapOptions& map = pipeline.gpu_map.emplace();
+  choir::GpuMapOptions map;
   map.max_workgroup_size = target.max_workgroup_size;
-  ACCY_ASSIGN_OR_RETURN(const choir::Module m, gpu::mapProgram(program, pipeline));
+  ACCY_ASSIGN_OR_RETURN(const choir::Module m, gpu::mapProgram(program, map, dump));
   executable::Executable exe =
       gpu::gpuExecutable("wgsl", target.mode == ArithmeticMode::kFast ? "webgpu-fast" : "webgpu", m, program);
   for (const choir::Kernel& k : m.kernels) {
