@@ -40,6 +40,9 @@ struct GpuUnderTest {
   bool int64 = false;   // the device runs i64
   bool float64 = true;  // the device runs f64 (WGSL: no; f64 cases are left out, random programs are f32)
   std::string note;    // printed by checkTreeReductions (e.g. the subgroup size)
+  // compile_for_gpu maps programs onto workgroups (tiled products, trees);
+  // false for a target scheduled as a CPU (wasm), whose forms are loops.
+  bool gpu_forms = true;
   GpuSuiteSize size;   // the whole suite unless changed
 };
 

@@ -10,6 +10,7 @@
 #include "compiler/codegen/ptx/compile.h"
 #include "compiler/codegen/ptx/pipeline.h"
 #include "compiler/codegen/spirv/compile.h"
+#include "compiler/codegen/wasm/compile.h"
 #include "compiler/codegen/wgsl/artifact.h"
 #include "compiler/codegen/wgsl/compile.h"
 #include "compiler/codegen/x86_64/compile.h"
@@ -45,6 +46,12 @@ absl::StatusOr<executable::Executable> compileWgsl(const tensor::Program& progra
   ACCY_ASSIGN_OR_RETURN(wgsl::TargetInfo t, deviceOf<wgsl::TargetInfo>(request, "wgsl", "wgsl::TargetInfo"));
   t.mode = request.mode;
   return wgsl::compileProgram(program, t, request.dump);
+}
+
+absl::StatusOr<executable::Executable> compileWasm(const tensor::Program& program, const CompileRequest& request) {
+  ACCY_ASSIGN_OR_RETURN(wasm::TargetInfo t, deviceOf<wasm::TargetInfo>(request, "wasm", "wasm::TargetInfo"));
+  t.mode = request.mode;
+  return wasm::compileProgram(program, t, request.dump);
 }
 
 absl::StatusOr<executable::Executable> compileMsl(const tensor::Program& program, const CompileRequest& request) {
@@ -108,6 +115,9 @@ const std::vector<TargetEntry>& all() {
        {M::kExact, M::kFast}, "browser", true, true, compileWgsl, wgsl::artifactJson},
       {"msl", "Metal Shading Language kernels, compiled by Metal when loaded (checked here through tools/msl)",
        {"msl", "artifact"}, "msl", {M::kExact, M::kFast}, "msl-shim", true, true, compileMsl, msl::artifactJson},
+      {"wasm", "a WebAssembly module with SIMD128, run by web/accy_wasm.js in node or a browser",
+       {"wasm", "wat", "artifact"}, "wasm", {M::kExact, M::kFast}, "node", false, true, compileWasm,
+       wasm::artifactJson},
       {"reference", "the program itself, run by the reference evaluator (the null device)", {"artifact"}, "",
        {M::kExact, M::kFast}, "null", false, true, compileReference},
   };

@@ -59,6 +59,27 @@ std::string chromiumPath() {
   return "";
 }
 
+std::string nodePath() {
+  if (const char* c = std::getenv("ACCY_NODE")) return exists(c) ? c : "";
+  for (const char* p : {"/usr/bin/node", "/usr/bin/nodejs", "/usr/local/bin/node"}) {
+    if (exists(p)) return p;
+  }
+  return "";
+}
+
+absl::StatusOr<std::unique_ptr<PageRunner>> PageRunner::openNode(const std::string& work_dir) {
+  const std::string node = nodePath();
+  if (node.empty()) {
+    return makeError(ErrorKind::kUnimplemented, "no node to run wasm in (install nodejs: tools/setup.sh, or set ACCY_NODE)");
+  }
+  for (const char* f : {"web/accy_wasm.js", "tools/wasm/run_node.mjs"}) {
+    absl::StatusOr<std::string> from = sourceFile(f);
+    if (!from.ok()) return from.status();
+    if (absl::Status st = copyFile(*from, strCat(work_dir, "/", std::strrchr(f, '/') + 1)); !st.ok()) return st;
+  }
+  return start({node, work_dir + "/run_node.mjs"});
+}
+
 absl::StatusOr<std::unique_ptr<PageRunner>> PageRunner::open(const std::string& work_dir) {
   if (chromiumPath().empty()) {
     return makeError(ErrorKind::kUnimplemented,
@@ -71,7 +92,13 @@ absl::StatusOr<std::unique_ptr<PageRunner>> PageRunner::open(const std::string& 
   }
   absl::StatusOr<std::string> script = sourceFile("tools/webgpu/run_page.py");
   if (!script.ok()) return script.status();
-  const std::string page = work_dir + "/runner.html";
+  return start({"python3", *script, work_dir + "/runner.html", "--serve=accyRunOne", "--timeout=300"});
+}
+
+absl::StatusOr<std::unique_ptr<PageRunner>> PageRunner::start(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
   int to_page[2], from_page[2];
   if (pipe(to_page) != 0) return makeError(ErrorKind::kLaunchFailed, "pipe failed");
   if (pipe(from_page) != 0) {
@@ -86,8 +113,7 @@ absl::StatusOr<std::unique_ptr<PageRunner>> PageRunner::open(const std::string& 
     dup2(from_page[1], 1);
     close(to_page[1]);
     close(from_page[0]);
-    execlp("python3", "python3", script->c_str(), page.c_str(), "--serve=accyRunOne", "--timeout=300",
-           static_cast<char*>(nullptr));
+    execvp(args[0], args.data());
     _exit(127);
   }
   close(to_page[0]);

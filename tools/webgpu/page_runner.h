@@ -1,7 +1,8 @@
-// Runs WGSL artifacts in headless Chromium: web/runner.html kept open by
-// tools/webgpu/run_page.py --serve, each run one line of JSON each way
-// (docs/WEB.md). Used by `accy run --target=wgsl` and by
-// tests/wgsl_conformance_test.cc.
+// Runs web artifacts, each run one line of JSON each way (docs/WEB.md):
+// WGSL in headless Chromium (web/runner.html kept open by
+// tools/webgpu/run_page.py --serve), wasm in node (tools/wasm/run_node.mjs
+// over web/accy_wasm.js). Used by `accy run --target=wgsl|wasm` and by
+// tests/wgsl_conformance_test.cc and tests/wasm_conformance_test.cc.
 #ifndef ACCY_TOOLS_WEBGPU_PAGE_RUNNER_H_
 #define ACCY_TOOLS_WEBGPU_PAGE_RUNNER_H_
 
@@ -25,11 +26,15 @@ absl::StatusOr<std::string> sourceFile(std::string_view path);
 // Chromium's path ($ACCY_CHROMIUM, else chromium on the usual paths), or
 // empty.
 std::string chromiumPath();
+// node's path ($ACCY_NODE, else node or nodejs on the usual paths), or empty.
+std::string nodePath();
 
 class PageRunner {
  public:
   // Copies the page and the runtime into `work_dir` and starts the runner.
   static absl::StatusOr<std::unique_ptr<PageRunner>> open(const std::string& work_dir);
+  // Copies the wasm runtime into `work_dir` and starts node on it.
+  static absl::StatusOr<std::unique_ptr<PageRunner>> openNode(const std::string& work_dir);
   ~PageRunner();
 
   // Runs `artifact` (JSON, docs/WEB.md) on `inputs`, filling `outputs`
@@ -44,6 +49,8 @@ class PageRunner {
 
  private:
   PageRunner() = default;
+  // Starts argv[0] (looked up on PATH) with its stdin and stdout as pipes.
+  static absl::StatusOr<std::unique_ptr<PageRunner>> start(const std::vector<std::string>& argv);
   int pid_ = -1;
   FILE* to_ = nullptr;
   FILE* from_ = nullptr;

@@ -65,13 +65,14 @@ std::string_view kernelSource(const executable::Executable& exe, size_t k) {
 
 absl::StatusOr<std::string> artifactJson(
     const executable::Executable& exe, std::string_view target, std::string_view format,
-    const std::function<absl::StatusOr<std::string>(size_t k, std::string_view source)>& kernel_fields) {
+    const std::function<absl::StatusOr<std::string>(size_t k, std::string_view source)>& kernel_fields,
+    std::string_view extra_fields) {
   if (exe.target != target) {
     return makeError(ErrorKind::kInvalidArgument,
                      strCat("a ", target, " artifact needs a ", target, " executable, not ", exe.target));
   }
   std::string out =
-      strCat("{\n  \"format\": ", jsonString(format), ",\n  \"isa\": ", jsonString(exe.isa), ",\n  \"buffers\": [");
+      strCat("{\n  \"format\": ", jsonString(format), ",\n  \"isa\": ", jsonString(exe.isa), extra_fields, ",\n  \"buffers\": [");
   const auto& buffers = exe.artifact_plan.buffers;
   for (size_t b = 0; b < buffers.size(); ++b) {
     const executable::BufferPlan& p = buffers[b];

@@ -23,10 +23,12 @@ std::string_view kernelSource(const executable::Executable& exe, size_t k);
 
 // The artifact of `exe`, whose target must be `target` (else
 // InvalidArgument). `kernel_fields(k, source)` writes the target's fields of
-// kernel k (", \"wgsl\": ..."), each starting with a comma.
+// kernel k (", \"wgsl\": ..."), each starting with a comma; `extra_fields`
+// (each starting with a comma) follow the ISA at the top level.
 absl::StatusOr<std::string> artifactJson(
     const executable::Executable& exe, std::string_view target, std::string_view format,
-    const std::function<absl::StatusOr<std::string>(size_t k, std::string_view source)>& kernel_fields);
+    const std::function<absl::StatusOr<std::string>(size_t k, std::string_view source)>& kernel_fields,
+    std::string_view extra_fields = "");
 
 }  // namespace accy::gpu
 

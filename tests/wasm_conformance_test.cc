@@ -1,0 +1,115 @@
+// The conformance suite on WebAssembly: every program compiled to a wasm
+// module (checked by wabt's wasm-validate), run in node (V8, SIMD128)
+// through web/accy_wasm.js, against the reference evaluator with the
+// tolerances of docs/CONFORMANCE.md: every op x dtype (f32, f64, i32, i64,
+// bool) x extents, integer pow's edge cases, bool buffers, products,
+// reductions, random programs in f32 and f64, batched and differentiated
+// random programs, and the three tone tests. One node process serves the
+// whole suite. Without node the suite is skipped, saying so.
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "base/errors.h"
+#include "base/strings.h"
+#include "compiler/codegen/wasm/compile.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/conformance.h"
+#include "tests/gpu_conformance.h"
+#include "tests/random_programs.h"
+#include "tools/wasm/node_backend.h"
+#include "tools/webgpu/page_runner.h"
+
+namespace accy::testing {
+namespace {
+
+std::string tmpDir() {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return tmp != nullptr ? tmp : "/tmp";
+}
+
+wasmnode::NodeBackend& node() {
+  static wasmnode::NodeBackend b(tmpDir());
+  return b;
+}
+
+int& validated() {
+  static int n = 0;
+  return n;
+}
+
+bool haveWasmValidate() { return std::system("wasm-validate --version > /dev/null 2>&1") == 0; }
+
+// wasm-validate (with SIMD and threads enabled, as engines have them) on
+// the module of `exe`.
+absl::Status validate(const executable::Executable& exe) {
+  const std::string path = tmpDir() + "/module.wasm";
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(exe.code.data()), static_cast<std::streamsize>(exe.code.size()));
+  const std::string log = tmpDir() + "/validate.log";
+  if (std::system(strCat("wasm-validate --enable-threads ", path, " > ", log, " 2>&1").c_str()) != 0) {
+    std::ifstream in(log);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return makeError(ErrorKind::kCompileFailed, strCat("wasm-validate refused the module: ", text));
+  }
+  ++validated();
+  return absl::OkStatus();
+}
+
+GpuUnderTest wasmUnderTest(int threads = 1) {
+  GpuUnderTest g;
+  g.backend = &node();
+  g.target = "wasm";
+  g.int64 = true;
+  g.float64 = true;
+  g.note = "WebAssembly SIMD128 in node";
+  g.gpu_forms = false;
+  g.compile_for_gpu = [threads](const tensor::Program& program) -> absl::StatusOr<executable::Executable> {
+    absl::StatusOr<executable::Executable> exe = wasm::compileProgram(program, wasm::TargetInfo{.threads = threads});
+    if (!exe.ok()) return exe;
+    if (absl::Status st = validate(*exe); !st.ok()) return st;
+    return exe;
+  };
+  return g;
+}
+
+bool skipWithoutNode() {
+  if (webgpu::nodePath().empty()) return true;
+  return false;
+}
+
+TEST(WasmConformance, TheSuiteRunsInNode) {
+  if (skipWithoutNode()) GTEST_SKIP() << "node not found (/usr/bin/node or ACCY_NODE): nothing to run wasm in";
+  if (!haveWasmValidate()) GTEST_SKIP() << "wasm-validate (wabt) not found: the modules cannot be checked";
+  const GpuUnderTest g = wasmUnderTest();
+  programsLeftOutForDTypes() = 0;
+  checkEveryOp(g);
+  checkIntegerPowEdgeCases(g);
+  checkBoolBuffersMixedWithNumbers(g);
+  checkTiledProducts(g);
+  checkTreeReductions(g);
+  checkRandomPrograms(g);
+  checkTransformedPrograms(g);
+  checkTheThreeToneTests(g);
+  std::printf("%d wasm programs ran in one node process; %d modules passed wasm-validate\n", node().runs(),
+              validated());
+  EXPECT_EQ(programsLeftOutForDTypes(), 0) << "wasm runs every dtype";
+  EXPECT_GT(node().runs(), 500);
+}
+
+TEST(WasmConformance, RandomF64ProgramsMatch) {
+  if (skipWithoutNode()) GTEST_SKIP() << "node not found (/usr/bin/node or ACCY_NODE): nothing to run wasm in";
+  const GpuUnderTest g = wasmUnderTest();
+  RandomOptions o;
+  o.dtype = tensor::DType::f64;
+  for (uint32_t seed = 1; seed <= 100; ++seed) {
+    RandomCase c = randomProgram(seed, o);
+    ASSERT_TRUE(runAndCompare(g, c.program, c.inputs)) << "seed " << seed;
+  }
+}
+
+}  // namespace
+}  // namespace accy::testing
