@@ -14,6 +14,7 @@
 // docs/CLI.md has examples.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -31,14 +32,17 @@
 #include "compiler/codegen/ptx/compile.h"
 #include "compiler/codegen/ptx/pipeline.h"
 #include "compiler/codegen/spirv/compile.h"
+#include "compiler/codegen/wasm/compile.h"
 #include "backends/registry.h"
 #include "compiler/codegen/targets.h"
 #include "accy/version.h"
 #include "compiler/executable/build_record.h"
 #include "tools/msl/shim.h"
+#include "tools/wasm/node_backend.h"
 #include "tools/webgpu/page_runner.h"
 #include "compiler/codegen/x86_64/compile.h"
 #include "compiler/tensor/program.h"
+#include "base/errors.h"
 #include "base/strings.h"
 #include "compiler/wire/wire.h"
 #include "tools/artifact.h"
@@ -361,6 +365,24 @@ std::optional<Failure> compilePtx(const Args& args, PassDump* dump) {
   return writeText(out, std::string(exe->code.begin(), exe->code.end()));
 }
 
+// The text form of a wasm module, by wabt's wasm2wat.
+absl::StatusOr<std::string> watOf(const std::vector<uint8_t>& module) {
+  if (std::system("wasm2wat --version > /dev/null 2>&1") != 0) {
+    return makeError(ErrorKind::kUnimplemented, "wasm2wat (wabt) is not installed; --emit=wasm writes the module");
+  }
+  char dir[32] = "/tmp/accy-wat-XXXXXX";
+  if (mkdtemp(dir) == nullptr) return makeError(ErrorKind::kInvalidArgument, "cannot make a temporary directory");
+  const std::string path = strCat(dir, "/module.wasm"), text = strCat(dir, "/module.wat");
+  absl::Status st = files::writeFile(path, std::string(module.begin(), module.end()));
+  if (st.ok() && std::system(strCat("wasm2wat --enable-threads ", path, " -o ", text, " 2>", dir, "/err").c_str()) != 0) {
+    absl::StatusOr<std::string> err = files::readFile(strCat(dir, "/err"), 1 << 16);
+    st = makeError(ErrorKind::kCompileFailed, strCat("wasm2wat failed: ", err.ok() ? *err : "no message"));
+  }
+  absl::StatusOr<std::string> wat = st.ok() ? files::readFile(text, int64_t{1} << 30) : absl::StatusOr<std::string>(st);
+  std::filesystem::remove_all(dir);
+  return wat;
+}
+
 // accy compile FILE --target=T --emit=E [-o OUT] for a target without a
 // case of its own here (reference, and targets to come): the registry's
 // compile function; E is `artifact` (the ACCYEXE file) or the entry's
@@ -368,13 +390,14 @@ std::optional<Failure> compilePtx(const Args& args, PassDump* dump) {
 std::optional<Failure> compileArtifact(const Args& args, const codegen::TargetEntry& target,
                                        backends::ArithmeticMode mode, const std::optional<std::string>& emit,
                                        PassDump* dump) {
-  if (single(args, "--threads")) return usageError("compile: --threads is for --target=x86_64");
+  const bool wasm = target.name == "wasm";
+  if (single(args, "--threads") && !wasm) return usageError("compile: --threads is for --target=x86_64 or wasm");
   if (dump == nullptr) {
     if (!emit) return usageError(strCat("compile: --target=", target.name, " needs --emit"));
     if (absl::Status st = codegen::checkEmit(target, *emit); !st.ok()) {
       return usageError(strCat("compile: ", messageOf(st)));
     }
-    if (*emit != "artifact" && *emit != target.code_emit) {
+    if (*emit != "artifact" && *emit != target.code_emit && !(wasm && *emit == "wat")) {
       return usageError(strCat("compile: --emit=", *emit, " for target ", target.name, " has no writer here"));
     }
   }
@@ -387,9 +410,29 @@ std::optional<Failure> compileArtifact(const Args& args, const codegen::TargetEn
   if (!program.ok()) return inputError(messageOf(program.status()));
   codegen::CompileRequest request{.mode = mode};
   if (dump != nullptr) request.dump = dump->hook();
+  if (wasm && single(args, "--threads")) {
+    absl::StatusOr<int> threads = threadsOption(args);
+    if (!threads.ok()) return usageError(strCat("compile: ", messageOf(threads.status())));
+    request.device = wasm::TargetInfo{.mode = mode, .threads = x64::resolveThreads(*threads)};
+  }
+  if (wasm && emit && *emit == "wasm" && !out && dump == nullptr) {
+    return usageError("compile: --emit=wasm writes a binary module: give -o OUT");
+  }
   absl::StatusOr<executable::Executable> exe = target.compile(*program, request);
   if (dump != nullptr) return dump->finish(args, out, exe.status());
   if (!exe.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(exe.status())));
+  if (wasm && *emit == "wasm") {
+    if (absl::Status st = files::writeFile(*out, std::string(exe->code.begin(), exe->code.end())); !st.ok()) {
+      return inputError(messageOf(st));
+    }
+    return std::nullopt;
+  }
+  if (wasm && *emit == "wat") {
+    // For reading: wabt's wasm2wat, when installed.
+    absl::StatusOr<std::string> wat = watOf(exe->code);
+    if (!wat.ok()) return runError(strCat("compile: --emit=wat: ", messageOf(wat.status())));
+    return writeText(out, *wat);
+  }
   if (!artifact_out) return writeText(out, std::string(exe->code.begin(), exe->code.end()));  // code_emit
   std::string bytes;
   if (target.artifact != nullptr) {
@@ -559,6 +602,12 @@ std::optional<Failure> runOn(const Args& args, const codegen::TargetEntry& targe
     if (!page.ok()) return failed(page.status());
     if (absl::Status st = (*page)->run(*artifact, in, out); !st.ok()) return failed(st);
     return std::nullopt;
+  }
+  if (target.device == "node") {
+    // WebAssembly in node, through the runtime web pages use (web/accy_wasm.js).
+    const TempDir dir;
+    if (!dir.made) return runError("run: cannot make a temporary directory");
+    return runOn(wasmnode::NodeBackend(dir.path));
   }
   if (target.device == "msl-shim") {
     // A check of the MSL emitter on this CPU (tools/msl/shim.h), not a Metal device.
