@@ -5,9 +5,12 @@
 // bool) x extents, integer pow's edge cases, bool buffers, products,
 // reductions, random programs in f32 and f64, batched and differentiated
 // random programs, and the three tone tests. One node process serves the
-// whole suite. Without node the suite is skipped, saying so.
+// whole suite; the tone tests run again in headless Chromium (one page),
+// through web/accy.js. Without node (or Chromium, for the page) the test is
+// skipped, saying so.
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
@@ -20,7 +23,7 @@
 #include "tests/conformance.h"
 #include "tests/gpu_conformance.h"
 #include "tests/random_programs.h"
-#include "tools/wasm/node_backend.h"
+#include "tools/webgpu/page_backend.h"
 #include "tools/webgpu/page_runner.h"
 
 namespace accy::testing {
@@ -31,9 +34,9 @@ std::string tmpDir() {
   return tmp != nullptr ? tmp : "/tmp";
 }
 
-wasmnode::NodeBackend& node() {
-  static wasmnode::NodeBackend b(tmpDir());
-  return b;
+webgpu::PageBackend& node() {
+  static std::unique_ptr<webgpu::PageBackend> b = webgpu::nodeBackend(tmpDir());
+  return *b;
 }
 
 int& validated() {
@@ -109,6 +112,23 @@ TEST(WasmConformance, RandomF64ProgramsMatch) {
     RandomCase c = randomProgram(seed, o);
     ASSERT_TRUE(runAndCompare(g, c.program, c.inputs)) << "seed " << seed;
   }
+}
+
+// The tone tests on wasm in a browser: web/accy.js's loadProgram takes the
+// wasm artifacts (no WebGPU device needed) in web/runner.html.
+TEST(WasmConformance, TheThreeToneTestsRunInChromium) {
+  if (webgpu::chromiumPath().empty()) {
+    GTEST_SKIP() << "Chromium not found (/usr/bin/chromium or ACCY_CHROMIUM): no browser to run wasm in";
+  }
+  const std::string dir = tmpDir() + "/page";
+  std::filesystem::create_directories(dir);
+  webgpu::PageBackend browser("wasm", "browser", [dir] { return webgpu::PageRunner::open(dir); });
+  GpuUnderTest g = wasmUnderTest();
+  g.backend = &browser;
+  g.note = "WebAssembly SIMD128 in headless Chromium";
+  checkTheThreeToneTests(g);
+  std::printf("%d wasm programs ran in one Chromium page\n", browser.runs());
+  EXPECT_GT(browser.runs(), 0);
 }
 
 }  // namespace

@@ -23,70 +23,21 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/gpu_conformance.h"
+#include "tools/webgpu/page_backend.h"
 #include "tools/webgpu/page_runner.h"
 
 namespace accy::testing {
 namespace {
 
-webgpu::PageRunner* page() {
-  static std::unique_ptr<webgpu::PageRunner> runner = [] {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    absl::StatusOr<std::unique_ptr<webgpu::PageRunner>> r = webgpu::PageRunner::open(tmp != nullptr ? tmp : "/tmp");
-    if (!r.ok()) std::fprintf(stderr, "%s\n", std::string(r.status().message()).c_str());
-    return r.ok() ? *std::move(r) : nullptr;
-  }();
-  return runner.get();
+std::string tmpDir() {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return tmp != nullptr ? tmp : "/tmp";
 }
 
-class BrowserProgram final : public backends::LoadedProgram {
- public:
-  BrowserProgram(executable::Executable exe, std::string artifact, std::string options)
-      : exe_(std::move(exe)), artifact_(std::move(artifact)), options_(std::move(options)) {}
-
-  absl::Status launch(absl::Span<const std::span<const std::byte>> inputs,
-                      absl::Span<const std::span<std::byte>> outputs) const override {
-    if (page() == nullptr) return makeError(ErrorKind::kLaunchFailed, "no page runner");
-    return page()->run(artifact_, std::span<const std::span<const std::byte>>(inputs.data(), inputs.size()),
-                       std::span<const std::span<std::byte>>(outputs.data(), outputs.size()), options_);
-  }
-  const executable::Executable& executable() const override { return exe_; }
-
- private:
-  executable::Executable exe_;
-  std::string artifact_;
-  std::string options_;
-};
-
-// WebGPU in the browser as a backend of the suite.
-class BrowserBackend final : public backends::Backend {
- public:
-  // `options`: for web/accy.js's loadProgram ({"subgroups": false}: the
-  // plain modules even where the device has subgroups).
-  explicit BrowserBackend(std::string options = "") : options_(std::move(options)) {
-    info_.name = "browser";
-    info_.targets = {"wgsl"};
-    info_.available = true;
-  }
-  const backends::DeviceInfo& info() const override { return info_; }
-  using Backend::compile;
-  absl::StatusOr<executable::Executable> compile(const tensor::Program& program, const std::string& target,
-                                                 const backends::CompileOptions& options) const override {
-    return codegen::compileFor(target, program, codegen::CompileRequest{.mode = options.mode});
-  }
-  absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> load(executable::Executable exe) const override {
-    absl::StatusOr<std::string> artifact = wgsl::artifactJson(exe);
-    if (!artifact.ok()) return artifact.status();
-    return std::shared_ptr<const backends::LoadedProgram>(
-        std::make_shared<BrowserProgram>(std::move(exe), *std::move(artifact), options_));
-  }
-
- private:
-  std::string options_;
-  backends::DeviceInfo info_;
-};
-
-BrowserBackend& browser() {
-  static BrowserBackend b;
+// WebGPU in the browser as a backend of the suite: one page for the whole
+// test.
+webgpu::PageBackend& browser() {
+  static webgpu::PageBackend b("wgsl", "browser", [] { return webgpu::PageRunner::open(tmpDir()); });
   return b;
 }
 
@@ -116,24 +67,25 @@ TEST(WgslConformance, TheGpuSuiteRunsInChromium) {
   if (webgpu::chromiumPath().empty()) {
     GTEST_SKIP() << "Chromium not found (/usr/bin/chromium or ACCY_CHROMIUM): no browser to run WGSL in";
   }
-  ASSERT_NE(page(), nullptr);
   const GpuUnderTest g = gpu();
   programsLeftOutForDTypes() = 0;
   wholeSuite(g);
-  std::printf("%d WGSL programs ran in one Chromium page (every module validated by Tint)\n", page()->runs());
+  std::printf("%d WGSL programs ran in one Chromium page (every module validated by Tint)\n", browser().runs());
   std::printf("%d programs left out: they hold f64 or i64 values, which WGSL does not have\n",
               programsLeftOutForDTypes());
-  EXPECT_GT(page()->runs(), 500);
+  EXPECT_GT(browser().runs(), 500);
   // Tree reductions ran with subgroup shuffles where the adapter has them;
   // and again with the plain modules, the fallback.
-  std::printf("%d runs used subgroup operations\n", page()->runsWithSubgroups());
-  const int with = page()->runsWithSubgroups();
-  static BrowserBackend plain("{\"subgroups\": false}");
+  std::printf("%d runs used subgroup operations\n", browser().runsWithSubgroups());
+  const int with = browser().runsWithSubgroups();
+  // The same page, loading the plain modules even where the device has
+  // subgroups.
+  const std::unique_ptr<webgpu::PageBackend> plain = browser().withOptions("{\"subgroups\": false}");
   GpuUnderTest fallback = gpu();
-  fallback.backend = &plain;
+  fallback.backend = plain.get();
   fallback.note = "the same without subgroup operations (the fallback)";
   checkTreeReductions(fallback);
-  EXPECT_EQ(page()->runsWithSubgroups(), with) << "the fallback ran subgroup operations";
+  EXPECT_EQ(browser().runsWithSubgroups(), with) << "the fallback ran subgroup operations";
 }
 
 // WGSL has no f64 and no i64: refused by name, with the op.

@@ -38,7 +38,7 @@
 #include "accy/version.h"
 #include "compiler/executable/build_record.h"
 #include "tools/msl/shim.h"
-#include "tools/wasm/node_backend.h"
+#include "tools/webgpu/page_backend.h"
 #include "tools/webgpu/page_runner.h"
 #include "compiler/codegen/x86_64/compile.h"
 #include "compiler/tensor/program.h"
@@ -592,22 +592,16 @@ std::optional<Failure> runOn(const Args& args, const codegen::TargetEntry& targe
     }
   };
   if (target.device == "browser") {
-    absl::StatusOr<executable::Executable> exe = target.compile(program, codegen::CompileRequest{.mode = mode});
-    if (!exe.ok()) return compileFailed(exe.status());
-    absl::StatusOr<std::string> artifact = target.artifact(*exe);
-    if (!artifact.ok()) return compileFailed(artifact.status());
     const TempDir dir;
     if (!dir.made) return runError("run: cannot make a temporary directory");
-    absl::StatusOr<std::unique_ptr<webgpu::PageRunner>> page = webgpu::PageRunner::open(dir.path);
-    if (!page.ok()) return failed(page.status());
-    if (absl::Status st = (*page)->run(*artifact, in, out); !st.ok()) return failed(st);
-    return std::nullopt;
+    const std::string path = dir.path;
+    return runOn(webgpu::PageBackend("wgsl", "browser", [path] { return webgpu::PageRunner::open(path); }));
   }
   if (target.device == "node") {
     // WebAssembly in node, through the runtime web pages use (web/accy_wasm.js).
     const TempDir dir;
     if (!dir.made) return runError("run: cannot make a temporary directory");
-    return runOn(wasmnode::NodeBackend(dir.path));
+    return runOn(*webgpu::nodeBackend(dir.path));
   }
   if (target.device == "msl-shim") {
     // A check of the MSL emitter on this CPU (tools/msl/shim.h), not a Metal device.

@@ -1,6 +1,7 @@
-// Accy's WebGPU runtime for web pages: runs a WGSL artifact (`accy compile
-// --target=wgsl --emit=artifact`, format in docs/WEB.md) on typed arrays.
-// A plain ES module; no build step.
+// Accy's runtime for web pages: runs a WGSL artifact (`accy compile
+// --target=wgsl --emit=artifact`, format in docs/WEB.md) on WebGPU, or a
+// wasm artifact (--target=wasm, docs/WASM.md) through ./accy_wasm.js, on
+// typed arrays, with one API. A plain ES module; no build step.
 //
 //   import {loadProgram} from './accy.js';
 //   const program = await loadProgram(device, await (await fetch('tone.json')).json());
@@ -10,22 +11,11 @@
 // (bool, 0 or 1), with exactly the element count of their descriptor.
 // Pipelines and buffers are made once, at load; every run reuses them.
 
-export class AccyError extends Error {
-  constructor(message) {
-    super(message);
-    this.name = 'AccyError';
-  }
-}
+import {AccyError, describe, elementsOf, loadWasmProgram, WasmProgram} from './accy_wasm.js';
+
+export {AccyError, loadWasmProgram, WasmProgram};
 
 const ARRAYS = {f32: Float32Array, i32: Int32Array, bool: Uint8Array};
-
-function describe(spec) {
-  return `${spec.dtype}[${spec.axes.map((a) => `${a.name}=${a.extent}`).join(', ')}]`;
-}
-
-function elementsOf(spec) {
-  return spec.axes.reduce((n, a) => n * a.extent, 1);
-}
 
 // The device of the page's first adapter (WebGPU), with the `subgroups`
 // feature where the adapter has it, or an AccyError saying what is missing.
@@ -127,10 +117,12 @@ export class Program {
 
 // Checks an artifact, compiles its modules (WGSL errors become an
 // AccyError naming the kernel and the line) and makes its pipelines and
-// buffers. A kernel with a subgroups variant (`wgsl_subgroups`) runs it
+// buffers. A wasm artifact (format accy-wasm-1) loads through
+// loadWasmProgram instead and needs no device (pass null). A kernel with a subgroups variant (`wgsl_subgroups`) runs it
 // where the device has the `subgroups` feature, unless options.subgroups is
 // false; the plain module otherwise.
 export async function loadProgram(device, artifact, options = {}) {
+  if (artifact?.format === 'accy-wasm-1') return loadWasmProgram(artifact);
   if (!artifact || artifact.format !== 'accy-wgsl-1') {
     throw new AccyError(`not an Accy WGSL artifact (format ${artifact?.format ?? 'missing'}; expected accy-wgsl-1)`);
   }

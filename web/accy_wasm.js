@@ -25,11 +25,11 @@ const ARRAYS = {f32: Float32Array, f64: Float64Array, i32: Int32Array, i64: BigI
 const SIZES = {f32: 4, f64: 8, i32: 4, i64: 8, bool: 1};
 const PAGE = 65536;
 
-function describe(spec) {
+export function describe(spec) {
   return `${spec.dtype}[${spec.axes.map((a) => `${a.name}=${a.extent}`).join(', ')}]`;
 }
 
-function elementsOf(spec) {
+export function elementsOf(spec) {
   return spec.axes.reduce((n, a) => n * a.extent, 1);
 }
 
