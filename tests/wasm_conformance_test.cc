@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <vector>
 #include <string>
 
 #include "base/errors.h"
@@ -22,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "tests/conformance.h"
 #include "tests/gpu_conformance.h"
+#include "tests/op_cases.h"
 #include "tests/random_programs.h"
 #include "tools/webgpu/page_backend.h"
 #include "tools/webgpu/page_runner.h"
@@ -112,6 +114,41 @@ TEST(WasmConformance, RandomF64ProgramsMatch) {
     RandomCase c = randomProgram(seed, o);
     ASSERT_TRUE(runAndCompare(g, c.program, c.inputs)) << "seed " << seed;
   }
+}
+
+// Compiled with threads: kernels split their outermost parallel loop across
+// node's worker threads over one shared memory (web/accy_wasm_worker.js).
+TEST(WasmConformance, ThreadsSplitKernelsAcrossWorkers) {
+  if (skipWithoutNode()) GTEST_SKIP() << "node not found (/usr/bin/node or ACCY_NODE): nothing to run wasm in";
+  const GpuUnderTest g = wasmUnderTest(/*threads=*/3);
+  const int before = node().runsOnWorkers();
+  std::mt19937 rng(3);
+  // Extents that split into parts with vector remainders at their edges.
+  for (tensor::DType d : {tensor::DType::f32, tensor::DType::f64}) {
+    for (int64_t n : {int64_t{1} << 18, (int64_t{1} << 18) + 5}) {
+      auto big = tensor::define(
+          "big", std::vector<tensor::Spec>{tensor::spec(d, {{"n", n}}), tensor::spec(d, {})},
+          [](tensor::Builder&, std::span<const tensor::Value> a) -> std::vector<tensor::Value> {
+            return {(a[0] * a[1]).sin().sum("n"), a[0].exp().max("n"), (a[0] + a[1]).cos()};
+          });
+      ASSERT_TRUE(big.ok()) << big.status();
+      auto exe = g.compile_for_gpu(*big);
+      ASSERT_TRUE(exe.ok()) << exe.status();
+      EXPECT_EQ(wasm::threadsOf(*exe), 3);
+      int parallel = 0;
+      for (const executable::LaunchStep& s : exe->launch_plan.steps) parallel += s.parallel_extent > 1;
+      EXPECT_GT(parallel, 0) << "no kernel has a parallel loop";
+      EXPECT_TRUE(runAndCompare(
+          g, *big, {randomBytes(big->inputSpecs()[0], rng, -1, 1), randomBytes(big->inputSpecs()[1], rng, -1, 1)}))
+          << tensor::dtypeName(d) << " n=" << n;
+    }
+  }
+  EXPECT_GE(node().runsOnWorkers() - before, 4) << "launches that ran no part on a worker";
+  GpuUnderTest small = g;
+  small.size.random_programs = 60;
+  checkRandomPrograms(small);
+  checkTheThreeToneTests(small);
+  std::printf("%d launches ran parts on worker threads\n", node().runsOnWorkers() - before);
 }
 
 // The tone tests on wasm in a browser: web/accy.js's loadProgram takes the

@@ -13,6 +13,13 @@
 // program.inputView(i) in place and read program.outputView(i) after
 // program.runInPlace() without any copy; run() copies the arrays it is given
 // in and fresh copies of the outputs out.
+//
+// A program compiled with threads (--threads=N; artifact "threads": N) gets
+// a shared memory and N - 1 workers (./accy_wasm_worker.js: Web Workers, or
+// node's worker threads) that instantiate the same module over it; each
+// kernel with a parallel loop is split into N parts, one run here and the
+// others on the workers, and the launch waits for all. Such programs run
+// with run() or runInPlace() (both async); destroy() ends the workers.
 
 export class AccyError extends Error {
   constructor(message) {
@@ -55,12 +62,15 @@ function layout(buffers) {
 }
 
 export class WasmProgram {
-  constructor(artifact, instance, memory, places) {
+  constructor(artifact, instance, memory, places, workers) {
     this.artifact = artifact;
     this.instance = instance;
     this.memory = memory;
     this.places = places;
+    this.workers = workers;
     this.kernels = artifact.kernels.map((k) => instance.exports[k.export]);
+    // Parts of kernels run on workers so far.
+    this.partsOnWorkers = 0;
   }
 
   get inputs() {
@@ -85,8 +95,34 @@ export class WasmProgram {
     return this.#view('output', i);
   }
 
-  // Runs the kernels on what the input views hold.
-  runInPlace() {
+  // Runs the kernels on what the input views hold (resolves when done).
+  async runInPlace() {
+    if (this.workers.length === 0) {
+      this.runInPlaceSync();
+      return;
+    }
+    for (const [i, k] of this.artifact.kernels.entries()) {
+      const extent = k.parallel_extent > 0 ? k.parallel_extent : 1;
+      const parts = Math.min(this.workers.length + 1, k.parallel_extent > 1 ? k.parallel_extent : 1);
+      if (parts <= 1) {
+        this.kernels[i](0, 0, extent);
+        continue;
+      }
+      const step = Math.ceil(extent / parts);
+      const waits = [];
+      for (let p = 1; p < parts; ++p) {
+        const begin = p * step, end = Math.min(extent, begin + step);
+        if (begin < end) waits.push(this.workers[p - 1].call({kernel: k.export, begin, end}));
+      }
+      this.kernels[i](0, 0, Math.min(step, extent));
+      await Promise.all(waits);
+      this.partsOnWorkers += waits.length;
+    }
+  }
+
+  // The same on this thread alone (programs compiled without threads).
+  runInPlaceSync() {
+    if (this.workers.length > 0) throw new AccyError('this program runs on workers: use runInPlace() or run()');
     this.artifact.kernels.forEach((k, i) => {
       const extent = k.parallel_extent > 0 ? k.parallel_extent : 1;
       this.kernels[i](0, 0, extent);
@@ -97,10 +133,19 @@ export class WasmProgram {
   // Float64Array, Int32Array, BigInt64Array for i64, Uint8Array for bool);
   // resolves to one typed array per output.
   async run(inputs) {
-    return this.runSync(inputs);
+    this.#place(inputs);
+    await this.runInPlace();
+    return this.artifact.outputs.map((_, i) => this.outputView(i).slice());
   }
 
+  // run() for programs compiled without threads, returning the outputs.
   runSync(inputs) {
+    this.#place(inputs);
+    this.runInPlaceSync();
+    return this.artifact.outputs.map((_, i) => this.outputView(i).slice());
+  }
+
+  #place(inputs) {
     const a = this.artifact;
     if (!Array.isArray(inputs) || inputs.length !== a.inputs.length) {
       throw new AccyError(`the program takes ${a.inputs.length} inputs, not ${Array.isArray(inputs) ? inputs.length : typeof inputs}`);
@@ -119,16 +164,65 @@ export class WasmProgram {
       const view = this.inputView(i);
       if (data.buffer !== view.buffer || data.byteOffset !== view.byteOffset) view.set(data);
     });
-    this.runInPlace();
-    return a.outputs.map((_, i) => this.outputView(i).slice());
   }
 
-  destroy() {}
+  destroy() {
+    for (const w of this.workers) w.terminate();
+    this.workers = [];
+  }
+}
+
+// One worker and its pending calls (answered in order).
+class Worker {
+  constructor(handle, onMessage) {
+    this.handle = handle;
+    this.pending = [];
+    onMessage((m) => {
+      const p = this.pending.shift();
+      if (!p) return;
+      if (m.error) p.reject(new AccyError(`a worker failed: ${m.error}`));
+      else p.resolve(m);
+    });
+  }
+  call(message) {
+    return new Promise((resolve, reject) => {
+      this.pending.push({resolve, reject});
+      this.handle.postMessage(message);
+    });
+  }
+  terminate() {
+    this.handle.terminate();
+  }
+}
+
+async function startWorker(module, memory) {
+  const url = new URL('./accy_wasm_worker.js', import.meta.url);
+  let worker;
+  if (typeof process !== 'undefined' && process.versions?.node) {
+    const threads = await import('node:worker_threads');
+    const handle = new threads.Worker(url);
+    handle.unref();  // a program left undestroyed does not keep node alive
+    worker = new Worker(handle, (f) => handle.on('message', f));
+  } else {
+    const handle = new globalThis.Worker(url);
+    worker = new Worker(handle, (f) => {
+      handle.onmessage = (e) => f(e.data);
+    });
+  }
+  await worker.call({module, memory});
+  return worker;
+}
+
+function hardwareThreads() {
+  if (typeof navigator !== 'undefined' && navigator.hardwareConcurrency) return navigator.hardwareConcurrency;
+  return 1;
 }
 
 // Checks an artifact, compiles its module (an engine's refusal becomes an
-// AccyError naming it) and places its buffers in a fresh memory.
-export async function loadWasmProgram(artifact) {
+// AccyError naming it) and places its buffers in a fresh memory. A program
+// compiled with threads starts its workers: options.threads of them in all
+// (this thread included), else the artifact's count, at most the machine's.
+export async function loadWasmProgram(artifact, options = {}) {
   if (!artifact || artifact.format !== 'accy-wasm-1') {
     throw new AccyError(`not an Accy wasm artifact (format ${artifact?.format ?? 'missing'}; expected accy-wasm-1)`);
   }
@@ -164,7 +258,7 @@ export async function loadWasmProgram(artifact) {
   const pages = Math.ceil(bytes / PAGE) + 1;
   let memory;
   try {
-    memory = new WebAssembly.Memory({initial: pages, maximum: 65536, shared: artifact.threads === true});
+    memory = new WebAssembly.Memory({initial: pages, maximum: 65536, shared: artifact.threads > 1});
   } catch (e) {
     throw new AccyError(`no memory of ${bytes} bytes for the program: ${e.message}`);
   }
@@ -173,5 +267,20 @@ export async function loadWasmProgram(artifact) {
     table[i] = p.offset;
   });
   const instance = await WebAssembly.instantiate(module, {env: {memory}});
-  return new WasmProgram(artifact, instance, memory, places);
+  const workers = [];
+  if (artifact.threads > 1) {
+    if (typeof SharedArrayBuffer === 'undefined') {
+      throw new AccyError('this program was compiled with threads, which need SharedArrayBuffer (a cross-origin isolated page)');
+    }
+    let machine = hardwareThreads();
+    if (typeof process !== 'undefined' && process.versions?.node) machine = (await import('node:os')).availableParallelism();
+    const n = Math.max(1, Math.min(options.threads ?? artifact.threads, artifact.threads, Math.max(machine, 2)));
+    try {
+      for (let i = 1; i < n; ++i) workers.push(await startWorker(module, memory));
+    } catch (e) {
+      for (const w of workers) w.terminate();
+      throw new AccyError(`starting the program's workers failed: ${e.message}`);
+    }
+  }
+  return new WasmProgram(artifact, instance, memory, places, workers);
 }

@@ -2,7 +2,9 @@
 // (`accy run --target=wasm`, tests/wasm_conformance_test.cc): one case per
 // line of JSON on stdin, {"artifact": {...}, "inputs": [base64, ...]}; one
 // answer per line on stdout: "ok OUT,OUT,... 0" (the outputs in base64) or
-// "error MESSAGE". The same protocol as web/runner.html's page.
+// "error MESSAGE". The same protocol as web/runner.html's page; the last
+// field counts the parts of kernels that ran on worker threads (programs
+// compiled with threads).
 import {createInterface} from 'node:readline';
 import {loadWasmProgram} from './accy_wasm.js';
 
@@ -27,8 +29,12 @@ for await (const line of lines) {
     const c = JSON.parse(line);
     const program = await loadWasmProgram(c.artifact);
     const inputs = c.inputs.map((b64, i) => decode(b64, program.inputs[i].dtype));
-    const outputs = program.runSync(inputs);
-    answer = 'ok ' + outputs.map(encode).join(',') + ' 0';
+    try {
+      const outputs = await program.run(inputs);
+      answer = 'ok ' + outputs.map(encode).join(',') + ' ' + program.partsOnWorkers;
+    } finally {
+      program.destroy();
+    }
   } catch (e) {
     answer = 'error ' + String(e && e.message ? e.message : e).replace(/\n/g, ' ');
   }

@@ -36,6 +36,7 @@ class PageBackend final : public backends::Backend {
   // over every backend sharing the runner).
   int runs() const;
   int runsWithSubgroups() const;
+  int runsOnWorkers() const { return runsWithSubgroups(); }
 
   struct Runner;
 

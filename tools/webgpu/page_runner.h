@@ -44,8 +44,11 @@ class PageRunner {
   absl::Status run(std::string_view artifact, std::span<const std::span<const std::byte>> inputs,
                    std::span<const std::span<std::byte>> outputs, std::string_view options = "");
   int runs() const { return runs_; }
-  // Runs that used subgroup operations in at least one kernel.
+  // Runs that used subgroup operations in at least one kernel (WGSL), or
+  // ran parts of kernels on worker threads (wasm with threads): what the
+  // runtime reports in the answer's last field, when it is not 0.
   int runsWithSubgroups() const { return runs_with_subgroups_; }
+  int runsOnWorkers() const { return runs_with_subgroups_; }
 
  private:
   PageRunner() = default;

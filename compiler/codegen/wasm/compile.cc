@@ -1,5 +1,8 @@
 #include "compiler/codegen/wasm/compile.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "absl/strings/escaping.h"
 #include "base/errors.h"
 #include "base/status_macros.h"
@@ -49,7 +52,7 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
   writer.importMemory(1, 65536, target.threads > 1);
   executable::Executable exe;
   exe.target = "wasm";
-  exe.isa = target.threads > 1 ? "wasm-simd128-threads" : "wasm-simd128";
+  exe.isa = target.threads > 1 ? strCat("wasm-simd128-threads-", target.threads) : "wasm-simd128";
   const std::vector<ValType> params = {ValType::kI32, ValType::kI32, ValType::kI32};
   for (size_t k = 0; k < module.kernels.size(); ++k) {
     const choir::Kernel& kernel = module.kernels[k];
@@ -76,6 +79,12 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
   return exe;
 }
 
+int threadsOf(const executable::Executable& exe) {
+  constexpr std::string_view kPrefix = "wasm-simd128-threads";
+  if (exe.isa.rfind(kPrefix, 0) != 0) return 1;
+  return std::max(2, std::atoi(exe.isa.c_str() + kPrefix.size() + 1));
+}
+
 absl::StatusOr<std::string> artifactJson(const executable::Executable& exe) {
   std::string module;
   absl::Base64Escape(absl::string_view(reinterpret_cast<const char*>(exe.code.data()), exe.code.size()), &module);
@@ -84,7 +93,7 @@ absl::StatusOr<std::string> artifactJson(const executable::Executable& exe) {
       [&](size_t k, std::string_view) -> absl::StatusOr<std::string> {
         return strCat(", \"export\": \"k", k, "\", \"parallel_extent\": ", exe.launch_plan.steps[k].parallel_extent);
       },
-      strCat(",\n  \"threads\": ", exe.isa == "wasm-simd128-threads" ? "true" : "false",
+      strCat(",\n  \"threads\": ", threadsOf(exe),
              ",\n  \"module\": ", gpu::jsonString(module)));
 }
 

@@ -46,6 +46,10 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
 // in base64.
 absl::StatusOr<std::string> artifactJson(const executable::Executable& exe);
 
+// The threads an executable was compiled for (its isa names them:
+// "wasm-simd128-threads-4"); 1 without threads.
+int threadsOf(const executable::Executable& exe);
+
 }  // namespace accy::wasm
 
 #endif  // ACCY_COMPILER_CODEGEN_WASM_COMPILE_H_
