@@ -1,7 +1,9 @@
 // Sixteen samples of sin(3 t); eight guesses of the frequency descend on
 // the mismatch sum((sin(f t) - sample)^2) with its slope, both from one
-// WebGPU launch per step (vmap(valueAndGrad(mismatch)) compiled to WGSL),
-// drawn as dots on the mismatch curve (256 frequencies in one launch).
+// launch per step (vmap(valueAndGrad(mismatch)) compiled to WGSL for
+// WebGPU, or to WebAssembly), drawn as dots on the mismatch curve (256
+// frequencies in one launch). ?target=wasm (the page's switch) picks
+// WebAssembly; without WebGPU the page falls back to it by itself.
 import {requestDevice, loadProgram} from './accy.js';
 
 const POINTS = 16, STEPS = 100, RATE = 0.005;
@@ -49,10 +51,26 @@ function draw(freqs, curve, guesses, step) {
   ctx.fillText(`step ${step} of ${STEPS}`, canvas.width - 120, M.top + 4);
 }
 
+// The target asked for (?target=wgsl|wasm, WebGPU unless asked), and the
+// device: without WebGPU, wasm, saying why.
+async function chooseTarget() {
+  const asked = new URLSearchParams(location.search).get('target') ?? 'wgsl';
+  if (asked === 'wasm') return {target: 'wasm', device: null, note: 'WebAssembly, as asked'};
+  try {
+    return {target: 'wgsl', device: await requestDevice(), note: 'WebGPU'};
+  } catch (e) {
+    return {target: 'wasm', device: null, note: `WebAssembly: no WebGPU here (${e.message})`};
+  }
+}
+
 async function main() {
-  const device = await requestDevice();
-  const refine = await loadProgram(device, globalThis.TONE_ARTIFACTS.refine);
-  const curveProgram = await loadProgram(device, globalThis.TONE_ARTIFACTS.curve);
+  const {target, device, note} = await chooseTarget();
+  for (const link of document.querySelectorAll('#switch a')) {
+    link.style.fontWeight = link.dataset.target === target ? 'bold' : 'normal';
+  }
+  const artifacts = globalThis.TONE_ARTIFACTS[target];
+  const refine = await loadProgram(device, artifacts.refine);
+  const curveProgram = await loadProgram(device, artifacts.curve);
   const n = curveProgram.inputs[0].axes[0].extent;
   const freqs = Float32Array.from({length: n}, (_, i) => LO + (HI - LO) * i / (n - 1));
   const [curve] = await curveProgram.run([freqs, time, sample]);
@@ -67,8 +85,9 @@ async function main() {
   }
   const [last] = await refine.run([guesses, time, sample]);
   draw(freqs, curve, {f: guesses, m: last}, STEPS);
-  status.textContent = 'started at 0.5 1.5 2.5 3.5 4.5 5.5 6.5 7.5\nafter ' + STEPS + ' steps:  ' + Array.from(guesses, (g) => g.toFixed(4)).join(' ');
-  return {guesses: Array.from(guesses), mismatch: Array.from(last)};
+  status.textContent = 'on ' + note + '\nstarted at 0.5 1.5 2.5 3.5 4.5 5.5 6.5 7.5\nafter ' + STEPS + ' steps:  ' +
+                       Array.from(guesses, (g) => g.toFixed(4)).join(' ');
+  return {target, note, guesses: Array.from(guesses), mismatch: Array.from(last)};
 }
 
 window.toneDone = main().catch((e) => {

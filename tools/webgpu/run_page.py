@@ -2,7 +2,7 @@
 """Loads a page in headless Chromium (WebGPU on SwiftShader's Vulkan) and
 prints what a JavaScript expression on it resolves to.
 
-    run_page.py PAGE.html EXPRESSION [--timeout=SECONDS] [--screenshot=PNG]
+    run_page.py PAGE.html EXPRESSION [--timeout=SECONDS] [--screenshot=PNG] [--webgpu=off]
     run_page.py PAGE.html --serve=FUNCTION [--timeout=SECONDS]
 
 Chromium is driven through the DevTools protocol over a pipe
@@ -10,7 +10,9 @@ Chromium is driven through the DevTools protocol over a pipe
 JSON message ended by a NUL byte), so nothing beyond Python's standard
 library is needed. The expression is evaluated once the page has loaded;
 when it gives a promise, the result is what the promise resolves to (a
-string is printed as it is, anything else as JSON). The page's console
+string is printed as it is, anything else as JSON). PAGE.html may end in a
+query (?target=wasm). --webgpu=off starts Chromium without its WebGPU
+flags, as a browser without WebGPU. The page's console
 lines go to stderr. Exit status: 0 on success, 1 when the expression threw
 or the page failed, 2 for a bad invocation, 3 when Chromium is missing, 4 on
 timeout.
@@ -43,7 +45,7 @@ def chromium_path():
 
 
 class Browser:
-    def __init__(self, chromium, timeout):
+    def __init__(self, chromium, timeout, webgpu=True):
         self.deadline = time.monotonic() + timeout
         self.profile = tempfile.mkdtemp(prefix="accy-chromium-")
         cmd_r, self.cmd_w = os.pipe()
@@ -54,8 +56,8 @@ class Browser:
             os.dup2(a, 3)
             os.dup2(b, 4)
 
-        args = [chromium, "--headless=new", "--no-sandbox", "--enable-unsafe-webgpu",
-                "--use-webgpu-adapter=swiftshader", "--allow-file-access-from-files",
+        gpu = ["--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader"] if webgpu else ["--disable-webgpu"]
+        args = [chromium, "--headless=new", "--no-sandbox", *gpu, "--allow-file-access-from-files",
                 "--remote-debugging-pipe", "--no-first-run", "--disable-gpu-sandbox",
                 f"--user-data-dir={self.profile}", "about:blank"]
         self.proc = subprocess.Popen(args, preexec_fn=child_fds,
@@ -132,6 +134,7 @@ def main(argv):
     if serve is not None:
         positional.append("")
     page, expression = positional
+    page, query = (page.split("?", 1) + [""])[:2]
     if not os.path.exists(page):
         print(f"run_page: no page {page}", file=sys.stderr)
         return 2
@@ -139,13 +142,13 @@ def main(argv):
     if chromium is None:
         print("run_page: Chromium not found (chromium on PATH, or ACCY_CHROMIUM)", file=sys.stderr)
         return 3
-    browser = Browser(chromium, float(options.get("--timeout", "300")))
+    browser = Browser(chromium, float(options.get("--timeout", "300")), options.get("--webgpu", "on") != "off")
     try:
         target = browser.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = browser.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         browser.call("Runtime.enable", session=session)
         browser.call("Page.enable", session=session)
-        browser.call("Page.navigate", {"url": "file://" + os.path.abspath(page)}, session=session)
+        browser.call("Page.navigate", {"url": "file://" + os.path.abspath(page) + ("?" + query if query else "")}, session=session)
         waiting = ("new Promise((resolve) => { if (document.readyState === 'complete') resolve(); "
                    "else addEventListener('load', () => resolve()); })")
         # Page.navigate returns before the new document exists: retry until
