@@ -12,10 +12,12 @@ packages=(
   libssl-dev openssl libopenblas-dev graphviz
   clang libclang-rt-14-dev
   cmake xz-utils
-  chromium
+  chromium nodejs
 )
 # chromium: headless, it runs the WGSL target (WebGPU on SwiftShader's
 # Vulkan) for tests/wgsl_conformance_test.cc and tools/webgpu/run_page.py.
+# nodejs: runs the wasm target (tests/wasm_conformance_test.cc, accy run
+# --target=wasm); wabt checks its modules.
 # `make bench` also measures PyTorch on the CPU (bench/torch_perceptron.py).
 if [ "${1:-}" = "--bench" ]; then
   packages+=(python3-torch)

@@ -4,6 +4,9 @@
 // native x86-64 code (one thread) in this process; the medians and their
 // ratios, with the CPU model and node's version.
 //
+// Then the first with threads: wasm on node's worker threads (as many as the
+// machine has) against x86-64 on as many threads.
+//
 //   bazel build -c opt //bench/wasm:wasm_bench && bazel-bin/bench/wasm/wasm_bench
 #include <algorithm>
 #include <chrono>
@@ -13,6 +16,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <vector>
 
 #include "accy/accy.h"
@@ -52,9 +57,9 @@ double medianMs(F&& f, int reps) {
   return t[t.size() / 2];
 }
 
-// The native side: one thread, the inputs the node script fills.
-double nativeMs(const tensor::Program& program, int reps) {
-  auto exe = tensor::CpuExecutable::compile(program, {.threads = 1});
+// The native side: one thread unless asked, the inputs the node script fills.
+double nativeMs(const tensor::Program& program, int reps, int threads = 1) {
+  auto exe = tensor::CpuExecutable::compile(program, {.threads = threads});
   if (!exe.ok()) {
     std::fprintf(stderr, "native compile: %s\n", std::string(exe.status().message()).c_str());
     std::exit(1);
@@ -85,7 +90,7 @@ int run(int reps) {
   }
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "accy_wasm_bench";
   std::filesystem::create_directories(dir);
-  for (const char* f : {"web/accy_wasm.js", "bench/wasm/bench.mjs"}) {
+  for (const char* f : {"web/accy_wasm.js", "web/accy_wasm_worker.js", "bench/wasm/bench.mjs"}) {
     absl::StatusOr<std::string> from = webgpu::sourceFile(f);
     if (!from.ok()) {
       std::fprintf(stderr, "%s\n", std::string(from.status().message()).c_str());
@@ -95,8 +100,11 @@ int run(int reps) {
                                std::filesystem::copy_options::overwrite_existing);
   }
   const std::pair<const char*, tensor::Program> programs[] = {{"sin_affine", sinAffine()}, {"sum", sum()}};
-  for (const auto& [name, program] : programs) {
-    absl::StatusOr<executable::Executable> exe = wasm::compileProgram(program, wasm::TargetInfo{});
+  const int threads = std::max(2u, std::thread::hardware_concurrency());
+  for (const auto& [name, program, t] : {std::tuple{"sin_affine", programs[0].second, 1},
+                                         std::tuple{"sum", programs[1].second, 1},
+                                         std::tuple{"sin_affine_threads", programs[0].second, threads}}) {
+    absl::StatusOr<executable::Executable> exe = wasm::compileProgram(program, wasm::TargetInfo{.threads = t});
     absl::StatusOr<std::string> artifact = exe.ok() ? wasm::artifactJson(*exe) : exe.status();
     if (!artifact.ok()) {
       std::fprintf(stderr, "wasm compile %s: %s\n", name, std::string(artifact.status().message()).c_str());
@@ -114,7 +122,7 @@ int run(int reps) {
   std::vector<std::string> lines;
   char buf[4096];
   while (p != nullptr && std::fgets(buf, sizeof buf, p) != nullptr) lines.emplace_back(buf);
-  if (p == nullptr || pclose(p) != 0 || lines.size() != 2) {
+  if (p == nullptr || pclose(p) != 0 || lines.size() != 3) {
     std::fprintf(stderr, "the node side failed (%zu lines)\n", lines.size());
     return 1;
   }
@@ -128,6 +136,10 @@ int run(int reps) {
     std::printf("| %s | %.2f ms | %.2f ms | %.2f ms | %.2fx | %.2fx | %.2g |\n", programs[k].first, w, js, native, js / w,
                 native / w, field(lines[k], "max_difference"));
   }
+  const double native_threads = nativeMs(programs[0].second, reps, threads);
+  const double w = field(lines[2], "wasm_ms");
+  std::printf("| sin_affine, %d threads | %.2f ms | - | %.2f ms | - | %.2fx | - |\n", threads, w, native_threads,
+              native_threads / w);
   std::printf("\nratios: speed of wasm relative to the other (above 1: wasm is faster)\n");
   return 0;
 }

@@ -1,5 +1,5 @@
 // Targets as data: one entry per compile target (x86_64, spirv, ptx, wgsl,
-// msl; wasm joins here). What `Function::compile`, `accy compile`,
+// msl, wasm, reference). What `Function::compile`, `accy compile`,
 // accyd's Compile, RemoteSession and every backend know about a target
 // (its name, what `accy compile --emit` writes for it, the arithmetic modes
 // it compiles, the device that runs it, how to compile for it) is read from
