@@ -116,6 +116,47 @@ TEST(WasmConformance, RandomF64ProgramsMatch) {
   }
 }
 
+// The text of a module, by wabt's wasm2wat.
+std::string watOf(const executable::Executable& exe) {
+  const std::string path = tmpDir() + "/text.wasm", text = tmpDir() + "/text.wat";
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(exe.code.data()), static_cast<std::streamsize>(exe.code.size()));
+  if (std::system(strCat("wasm2wat --enable-threads ", path, " -o ", text).c_str()) != 0) return "";
+  std::ifstream in(text);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Vectorized loops run SIMD128 lanes: f32x4, f64x2 and i32x4 (with their
+// reductions' four accumulators), each checked in the module's text and
+// against the evaluator.
+TEST(WasmConformance, VectorLoopsUseSimd128Lanes) {
+  if (skipWithoutNode()) GTEST_SKIP() << "node not found (/usr/bin/node or ACCY_NODE): nothing to run wasm in";
+  if (std::system("wasm2wat --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "wasm2wat (wabt) not found";
+  const GpuUnderTest g = wasmUnderTest();
+  std::mt19937 rng(21);
+  struct Case {
+    tensor::DType dtype;
+    std::vector<std::string> ops;  // in the module's text
+  };
+  for (const Case& c : {Case{tensor::DType::f32, {"f32x4.mul", "f32x4.add", "v128.bitselect"}},
+                        Case{tensor::DType::f64, {"f64x2.mul", "f64x2.add", "v128.bitselect"}},
+                        Case{tensor::DType::i32, {"i32x4.mul", "i32x4.add", "i32x4.max_s", "i32x4.gt_s"}}}) {
+    const std::vector<tensor::Spec> specs = {tensor::spec(c.dtype, {{"r", 3}, {"i", 103}}),
+                                             tensor::spec(c.dtype, {{"i", 103}})};
+    auto p = tensor::define("lanes", specs, [](tensor::Builder&, std::span<const tensor::Value> a) -> std::vector<tensor::Value> {
+      const tensor::Value v = a[0] * a[1] + a[0];
+      return {v.gt(a[1]).where(v, a[1]).max(a[0]), (a[0] * a[1]).sum("i")};
+    });
+    ASSERT_TRUE(p.ok()) << p.status();
+    auto exe = g.compile_for_gpu(*p);
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    const std::string wat = watOf(*exe);
+    for (const std::string& op : c.ops) EXPECT_THAT(wat, ::testing::HasSubstr(op)) << tensor::dtypeName(c.dtype);
+    EXPECT_TRUE(runAndCompare(g, *p, {randomBytes(specs[0], rng, -50, 50), randomBytes(specs[1], rng, -50, 50)}))
+        << tensor::dtypeName(c.dtype);
+  }
+}
+
 // Compiled with threads: kernels split their outermost parallel loop across
 // node's worker threads over one shared memory (web/accy_wasm_worker.js).
 TEST(WasmConformance, ThreadsSplitKernelsAcrossWorkers) {

@@ -16,9 +16,22 @@ int lanesFor(const VectorizeOptions& o, DType lane, int64_t extent) {
   return bytes / size;
 }
 
-// The one floating dtype of every value in `e`, or nullopt when the values
-// mix types or hold anything the vector path does not take.
-bool uniformFloat(const Module& m, const ExprRef& e, int var, DType* lane) {
+// The ops an i32 vector loop may hold (VectorizeOptions::int32).
+bool int32VectorOp(OpCode op) {
+  switch (op) {
+    case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul: case OpCode::kNeg: case OpCode::kAbs:
+    case OpCode::kMax: case OpCode::kMin: case OpCode::kWhere:
+    case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq: case OpCode::kNe:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Whether every value in `e` has the dtype `lane` (f32, f64, or i32 under
+// the ops above), comparisons aside, and every load walks `var` with stride
+// 0 or 1.
+bool uniformLanes(const Module& m, const ExprRef& e, int var, DType* lane) {
   bool ok = true;
   visitExpr(e, [&](const Expr& x) {
     if (!ok) return;
@@ -28,8 +41,12 @@ bool uniformFloat(const Module& m, const ExprRef& e, int var, DType* lane) {
     }
     const bool is_compare = x.kind == ExprKind::kOp &&
                             tensor::opCategory(x.op) == tensor::OpCategory::Compare;
+    if (*lane == DType::i32 && x.kind == ExprKind::kOp && !int32VectorOp(x.op)) {
+      ok = false;
+      return;
+    }
     if (!is_compare) {
-      if (x.dtype != DType::f32 && x.dtype != DType::f64) {
+      if (x.dtype != DType::f32 && x.dtype != DType::f64 && x.dtype != DType::i32) {
         ok = false;
         return;
       }
@@ -46,6 +63,8 @@ bool uniformFloat(const Module& m, const ExprRef& e, int var, DType* lane) {
   return ok;
 }
 
+bool vectorLane(const VectorizeOptions& o, DType lane) { return isFloating(lane) || (o.int32 && lane == DType::i32); }
+
 void visit(const Module& m, std::vector<Stmt>& stmts, const VectorizeOptions& o) {
   for (Stmt& s : stmts) {
     if (s.kind == StmtKind::kLoop) {
@@ -57,9 +76,9 @@ void visit(const Module& m, std::vector<Stmt>& stmts, const VectorizeOptions& o)
       const Stmt& st = s.body[0];
       DType lane = m.buffers[st.buffer].dtype;
       const int width = lanesFor(o, lane, s.loop.extent);
-      if (s.loop.tag == LoopTag::kSerial && isFloating(lane) && s.loop.extent >= width &&
+      if (s.loop.tag == LoopTag::kSerial && vectorLane(o, lane) && s.loop.extent >= width &&
           flatCoeff(m.buffers[st.buffer], st.index, s.loop.var) == 1 &&
-          uniformFloat(m, st.value, s.loop.var, &lane)) {
+          uniformLanes(m, st.value, s.loop.var, &lane)) {
         s.loop.tag = LoopTag::kVectorized;
         s.loop.vector_width = width;
       }
@@ -69,8 +88,8 @@ void visit(const Module& m, std::vector<Stmt>& stmts, const VectorizeOptions& o)
       LoopHeader& h = s.domain.back();
       DType lane = m.buffers[s.buffer].dtype;
       const int width = lanesFor(o, lane, h.extent);
-      if (h.tag == LoopTag::kSerial && isFloating(lane) && h.extent >= width &&
-          uniformFloat(m, s.value, h.var, &lane)) {
+      if (h.tag == LoopTag::kSerial && vectorLane(o, lane) && h.extent >= width &&
+          uniformLanes(m, s.value, h.var, &lane)) {
         h.tag = LoopTag::kVectorized;
         h.vector_width = width;
       }

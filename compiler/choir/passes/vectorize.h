@@ -9,12 +9,17 @@ namespace accy::choir {
 
 struct VectorizeOptions {
   int vector_bytes = 16;  // the target's widest vector register
+  // Also i32 loops whose values are i32 and whose ops are add, sub, mul,
+  // neg, abs, max, min, where and comparisons (a target with i32 vector
+  // lanes for them: wasm's i32x4).
+  bool int32 = false;
 };
 
 // An innermost store loop, or the innermost loop of a reduction domain, is
 // tagged kVectorized with vector_bytes / element-size lanes when: every
-// value in the statement is f32, or every value is f64 (comparisons giving
-// bool may feed `where`); it has no index values or casts; every load walks
+// value in the statement is f32, or every value is f64, or (with `int32`)
+// every value is i32 under the ops above (comparisons giving bool may feed
+// `where`); it has no index values or casts; every load walks
 // the loop's variable with stride 0 or 1; a store walks it with stride 1;
 // and the extent is at least one vector. The vector is the target's widest,
 // or narrower (down to 16 bytes) for a loop shorter than the widest. The

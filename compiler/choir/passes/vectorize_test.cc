@@ -39,6 +39,27 @@ TEST(Vectorize, StridedIntegerShortOrCastLoopsStayScalar) {
             LoopTag::kSerial);
 }
 
+// With int32 (wasm's i32x4): i32 loops of the ops i32 lanes have; not
+// division, pow, casts or i64.
+TEST(Vectorize, Int32LoopsWhenTheTargetHasI32Lanes) {
+  auto tag = [](Module m) {
+    return innermost(*vectorizeLoops(*fuseKernels(m), VectorizeOptions{.vector_bytes = 16, .int32 = true})).tag;
+  };
+  const std::vector<tensor::Spec> ints = {tensor::spec(DType::i32, {{"i", 40}})};
+  EXPECT_EQ(tag(lowered(ints, [](tensor::Builder&, Args a) { return (a[0] * 3 - a[0].abs()).max(a[0].neg()); })),
+            LoopTag::kVectorized);
+  EXPECT_EQ(tag(lowered(ints, [](tensor::Builder&, Args a) { return a[0].gt(2).where(a[0], a[0] + 1); })),
+            LoopTag::kVectorized);
+  EXPECT_EQ(tag(lowered(ints, [](tensor::Builder&, Args a) { return a[0] / 3; })), LoopTag::kSerial);
+  EXPECT_EQ(tag(lowered(ints, [](tensor::Builder&, Args a) { return a[0].pow(a[0]); })), LoopTag::kSerial);
+  EXPECT_EQ(tag(lowered({tensor::spec(DType::i64, {{"i", 40}})}, [](tensor::Builder&, Args a) { return a[0] * 2; })),
+            LoopTag::kSerial);
+  Module r = *fuseKernels(lowered({tensor::spec(DType::i32, {{"g", 3}, {"p", 100}})},
+                                  [](tensor::Builder&, Args a) { return (a[0] * a[0]).sum("p"); }));
+  auto v = vectorizeLoops(r, VectorizeOptions{.vector_bytes = 16, .int32 = true});
+  EXPECT_EQ(v->kernels[0].body[0].body[0].domain.back().tag, LoopTag::kVectorized);
+}
+
 TEST(Vectorize, ARowShorterThanTheWidestVectorTakesANarrowerOne) {
   auto width = [](int64_t n) {
     Module m = *fuseKernels(lowered({tensor::spec(DType::f32, {{"r", 5}, {"i", n}})},

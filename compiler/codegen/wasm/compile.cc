@@ -37,6 +37,7 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
                                                       const choir::PassHook& dump) {
   choir::PipelineOptions pipeline;
   pipeline.vectorize.vector_bytes = kVectorBytes;
+  pipeline.vectorize.int32 = true;  // i32x4
   pipeline.parallelize.threads = std::max(1, target.threads);
   pipeline.fuse_limits = x64::cpuFuseLimits();
   pipeline.dump = dump;

@@ -150,25 +150,34 @@ absl::Status KernelEmitter::loop(const Stmt& s, bool outermost) {
   return counted(i, limit, 1, [&] { return stmts(s.body, false); });
 }
 
-bool KernelEmitter::vectorizable(const ExprRef& e, int var) const {
+bool KernelEmitter::vectorizable(const ExprRef& e, int var, DType lane) const {
+  if (!isFloat(lane) && lane != DType::i32) return false;
   bool ok = true;
   choir::visitExpr(e, [&](const Expr& x) {
     switch (x.kind) {
       case ExprKind::kLoad: {
         const int64_t c = choir::flatCoeff(m_.buffers[x.buffer], x.index, var);
-        if (!isFloat(x.dtype) || (c != 0 && c != 1)) ok = false;
+        if (x.dtype != lane || (c != 0 && c != 1)) ok = false;
         break;
       }
       case ExprKind::kConstant:
-        if (!isFloat(x.dtype) && x.dtype != DType::bool_) ok = false;
+        if (x.dtype != lane && x.dtype != DType::bool_) ok = false;
         break;
       case ExprKind::kIndex:
         ok = false;
         break;
       case ExprKind::kOp:
         if (x.op == OpCode::kCast) ok = false;
-        if (!isFloat(x.dtype) && !(x.dtype == DType::bool_ && x.args.size() == 2 && isFloat(x.args[0]->dtype))) {
-          ok = false;  // bools only from comparing floats
+        // Bools only from comparing lane values.
+        if (x.dtype != lane && !(x.dtype == DType::bool_ && x.args.size() == 2 && x.args[0]->dtype == lane)) ok = false;
+        if (lane == DType::i32 && x.dtype == DType::i32 && x.op != OpCode::kWhere) {
+          switch (x.op) {
+            case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul: case OpCode::kNeg: case OpCode::kAbs:
+            case OpCode::kMax: case OpCode::kMin:
+              break;
+            default:
+              ok = false;
+          }
         }
         break;
     }
@@ -197,8 +206,8 @@ absl::Status KernelEmitter::innermostStore(const Stmt& l, bool outermost) {
   prepareRows(st, l.loop.var);
   const Mode scalar{false, l.loop.var, i};
   const bool vectorized = (l.loop.tag == LoopTag::kVectorized || (parallel && l.loop.vector_width > 1)) &&
-                          isFloat(dtype) && choir::flatCoeff(m_.buffers[st.buffer], st.index, l.loop.var) == 1 &&
-                          vectorizable(st.value, l.loop.var);
+                          choir::flatCoeff(m_.buffers[st.buffer], st.index, l.loop.var) == 1 &&
+                          vectorizable(st.value, l.loop.var, dtype);
   if (vectorized) {
     const int lanes = lanesOf(dtype);
     const Mode vec{true, l.loop.var, i};
@@ -408,8 +417,8 @@ absl::StatusOr<uint32_t> KernelEmitter::expr(const ExprRef& e, const Mode& mode)
         if (e->dtype != DType::i64) bits &= 0xffffffffu;
         lane_bits = isWide(e->dtype) ? 64 : 32;
       }
-      if (mode.vector && !isFloat(e->dtype) && e->dtype != DType::bool_) {
-        return unimplemented("integer constant in a vector loop");
+      if (mode.vector && isWide(e->dtype) && !isFloat(e->dtype)) {
+        return unimplemented("i64 constant in a vector loop");
       }
       v = pool_.get(mode.vector ? ValType::kV128 : valType(e->dtype), bits, lane_bits);
       break;
@@ -464,11 +473,19 @@ absl::StatusOr<uint32_t> KernelEmitter::op(const Expr& e, const std::vector<uint
                                              math::Cmp::kGe, math::Cmp::kEq, math::Cmp::kNe};
         return o.cmp(kCmp[static_cast<int>(e.op) - static_cast<int>(OpCode::kLt)], a[0], a[1]);
       }
-      if (mode.vector) return unimplemented("integer comparison in a vector loop");
+      const int i = static_cast<int>(e.op) - static_cast<int>(OpCode::kLt);
+      if (mode.vector) {
+        if (arg != DType::i32) return unimplemented("i64 comparison in a vector loop");
+        static constexpr uint32_t kV[] = {simd::kI32x4LtS, simd::kI32x4LeS, simd::kI32x4GtS,
+                                          simd::kI32x4GeS, simd::kI32x4Eq,  simd::kI32x4Ne};
+        f_.get(a[0]);
+        f_.get(a[1]);
+        f_.simdOp(kV[i]);
+        return keep(ValType::kV128);
+      }
       const bool wide = arg == DType::i64;
       static constexpr uint8_t k32[] = {op::kI32LtS, op::kI32LeS, op::kI32GtS, op::kI32GeS, op::kI32Eq, op::kI32Ne};
       static constexpr uint8_t k64[] = {op::kI64LtS, op::kI64LeS, op::kI64GtS, op::kI64GeS, op::kI64Eq, op::kI64Ne};
-      const int i = static_cast<int>(e.op) - static_cast<int>(OpCode::kLt);
       f_.get(a[0]);
       f_.get(a[1]);
       f_.op(wide ? k64[i] : k32[i]);
@@ -478,8 +495,43 @@ absl::StatusOr<uint32_t> KernelEmitter::op(const Expr& e, const std::vector<uint
       break;
   }
   if (isFloat(e.dtype)) return floatOp(e, a, mode.vector);
-  if (mode.vector) return unimplemented(strCat("integer ", tensor::opName(e.op), " in a vector loop"));
+  if (mode.vector) {
+    if (e.dtype == DType::i32) return int32VectorOp(e, a);
+    return unimplemented(strCat(tensor::dtypeName(e.dtype), " ", tensor::opName(e.op), " in a vector loop"));
+  }
   return intOp(e, a, arg);
+}
+
+absl::StatusOr<uint32_t> KernelEmitter::int32VectorOp(const Expr& e, const std::vector<uint32_t>& a) {
+  uint32_t opcode = 0;
+  switch (e.op) {
+    case OpCode::kNeg:
+      opcode = simd::kI32x4Neg;
+      break;
+    case OpCode::kAbs:
+      opcode = simd::kI32x4Abs;
+      break;
+    case OpCode::kAdd:
+      opcode = simd::kI32x4Add;
+      break;
+    case OpCode::kSub:
+      opcode = simd::kI32x4Sub;
+      break;
+    case OpCode::kMul:
+      opcode = simd::kI32x4Mul;
+      break;
+    case OpCode::kMax:
+      opcode = simd::kI32x4MaxS;
+      break;
+    case OpCode::kMin:
+      opcode = simd::kI32x4MinS;
+      break;
+    default:
+      return unimplemented(strCat("i32 ", tensor::opName(e.op), " in a vector loop"));
+  }
+  for (uint32_t x : a) f_.get(x);
+  f_.simdOp(opcode);
+  return keep(ValType::kV128);
 }
 
 absl::StatusOr<uint32_t> KernelEmitter::floatOp(const Expr& e, const std::vector<uint32_t>& a, bool vector) {
@@ -744,6 +796,16 @@ uint32_t KernelEmitter::identity(OpCode combiner, DType dtype, bool vector) {
 }
 
 uint32_t KernelEmitter::combine(OpCode combiner, DType dtype, uint32_t acc, uint32_t x, bool vector) {
+  if (vector && dtype == DType::i32) {
+    f_.get(acc);
+    f_.get(x);
+    f_.simdOp(combiner == OpCode::kMul   ? simd::kI32x4Mul
+              : combiner == OpCode::kMax ? simd::kI32x4MaxS
+              : combiner == OpCode::kMin ? simd::kI32x4MinS
+                                         : simd::kI32x4Add);
+    f_.set(acc);
+    return acc;
+  }
   if (isFloat(dtype)) {
     WasmOps o(f_, pool_, dtype == DType::f64, vector);
     uint32_t r = 0;
@@ -795,7 +857,7 @@ absl::Status KernelEmitter::reduce(const Stmt& s) {
   const DType dtype = m_.buffers[s.buffer].dtype;
   const uint32_t acc = identity(s.combiner, dtype, false);
   const choir::LoopHeader& inner = s.domain.back();
-  const bool vectorized = inner.tag == LoopTag::kVectorized && isFloat(dtype) && vectorizable(s.value, inner.var);
+  const bool vectorized = inner.tag == LoopTag::kVectorized && vectorizable(s.value, inner.var, dtype);
   const int lanes = lanesOf(dtype);
   constexpr int kUnroll = 4;
   constexpr int kUnrollNodes = 32;
@@ -869,7 +931,9 @@ absl::Status KernelEmitter::reduce(const Stmt& s) {
     for (int u = 1; u < kUnroll; ++u) combine(s.combiner, dtype, vacc[0], vacc[u], true);
     for (int l = 0; l < lanes; ++l) {
       f_.get(vacc[0]);
-      f_.simdOp(dtype == DType::f64 ? simd::kF64x2ExtractLane : simd::kF32x4ExtractLane);
+      f_.simdOp(dtype == DType::f64   ? simd::kF64x2ExtractLane
+                : dtype == DType::i32 ? simd::kI32x4ExtractLane
+                                      : simd::kF32x4ExtractLane);
       f_.lane(static_cast<uint8_t>(l));
       combine(s.combiner, dtype, acc, keep(valType(dtype)), false);
     }
