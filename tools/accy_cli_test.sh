@@ -108,7 +108,7 @@ elif [ "$(head -c 7 "$WORK/tone.accyexe")" != "ACCYEXE" ]; then
   fail "the artifact does not start with ACCYEXE"
 fi
 expect 2 "target msl does not write --emit=asm (it writes msl, artifact)" -- "$ACCY" compile "$WIRE" --target=msl --emit=asm
-expect 2 "target cuda is not available in this build (available: x86_64, spirv, ptx, wgsl, msl, reference)" -- "$ACCY" compile "$WIRE" --target cuda --emit=asm
+expect 2 "target cuda is not available in this build (available: x86_64, spirv, ptx, wgsl, msl, wasm, reference)" -- "$ACCY" compile "$WIRE" --target cuda --emit=asm
 # A target without a case of its own in the tool (reference) compiles
 # through its registry entry; --emit and --mode are checked against it.
 expect 0 "(reference, evaluator, 1 kernels)" -- "$ACCY" compile "$WIRE" --target=reference --emit=artifact -o "$WORK/ref.accyexe"
@@ -181,15 +181,15 @@ fi
 
 # Every target that can run here runs from the same command (--target): the
 # reference evaluator, Vulkan (lavapipe), WebGPU in headless Chromium, MSL
-# through the shim (clang++ on the CPU). A
+# through the shim (clang++ on the CPU), WebAssembly in node. A
 # missing device is reported by the tool and skipped here, saying so.
-for t in reference spirv wgsl msl; do
+for t in reference spirv wgsl msl wasm; do
   (
     cd "$WORK" && "$ACCY" run "$WIRE8" --target=$t --input 0=guesses.npy --input 1=time.npy --input 2=sample.npy \
       --output 0=out_$t.npy
   ) >"$WORK/run_$t.txt" 2>&1
   rc=$?
-  if [ $rc -ne 0 ] && grep -qE "is not available|no Chromium|clang\+\+ not found" "$WORK/run_$t.txt"; then
+  if [ $rc -ne 0 ] && grep -qE "is not available|no Chromium|clang\+\+ not found|no node" "$WORK/run_$t.txt"; then
     echo "skipped: accy run --target=$t: $(head -1 "$WORK/run_$t.txt")"
     continue
   fi

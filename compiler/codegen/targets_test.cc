@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tools/msl/shim.h"
+#include "tools/webgpu/page_backend.h"
 
 namespace accy::codegen {
 namespace {
@@ -56,6 +57,12 @@ TEST(Targets, EveryDeviceAgreesWithTheRegistry) {
       const mslshim::ShimBackend shim("/tmp");
       EXPECT_EQ(shim.info().name, t.device);
       EXPECT_THAT(shim.info().targets, ::testing::Contains(std::string(t.name)));
+      continue;
+    }
+    if (t.device == "node") {  // web/accy_wasm.js in node (tools/webgpu/page_backend.h)
+      const std::unique_ptr<webgpu::PageBackend> node = webgpu::nodeBackend("/tmp");
+      EXPECT_EQ(node->info().name, t.device);
+      EXPECT_THAT(node->info().targets, ::testing::Contains(std::string(t.name)));
       continue;
     }
     bool found = false;
