@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <string>
@@ -408,6 +410,28 @@ void checkTheThreeToneTests(const GpuUnderTest& gpu) {
   EXPECT_NEAR(3.0f, f8[2], 1e-6);
   EXPECT_NEAR(3.0f, f8[3], 1e-6);
   for (int g = 0; g < 8; ++g) EXPECT_NEAR(mismatch(f8[g]), value[g], 1e-3) << "the last step's value, guess " << g;
+}
+
+void checkWholeSuite(const GpuUnderTest& gpu) {
+  checkEveryOp(gpu);
+  checkIntegerPowEdgeCases(gpu);
+  checkBoolBuffersMixedWithNumbers(gpu);
+  checkTiledProducts(gpu);
+  checkTreeReductions(gpu);
+  checkRandomPrograms(gpu);
+  checkTransformedPrograms(gpu);
+  checkTheThreeToneTests(gpu);
+}
+
+std::string testDir(std::string_view sub) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::string dir = tmp != nullptr ? tmp : "/tmp";
+  if (!sub.empty()) {
+    dir += "/";
+    dir += sub;
+    std::filesystem::create_directories(dir);
+  }
+  return dir;
 }
 
 }  // namespace accy::testing

@@ -70,6 +70,13 @@ void checkReductionsAsTheDeviceChooses(const GpuUnderTest& gpu);
 void checkRandomPrograms(const GpuUnderTest& gpu);
 void checkTransformedPrograms(const GpuUnderTest& gpu);
 void checkTheThreeToneTests(const GpuUnderTest& gpu);
+// Every check above in turn (but checkReductionsAsTheDeviceChooses): what a
+// device's test runs in one go.
+void checkWholeSuite(const GpuUnderTest& gpu);
+
+// A directory for the test's files: $TEST_TMPDIR (or /tmp), with `sub`
+// below it made when given.
+std::string testDir(std::string_view sub = "");
 
 // `dot` with tf32 operands (10 of f32's 23 mantissa bits, rounded to
 // nearest) accumulated in f32: every output within 2^-9 sum |a||b| (plus

@@ -27,15 +27,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string workDir() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string dir = strCat(tmp != nullptr ? tmp : "/tmp", "/msl_shim");
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
 mslshim::ShimBackend& shim() {
-  static mslshim::ShimBackend b(workDir());
+  static mslshim::ShimBackend b(testDir("msl_shim"));
   return b;
 }
 
@@ -69,14 +62,7 @@ TEST(MslConformance, TheGpuSuiteRunsThroughTheShim) {
   SKIP_WITHOUT_CLANG();
   const GpuUnderTest g = gpu();
   programsLeftOutForDTypes() = 0;
-  checkEveryOp(g);
-  checkIntegerPowEdgeCases(g);
-  checkBoolBuffersMixedWithNumbers(g);
-  checkTiledProducts(g);
-  checkTreeReductions(g);
-  checkRandomPrograms(g);
-  checkTransformedPrograms(g);
-  checkTheThreeToneTests(g);
+  checkWholeSuite(g);
   // Trees again, finishing in threadgroup memory only.
   checkTreeReductions(gpu(false));
   std::printf("%d MSL programs compiled by clang++ through the shim and run (%.1f s in clang++)\n", shim().loads(),
@@ -228,7 +214,7 @@ TEST(MslConformance, ThreadgroupThreadsMeetAtRealBarriers) {
 // the timeout) instead of hanging.
 TEST(MslConformance, ADivergentBarrierFailsTheLaunchByName) {
   SKIP_WITHOUT_CLANG();
-  mslshim::ShimBackend quick(workDir());
+  mslshim::ShimBackend quick(testDir("msl_shim"));
   quick.setBarrierTimeout(std::chrono::milliseconds(300));
   auto loaded = quick.load(handWritten(
       "  if (lid < 5) threadgroup_barrier(mem_flags::mem_threadgroup);\n"

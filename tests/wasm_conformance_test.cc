@@ -31,13 +31,8 @@
 namespace accy::testing {
 namespace {
 
-std::string tmpDir() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return tmp != nullptr ? tmp : "/tmp";
-}
-
 webgpu::PageBackend& node() {
-  static std::unique_ptr<webgpu::PageBackend> b = webgpu::nodeBackend(tmpDir());
+  static std::unique_ptr<webgpu::PageBackend> b = webgpu::nodeBackend(testDir());
   return *b;
 }
 
@@ -51,10 +46,10 @@ bool haveWasmValidate() { return std::system("wasm-validate --version > /dev/nul
 // wasm-validate (with SIMD and threads enabled, as engines have them) on
 // the module of `exe`.
 absl::Status validate(const executable::Executable& exe) {
-  const std::string path = tmpDir() + "/module.wasm";
+  const std::string path = testDir() + "/module.wasm";
   std::ofstream(path, std::ios::binary | std::ios::trunc)
       .write(reinterpret_cast<const char*>(exe.code.data()), static_cast<std::streamsize>(exe.code.size()));
-  const std::string log = tmpDir() + "/validate.log";
+  const std::string log = testDir() + "/validate.log";
   if (std::system(strCat("wasm-validate --enable-threads ", path, " > ", log, " 2>&1").c_str()) != 0) {
     std::ifstream in(log);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -91,14 +86,7 @@ TEST(WasmConformance, TheSuiteRunsInNode) {
   if (!haveWasmValidate()) GTEST_SKIP() << "wasm-validate (wabt) not found: the modules cannot be checked";
   const GpuUnderTest g = wasmUnderTest();
   programsLeftOutForDTypes() = 0;
-  checkEveryOp(g);
-  checkIntegerPowEdgeCases(g);
-  checkBoolBuffersMixedWithNumbers(g);
-  checkTiledProducts(g);
-  checkTreeReductions(g);
-  checkRandomPrograms(g);
-  checkTransformedPrograms(g);
-  checkTheThreeToneTests(g);
+  checkWholeSuite(g);
   std::printf("%d wasm programs ran in one node process; %d modules passed wasm-validate\n", node().runs(),
               validated());
   EXPECT_EQ(programsLeftOutForDTypes(), 0) << "wasm runs every dtype";
@@ -118,7 +106,7 @@ TEST(WasmConformance, RandomF64ProgramsMatch) {
 
 // The text of a module, by wabt's wasm2wat.
 std::string watOf(const executable::Executable& exe) {
-  const std::string path = tmpDir() + "/text.wasm", text = tmpDir() + "/text.wat";
+  const std::string path = testDir() + "/text.wasm", text = testDir() + "/text.wat";
   std::ofstream(path, std::ios::binary | std::ios::trunc)
       .write(reinterpret_cast<const char*>(exe.code.data()), static_cast<std::streamsize>(exe.code.size()));
   if (std::system(strCat("wasm2wat --enable-threads ", path, " -o ", text).c_str()) != 0) return "";
@@ -198,8 +186,7 @@ TEST(WasmConformance, TheThreeToneTestsRunInChromium) {
   if (webgpu::chromiumPath().empty()) {
     GTEST_SKIP() << "Chromium not found (/usr/bin/chromium or ACCY_CHROMIUM): no browser to run wasm in";
   }
-  const std::string dir = tmpDir() + "/page";
-  std::filesystem::create_directories(dir);
+  const std::string dir = testDir("page");
   webgpu::PageBackend browser("wasm", "browser", [dir] { return webgpu::PageRunner::open(dir); });
   GpuUnderTest g = wasmUnderTest();
   g.backend = &browser;

@@ -29,15 +29,10 @@
 namespace accy::testing {
 namespace {
 
-std::string tmpDir() {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return tmp != nullptr ? tmp : "/tmp";
-}
-
 // WebGPU in the browser as a backend of the suite: one page for the whole
 // test.
 webgpu::PageBackend& browser() {
-  static webgpu::PageBackend b("wgsl", "browser", [] { return webgpu::PageRunner::open(tmpDir()); });
+  static webgpu::PageBackend b("wgsl", "browser", [] { return webgpu::PageRunner::open(testDir()); });
   return b;
 }
 
@@ -52,24 +47,13 @@ GpuUnderTest gpu() {
   return g;
 }
 
-void wholeSuite(const GpuUnderTest& g) {
-  checkEveryOp(g);
-  checkIntegerPowEdgeCases(g);
-  checkBoolBuffersMixedWithNumbers(g);
-  checkTiledProducts(g);
-  checkTreeReductions(g);
-  checkRandomPrograms(g);
-  checkTransformedPrograms(g);
-  checkTheThreeToneTests(g);
-}
-
 TEST(WgslConformance, TheGpuSuiteRunsInChromium) {
   if (webgpu::chromiumPath().empty()) {
     GTEST_SKIP() << "Chromium not found (/usr/bin/chromium or ACCY_CHROMIUM): no browser to run WGSL in";
   }
   const GpuUnderTest g = gpu();
   programsLeftOutForDTypes() = 0;
-  wholeSuite(g);
+  checkWholeSuite(g);
   std::printf("%d WGSL programs ran in one Chromium page (every module validated by Tint)\n", browser().runs());
   std::printf("%d programs left out: they hold f64 or i64 values, which WGSL does not have\n",
               programsLeftOutForDTypes());

@@ -11,7 +11,7 @@
 // (bool, 0 or 1), with exactly the element count of their descriptor.
 // Pipelines and buffers are made once, at load; every run reuses them.
 
-import {AccyError, describe, elementsOf, loadWasmProgram, WasmProgram} from './accy_wasm.js';
+import {AccyError, checkInputs, loadWasmProgram, WasmProgram} from './accy_wasm.js';
 
 export {AccyError, loadWasmProgram, WasmProgram};
 
@@ -51,19 +51,7 @@ export class Program {
   async run(inputs) {
     const a = this.artifact;
     if (this.lost) throw new AccyError(`the WebGPU device was lost (${this.lost.reason}): ${this.lost.message}`);
-    if (!Array.isArray(inputs) || inputs.length !== a.inputs.length) {
-      throw new AccyError(`the program takes ${a.inputs.length} inputs, not ${Array.isArray(inputs) ? inputs.length : typeof inputs}`);
-    }
-    a.inputs.forEach((spec, i) => {
-      const want = ARRAYS[spec.dtype];
-      const got = inputs[i];
-      if (!(got instanceof want)) {
-        throw new AccyError(`input ${i} (${describe(spec)}) must be a ${want.name}, not ${got?.constructor?.name ?? typeof got}`);
-      }
-      if (got.length !== elementsOf(spec)) {
-        throw new AccyError(`input ${i} (${describe(spec)}) has ${got.length} elements, not ${elementsOf(spec)}`);
-      }
-    });
+    checkInputs(a, inputs, ARRAYS);
     const device = this.device;
     a.buffers.forEach((b, index) => {
       if (b.role !== 'input') return;

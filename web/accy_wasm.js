@@ -40,6 +40,25 @@ export function elementsOf(spec) {
   return spec.axes.reduce((n, a) => n * a.extent, 1);
 }
 
+// Checks run()'s inputs against the artifact: their count, each one's
+// typed-array type (from `arrays`, by dtype) and element count, naming the
+// input and its spec.
+export function checkInputs(artifact, inputs, arrays) {
+  if (!Array.isArray(inputs) || inputs.length !== artifact.inputs.length) {
+    throw new AccyError(`the program takes ${artifact.inputs.length} inputs, not ${Array.isArray(inputs) ? inputs.length : typeof inputs}`);
+  }
+  artifact.inputs.forEach((spec, i) => {
+    const want = arrays[spec.dtype];
+    const got = inputs[i];
+    if (!(got instanceof want)) {
+      throw new AccyError(`input ${i} (${describe(spec)}) must be a ${want.name}, not ${got?.constructor?.name ?? typeof got}`);
+    }
+    if (got.length !== elementsOf(spec)) {
+      throw new AccyError(`input ${i} (${describe(spec)}) has ${got.length} elements, not ${elementsOf(spec)}`);
+    }
+  });
+}
+
 function decodeBase64(text) {
   if (typeof Buffer !== 'undefined') return new Uint8Array(Buffer.from(text, 'base64'));
   const raw = atob(text);
@@ -146,20 +165,7 @@ export class WasmProgram {
   }
 
   #place(inputs) {
-    const a = this.artifact;
-    if (!Array.isArray(inputs) || inputs.length !== a.inputs.length) {
-      throw new AccyError(`the program takes ${a.inputs.length} inputs, not ${Array.isArray(inputs) ? inputs.length : typeof inputs}`);
-    }
-    a.inputs.forEach((spec, i) => {
-      const want = ARRAYS[spec.dtype];
-      const got = inputs[i];
-      if (!(got instanceof want)) {
-        throw new AccyError(`input ${i} (${describe(spec)}) must be a ${want.name}, not ${got?.constructor?.name ?? typeof got}`);
-      }
-      if (got.length !== elementsOf(spec)) {
-        throw new AccyError(`input ${i} (${describe(spec)}) has ${got.length} elements, not ${elementsOf(spec)}`);
-      }
-    });
+    checkInputs(this.artifact, inputs, ARRAYS);
     inputs.forEach((data, i) => {
       const view = this.inputView(i);
       if (data.buffer !== view.buffer || data.byteOffset !== view.byteOffset) view.set(data);

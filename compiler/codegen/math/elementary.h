@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <span>
 
@@ -113,6 +114,20 @@ inline constexpr double kTwoOverPiF64[] = {
     0x1.7e2ef7e4a0ec8p-58,   -0x1.da00087e99fc0p-118, -0x1.0d0ee74a5f593p-172, 0x1.f6d367ecf27cbp-228,
     0x1.36e9e8c7ecd3dp-285,  -0x1.00ae9456c229cp-339, -0x1.41a0e84c2f8c6p-396, -0x1.0eb5ada2b2809p-453,
     -0x1.0277039517bd5p-507};
+
+// The bits of `v` as a lane value: f64's 64, or f32's 32 (v rounded to
+// f32) in the low half. What an emitter writes for a constant.
+inline uint64_t laneBits(double v, bool f64) {
+  if (f64) {
+    uint64_t b;
+    std::memcpy(&b, &v, 8);
+    return b;
+  }
+  const float x = static_cast<float>(v);
+  uint32_t b;
+  std::memcpy(&b, &x, 4);
+  return b;
+}
 
 // Constants that depend on the lane type.
 struct LaneMath {

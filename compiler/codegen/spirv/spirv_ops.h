@@ -31,18 +31,7 @@ class SpirvOps {
   const math::LaneMath& c() const { return f64_ ? math::kF64 : math::kF32; }
   bool fusedMultiplyAdd() const { return false; }
 
-  Vec num(double v) {
-    uint64_t bits;
-    if (f64_) {
-      std::memcpy(&bits, &v, 8);
-    } else {
-      const float f = static_cast<float>(v);
-      uint32_t b32;
-      std::memcpy(&b32, &f, 4);
-      bits = b32;
-    }
-    return b_.constantBits(f_, bits, f64_ ? 64 : 32);
-  }
+  Vec num(double v) { return b_.constantBits(f_, math::laneBits(v, f64_), f64_ ? 64 : 32); }
   Vec bits(uint64_t b) { return b_.constantBits(f_, f64_ ? b : (b & 0xffffffffu), f64_ ? 64 : 32); }
   Vec zero() { return num(0.0); }
 

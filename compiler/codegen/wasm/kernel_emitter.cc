@@ -34,6 +34,36 @@ absl::Status unimplemented(std::string_view what) {
 
 int lanesOf(DType d) { return kVectorBytes / static_cast<int>(tensor::dtypeSize(d)); }
 
+// The bits of a constant `v` of `dtype` (integers as their two's complement
+// in the lane's width).
+uint64_t constantBits(double v, DType dtype) {
+  if (isFloat(dtype)) return math::laneBits(v, dtype == DType::f64);
+  const uint64_t bits = static_cast<uint64_t>(tensor::toInt64(v));
+  return dtype == DType::i64 ? bits : (bits & 0xffffffffu);
+}
+
+// Scalar loads and stores of each dtype, with their natural alignment
+// (log2 bytes); bools are one byte.
+struct MemoryOps {
+  uint8_t load, store;
+  uint32_t align;
+};
+MemoryOps memoryOps(DType d) {
+  switch (d) {
+    case DType::f32:
+      return {op::kF32Load, op::kF32Store, 2};
+    case DType::f64:
+      return {op::kF64Load, op::kF64Store, 3};
+    case DType::i32:
+      return {op::kI32Load, op::kI32Store, 2};
+    case DType::i64:
+      return {op::kI64Load, op::kI64Store, 3};
+    case DType::bool_:
+      return {op::kI32Load8U, op::kI32Store8, 0};
+  }
+  return {op::kI32Load, op::kI32Store, 2};
+}
+
 }  // namespace
 
 ValType valType(DType d) {
@@ -331,45 +361,15 @@ void KernelEmitter::prepareBroadcasts(const ExprRef& e, const Mode& mode, int st
 }
 
 uint32_t KernelEmitter::load(DType dtype, uint64_t offset) {
-  switch (dtype) {
-    case DType::f32:
-      f_.memory(op::kF32Load, 2, offset);
-      break;
-    case DType::f64:
-      f_.memory(op::kF64Load, 3, offset);
-      break;
-    case DType::i32:
-      f_.memory(op::kI32Load, 2, offset);
-      break;
-    case DType::i64:
-      f_.memory(op::kI64Load, 3, offset);
-      break;
-    case DType::bool_:
-      f_.memory(op::kI32Load8U, 0, offset);
-      break;
-  }
+  const MemoryOps m = memoryOps(dtype);
+  f_.memory(m.load, m.align, offset);
   return keep(valType(dtype));
 }
 
 void KernelEmitter::storeScalar(DType dtype, uint64_t offset, uint32_t v) {
+  const MemoryOps m = memoryOps(dtype);
   f_.get(v);
-  switch (dtype) {
-    case DType::f32:
-      f_.memory(op::kF32Store, 2, offset);
-      return;
-    case DType::f64:
-      f_.memory(op::kF64Store, 3, offset);
-      return;
-    case DType::i32:
-      f_.memory(op::kI32Store, 2, offset);
-      return;
-    case DType::i64:
-      f_.memory(op::kI64Store, 3, offset);
-      return;
-    case DType::bool_:
-      f_.memory(op::kI32Store8, 0, offset);
-      return;
-  }
+  f_.memory(m.store, m.align, offset);
 }
 
 absl::StatusOr<uint32_t> KernelEmitter::expr(const ExprRef& e, const Mode& mode) {
@@ -400,23 +400,9 @@ absl::StatusOr<uint32_t> KernelEmitter::expr(const ExprRef& e, const Mode& mode)
     }
     case ExprKind::kConstant: {
       const double c = tensor::convertValue(e->constant, DType::f64, e->dtype);
-      uint64_t bits = 0;
-      int lane_bits = 32;
-      if (e->dtype == DType::f32) {
-        const float x = static_cast<float>(c);
-        uint32_t b32;
-        std::memcpy(&b32, &x, 4);
-        bits = b32;
-      } else if (e->dtype == DType::f64) {
-        std::memcpy(&bits, &c, 8);
-        lane_bits = 64;
-      } else if (e->dtype == DType::bool_ && mode.vector) {
-        bits = c != 0 ? 0xffffffffu : 0;  // a mask
-      } else {
-        bits = static_cast<uint64_t>(tensor::toInt64(c));
-        if (e->dtype != DType::i64) bits &= 0xffffffffu;
-        lane_bits = isWide(e->dtype) ? 64 : 32;
-      }
+      const int lane_bits = isWide(e->dtype) ? 64 : 32;
+      const uint64_t bits = e->dtype == DType::bool_ && mode.vector ? (c != 0 ? 0xffffffffu : 0)  // a mask
+                                                                    : constantBits(c, e->dtype);
       if (mode.vector && isWide(e->dtype) && !isFloat(e->dtype)) {
         return unimplemented("i64 constant in a vector loop");
       }
@@ -776,19 +762,7 @@ uint32_t KernelEmitter::cast(uint32_t a, DType from, DType to) {
 }
 
 uint32_t KernelEmitter::identity(OpCode combiner, DType dtype, bool vector) {
-  const double id = choir::combinerIdentity(combiner, dtype);
-  uint64_t bits = 0;
-  if (dtype == DType::f32) {
-    const float x = static_cast<float>(id);
-    uint32_t b32;
-    std::memcpy(&b32, &x, 4);
-    bits = b32;
-  } else if (dtype == DType::f64) {
-    std::memcpy(&bits, &id, 8);
-  } else {
-    bits = static_cast<uint64_t>(tensor::toInt64(id));
-    if (dtype != DType::i64) bits &= 0xffffffffu;
-  }
+  const uint64_t bits = constantBits(choir::combinerIdentity(combiner, dtype), dtype);
   const uint32_t c = pool_.get(vector ? ValType::kV128 : valType(dtype), bits, isWide(dtype) ? 64 : 32);
   // A fresh local: the accumulator changes, the pooled constant must not.
   f_.get(c);

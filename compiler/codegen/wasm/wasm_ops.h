@@ -51,18 +51,7 @@ class WasmOps {
   const math::LaneMath& c() const { return f64_ ? math::kF64 : math::kF32; }
   bool fusedMultiplyAdd() const { return false; }
 
-  Vec num(double v) {
-    uint64_t b;
-    if (f64_) {
-      std::memcpy(&b, &v, 8);
-    } else {
-      const float x = static_cast<float>(v);
-      uint32_t b32;
-      std::memcpy(&b32, &x, 4);
-      b = b32;
-    }
-    return bits(b);
-  }
+  Vec num(double v) { return bits(math::laneBits(v, f64_)); }
   Vec bits(uint64_t b) {
     return pool_.get(vector_ ? ValType::kV128 : (f64_ ? ValType::kF64 : ValType::kF32),
                      f64_ ? b : (b & 0xffffffffu), f64_ ? 64 : 32);
