@@ -12,6 +12,7 @@
 #include "accy/bytes.h"
 #include "accy/cpu.h"
 #include "accy/function.h"
+#include "accy/version.h"
 #include "compiler/tensor/builder.h"
 #include "compiler/tensor/dtype.h"
 #include "base/errors.h"
