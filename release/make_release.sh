@@ -83,7 +83,8 @@ cp "$bin/client/libaccy_c.so" "$dst/lib/"
 } >"$work/ar.mri"
 ar -M <"$work/ar.mri"
 # The public headers and every project header they include.
-g++ -std=c++20 -MM -I. -I"$bin" accy/accy.h accy/accy_c.h | tr ' \\' '\n\n' | grep -vE '^$|^/|:$' | sort -u |
+g++ -std=c++20 -MM -I. -I"$bin" accy/accy.h accy/accy_c.h | tr ' \\' '\n\n' | sed "s#^$bin/##" |
+  grep -vE '^$|^/|:$' | sort -u |
   while read -r h; do
     mkdir -p "$dst/include/$(dirname "$h")"
     if [ -f "$h" ]; then cp "$h" "$dst/include/$h"; else cp "$bin/$h" "$dst/include/$h"; fi
