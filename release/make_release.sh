@@ -89,18 +89,15 @@ g++ -std=c++20 -MM -I. -I"$bin" accy/accy.h accy/accy_c.h | tr ' \\' '\n\n' | se
     mkdir -p "$dst/include/$(dirname "$h")"
     if [ -f "$h" ]; then cp "$h" "$dst/include/$h"; else cp "$bin/$h" "$dst/include/$h"; fi
   done
-# What a consumer links besides libaccy.a: the Debian libraries.
-syslibs=$(python3 - <<'PY'
-import re
-text = open("third_party/system.BUILD").read()
-def opts(name):
-    m = re.search(r'name = "%s",\s*linkopts = \[([^\]]*)\]' % name, text)
-    return re.findall(r'"([^"]+)"', m.group(1)) if m else []
-libs = opts("absl") + ["-lcrypto", "-ldl", "-lpthread"]
-print(" ".join(libs))
-PY
-)
-[ -f /opt/accy/asmjit/lib/libasmjit.a ] || syslibs="-lasmjit $syslibs"
+# What a consumer links besides libaccy.a: the Debian libraries, from the
+# linkopts of every rule the library depends on (asmjit is inside libaccy.a
+# when the build links the copy in /opt/accy).
+syslibs=$(bazel query --output=build 'deps(//:accy)' 2>/dev/null |
+  sed -n '/linkopts = \[/,/\]/p' | grep -o '"-[lL][^"]*"' | tr -d '"' | awk '!seen[$0]++' | tr '\n' ' ')
+if [ -f /opt/accy/asmjit/lib/libasmjit.a ]; then
+  syslibs=$(echo "$syslibs" | tr ' ' '\n' | grep -vE '^(-L/opt/accy/asmjit/lib|-lasmjit)$' | tr '\n' ' ')
+fi
+syslibs=$(echo $syslibs -ldl)
 cat >"$dst/lib/pkgconfig/accy.pc" <<PC
 prefix=\${pcfiledir}/../..
 libdir=\${prefix}/lib

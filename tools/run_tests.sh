@@ -83,6 +83,22 @@ else
   echo "skipped fuzz: wire_fuzz: clang++ with libFuzzer is not installed (tools/setup.sh installs it)" >>"$extra"
 fi
 
+# The release check (release/check_release.sh): both archives built,
+# extracted outside the workspace, the consumer built against each (Bazel,
+# CMake, pkg-config) and run. Each of its checks is counted by name. The
+# sanitizer runs (extra arguments) check the library, not its packaging.
+if [ $# -eq 0 ]; then
+  release/check_release.sh >"$work/release" 2>&1
+  grep -E '^(passed|failed) release: ' "$work/release" >>"$extra"
+  if ! grep -qE '^passed release: ' "$work/release" || grep -qE '^failed release: ' "$work/release"; then
+    echo "release check: its log:"
+    tail -n 60 "$work/release"
+    grep -qE '^(passed|failed) release: ' "$work/release" || echo "failed release: the check reported nothing" >>"$extra"
+  fi
+else
+  echo "skipped release: the release check runs in the plain make test (this run has: $*)" >>"$extra"
+fi
+
 echo
 echo "Test count (tools/test_tally.py): failures and skips with their reasons"
 # shellcheck disable=SC2086
