@@ -20,12 +20,16 @@ absl::StatusOr<CpuExecutable> CpuExecutable::compile(const Program& program, con
   return CpuExecutable(std::move(loaded));
 }
 
-absl::StatusOr<std::string> CpuExecutable::save() const {
-  return executable::saveProgram(loaded_.executable(), executable::buildRecord());
+absl::StatusOr<std::string> saveExecutable(const executable::Executable& exe) {
+  return executable::saveProgram(exe, executable::buildRecord());
 }
 
-absl::Status CpuExecutable::saveToFile(const std::string& path) const {
-  ACCY_ASSIGN_OR_RETURN(const std::string bytes, save());
+absl::StatusOr<executable::Executable> restoreExecutable(std::string_view bytes) {
+  return executable::restoreProgram(bytes, executable::buildRecord());
+}
+
+absl::Status saveExecutableToFile(const executable::Executable& exe, const std::string& path) {
+  ACCY_ASSIGN_OR_RETURN(const std::string bytes, saveExecutable(exe));
   const std::string tmp = strCat(path, ".tmp");
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -42,8 +46,36 @@ absl::Status CpuExecutable::saveToFile(const std::string& path) const {
   return absl::OkStatus();
 }
 
+absl::StatusOr<executable::Executable> restoreExecutableFromFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return makeError(ErrorKind::kInvalidArgument, strCat("restoring a compiled program: cannot open ", path));
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  absl::StatusOr<executable::Executable> exe = restoreExecutable(bytes.str());
+  if (!exe.ok()) return makeError(errorKind(exe.status()), strCat(path, ": ", exe.status().message()));
+  return exe;
+}
+
+absl::StatusOr<std::string> CpuExecutable::save() const { return saveExecutable(loaded_.executable()); }
+
+absl::Status CpuExecutable::saveToFile(const std::string& path) const {
+  return saveExecutableToFile(loaded_.executable(), path);
+}
+
 absl::StatusOr<CpuExecutable> CpuExecutable::restore(std::string_view bytes, const CpuOptions& options) {
-  ACCY_ASSIGN_OR_RETURN(executable::Executable exe, executable::restoreProgram(bytes, executable::buildRecord()));
+  ACCY_ASSIGN_OR_RETURN(executable::Executable exe, restoreExecutable(bytes));
+  return load(std::move(exe), options);
+}
+
+absl::StatusOr<CpuExecutable> CpuExecutable::restoreFromFile(const std::string& path, const CpuOptions& options) {
+  absl::StatusOr<executable::Executable> exe = restoreExecutableFromFile(path);
+  if (!exe.ok()) return exe.status();
+  absl::StatusOr<CpuExecutable> loaded = load(*std::move(exe), options);
+  if (!loaded.ok()) return makeError(errorKind(loaded.status()), strCat(path, ": ", loaded.status().message()));
+  return loaded;
+}
+
+absl::StatusOr<CpuExecutable> CpuExecutable::load(executable::Executable exe, const CpuOptions& options) {
   if (exe.target != "x86_64") {
     return makeError(ErrorKind::kInvalidArgument,
                      strCat("restoring a compiled program: it is for target ", exe.target, "; this runs x86_64"));
@@ -51,16 +83,6 @@ absl::StatusOr<CpuExecutable> CpuExecutable::restore(std::string_view bytes, con
   ACCY_ASSIGN_OR_RETURN(cpu::LoadedExecutable loaded,
                         cpu::LoadedExecutable::load(std::move(exe), x64::resolveThreads(options.threads)));
   return CpuExecutable(std::move(loaded));
-}
-
-absl::StatusOr<CpuExecutable> CpuExecutable::restoreFromFile(const std::string& path, const CpuOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return makeError(ErrorKind::kInvalidArgument, strCat("restoring a compiled program: cannot open ", path));
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  absl::StatusOr<CpuExecutable> exe = restore(bytes.str(), options);
-  if (!exe.ok()) return absl::Status(exe.status().code(), strCat(path, ": ", exe.status().message()));
-  return exe;
 }
 
 absl::Status runCpu(const Program& program, absl::Span<const std::span<const std::byte>> inputs,

@@ -62,11 +62,27 @@ class CpuExecutable {
   // you trust as you would a library you load.
   static absl::StatusOr<CpuExecutable> restore(std::string_view bytes, const CpuOptions& options = {});
   static absl::StatusOr<CpuExecutable> restoreFromFile(const std::string& path, const CpuOptions& options = {});
+  // A restored (or otherwise obtained) x86_64 executable, checked against
+  // this CPU and loaded.
+  static absl::StatusOr<CpuExecutable> load(executable::Executable exe, const CpuOptions& options = {});
 
  private:
   explicit CpuExecutable(cpu::LoadedExecutable loaded) : loaded_(std::move(loaded)) {}
   cpu::LoadedExecutable loaded_;
 };
+
+// Any compiled executable (a GPU target's from Function::compile, or a CPU
+// one) saved as bytes and restored without compiling, under the rules of
+// CpuExecutable::save and restore: UnrecordedCompilerBuild in a build
+// without a record, damaged, truncated and foreign bytes or another
+// compiler build refused by name. A GPU executable is checked again by the
+// backend that loads it (its device's limits and features).
+absl::StatusOr<std::string> saveExecutable(const executable::Executable& exe);
+absl::StatusOr<executable::Executable> restoreExecutable(std::string_view bytes);
+// The same through a file (written whole, then renamed into place); errors
+// name the file.
+absl::Status saveExecutableToFile(const executable::Executable& exe, const std::string& path);
+absl::StatusOr<executable::Executable> restoreExecutableFromFile(const std::string& path);
 
 // Compiles `program` for this CPU and runs it once.
 absl::Status runCpu(const Program& program, absl::Span<const std::span<const std::byte>> inputs,

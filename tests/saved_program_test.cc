@@ -1,5 +1,6 @@
 // Saving and restoring compiled programs (tensor::CpuExecutable::save,
-// restore). In a build without a build record (every `bazel test` build)
+// restore, and tensor::saveExecutable, restoreExecutable for any target's
+// executable). In a build without a build record (every `bazel test` build)
 // both directions are refused with UnrecordedCompilerBuild; in a stamped
 // build (tools/run_tests.sh builds one and runs this binary) a program
 // round-trips and runs the same, and damaged, truncated, foreign-build and
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include "accy/accy.h"
+#include "backends/registry.h"
+#include "compiler/codegen/targets.h"
 #include "compiler/executable/build_record.h"
 #include "compiler/executable/codec.h"
 #include "compiler/executable/saved_program.h"
@@ -56,6 +59,15 @@ std::string forged(const std::string& record_text, const executable::Executable&
   return out + executable::sha256(out);
 }
 
+// The tone program compiled for a GPU target (SPIR-V for Vulkan, wasm).
+executable::Executable gpuExecutable(std::string_view target) {
+  auto p = tensor::define("mismatch", tone::specs({{"guess", 8}}), tone::mismatch);
+  EXPECT_TRUE(p.ok());
+  absl::StatusOr<executable::Executable> exe = codegen::compileFor(target, *p, {});
+  EXPECT_TRUE(exe.ok()) << exe.status();
+  return *exe;
+}
+
 TEST(SavedPrograms, AnUnstampedBuildRefusesBothDirections) {
   if (executable::buildRecord().stamped) GTEST_SKIP() << "this binary is stamped: the stamped cases run instead";
   const tensor::CpuExecutable exe = toneExecutable();
@@ -67,6 +79,10 @@ TEST(SavedPrograms, AnUnstampedBuildRefusesBothDirections) {
   ASSERT_FALSE(restored.ok());
   EXPECT_EQ(errorKind(restored.status()), ErrorKind::kUnrecordedCompilerBuild);
   EXPECT_FALSE(exe.saveToFile(::testing::TempDir() + "/never.accy").ok());
+  // A GPU target's executable: the same rule.
+  absl::StatusOr<std::string> gpu = tensor::saveExecutable(gpuExecutable("spirv"));
+  EXPECT_EQ(errorKind(gpu.status()), ErrorKind::kUnrecordedCompilerBuild);
+  EXPECT_EQ(errorKind(tensor::restoreExecutable("ACCYSAVED1\nanything").status()), ErrorKind::kUnrecordedCompilerBuild);
 }
 
 class StampedSavedPrograms : public ::testing::Test {
@@ -93,6 +109,47 @@ TEST_F(StampedSavedPrograms, AProgramRoundTripsAndRunsTheSame) {
   ASSERT_TRUE(from_file.ok()) << from_file.status();
   EXPECT_EQ(runTone(*from_file), runTone(exe));
   std::remove(path.c_str());
+}
+
+// SPIR-V and wasm executables round-trip whole; the restored SPIR-V runs on
+// the Vulkan device (lavapipe here) and matches the evaluator.
+TEST_F(StampedSavedPrograms, GpuExecutablesRoundTrip) {
+  for (std::string_view target : {"spirv", "wasm"}) {
+    const executable::Executable exe = gpuExecutable(target);
+    absl::StatusOr<std::string> saved = tensor::saveExecutable(exe);
+    ASSERT_TRUE(saved.ok()) << saved.status();
+    const std::string path = ::testing::TempDir() + "/gpu.accy";
+    ASSERT_TRUE(tensor::saveExecutableToFile(exe, path).ok());
+    for (absl::StatusOr<executable::Executable> r : {tensor::restoreExecutable(*saved), tensor::restoreExecutableFromFile(path)}) {
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(r->target, exe.target);
+      EXPECT_EQ(r->isa, exe.isa);
+      EXPECT_EQ(r->code, exe.code) << target;
+      ASSERT_EQ(r->launch_plan.steps.size(), exe.launch_plan.steps.size());
+      EXPECT_EQ(r->artifact_plan.buffers.size(), exe.artifact_plan.buffers.size());
+    }
+    std::remove(path.c_str());
+    std::string flipped = *saved;
+    flipped[flipped.size() / 3] ^= 0x01;
+    EXPECT_THAT(std::string(tensor::restoreExecutable(flipped).status().message()), HasSubstr("damaged"));
+  }
+  absl::StatusOr<std::vector<std::unique_ptr<backends::Backend>>> vulkan =
+      backends::selectBackends({"vulkan"}, backends::BackendOptions{});
+  if (!vulkan.ok() || !vulkan->front()->info().available) {
+    std::printf("no Vulkan device: the restored SPIR-V was compared, not run\n");
+    return;
+  }
+  absl::StatusOr<executable::Executable> restored = tensor::restoreExecutable(*tensor::saveExecutable(gpuExecutable("spirv")));
+  ASSERT_TRUE(restored.ok());
+  auto loaded = vulkan->front()->load(*std::move(restored));
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const tone::Samples data = tone::samples();
+  std::vector<float> guesses = {2.5f, 2.75f, 3.0f, 3.25f, 3.5f, 1.0f, 4.0f, 5.0f}, out(8, -1.0f);
+  const std::span<const std::byte> in[] = {std::as_bytes(std::span(guesses)), std::as_bytes(std::span(data.time)),
+                                           std::as_bytes(std::span(data.sample))};
+  const std::span<std::byte> outs[] = {std::as_writable_bytes(std::span(out))};
+  ASSERT_TRUE((*loaded)->launch(in, outs).ok());
+  for (int g = 0; g < 8; ++g) EXPECT_NEAR(out[g], tone::referenceMismatch(guesses[g]), 1e-4) << "guess " << guesses[g];
 }
 
 TEST_F(StampedSavedPrograms, DamagedAndTruncatedBytesAreRefusedByName) {
