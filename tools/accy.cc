@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <span>
@@ -37,6 +38,7 @@
 #include "compiler/codegen/targets.h"
 #include "accy/version.h"
 #include "compiler/executable/build_record.h"
+#include "compiler/executable/saved_program.h"
 #include "tools/msl/shim.h"
 #include "tools/webgpu/page_backend.h"
 #include "tools/webgpu/page_runner.h"
@@ -45,7 +47,6 @@
 #include "base/errors.h"
 #include "base/strings.h"
 #include "compiler/wire/wire.h"
-#include "tools/artifact.h"
 #include "tools/files.h"
 #include "tools/npy.h"
 
@@ -69,8 +70,8 @@ commands:
   compile FILE --target=ptx --emit=ptx|choir [--arch=sm_90]
                [--mode=exact|fast|tf32] [-o OUT]
       Compile for a target and print the scheduled Choir module (choir), the
-      assembly listing (asm), or write the executable as an ACCYEXE file
-      (artifact; needs -o). Text goes to stdout unless -o is given. For ptx:
+      assembly listing (asm), or write the executable as a saved program
+      (artifact; needs -o and a stamped build; accy run runs it). Text goes to stdout unless -o is given. For ptx:
       the PTX module for a device of compute capability --arch (default
       sm_90), or the GPU-mapped Choir module; --mode chooses exact (default)
       or fast transcendentals, or tf32 tensor cores for dot. tf32 exists only
@@ -285,6 +286,23 @@ struct PassDump {
   }
 };
 
+// --emit=artifact for the targets whose executables accy runs itself: the
+// executable as a saved program (compiler/executable/saved_program.h: the
+// code and plans, this compiler's build record, a SHA-256), which `accy run`
+// loads. Only a stamped build has a record (UnrecordedCompilerBuild, status
+// 1, otherwise).
+std::optional<Failure> writeSaved(const Args& args, const executable::Executable& exe, const std::string& out) {
+  absl::StatusOr<std::string> bytes = tensor::saveExecutable(exe);
+  if (!bytes.ok()) {
+    return runError(strCat(args.file, ": --emit=artifact: ", errorKindName(errorKind(bytes.status())), ": ",
+                           messageOf(bytes.status())));
+  }
+  if (absl::Status st = files::writeFile(out, *bytes); !st.ok()) return inputError(messageOf(st));
+  std::printf("wrote %s: %zu bytes (%s, %s, %zu bytes of code, %zu kernels; a saved program)\n", out.c_str(),
+              bytes->size(), exe.target.c_str(), exe.isa.c_str(), exe.code.size(), exe.launch_plan.steps.size());
+  return std::nullopt;
+}
+
 // accy compile FILE --target=spirv --emit=spirv|artifact -o OUT: SPIR-V for
 // the Vulkan device here (its limits and features), or Vulkan 1.1 defaults
 // when there is none. --emit=spirv writes one module per kernel, OUT.<k>.spv.
@@ -305,12 +323,7 @@ std::optional<Failure> compileSpirv(const Args& args, bool fast, PassDump* dump)
       spirv::compileProgram(*program, info, dump != nullptr ? dump->hook() : choir::PassHook());
   if (dump != nullptr) return dump->finish(args, out, exe.status());
   if (!exe.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(exe.status())));
-  if (*emit == "artifact") {
-    const std::string bytes = artifact::serialize(*exe);
-    if (absl::Status st = files::writeFile(*out, bytes); !st.ok()) return inputError(messageOf(st));
-    std::printf("wrote %s: %zu bytes (spirv, %zu kernels)\n", out->c_str(), bytes.size(), exe->launch_plan.steps.size());
-    return std::nullopt;
-  }
+  if (*emit == "artifact") return writeSaved(args, *exe, *out);
   const auto& steps = exe->launch_plan.steps;
   for (size_t k = 0; k < steps.size(); ++k) {
     const uint64_t end = k + 1 < steps.size() ? steps[k + 1].entry_offset : exe->code.size();
@@ -385,7 +398,8 @@ absl::StatusOr<std::string> watOf(const std::vector<uint8_t>& module) {
 
 // accy compile FILE --target=T --emit=E [-o OUT] for a target without a
 // case of its own here (reference, and targets to come): the registry's
-// compile function; E is `artifact` (the ACCYEXE file) or the entry's
+// compile function; E is `artifact` (a saved program, or the target's own
+// artifact when it has one) or the entry's
 // code_emit (the code as it is, text).
 std::optional<Failure> compileArtifact(const Args& args, const codegen::TargetEntry& target,
                                        backends::ArithmeticMode mode, const std::optional<std::string>& emit,
@@ -434,14 +448,10 @@ std::optional<Failure> compileArtifact(const Args& args, const codegen::TargetEn
     return writeText(out, *wat);
   }
   if (!artifact_out) return writeText(out, std::string(exe->code.begin(), exe->code.end()));  // code_emit
-  std::string bytes;
-  if (target.artifact != nullptr) {
-    absl::StatusOr<std::string> written = target.artifact(*exe);
-    if (!written.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(written.status())));
-    bytes = *std::move(written);
-  } else {
-    bytes = artifact::serialize(*exe);
-  }
+  if (target.artifact == nullptr) return writeSaved(args, *exe, *out);
+  absl::StatusOr<std::string> written = target.artifact(*exe);
+  if (!written.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(written.status())));
+  const std::string bytes = *std::move(written);
   if (absl::Status st = files::writeFile(*out, bytes); !st.ok()) return inputError(messageOf(st));
   std::printf("wrote %s: %zu bytes (%s, %s, %zu kernels)\n", out->c_str(), bytes.size(), exe->target.c_str(),
               exe->isa.c_str(), exe->launch_plan.steps.size());
@@ -525,11 +535,7 @@ std::optional<Failure> compile(std::span<const std::string> argv) {
   o.threads = *threads;
   absl::StatusOr<executable::Executable> exe = x64::compileProgram(*program, o);
   if (!exe.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(exe.status())));
-  const std::string bytes = artifact::serialize(*exe);
-  if (absl::Status st = files::writeFile(*out, bytes); !st.ok()) return inputError(messageOf(st));
-  std::printf("wrote %s: %zu bytes (%s, %s, %zu bytes of code, %zu kernels)\n", out->c_str(), bytes.size(),
-              exe->target.c_str(), exe->isa.c_str(), exe->code.size(), exe->launch_plan.steps.size());
-  return std::nullopt;
+  return writeSaved(args, *exe, *out);
 }
 
 // Parses "N=PATH" for --input/--output with N below `count`.
@@ -561,22 +567,24 @@ std::vector<int64_t> extentsOf(const tensor::Spec& spec) {
 // it: in process (x86_64), a backend (vulkan, cuda, null), a headless
 // Chromium page (wgsl, docs/WEB.md), or the MSL shim (msl, docs/GPU.md).
 std::optional<Failure> runOn(const Args& args, const codegen::TargetEntry& target, backends::ArithmeticMode mode,
-                             int threads, const tensor::Program& program, std::span<const std::span<const std::byte>> in,
-                             std::span<const std::span<std::byte>> out) {
+                             int threads, const tensor::Program* program, const executable::Executable* restored,
+                             std::span<const std::span<const std::byte>> in, std::span<const std::span<std::byte>> out) {
   auto failed = [&](const absl::Status& st) { return runError(strCat(args.file, ": run failed: ", messageOf(st))); };
   auto compileFailed = [&](const absl::Status& st) {
     return runError(strCat(args.file, ": compile failed: ", messageOf(st)));
   };
   if (target.name == "x86_64") {
     absl::StatusOr<tensor::CpuExecutable> exe =
-        tensor::CpuExecutable::compile(program, tensor::CpuOptions{.threads = threads});
-    if (!exe.ok()) return compileFailed(exe.status());
+        restored != nullptr ? tensor::CpuExecutable::load(*restored, tensor::CpuOptions{.threads = threads})
+                            : tensor::CpuExecutable::compile(*program, tensor::CpuOptions{.threads = threads});
+    if (!exe.ok()) return restored != nullptr ? failed(exe.status()) : compileFailed(exe.status());
     if (absl::Status st = exe->launch(in, out); !st.ok()) return failed(st);
     return std::nullopt;
   }
-  // Compile, load and launch on a backend.
+  // Compile (or take the restored executable), load and launch on a backend.
   auto runOn = [&](const backends::Backend& backend) -> std::optional<Failure> {
-    absl::StatusOr<executable::Executable> exe = backend.compile(program, std::string(target.name), {mode});
+    absl::StatusOr<executable::Executable> exe =
+        restored != nullptr ? *restored : backend.compile(*program, std::string(target.name), {mode});
     if (!exe.ok()) return compileFailed(exe.status());
     absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> loaded = backend.load(*std::move(exe));
     if (!loaded.ok()) return failed(loaded.status());
@@ -615,6 +623,14 @@ std::optional<Failure> runOn(const Args& args, const codegen::TargetEntry& targe
   return runOn(*device->front());
 }
 
+// Whether `path` starts like a saved program (ACCYSAVED1).
+bool isSavedProgram(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(executable::kSavedMagic.size(), '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  return in.gcount() == static_cast<std::streamsize>(head.size()) && head == executable::kSavedMagic;
+}
+
 // accy run FILE [--input N=IN.npy ...] [--output N=OUT.npy ...] [--threads=K]
 std::optional<Failure> run(std::span<const std::string> argv) {
   Args args;
@@ -638,10 +654,30 @@ std::optional<Failure> run(std::span<const std::string> argv) {
   if (absl::Status st = codegen::checkMode(target, *mode); !st.ok()) {
     return runError(strCat(args.file, ": compile failed: ", messageOf(st)));
   }
-  absl::StatusOr<tensor::Program> program = loadProgram(args.file);
-  if (!program.ok()) return inputError(messageOf(program.status()));
-  const std::vector<tensor::Spec> in_specs = program->inputSpecs();
-  const std::vector<tensor::Spec> out_specs = program->outputSpecs();
+  // A saved program (accy compile --emit=artifact) runs as it was compiled,
+  // on its own target; anything else is a program to compile.
+  std::optional<tensor::Program> program;
+  std::optional<executable::Executable> restored;
+  const codegen::TargetEntry* run_target = *entry;
+  if (isSavedProgram(args.file)) {
+    absl::StatusOr<executable::Executable> exe = tensor::restoreExecutableFromFile(args.file);
+    if (!exe.ok()) {
+      return runError(strCat("run: ", errorKindName(errorKind(exe.status())), ": ", messageOf(exe.status())));
+    }
+    if (single(args, "--target") && exe->target != target) {
+      return usageError(strCat("run: ", args.file, " was compiled for target ", exe->target, ", not ", target));
+    }
+    absl::StatusOr<const codegen::TargetEntry*> own = codegen::findTarget(exe->target);
+    if (!own.ok()) return runError(strCat("run: ", args.file, ": ", messageOf(own.status())));
+    run_target = *own;
+    restored = *std::move(exe);
+  } else {
+    absl::StatusOr<tensor::Program> loaded = loadProgram(args.file);
+    if (!loaded.ok()) return inputError(messageOf(loaded.status()));
+    program = *std::move(loaded);
+  }
+  const std::vector<tensor::Spec> in_specs = restored ? restored->inputs : program->inputSpecs();
+  const std::vector<tensor::Spec> out_specs = restored ? restored->outputs : program->outputSpecs();
 
   std::map<size_t, std::string> in_paths, out_paths;
   for (const std::string& v : args.values["--input"]) {
@@ -681,7 +717,10 @@ std::optional<Failure> run(std::span<const std::string> argv) {
   for (const npy::Array& a : inputs) in_views.emplace_back(a.data);
   std::vector<std::span<std::byte>> out_views;
   for (std::vector<std::byte>& o : outputs) out_views.emplace_back(o);
-  if (std::optional<Failure> f = runOn(args, **entry, *mode, *threads, *program, in_views, out_views)) return f;
+  if (std::optional<Failure> f = runOn(args, *run_target, *mode, *threads, program ? &*program : nullptr,
+                                       restored ? &*restored : nullptr, in_views, out_views)) {
+    return f;
+  }
   for (size_t i = 0; i < out_specs.size(); ++i) {
     const std::string path = out_paths.contains(i) ? out_paths[i] : strCat("out", i, ".npy");
     if (absl::Status st = npy::writeFile(path, out_specs[i].dtype, extentsOf(out_specs[i]), outputs[i]); !st.ok()) {

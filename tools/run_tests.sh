@@ -33,9 +33,10 @@ fi
 stamped_dir="$work/stamped"
 mkdir -p "$stamped_dir"
 if bazel build --stamp --workspace_status_command=tools/build_record_status.sh //server:accyd //tests:saved_program_test \
-     >"$stamped_dir/build.log" 2>&1 &&
+     //tools:accy //tests:random_wire >"$stamped_dir/build.log" 2>&1 &&
    cp bazel-bin/server/accyd "$stamped_dir/accyd" &&
    cp bazel-bin/tests/saved_program_test "$stamped_dir/saved_program_test" &&
+   cp bazel-bin/tools/accy "$stamped_dir/accy" && cp bazel-bin/tests/random_wire "$stamped_dir/random_wire" &&
    bazel build "$@" //server:accyd //tests:accyd_e2e_test >>"$stamped_dir/build.log" 2>&1; then
   if ACCYD_STAMPED_BINARY="$stamped_dir/accyd" TEST_SRCDIR="$PWD/bazel-bin/tests/accyd_e2e_test.runfiles" \
      ./bazel-bin/tests/accyd_e2e_test --gtest_filter='*RestartWithAWarmDiskCache*' >"$stamped_dir/log" 2>&1 &&
@@ -59,6 +60,14 @@ if bazel build --stamp --workspace_status_command=tools/build_record_status.sh /
   if [ "$ran" -eq 0 ]; then
     tail -n 40 "$stamped_dir/saved.log"
     echo "failed stamped saved programs: no case ran" >>"$extra"
+  fi
+  # accy compile --emit=artifact and accy run of the saved programs.
+  if ACCY="$stamped_dir/accy" RANDOM_WIRE="$stamped_dir/random_wire" TEST_TMPDIR="$stamped_dir" \
+     tools/saved_artifact_test.sh >"$stamped_dir/artifacts.log" 2>&1; then
+    echo "passed stamped saved artifacts: accy compile --emit=artifact and accy run (x86_64, spirv, reference)" >>"$extra"
+  else
+    tail -n 40 "$stamped_dir/artifacts.log"
+    echo "failed stamped saved artifacts: accy compile --emit=artifact and accy run" >>"$extra"
   fi
 else
   tail -n 40 "$stamped_dir/build.log"

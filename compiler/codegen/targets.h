@@ -53,7 +53,8 @@ struct TargetEntry {
   bool available = true;              // compiled into this build for this host
   absl::StatusOr<executable::Executable> (*compile)(const tensor::Program& program,
                                                     const CompileRequest& request) = nullptr;
-  // What --emit=artifact writes; null: the ACCYEXE file (tools/artifact.h).
+  // What --emit=artifact writes; null: the executable as a saved program
+  // (compiler/executable/saved_program.h), which accy run loads.
   absl::StatusOr<std::string> (*artifact)(const executable::Executable& exe) = nullptr;
 };
 
