@@ -13,32 +13,7 @@ PY=/usr/bin/python3
 WORK="${TEST_TMPDIR:-$(mktemp -d)}/cli"
 rm -rf "$WORK" && mkdir -p "$WORK"
 
-failures=0
-checks=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-
-# expect CODE NEEDLE -- COMMAND...: runs COMMAND, expects exit status CODE
-# and NEEDLE somewhere in its stdout+stderr (an empty NEEDLE matches all).
-expect() {
-  local code=$1 needle=$2
-  shift 3
-  checks=$((checks + 1))
-  local out rc
-  out=$("$@" 2>&1)
-  rc=$?
-  if [ "$rc" -ne "$code" ]; then
-    fail "'$*' exited $rc, expected $code; output:"
-    printf '%s\n' "$out" | head -20
-    return
-  fi
-  if [ -n "$needle" ] && ! grep -qF -- "$needle" <<<"$out"; then
-    fail "'$*' output lacks '$needle'; output:"
-    printf '%s\n' "$out" | head -20
-  fi
-}
+. "$PWD/tools/test_lib.sh"
 
 # write_npy PATH DESCR SHAPE VALUES...: a NumPy v1.0 file; SHAPE is a Python
 # tuple literal such as "()" or "(16,)". Uses only the struct module.

@@ -11,24 +11,7 @@ ACCY="${ACCY:-$PWD/tools/accy}"
 RANDOM_WIRE="${RANDOM_WIRE:-$PWD/tests/random_wire}"
 WORK="${TEST_TMPDIR:-$(mktemp -d)}/saved_artifacts"
 rm -rf "$WORK" && mkdir -p "$WORK"
-failures=0
-checks=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-expect() {
-  local code=$1 needle=$2
-  shift 3
-  checks=$((checks + 1))
-  local out rc
-  out=$("$@" 2>&1)
-  rc=$?
-  if [ "$rc" -ne "$code" ] || { [ -n "$needle" ] && ! grep -qF -- "$needle" <<<"$out"; }; then
-    fail "'$*' exited $rc (expected $code and '$needle'); output:"
-    printf '%s\n' "$out" | head -10
-  fi
-}
+. "$(dirname "$0")/test_lib.sh"
 
 dir="$WORK/p"
 mkdir -p "$dir"

@@ -16,12 +16,7 @@ if ! command -v "${ACCY_NODE:-node}" >/dev/null 2>&1; then
   exit 0
 fi
 
-failures=0
-checks=0
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
+. "$PWD/tools/test_lib.sh"
 
 # Seeds above the suites' (1 to 200): a different program on each run.
 base=$(( (RANDOM << 15 | RANDOM) % 1000000000 + 100000 ))
