@@ -196,5 +196,34 @@ TEST(WasmConformance, TheThreeToneTestsRunInChromium) {
   EXPECT_GT(browser.runs(), 0);
 }
 
+// Threads in a browser: a cross-origin isolated page (served over HTTP with
+// COOP and COEP) runs programs compiled with threads on Web Workers over a
+// shared memory.
+TEST(WasmConformance, ThreadsRunOnWebWorkersInChromium) {
+  if (webgpu::chromiumPath().empty()) {
+    GTEST_SKIP() << "Chromium not found (/usr/bin/chromium or ACCY_CHROMIUM): no browser to run wasm in";
+  }
+  const std::string dir = testDir("isolated_page");
+  webgpu::PageBackend browser("wasm", "browser", [dir] { return webgpu::PageRunner::open(dir, /*isolated=*/true); });
+  GpuUnderTest g = wasmUnderTest(/*threads=*/2);
+  g.backend = &browser;
+  std::mt19937 rng(5);
+  for (int64_t n : {int64_t{1} << 18, (int64_t{1} << 18) + 5}) {
+    auto big = tensor::define(
+        "big", std::vector<tensor::Spec>{tensor::spec(tensor::DType::f32, {{"n", n}}), tensor::spec(tensor::DType::f32, {})},
+        [](tensor::Builder&, std::span<const tensor::Value> a) -> std::vector<tensor::Value> {
+          return {(a[0] * a[1]).sin().sum("n"), (a[0] + a[1]).cos()};
+        });
+    ASSERT_TRUE(big.ok()) << big.status();
+    EXPECT_TRUE(runAndCompare(
+        g, *big, {randomBytes(big->inputSpecs()[0], rng, -1, 1), randomBytes(big->inputSpecs()[1], rng, -1, 1)}))
+        << "n=" << n;
+  }
+  checkTheThreeToneTests(g);
+  std::printf("%d wasm programs ran in one isolated Chromium page, %d with parts on Web Workers\n", browser.runs(),
+              browser.runsOnWorkers());
+  EXPECT_GE(browser.runsOnWorkers(), 2) << "no part ran on a Web Worker";
+}
+
 }  // namespace
 }  // namespace accy::testing

@@ -80,7 +80,7 @@ absl::StatusOr<std::unique_ptr<PageRunner>> PageRunner::openNode(const std::stri
   return start({node, work_dir + "/run_node.mjs"});
 }
 
-absl::StatusOr<std::unique_ptr<PageRunner>> PageRunner::open(const std::string& work_dir) {
+absl::StatusOr<std::unique_ptr<PageRunner>> PageRunner::open(const std::string& work_dir, bool isolated) {
   if (chromiumPath().empty()) {
     return makeError(ErrorKind::kUnimplemented,
                      "no Chromium to run WGSL in (install chromium: tools/setup.sh, or set ACCY_CHROMIUM)");
@@ -92,7 +92,8 @@ absl::StatusOr<std::unique_ptr<PageRunner>> PageRunner::open(const std::string& 
   }
   absl::StatusOr<std::string> script = sourceFile("tools/webgpu/run_page.py");
   if (!script.ok()) return script.status();
-  return start({"python3", *script, work_dir + "/runner.html", "--serve=accyRunOne", "--timeout=300"});
+  return start({"python3", *script, work_dir + "/runner.html", "--serve=accyRunOne", "--timeout=300",
+                isolated ? "--isolated=on" : "--isolated=off"});
 }
 
 absl::StatusOr<std::unique_ptr<PageRunner>> PageRunner::start(const std::vector<std::string>& argv) {

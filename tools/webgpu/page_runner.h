@@ -32,7 +32,10 @@ std::string nodePath();
 class PageRunner {
  public:
   // Copies the page and the runtime into `work_dir` and starts the runner.
-  static absl::StatusOr<std::unique_ptr<PageRunner>> open(const std::string& work_dir);
+  // `isolated`: the page is served over HTTP as a cross-origin isolated page
+  // (SharedArrayBuffer, Web Workers over a shared memory: wasm with threads)
+  // rather than loaded from a file.
+  static absl::StatusOr<std::unique_ptr<PageRunner>> open(const std::string& work_dir, bool isolated = false);
   // Copies the wasm runtime into `work_dir` and starts node on it.
   static absl::StatusOr<std::unique_ptr<PageRunner>> openNode(const std::string& work_dir);
   ~PageRunner();

@@ -3,7 +3,7 @@
 prints what a JavaScript expression on it resolves to.
 
     run_page.py PAGE.html EXPRESSION [--timeout=SECONDS] [--screenshot=PNG] [--webgpu=off]
-    run_page.py PAGE.html --serve=FUNCTION [--timeout=SECONDS]
+    run_page.py PAGE.html --serve=FUNCTION [--timeout=SECONDS] [--isolated=on]
 
 Chromium is driven through the DevTools protocol over a pipe
 (--remote-debugging-pipe: commands on its fd 3, replies on its fd 4, each a
@@ -12,7 +12,10 @@ library is needed. The expression is evaluated once the page has loaded;
 when it gives a promise, the result is what the promise resolves to (a
 string is printed as it is, anything else as JSON). PAGE.html may end in a
 query (?target=wasm). --webgpu=off starts Chromium without its WebGPU
-flags, as a browser without WebGPU. The page's console
+flags, as a browser without WebGPU. --isolated=on serves the page's
+directory over HTTP on 127.0.0.1 with the headers that make a page
+cross-origin isolated (COOP same-origin, COEP require-corp), so it has
+SharedArrayBuffer and shared WebAssembly memories (wasm with threads). The page's console
 lines go to stderr. Exit status: 0 on success, 1 when the expression threw
 or the page failed, 2 for a bad invocation, 3 when Chromium is missing, 4 on
 timeout.
@@ -23,6 +26,8 @@ line to stdout, until stdin ends. The timeout then bounds each call.
 """
 
 import base64
+import functools
+import http.server
 import json
 import os
 import select
@@ -30,6 +35,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 
@@ -124,6 +130,30 @@ class Browser:
         shutil.rmtree(self.profile, ignore_errors=True)
 
 
+class IsolatedHandler(http.server.SimpleHTTPRequestHandler):
+    """Files of one directory, with the cross-origin isolation headers."""
+
+    def end_headers(self):
+        self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+        self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
+        self.send_header("Cache-Control", "no-store")
+        super().end_headers()
+
+    def guess_type(self, path):
+        return "text/javascript" if str(path).endswith((".js", ".mjs")) else super().guess_type(path)
+
+    def log_message(self, *args):
+        pass
+
+
+def serve_isolated(directory):
+    """Starts a server of `directory` on a free port; returns (server, base URL)."""
+    handler = functools.partial(IsolatedHandler, directory=directory)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/"
+
+
 def main(argv):
     options = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in argv[1:] if a.startswith("--") and "=" in a}
     positional = [a for a in argv[1:] if not a.startswith("--")]
@@ -143,12 +173,17 @@ def main(argv):
         print("run_page: Chromium not found (chromium on PATH, or ACCY_CHROMIUM)", file=sys.stderr)
         return 3
     browser = Browser(chromium, float(options.get("--timeout", "300")), options.get("--webgpu", "on") != "off")
+    server = None
+    url = "file://" + os.path.abspath(page)
+    if options.get("--isolated") == "on":
+        server, base = serve_isolated(os.path.dirname(os.path.abspath(page)))
+        url = base + os.path.basename(page)
     try:
         target = browser.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = browser.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         browser.call("Runtime.enable", session=session)
         browser.call("Page.enable", session=session)
-        browser.call("Page.navigate", {"url": "file://" + os.path.abspath(page) + ("?" + query if query else "")}, session=session)
+        browser.call("Page.navigate", {"url": url + ("?" + query if query else "")}, session=session)
         waiting = ("new Promise((resolve) => { if (document.readyState === 'complete') resolve(); "
                    "else addEventListener('load', () => resolve()); })")
         # Page.navigate returns before the new document exists: retry until
@@ -156,7 +191,7 @@ def main(argv):
         while True:
             ready = browser.call("Runtime.evaluate", {"expression": f"{waiting}.then(() => location.href)",
                                                       "awaitPromise": True, "returnByValue": True}, session=session)
-            if ready.get("result", {}).get("value", "").startswith("file://"):
+            if ready.get("result", {}).get("value", "").startswith(url.split("://")[0] + "://"):
                 break
             time.sleep(0.05)
         if serve is not None:
@@ -198,6 +233,8 @@ def main(argv):
         return 1
     finally:
         browser.close()
+        if server is not None:
+            server.shutdown()
 
 
 if __name__ == "__main__":
