@@ -40,6 +40,7 @@
 #include "server/compile_cache.h"
 #include "server/regions.h"
 #include "accy/version.h"
+#include "server/metrics.h"
 #include "server/service.h"
 #include "server/unix_listener.h"
 
@@ -78,7 +79,7 @@ int main(int argc, char** argv) {
       {"listen", "unix:/run/accyd/accyd.sock"}, {"cache-dir", ""}, {"cache-max-bytes", "1073741824"},
       {"threads", "0"}, {"lease-seconds", "30"}, {"max-sessions", "256"}, {"max-programs-per-session", "64"},
       {"max-regions-per-session", "64"}, {"max-region-bytes-per-session", "17179869184"}, {"drain-seconds", "10"},
-      {"access-log", ""}, {"max-sessions-per-identity", "64"}, {"max-launch-bytes", "17179869184"}, {"max-concurrent-invokes", "256"},
+      {"access-log", ""}, {"metrics", ""}, {"max-sessions-per-identity", "64"}, {"max-launch-bytes", "17179869184"}, {"max-concurrent-invokes", "256"},
       {"max-region-bytes", "4294967296"}, {"max-message-bytes", "268435456"}, {"devices", "cpu"},
       {"tls-cert", ""}, {"tls-key", ""}, {"tls-client-ca", ""}, {"max-scratch-bytes", "17179869184"},
       {"check-numerics", "0"}, {"socket-mode", "0600"}, {"max-programs-per-identity", "1024"},
@@ -96,7 +97,7 @@ int main(int argc, char** argv) {
                   "             [--cache-dir=DIR] [--cache-max-bytes=N] [--threads=N] [--lease-seconds=N]\n"
                   "             [--max-sessions=N] [--max-programs-per-session=1..64] [--max-regions-per-session=N]\n"
                   "             [--max-region-bytes=N] [--max-region-bytes-per-session=N] [--drain-seconds=N]\n"
-                  "             [--access-log=PATH|-] [--max-launch-bytes=N] [--max-concurrent-invokes=N]\n"
+                  "             [--access-log=PATH|-] [--metrics=HOST:PORT] [--max-launch-bytes=N] [--max-concurrent-invokes=N]\n"
                   "             [--max-sessions-per-identity=N] [--max-programs-per-identity=N]\n"
                   "             [--max-region-bytes-per-identity=N] [--max-compile-ms=N] [--gpu-launch-timeout-ms=N]"
                   " [--max-message-bytes=N] [--max-scratch-bytes=N] [--check-numerics=0|1]\n"
@@ -244,6 +245,18 @@ int main(int argc, char** argv) {
       return 2;
     }
     service.setAccessLog(access_log);
+  }
+  // --metrics=HOST:PORT: Prometheus's /metrics (server/metrics.h); off by default.
+  std::unique_ptr<accy::server::Metrics> metrics;
+  if (const std::string& address = flags["metrics"]; !address.empty()) {
+    absl::StatusOr<std::unique_ptr<accy::server::Metrics>> m = accy::server::Metrics::serve(address, service, cache);
+    if (!m.ok()) {
+      std::fprintf(stderr, "accyd: %s\n", std::string(m.status().message()).c_str());
+      return 2;
+    }
+    metrics = *std::move(m);
+    service.setCallObserver(metrics->observer());
+    std::fprintf(stderr, "accyd: metrics on http://%s/metrics\n", address.c_str());
   }
 
   grpc::EnableDefaultHealthCheckService(true);

@@ -35,6 +35,7 @@ struct AccydService::ClientSession {
   // under the service's mu_.
   int64_t programs = 0;
   int64_t region_bytes = 0;
+  int64_t region_count = 0;
   // The test hook (setSessionFreedHook): asked from another thread whether
   // the global lock is free while this session's resources go.
   AccydService* service = nullptr;
@@ -121,14 +122,16 @@ class AccydService::CallLog {
  public:
   CallLog(AccydService* service, const char* method, const std::string& session_id)
       : service_(service), method_(method), start_(Clock::now()) {
-    if (service_->access_log_ == nullptr) return;
-    session_ = shortId(session_id);
+    if (service_->access_log_ == nullptr && !service_->call_observer_) return;
+    if (service_->access_log_ != nullptr) session_ = shortId(session_id);
     call_status = &status_;
   }
   ~CallLog() {
-    if (service_->access_log_ == nullptr) return;
+    if (service_->access_log_ == nullptr && !service_->call_observer_) return;
     call_status = nullptr;
     const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start_).count();
+    if (service_->call_observer_) service_->call_observer_(method_, device_, status_, static_cast<double>(micros) * 1e-6);
+    if (service_->access_log_ == nullptr) return;
     const std::string line =
         strCat("{\"time\":\"", absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::Now(), absl::UTCTimeZone()),
                "\",\"method\":\"", method_, "\",\"session\":\"", session_, "\",\"device\":\"", device_,
@@ -196,6 +199,7 @@ void AccydService::reapLoop() {
         if (it->second->deadline.load() < now) {
           expired.push_back(std::move(it->second));
           it = sessions_.erase(it);
+          lease_expiries_.fetch_add(1);
         } else {
           ++it;
         }
@@ -205,6 +209,21 @@ void AccydService::reapLoop() {
     expired.clear();
     lock.lock();
   }
+}
+
+ServiceStats AccydService::stats() const {
+  ServiceStats st;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    st.sessions = static_cast<int64_t>(sessions_.size());
+    for (const auto& [id, s] : sessions_) {
+      st.programs += s->programs;
+      st.regions += s->region_count;
+      st.region_bytes += s->region_bytes;
+    }
+  }
+  st.lease_expiries = lease_expiries_.load();
+  return st;
 }
 
 size_t AccydService::sessionCount() const {
@@ -512,6 +531,7 @@ grpc::Status AccydService::RegisterRegion(grpc::ServerContext* ctx, const pb::Re
                                      " bytes per identity (--max-region-bytes-per-identity)")));
     }
     s->region_bytes += static_cast<int64_t>((*mapping)->size());
+    ++s->region_count;
   }
   // Devices that move host memory by DMA (cuda: cuMemHostRegister) pin the
   // region once here rather than staging it on every invoke. A device that
@@ -540,6 +560,7 @@ grpc::Status AccydService::UnregisterRegion(grpc::ServerContext* ctx, const pb::
   {
     std::lock_guard<std::mutex> g(mu_);
     s->region_bytes -= static_cast<int64_t>(it->second->size());
+    --s->region_count;
   }
   s->regions.erase(it);
   return finish(ctx, reply, absl::OkStatus());

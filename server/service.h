@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "accy/v1/accyd.grpc.pb.h"
@@ -50,6 +51,20 @@ struct Limits {
 // The protocol versions this daemon speaks.
 inline constexpr uint32_t kProtocolVersion = 1;
 
+// What the daemon holds now, for metrics (server/metrics.h).
+struct ServiceStats {
+  int64_t sessions = 0;
+  int64_t programs = 0;      // compiled and not released, across sessions
+  int64_t regions = 0;       // shared-memory regions mapped
+  int64_t region_bytes = 0;  // their bytes
+  int64_t lease_expiries = 0;  // sessions freed because their lease lapsed, since start
+};
+
+// Hears every call as it ends: its method ("Invoke"), the device it ran on
+// (or ""), its status and how long it took.
+using CallObserver = std::function<void(std::string_view method, const std::string& device, session::Status status,
+                                        double seconds)>;
+
 class AccydService final : public accy::v1::Accyd::Service {
  public:
   // `devices` come from backends/registry.h (e.g. just "cpu").
@@ -68,6 +83,9 @@ class AccydService final : public accy::v1::Accyd::Service {
   // short hash of its id, device, status, duration; never data), or none
   // when null. Not owned; written under a lock.
   void setAccessLog(std::FILE* out) { access_log_ = out; }
+  // Every call, as it ends (metrics); set before serving.
+  void setCallObserver(CallObserver observer) { call_observer_ = std::move(observer); }
+  ServiceStats stats() const;
   // The connection `fd` on the Unix socket (its calls' peer is "fd:<fd>")
   // comes from a process of user `uid` (SO_PEERCRED): its calls' identity
   // is "uid:<uid>". Called before the connection is handed to gRPC.
@@ -117,6 +135,8 @@ class AccydService final : public accy::v1::Accyd::Service {
   Limits limits_;
   std::vector<std::unique_ptr<backends::Backend>> devices_;
   std::FILE* access_log_ = nullptr;
+  CallObserver call_observer_;
+  std::atomic<int64_t> lease_expiries_{0};
   // What invokes in flight hold of the budgets above.
   std::mutex budget_mu_;
   int64_t launch_bytes_in_flight_ = 0;

@@ -5,6 +5,8 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -637,6 +639,86 @@ TEST(Accyd, ADeviceInAStickyErrorStopsServing) {
 // --access-log: one JSON line per call with the method, a short hash of
 // the session (never the id itself, a bearer secret), the device, the
 // status and the duration, and nothing of the data.
+// GET http://127.0.0.1:port/metrics: the body, or "" when it fails.
+std::string scrape(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    if (fd >= 0) close(fd);
+    return "";
+  }
+  const std::string request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return "";
+  }
+  std::string response;
+  char buf[4096];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) response.append(buf, static_cast<size_t>(n));
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  return body == std::string::npos ? "" : response.substr(body + 4);
+}
+
+// A free loopback port (bound, then let go).
+int freePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// --metrics=HOST:PORT: Prometheus's /metrics counts calls by method, device
+// and status, refusals by reason, Invoke latencies, the cache and what the
+// sessions hold; a bad address is refused at start.
+TEST(Accyd, MetricsAreScrapedAfterCalls) {
+  const int port = freePort();
+  Daemon d({"--metrics=127.0.0.1:" + std::to_string(port)});
+  auto s = connect(d);
+  ASSERT_TRUE(s);
+  auto h = s->compile(wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch)));
+  ASSERT_TRUE(h.ok()) << h.status();
+  const tone::Samples data = tone::samples();
+  float f[1] = {2.5f}, v[1];
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(s->invoke(*h, {bytes(f), bytes(data.time), bytes(data.sample)}, {writableBytes(v)}).ok());
+  float wrong[2] = {1, 2};
+  EXPECT_FALSE(s->invoke(*h, {bytes(wrong), bytes(data.time), bytes(data.sample)}, {writableBytes(v)}).ok());
+  const std::string text = scrape(port);
+  ASSERT_FALSE(text.empty()) << "no answer from /metrics on port " << port;
+  for (const char* line : {"accyd_calls_total{device=\"cpu\",method=\"Invoke\",status=\"ok\"} 3",
+                           "accyd_calls_total{device=\"cpu\",method=\"Invoke\",status=\"invalid_buffer\"} 1",
+                           "accyd_calls_total{device=\"cpu\",method=\"Compile\",status=\"ok\"} 1",
+                           "accyd_refused_total{method=\"Invoke\",reason=\"invalid_buffer\"} 1",
+                           "accyd_call_seconds_count{device=\"cpu\",method=\"Invoke\"} 4",
+                           "accyd_call_seconds_bucket{device=\"cpu\",method=\"Invoke\",le=\"+Inf\"} 4",
+                           "accyd_sessions 1", "accyd_programs 1", "accyd_cache_misses_total 1",
+                           "accyd_lease_expiries_total 0"}) {
+    EXPECT_THAT(text, ::testing::HasSubstr(line));
+  }
+  // Refused at start: a port in use, an address that is not HOST:PORT.
+  char dir[] = "/tmp/accyd-metrics-XXXXXX";
+  const std::string tmp = mkdtemp(dir);
+  for (const std::string& address : {"127.0.0.1:" + std::to_string(port), std::string("999.1.1.1:9"),
+                                     std::string("127.0.0.1:99999"), std::string("localhost")}) {
+    const std::string command = runfile("server/accyd") + " --listen=unix:" + tmp + "/x.sock --metrics=" + address +
+                                " 2>" + tmp + "/err";
+    const int status = std::system(command.c_str());
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << address;
+    std::ifstream err(tmp + "/err");
+    const std::string message((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
+    EXPECT_THAT(message, ::testing::HasSubstr("--metrics=" + address)) << message;
+  }
+  std::filesystem::remove_all(tmp);
+}
+
 TEST(Accyd, TheAccessLogHasALinePerCallAndNoSecrets) {
   char dir[] = "/tmp/accyd-log-XXXXXX";
   const std::string log_dir = mkdtemp(dir);

@@ -22,6 +22,7 @@
 #include <future>
 #include <map>
 #include <sstream>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -171,6 +172,13 @@ int freePort() {
 std::vector<std::string> localize(const std::vector<std::string>& shipped, Scratch& scratch, std::string* socket,
                                   std::string* swapped) {
   std::vector<std::string> args;
+  // A port for each address: freePort() can hand out the same one twice.
+  std::set<int> ports;
+  auto port = [&ports] {
+    int p = freePort();
+    while (!ports.insert(p).second) p = freePort() + static_cast<int>(ports.size());
+    return std::to_string(p);
+  };
   for (const std::string& a : shipped) {
     const size_t eq = a.find('=');
     const std::string key = a.substr(0, eq), value = eq == std::string::npos ? "" : a.substr(eq + 1);
@@ -179,9 +187,11 @@ std::vector<std::string> localize(const std::vector<std::string>& shipped, Scrat
       *socket = scratch.dir() + "/accyd.sock";
       now = "--listen=unix:" + *socket;
     } else if (key == "--listen" && value.rfind("tcp:", 0) == 0) {
-      now = "--listen=tcp:127.0.0.1:" + std::to_string(freePort());
+      now = "--listen=tcp:127.0.0.1:" + port();
     } else if (key == "--tls-cert" || key == "--tls-key" || key == "--tls-client-ca") {
       now = key + "=" + scratch.dir() + "/" + std::filesystem::path(value).filename().string();
+    } else if (key == "--metrics") {
+      now = "--metrics=127.0.0.1:" + port();
     } else if (key == "--cache-dir") {
       now = key + "=" + scratch.dir() + "/cache";
       std::filesystem::create_directories(scratch.dir() + "/cache");
