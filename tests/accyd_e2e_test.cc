@@ -496,6 +496,108 @@ TEST(Accyd, SixteenClientsThousandInvokesEach) {
   EXPECT_EQ(d.stop(), 0);
 }
 
+// Load: 64 clients, each 10,000 calls (1,000 under a sanitizer) mixing
+// compiles (two programs, cache hits after the first), releases, region
+// churn (shared buffers registered and dropped) and invokes inline and
+// through shared memory, every result checked against the double-precision
+// mismatch. No call may fail. Prints the figures (docs/ACCYD.md).
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr int kMixedCallsPerClient = 1000;
+#else
+constexpr int kMixedCallsPerClient = 10000;
+#endif
+
+TEST(Accyd, SixtyFourClientsMixedCalls) {
+  constexpr int kClients = 64;
+  Daemon d({"--max-sessions=128"});
+  const std::string programs[2] = {wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch)),
+                                   wire::encode(*tensor::define("mismatch8", toneSpecs(8), tone::mismatch))};
+  const tone::Samples data = tone::samples();
+  std::atomic<int64_t> calls{0}, invokes{0}, shared_invokes{0}, compiles{0}, regions{0};
+  std::atomic<int> errors{0};
+  std::mutex first_mu;
+  std::string first_error;
+  auto error = [&](const std::string& what) {
+    if (errors.fetch_add(1) == 0) {
+      std::lock_guard<std::mutex> lock(first_mu);
+      first_error = what;
+    }
+  };
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c) {
+    clients.emplace_back([&, c] {
+      auto s = connect(d);
+      if (!s) return error("connect");
+      auto buffer = s->allocateShared(4096);
+      if (!buffer.ok()) return error("allocateShared: " + std::string(buffer.status().message()));
+      ++regions;
+      int which = 0;  // the scalar program or the eight-guess one
+      auto h = s->compile(programs[which]);
+      if (!h.ok()) return error("compile: " + std::string(h.status().message()));
+      ++compiles;
+      for (int n = 0; n < kMixedCallsPerClient; ++n) {
+        ++calls;
+        if (n % 100 == 99) {  // swap programs: a compile (a cache hit) and a release
+          which = 1 - which;
+          auto next = s->compile(programs[which]);
+          if (!next.ok()) return error("compile: " + std::string(next.status().message()));
+          if (absl::Status st = s->release(*h); !st.ok()) return error("release: " + std::string(st.message()));
+          ++calls;
+          ++compiles;
+          h = next;
+          continue;
+        }
+        if (n % 100 == 49) {  // region churn: register one and drop it
+          auto extra = s->allocateShared(8192);
+          if (!extra.ok()) return error("allocateShared: " + std::string(extra.status().message()));
+          ++regions;
+          continue;
+        }
+        const int guesses = which == 0 ? 1 : 8;
+        float f[8];
+        for (int g = 0; g < guesses; ++g) f[g] = 0.5f + 0.01f * static_cast<float>((c * 977 + n * 7 + g) % 700);
+        float out[8];
+        absl::Status st;
+        if (n % 2 == 0) {
+          st = s->invoke(*h, {bytes(std::span(f, guesses)), bytes(data.time), bytes(data.sample)},
+                         {writableBytes(std::span(out, guesses))});
+        } else {  // through shared memory: inputs and output inside the buffer
+          std::byte* b = (*buffer)->bytes().data();
+          std::memcpy(b, f, sizeof(float) * guesses);
+          std::memcpy(b + 64, data.time.data(), sizeof data.time);
+          std::memcpy(b + 192, data.sample.data(), sizeof data.sample);
+          st = s->invoke(*h,
+                         {std::span<const std::byte>(b, sizeof(float) * guesses),
+                          std::span<const std::byte>(b + 64, sizeof data.time),
+                          std::span<const std::byte>(b + 192, sizeof data.sample)},
+                         {std::span<std::byte>(b + 320, sizeof(float) * guesses)});
+          if (st.ok()) std::memcpy(out, b + 320, sizeof(float) * guesses);
+          ++shared_invokes;
+        }
+        ++invokes;
+        if (!st.ok()) return error("invoke: " + std::string(st.message()));
+        for (int g = 0; g < guesses; ++g) {
+          if (std::fabs(out[g] - tone::referenceMismatch(f[g])) > 1e-3) {
+            return error("wrong result " + std::to_string(out[g]) + " for " + std::to_string(f[g]));
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(errors.load(), 0) << "first: " << first_error;
+  EXPECT_EQ(calls.load(), int64_t{kClients} * (kMixedCallsPerClient + kMixedCallsPerClient / 100));
+  std::printf("load: %d clients, %lld calls (%lld invokes, %lld of them through shared memory; %lld compiles; %lld "
+              "regions registered) in %.1f s, %.0f calls/s, %d errors\n",
+              kClients, static_cast<long long>(calls.load()), static_cast<long long>(invokes.load()),
+              static_cast<long long>(shared_invokes.load()), static_cast<long long>(compiles.load()),
+              static_cast<long long>(regions.load()), seconds, static_cast<double>(calls.load()) / seconds,
+              errors.load());
+  EXPECT_EQ(d.stop(), 0);
+}
+
 TEST(Accyd, ServerInfoReportsTheBuildAndTheCache) {
   Daemon d({});
   auto s = connect(d);
