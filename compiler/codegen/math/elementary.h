@@ -129,6 +129,15 @@ inline uint64_t laneBits(double v, bool f64) {
   return b;
 }
 
+// P(x) by Horner's rule with the ops type's fma, coefficients lowest degree
+// first: the horner() of ops types without a faster form of their own.
+template <class O>
+typename O::Vec hornerByFma(O& o, typename O::Vec x, std::span<const double> coefficients) {
+  typename O::Vec acc = o.num(coefficients.back());
+  for (size_t i = coefficients.size() - 1; i-- > 0;) acc = o.fma(acc, x, o.num(coefficients[i]));
+  return acc;
+}
+
 // Constants that depend on the lane type.
 struct LaneMath {
   int mantissa_bits;

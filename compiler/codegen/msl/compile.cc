@@ -91,11 +91,7 @@ class MslOps {
     return w_.let("float", strCat("select(", no, ", ", yes, ", ", m, ")"));
   }
 
-  Vec horner(const Vec& x, std::span<const double> coefficients) {
-    Vec acc = num(coefficients.back());
-    for (size_t i = coefficients.size() - 1; i-- > 0;) acc = fma(acc, x, num(coefficients[i]));
-    return acc;
-  }
+  Vec horner(const Vec& x, std::span<const double> coefficients) { return math::hornerByFma(*this, x, coefficients); }
 
   // Runs `body` only in threads where `m` is set; `body` replaces values
   // of `vars`, which hold the replacements afterwards.

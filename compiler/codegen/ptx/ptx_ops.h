@@ -101,11 +101,7 @@ class PtxOps {
     e_.place(skip);
   }
 
-  Vec horner(const Vec& x, std::span<const double> coefficients) {
-    Vec acc = num(coefficients.back());
-    for (size_t i = coefficients.size() - 1; i-- > 0;) acc = fma(acc, x, num(coefficients[i]));
-    return acc;
-  }
+  Vec horner(const Vec& x, std::span<const double> coefficients) { return math::hornerByFma(*this, x, coefficients); }
 
  private:
   const char* t() const { return f64_ ? ".f64" : ".f32"; }

@@ -63,11 +63,7 @@ class SpirvOps {
   Mask either(Mask a, Mask b) { return b_.value(op::LogicalOr, b_.typeBool(), {a, b}); }
   Vec select(Mask m, Vec t, Vec f) { return b_.value(op::Select, f_, {m, t, f}); }
 
-  Vec horner(Vec x, std::span<const double> coefficients) {
-    Vec acc = num(coefficients.back());
-    for (size_t i = coefficients.size() - 1; i-- > 0;) acc = fma(acc, x, num(coefficients[i]));
-    return acc;
-  }
+  Vec horner(Vec x, std::span<const double> coefficients) { return math::hornerByFma(*this, x, coefficients); }
 
   // Runs `body` only in invocations where `m` is set (a structured
   // selection); `body` replaces values of `vars`, which hold the

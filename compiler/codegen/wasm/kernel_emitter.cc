@@ -42,6 +42,29 @@ uint64_t constantBits(double v, DType dtype) {
   return dtype == DType::i64 ? bits : (bits & 0xffffffffu);
 }
 
+// The i32x4 instruction of an op on i32 lanes (the combiners included), or
+// 0 when there is none.
+uint32_t i32x4Op(OpCode op) {
+  switch (op) {
+    case OpCode::kNeg:
+      return simd::kI32x4Neg;
+    case OpCode::kAbs:
+      return simd::kI32x4Abs;
+    case OpCode::kAdd:
+      return simd::kI32x4Add;
+    case OpCode::kSub:
+      return simd::kI32x4Sub;
+    case OpCode::kMul:
+      return simd::kI32x4Mul;
+    case OpCode::kMax:
+      return simd::kI32x4MaxS;
+    case OpCode::kMin:
+      return simd::kI32x4MinS;
+    default:
+      return 0;
+  }
+}
+
 // Scalar loads and stores of each dtype, with their natural alignment
 // (log2 bytes); bools are one byte.
 struct MemoryOps {
@@ -489,32 +512,8 @@ absl::StatusOr<uint32_t> KernelEmitter::op(const Expr& e, const std::vector<uint
 }
 
 absl::StatusOr<uint32_t> KernelEmitter::int32VectorOp(const Expr& e, const std::vector<uint32_t>& a) {
-  uint32_t opcode = 0;
-  switch (e.op) {
-    case OpCode::kNeg:
-      opcode = simd::kI32x4Neg;
-      break;
-    case OpCode::kAbs:
-      opcode = simd::kI32x4Abs;
-      break;
-    case OpCode::kAdd:
-      opcode = simd::kI32x4Add;
-      break;
-    case OpCode::kSub:
-      opcode = simd::kI32x4Sub;
-      break;
-    case OpCode::kMul:
-      opcode = simd::kI32x4Mul;
-      break;
-    case OpCode::kMax:
-      opcode = simd::kI32x4MaxS;
-      break;
-    case OpCode::kMin:
-      opcode = simd::kI32x4MinS;
-      break;
-    default:
-      return unimplemented(strCat("i32 ", tensor::opName(e.op), " in a vector loop"));
-  }
+  const uint32_t opcode = i32x4Op(e.op);
+  if (opcode == 0) return unimplemented(strCat("i32 ", tensor::opName(e.op), " in a vector loop"));
   for (uint32_t x : a) f_.get(x);
   f_.simdOp(opcode);
   return keep(ValType::kV128);
@@ -773,10 +772,7 @@ uint32_t KernelEmitter::combine(OpCode combiner, DType dtype, uint32_t acc, uint
   if (vector && dtype == DType::i32) {
     f_.get(acc);
     f_.get(x);
-    f_.simdOp(combiner == OpCode::kMul   ? simd::kI32x4Mul
-              : combiner == OpCode::kMax ? simd::kI32x4MaxS
-              : combiner == OpCode::kMin ? simd::kI32x4MinS
-                                         : simd::kI32x4Add);
+    f_.simdOp(i32x4Op(combiner));
     f_.set(acc);
     return acc;
   }

@@ -88,11 +88,7 @@ class WasmOps {
   Mask either(Mask a, Mask b) { return maskOp(a, b, op::kI32Or); }
   Vec select(Mask m, Vec t, Vec f);
 
-  Vec horner(Vec x, std::span<const double> coefficients) {
-    Vec acc = num(coefficients.back());
-    for (size_t i = coefficients.size() - 1; i-- > 0;) acc = fma(acc, x, num(coefficients[i]));
-    return acc;
-  }
+  Vec horner(Vec x, std::span<const double> coefficients) { return math::hornerByFma(*this, x, coefficients); }
 
   // `body` runs only when some lane of `m` is set (a branch); the values it
   // leaves in `vars` are copied back into their locals.

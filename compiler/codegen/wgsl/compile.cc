@@ -110,11 +110,7 @@ class WgslOps {
     for (size_t i = 0; i < vars.size(); ++i) vars[i] = w_.let("u32", slots[i]);
   }
 
-  Vec horner(const Vec& x, std::span<const double> coefficients) {
-    Vec acc = num(coefficients.back());
-    for (size_t i = coefficients.size() - 1; i-- > 0;) acc = fma(acc, x, num(coefficients[i]));
-    return acc;
-  }
+  Vec horner(const Vec& x, std::span<const double> coefficients) { return math::hornerByFma(*this, x, coefficients); }
 
   // Between the kernel's f32 values and these bits.
   Vec fromFloat(const std::string& f) { return w_.let("u32", strCat("bitcast<u32>(", f, ")")); }
