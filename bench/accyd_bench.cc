@@ -1,5 +1,6 @@
 // accyd benchmarks, side by side in one run (docs/PERFORMANCE.md):
-//   - tone invoke round trip over the Unix socket vs in process (p50, p99);
+//   - tone invoke round trip over the Unix socket (gRPC) and through the
+//     invoke channel (shared memory, futex doorbells) vs in process (p50, p99);
 //   - a 64 MiB invoke through shared memory vs through inline bytes, with
 //     the kernel run in process as the floor;
 //   - a compile served from the cache vs a fresh compile.
@@ -52,9 +53,12 @@ void startDaemon() {
 
 // A session with the daemon; null, with the benchmark ended, when the
 // connection fails.
-std::unique_ptr<accy::client::RemoteSession> remote(benchmark::State& state) {
+// `channel`: invokes through the invoke channel (shared memory, futex
+// doorbells) rather than gRPC.
+std::unique_ptr<accy::client::RemoteSession> remote(benchmark::State& state, bool channel) {
   accy::client::RemoteOptions o;
   o.cpu_in_process = false;
+  o.invoke_channel = channel;
   auto s = accy::client::RemoteSession::connect(g_target, o);
   if (!ok(state, s, "connect to accyd")) return nullptr;
   return std::move(*s);
@@ -105,8 +109,10 @@ void BM_ToneInvoke_InProcess(benchmark::State& state) {
   check(state, std::fabs(v[0] - tone::referenceMismatch(2.5)) <= 1e-4, "wrong mismatch " + std::to_string(v[0]));
 }
 
-void BM_ToneInvoke_AccydUnixSocket(benchmark::State& state) {
-  auto s = remote(state);
+// The tone invoke through the daemon: gRPC over the Unix socket, or the
+// invoke channel (the samples copied into its data area each time).
+void toneInvokeRemote(benchmark::State& state, bool channel) {
+  auto s = remote(state, channel);
   if (!s) return;
   auto h = s->compile(accy::wire::encode(toneProgram()));
   if (!ok(state, h, "compile")) return;
@@ -117,7 +123,11 @@ void BM_ToneInvoke_AccydUnixSocket(benchmark::State& state) {
     return s->invoke(*h, {accy::bytes(f), accy::bytes(data.time), accy::bytes(data.sample)}, {accy::writableBytes(v)});
   });
   check(state, std::fabs(v[0] - tone::referenceMismatch(2.5)) <= 1e-4, "wrong mismatch " + std::to_string(v[0]));
+  check(state, (s->channelInvokes() > 0) == channel, "the invoke channel is " + s->invokeChannel());
 }
+
+void BM_ToneInvoke_AccydUnixSocket(benchmark::State& state) { toneInvokeRemote(state, false); }
+void BM_ToneInvoke_AccydChannel(benchmark::State& state) { toneInvokeRemote(state, true); }
 
 constexpr int64_t kBig = int64_t{16} << 20;  // 16 Mi f32 = 64 MiB
 
@@ -146,8 +156,8 @@ void BM_Invoke64MiB_InProcessKernel(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kBig * 8);
 }
 
-void BM_Invoke64MiB_AccydSharedMemory(benchmark::State& state) {
-  auto s = remote(state);
+void invoke64MiBShared(benchmark::State& state, bool channel) {
+  auto s = remote(state, channel);
   if (!s) return;
   auto h = s->compile(accy::wire::encode(doubleProgram()));
   if (!ok(state, h, "compile")) return;
@@ -164,10 +174,15 @@ void BM_Invoke64MiB_AccydSharedMemory(benchmark::State& state) {
   }
   if (!checkDoubled(state, reinterpret_cast<const float*>((*out)->bytes().data()))) return;
   state.SetBytesProcessed(state.iterations() * kBig * 8);
+  state.SetLabel((*in)->pages());
+  check(state, (s->channelInvokes() > 0) == channel, "the invoke channel is " + s->invokeChannel());
 }
 
+void BM_Invoke64MiB_AccydSharedMemory(benchmark::State& state) { invoke64MiBShared(state, false); }
+void BM_Invoke64MiB_AccydChannel(benchmark::State& state) { invoke64MiBShared(state, true); }
+
 void BM_Invoke64MiB_AccydInlineBytes(benchmark::State& state) {
-  auto s = remote(state);
+  auto s = remote(state, false);
   if (!s) return;
   auto h = s->compile(accy::wire::encode(doubleProgram()));
   if (!ok(state, h, "compile")) return;
@@ -181,7 +196,7 @@ void BM_Invoke64MiB_AccydInlineBytes(benchmark::State& state) {
 }
 
 void BM_Compile_AccydCacheHit(benchmark::State& state) {
-  auto s = remote(state);
+  auto s = remote(state, false);
   if (!s) return;
   const std::string bytes = accy::wire::encode(toneProgram());
   auto first = s->compile(bytes);
@@ -194,7 +209,7 @@ void BM_Compile_AccydCacheHit(benchmark::State& state) {
 }
 
 void BM_Compile_AccydFresh(benchmark::State& state) {
-  auto s = remote(state);
+  auto s = remote(state, false);
   if (!s) return;
   double scale = 1.0;
   for (auto _ : state) {
@@ -211,8 +226,10 @@ void BM_Compile_AccydFresh(benchmark::State& state) {
 
 BENCHMARK(BM_ToneInvoke_InProcess)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ToneInvoke_AccydUnixSocket)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ToneInvoke_AccydChannel)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Invoke64MiB_InProcessKernel)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Invoke64MiB_AccydSharedMemory)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Invoke64MiB_AccydChannel)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Invoke64MiB_AccydInlineBytes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Compile_AccydCacheHit)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Compile_AccydFresh)->Unit(benchmark::kMicrosecond);

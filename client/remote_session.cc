@@ -12,7 +12,9 @@
 
 #include "accy/v1/accyd.grpc.pb.h"
 #include "base/errors.h"
+#include "absl/strings/match.h"
 #include "base/strings.h"
+#include "server/channel.h"
 
 namespace accy::client {
 
@@ -25,7 +27,14 @@ constexpr uint32_t kRemoteBit = 0x80000000u;
 struct RemoteCore {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<pb::Accyd::Stub> stub;
+  // The daemon-side session: replaced when the session is re-opened
+  // (RemoteSession::reconnect), so read under id_mu.
+  mutable std::mutex id_mu;
   std::string session_id;
+  std::string id() const {
+    std::lock_guard<std::mutex> lock(id_mu);
+    return session_id;
+  }
   std::string region_socket;  // empty for TCP targets
   int lease_seconds = 30;
 
@@ -39,6 +48,11 @@ struct RemoteCore {
       return makeError(unreachable, strCat("accyd unreachable: ", st.error_message()));
     }
     const int number = std::atoi(std::string(it->second.data(), it->second.size()).c_str());
+    return statusError(number, st.error_message());
+  }
+
+  // The accy status of a session status number and the daemon's message.
+  static absl::Status statusError(int number, std::string message) {
     static constexpr ErrorKind kinds[] = {ErrorKind::kNone,           ErrorKind::kInvalidProgram,
                                           ErrorKind::kUnsupportedVersion, ErrorKind::kInvalidHandle,
                                           ErrorKind::kInvalidBuffer,  ErrorKind::kTooManyPrograms,
@@ -46,33 +60,38 @@ struct RemoteCore {
                                           ErrorKind::kLaunchFailed};
     const ErrorKind kind = number > 0 && number <= 8 ? kinds[number] : ErrorKind::kLaunchFailed;
     // The daemon's message already starts with the kind's name.
-    std::string message = st.error_message();
     const std::string prefix = strCat(errorKindName(kind), ": ");
     if (message.rfind(prefix, 0) == 0) message = message.substr(prefix.size());
     return makeError(kind, message);
   }
 
-  // Live shared buffers: start -> (size, region).
+  // Live shared buffers: start -> (size, the buffer).
   std::mutex shared_mu;
-  std::map<const std::byte*, std::pair<size_t, uint64_t>> shared;
+  std::map<const std::byte*, std::pair<size_t, SharedBuffer*>> shared;
 
-  void unregister(const std::byte* data, uint64_t region) {
+  void unregister(const std::byte* data) {
+    uint64_t region = 0;
     {
       std::lock_guard<std::mutex> lock(shared_mu);
-      shared.erase(data);
+      auto it = shared.find(data);
+      if (it == shared.end()) return;
+      region = it->second.second->region_;
+      shared.erase(it);
     }
     grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
     pb::UnregisterRegionRequest req;
     pb::UnregisterRegionReply reply;
-    req.set_session_id(session_id);
+    req.set_session_id(id());
     req.set_region(region);
     stub->UnregisterRegion(&ctx, req, &reply);
   }
 };
 
 SharedBuffer::~SharedBuffer() {
-  core_->unregister(data_, region_);
+  core_->unregister(data_);
   munmap(data_, mapped_);
+  if (fd_ >= 0) close(fd_);
 }
 
 RemoteSession::RemoteSession(std::shared_ptr<RemoteCore> core, const RemoteOptions& options)
@@ -85,7 +104,7 @@ RemoteSession::RemoteSession(std::shared_ptr<RemoteCore> core, const RemoteOptio
         ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
         pb::KeepAliveRequest req;
         pb::KeepAliveReply reply;
-        req.set_session_id(core_->session_id);
+        req.set_session_id(core_->id());
         core_->stub->KeepAlive(&ctx, req, &reply);
       }
     });
@@ -102,7 +121,7 @@ RemoteSession::~RemoteSession() {
   grpc::ClientContext ctx;
   pb::CloseSessionRequest req;
   pb::CloseSessionReply reply;
-  req.set_session_id(core_->session_id);
+  req.set_session_id(core_->id());
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
   core_->stub->CloseSession(&ctx, req, &reply);
 }
@@ -146,7 +165,7 @@ absl::StatusOr<std::unique_ptr<RemoteSession>> RemoteSession::connect(const std:
   return std::unique_ptr<RemoteSession>(new RemoteSession(std::move(core), options));
 }
 
-const std::string& RemoteSession::sessionId() const { return core_->session_id; }
+std::string RemoteSession::sessionId() const { return core_->id(); }
 
 absl::Status RemoteSession::fail(const absl::Status& st) {
   last_cause_ = st;
@@ -161,10 +180,17 @@ absl::StatusOr<session::Handle> RemoteSession::compile(std::string_view wire, st
     if (absl::Status st = codegen::checkMode(target, options.mode); !st.ok()) return fail(st);
     return local_.compile(wire, info);
   }
+  return withReconnect([&] { return compileRemote(wire, target, info, options, std::nullopt); });
+}
+
+absl::StatusOr<session::Handle> RemoteSession::compileRemote(std::string_view wire, std::string_view target,
+                                                             session::CompileInfo* info,
+                                                             const backends::CompileOptions& options,
+                                                             std::optional<session::Handle> keep) {
   grpc::ClientContext ctx;
   pb::CompileRequest req;
   pb::CompileReply reply;
-  req.set_session_id(core_->session_id);
+  req.set_session_id(core_->id());
   req.set_program(std::string(wire));
   req.set_target(std::string(target));
   if (options.mode != backends::ArithmeticMode::kExact) {
@@ -188,7 +214,18 @@ absl::StatusOr<session::Handle> RemoteSession::compile(std::string_view wire, st
     info->cache_hit = reply.cache_hit();
     info->cache_level = reply.cache_level();
   }
-  const session::Handle h{reply.handle().index() | kRemoteBit, reply.handle().generation()};
+  r.daemon = session::Handle{reply.handle().index(), reply.handle().generation()};
+  r.wire = std::string(wire);
+  r.target = std::string(target);
+  r.options = options;
+  // The caller's handle is the daemon's (with the remote bit) unless that
+  // is taken by a program recompiled after a reconnect, or `keep`.
+  session::Handle h{r.daemon.index | kRemoteBit, r.daemon.generation};
+  if (keep) {
+    h = *keep;
+  } else if (remote_.count({h.index, h.generation}) != 0) {
+    h = session::Handle{kRemoteBit | 0x40000000u | ++next_handle_, 1};
+  }
   remote_[{h.index, h.generation}] = std::move(r);
   return h;
 }
@@ -207,9 +244,146 @@ absl::StatusOr<std::span<const session::Descriptor>> RemoteSession::outputDescri
   return std::span<const session::Descriptor>(it->second.outputs);
 }
 
+std::string RemoteSession::invokeChannel() const {
+  std::lock_guard<std::mutex> lock(channel_mu_);
+  return channel_state_;
+}
+
+bool RemoteSession::channelReady() {
+  if (channel_ != nullptr) return true;
+  if (channel_state_ != "not opened yet") return false;
+  if (!options_.invoke_channel) {
+    channel_state_ = "off (RemoteOptions::invoke_channel)";
+    return false;
+  }
+  if (core_->region_socket.empty()) {
+    channel_state_ = "none: the target is not a unix: socket on this host";
+    return false;
+  }
+  auto buffer = allocateShared(std::max(options_.channel_bytes, channel::kDataOffset + 4096));
+  if (!buffer.ok()) {
+    channel_state_ = strCat("none: ", buffer.status().message());
+    return false;
+  }
+  auto* box = reinterpret_cast<channel::Mailbox*>((*buffer)->bytes().data());
+  box->magic = channel::kMagic;
+  box->version = channel::kVersion;
+  grpc::ClientContext ctx;
+  pb::OpenChannelRequest req;
+  pb::OpenChannelReply reply;
+  req.set_session_id(core_->id());
+  req.set_region((*buffer)->region());
+  if (grpc::Status st = core_->stub->OpenChannel(&ctx, req, &reply); !st.ok()) {
+    channel_state_ = strCat("none: the daemon refused it: ", RemoteCore::toStatus(st, ctx, ErrorKind::kLaunchFailed).message());
+    return false;
+  }
+  channel_data_offset_ = reply.data_offset();
+  channel_ = std::move(*buffer);
+  channel_state_ = "open";
+  return true;
+}
+
+std::optional<absl::Status> RemoteSession::invokeThroughChannel(session::Handle h,
+                                                                absl::Span<const std::span<const std::byte>> inputs,
+                                                                absl::Span<const std::span<std::byte>> outputs) {
+  if (outputs.empty() || inputs.size() + outputs.size() > channel::kMaxBuffers) return std::nullopt;
+  std::unique_lock<std::mutex> lock(channel_mu_, std::try_to_lock);
+  if (!lock.owns_lock() || !channelReady()) return std::nullopt;
+  std::byte* const base = channel_->bytes().data();
+  const size_t capacity = channel_->bytes().size();
+  auto* box = reinterpret_cast<channel::Mailbox*>(base);
+  channel::Request& request = box->request;
+  // Each buffer: a reference into a shared buffer, or a place in the
+  // channel's data area (inputs copied there first).
+  size_t next = channel_data_offset_;
+  std::vector<std::pair<size_t, size_t>> copy_out;  // output k <- data offset
+  enum class Where { kSharedBuffer, kDataArea, kTooLarge };
+  auto place = [&](const std::byte* p, size_t n, channel::Ref* ref) {
+    auto it = core_->shared.upper_bound(p);
+    if (it != core_->shared.begin()) {
+      --it;
+      const auto [size, buffer] = it->second;
+      if (p >= it->first && p + n <= it->first + size) {
+        *ref = {buffer->region_, static_cast<uint64_t>(p - it->first), n};
+        return Where::kSharedBuffer;
+      }
+    }
+    next = (next + 63) / 64 * 64;
+    if (n > capacity || next > capacity - n) return Where::kTooLarge;
+    *ref = {channel_->region_, next, n};
+    next += n;
+    return Where::kDataArea;
+  };
+  std::unique_ptr<SharedBuffer> dropped;  // a channel closed below goes after the lock
+  std::lock_guard<std::mutex> shared_lock(core_->shared_mu);
+  request.index = h.index;
+  request.generation = h.generation;
+  request.inputs = static_cast<uint32_t>(inputs.size());
+  request.outputs = static_cast<uint32_t>(outputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    channel::Ref& ref = request.refs[i];
+    const Where where = place(inputs[i].data(), inputs[i].size(), &ref);
+    if (where == Where::kTooLarge) return std::nullopt;
+    if (where == Where::kDataArea && !inputs[i].empty()) std::memcpy(base + ref.offset, inputs[i].data(), inputs[i].size());
+  }
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    channel::Ref& ref = request.refs[inputs.size() + k];
+    const Where where = place(outputs[k].data(), outputs[k].size(), &ref);
+    if (where == Where::kTooLarge) return std::nullopt;
+    if (where == Where::kDataArea) copy_out.emplace_back(k, ref.offset);
+  }
+  const uint32_t seq = ++channel_seq_;
+  channel::publish(box->request_seq, seq, box->daemon_waiting);
+  // The reply: spin, then sleep; every second of waiting, ask the daemon
+  // (KeepAlive) whether it and the session are still there.
+  const auto spin = std::chrono::microseconds(options_.channel_spin_us);
+  auto next_check = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (!channel::waitForChange(box->reply_seq, seq - 1, box->client_waiting, spin, std::chrono::milliseconds(100))) {
+    if (std::chrono::steady_clock::now() < next_check) continue;
+    next_check = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    pb::KeepAliveRequest req;
+    pb::KeepAliveReply reply;
+    req.set_session_id(core_->id());
+    if (grpc::Status st = core_->stub->KeepAlive(&ctx, req, &reply); !st.ok()) {
+      const absl::Status why = RemoteCore::toStatus(st, ctx, ErrorKind::kLaunchFailed);
+      channel_state_ = strCat("closed: the daemon stopped answering during an invoke (", why.message(), ")");
+      dropped = std::move(channel_);
+      return fail(makeError(ErrorKind::kLaunchFailed,
+                            strCat("remote session: no reply through the invoke channel and ", why.message())));
+    }
+  }
+  if (channel::load(box->reply_seq) != seq) {
+    channel_state_ = "closed: the daemon's reply was out of sequence";
+    dropped = std::move(channel_);
+    return fail(makeError(ErrorKind::kLaunchFailed, "remote session: the invoke channel's reply was out of sequence"));
+  }
+  channel_invokes_.fetch_add(1);
+  const channel::Reply& reply = box->reply;
+  if (reply.status != 0) {
+    const size_t n = std::min<size_t>(reply.message_bytes, channel::kMaxMessage);
+    return fail(RemoteCore::statusError(static_cast<int>(reply.status), std::string(reply.message, n)));
+  }
+  for (const auto& [k, offset] : copy_out) {
+    if (!outputs[k].empty()) std::memcpy(outputs[k].data(), base + offset, outputs[k].size());
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RemoteSession::invoke(session::Handle h, absl::Span<const std::span<const std::byte>> inputs,
                                    absl::Span<const std::span<std::byte>> outputs) {
   if ((h.index & kRemoteBit) == 0) return local_.invoke(h, inputs, outputs);
+  return withReconnect([&] { return invokeRemote(h, inputs, outputs); });
+}
+
+absl::Status RemoteSession::invokeRemote(session::Handle user, absl::Span<const std::span<const std::byte>> inputs,
+                                         absl::Span<const std::span<std::byte>> outputs) {
+  // The daemon's handle for it (one the session does not know goes as it
+  // is, and the daemon answers invalid_handle).
+  session::Handle h{user.index & ~kRemoteBit, user.generation};
+  if (auto it = remote_.find({user.index, user.generation}); it != remote_.end()) h = it->second.daemon;
+  if (std::optional<absl::Status> st = invokeThroughChannel(h, inputs, outputs)) return *st;
   // A span inside a shared buffer travels as a region reference.
   std::lock_guard<std::mutex> shared_lock(core_->shared_mu);
   auto place = [&](const std::byte* p, size_t n, pb::Buffer* b) {
@@ -217,10 +391,10 @@ absl::Status RemoteSession::invoke(session::Handle h, absl::Span<const std::span
     if (it == core_->shared.begin()) return false;
     --it;
     const std::byte* start = it->first;
-    const auto [size, region] = it->second;
+    const auto [size, buffer] = it->second;
     if (p < start || p + n > start + size) return false;
     pb::RegionRef* r = b->mutable_region();
-    r->set_region(region);
+    r->set_region(buffer->region_);
     r->set_offset(static_cast<uint64_t>(p - start));
     r->set_size(n);
     return true;
@@ -228,8 +402,8 @@ absl::Status RemoteSession::invoke(session::Handle h, absl::Span<const std::span
   grpc::ClientContext ctx;
   pb::InvokeRequest req;
   pb::InvokeReply reply;
-  req.set_session_id(core_->session_id);
-  req.mutable_handle()->set_index(h.index & ~kRemoteBit);
+  req.set_session_id(core_->id());
+  req.mutable_handle()->set_index(h.index);
   req.mutable_handle()->set_generation(h.generation);
   for (const auto& in : inputs) {
     pb::Buffer* b = req.add_inputs();
@@ -256,15 +430,109 @@ absl::Status RemoteSession::invoke(session::Handle h, absl::Span<const std::span
 
 absl::Status RemoteSession::release(session::Handle h) {
   if ((h.index & kRemoteBit) == 0) return local_.release(h);
+  return withReconnect([&] { return releaseRemote(h); });
+}
+
+absl::Status RemoteSession::releaseRemote(session::Handle user) {
+  session::Handle h{user.index & ~kRemoteBit, user.generation};
+  if (auto it = remote_.find({user.index, user.generation}); it != remote_.end()) h = it->second.daemon;
   grpc::ClientContext ctx;
   pb::ReleaseRequest req;
   pb::ReleaseReply reply;
-  req.set_session_id(core_->session_id);
-  req.mutable_handle()->set_index(h.index & ~kRemoteBit);
+  req.set_session_id(core_->id());
+  req.mutable_handle()->set_index(h.index);
   req.mutable_handle()->set_generation(h.generation);
   grpc::Status st = core_->stub->Release(&ctx, req, &reply);
   if (!st.ok()) return RemoteCore::toStatus(st, ctx, ErrorKind::kLaunchFailed);
-  remote_.erase({h.index, h.generation});
+  remote_.erase({user.index, user.generation});
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Whether a call failed because the daemon's session is gone: the daemon
+// cannot be reached (it stopped, or restarted), or it no longer knows the
+// session (a restarted daemon; a lease that lapsed).
+bool sessionLost(const absl::Status& st) {
+  const absl::string_view m = st.message();
+  return !st.ok() && (absl::StrContains(m, "accyd unreachable") || absl::StrContains(m, "no open session") ||
+                      absl::StrContains(m, "no reply through the invoke channel"));
+}
+const absl::Status& statusOf(const absl::Status& st) { return st; }
+template <typename T>
+const absl::Status& statusOf(const absl::StatusOr<T>& st) {
+  return st.status();
+}
+
+}  // namespace
+
+template <typename Call>
+auto RemoteSession::withReconnect(Call&& call) -> decltype(call()) {
+  auto result = call();
+  if (!sessionLost(statusOf(result))) return result;
+  if (absl::Status st = reconnect(statusOf(result)); !st.ok()) return fail(st);
+  return call();
+}
+
+absl::Status RemoteSession::reconnect(const absl::Status& cause) {
+  if (options_.reconnect_seconds <= 0) {
+    return makeError(errorKind(cause),
+                     strCat(cause.message(), "; the daemon's session is gone and reconnecting is off "
+                                             "(RemoteOptions::reconnect_seconds): open a new RemoteSession"));
+  }
+  {
+    // The channel's mailbox belonged to the old session: a new one is
+    // opened on the next invoke.
+    std::lock_guard<std::mutex> lock(channel_mu_);
+    channel_.reset();
+    channel_state_ = "not opened yet";
+    channel_seq_ = 0;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options_.reconnect_seconds);
+  std::string last;
+  for (;;) {
+    grpc::ClientContext negotiate;
+    negotiate.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    pb::NegotiateRequest nreq;
+    nreq.add_versions(1);
+    pb::NegotiateReply nreply;
+    grpc::Status st = core_->stub->Negotiate(&negotiate, nreq, &nreply);
+    if (st.ok()) {
+      grpc::ClientContext open;
+      open.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+      pb::OpenSessionReply reply;
+      st = core_->stub->OpenSession(&open, pb::OpenSessionRequest(), &reply);
+      if (st.ok()) {
+        std::lock_guard<std::mutex> lock(core_->id_mu);
+        core_->session_id = reply.session_id();
+        core_->lease_seconds = std::max<int>(1, static_cast<int>(reply.lease_seconds()));
+        break;
+      }
+    }
+    last = st.error_message();
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return makeError(ErrorKind::kLaunchFailed, strCat("accyd did not take a new session within ", options_.reconnect_seconds,
+                                                        " s (", last, ") after: ", cause.message()));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  {
+    std::lock_guard<std::mutex> lock(core_->shared_mu);
+    for (auto& [start, entry] : core_->shared) {
+      auto region = shareFd(entry.second->fd_);
+      if (!region.ok()) {
+        return makeError(ErrorKind::kInvalidBuffer,
+                         strCat("re-registering a shared buffer with the new session: ", region.status().message()));
+      }
+      entry.second->region_ = *region;
+    }
+  }
+  for (auto& [user, r] : remote_) {
+    const Remote kept = r;  // compileRemote replaces the entry
+    auto h = compileRemote(kept.wire, kept.target, nullptr, kept.options, session::Handle{user.first, user.second});
+    if (!h.ok()) return makeError(ErrorKind::kCompileFailed, strCat("recompiling a program in the new session: ", h.status().message()));
+  }
+  ++reconnects_;
   return absl::OkStatus();
 }
 
@@ -338,7 +606,24 @@ absl::StatusOr<std::unique_ptr<SharedBuffer>> RemoteSession::allocateShared(size
       }
     }
   }
-  // Pass the fd to the daemon and get a token.
+  auto region = shareFd(fd);
+  if (!region.ok()) {
+    munmap(mem, mapped);
+    close(fd);
+    return region.status();
+  }
+  // The buffer keeps the memfd: a restarted daemon is given it again.
+  auto buffer = std::unique_ptr<SharedBuffer>(
+      new SharedBuffer(static_cast<std::byte*>(mem), bytes, mapped, fd, *region, std::move(pages), core_));
+  {
+    std::lock_guard<std::mutex> lock(core_->shared_mu);
+    core_->shared[buffer->data_] = {bytes, buffer.get()};
+  }
+  return buffer;
+}
+
+absl::StatusOr<uint64_t> RemoteSession::shareFd(int fd) {
+  // Pass the fd to the daemon's region socket and get a token.
   const int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -365,9 +650,7 @@ absl::StatusOr<std::unique_ptr<SharedBuffer>> RemoteSession::allocateShared(size
     }
   }
   if (s >= 0) close(s);
-  close(fd);  // the daemon holds its own reference now
   if (line.rfind("ok ", 0) != 0) {
-    munmap(mem, mapped);
     return makeError(ErrorKind::kInvalidBuffer,
                      strCat("the daemon refused the shared buffer: ", line.empty() ? "no answer" : line));
   }
@@ -375,20 +658,16 @@ absl::StatusOr<std::unique_ptr<SharedBuffer>> RemoteSession::allocateShared(size
   grpc::ClientContext ctx;
   pb::RegisterRegionRequest req;
   pb::RegisterRegionReply reply;
-  req.set_session_id(core_->session_id);
+  req.set_session_id(core_->id());
   req.set_token(token);
   grpc::Status st = core_->stub->RegisterRegion(&ctx, req, &reply);
-  if (!st.ok()) {
-    munmap(mem, mapped);
-    return RemoteCore::toStatus(st, ctx, ErrorKind::kInvalidBuffer);
-  }
-  auto buffer = std::unique_ptr<SharedBuffer>(
-      new SharedBuffer(static_cast<std::byte*>(mem), bytes, mapped, reply.region(), std::move(pages), core_));
-  {
-    std::lock_guard<std::mutex> lock(core_->shared_mu);
-    core_->shared[buffer->data_] = {bytes, reply.region()};
-  }
-  return buffer;
+  if (!st.ok()) return RemoteCore::toStatus(st, ctx, ErrorKind::kInvalidBuffer);
+  return reply.region();
+}
+
+uint64_t SharedBuffer::region() const {
+  std::lock_guard<std::mutex> lock(core_->shared_mu);
+  return region_;
 }
 
 absl::StatusOr<pb::ServerInfoReply> RemoteSession::serverInfo() {

@@ -41,6 +41,22 @@ struct RemoteOptions {
   std::string tls_client_cert, tls_client_key;
   // Keep the lease alive from a background thread.
   bool keep_alive = true;
+  // On a unix: target, invoke through the daemon's invoke channel (shared
+  // memory and futex doorbells, server/channel.h) rather than gRPC where
+  // the invoke allows it (outputs given, at most 64 buffers, inline bytes
+  // that fit `channel_bytes`); a daemon that refuses the channel leaves
+  // every invoke on gRPC (invokeChannel() says why).
+  bool invoke_channel = true;
+  size_t channel_bytes = size_t{1} << 20;
+  // How long an invoke spins on the reply before it sleeps on the futex.
+  int64_t channel_spin_us = 50;
+  // When the daemon's session is gone (the daemon restarted, or the lease
+  // lapsed while this process was stopped), a call re-opens it: it retries
+  // for up to this long, re-registers the shared buffers (the same memory),
+  // recompiles the programs (the daemon's cache makes that cheap) under the
+  // same handles, and runs the call again. 0: no reconnecting; such calls
+  // fail saying the session is gone.
+  int reconnect_seconds = 10;
 };
 
 class RemoteSession;
@@ -53,7 +69,7 @@ class SharedBuffer {
   SharedBuffer(const SharedBuffer&) = delete;
   SharedBuffer& operator=(const SharedBuffer&) = delete;
   std::span<std::byte> bytes() const { return {data_, size_}; }
-  uint64_t region() const { return region_; }
+  uint64_t region() const;
   // What pages back it: "hugetlb (2 MiB pages)", "transparent huge pages
   // (advised)", or "4 KiB pages: " and why no larger ones (none reserved,
   // the kernel's shmem setting); small buffers take 4 KiB pages.
@@ -61,13 +77,16 @@ class SharedBuffer {
 
  private:
   friend class RemoteSession;
-  SharedBuffer(std::byte* data, size_t size, size_t mapped, uint64_t region, std::string pages,
+  friend struct RemoteCore;
+  SharedBuffer(std::byte* data, size_t size, size_t mapped, int fd, uint64_t region, std::string pages,
                std::shared_ptr<struct RemoteCore> core)
-      : data_(data), size_(size), mapped_(mapped), region_(region), pages_(std::move(pages)), core_(std::move(core)) {}
+      : data_(data), size_(size), mapped_(mapped), fd_(fd), region_(region), pages_(std::move(pages)),
+        core_(std::move(core)) {}
   std::byte* data_;
   size_t size_;
   size_t mapped_;  // whole huge pages when hugetlb
-  uint64_t region_;
+  int fd_;         // the memfd, kept to share it again with a restarted daemon
+  uint64_t region_;  // changes when the session is re-opened (under the core's shared_mu)
   std::string pages_;
   std::shared_ptr<struct RemoteCore> core_;
 };
@@ -94,21 +113,62 @@ class RemoteSession {
 
   // The daemon's build record, devices, targets and cache statistics.
   absl::StatusOr<accy::v1::ServerInfoReply> serverInfo();
-  const std::string& sessionId() const;
+  std::string sessionId() const;
+  // Sessions re-opened after the daemon's was lost (RemoteOptions::reconnect_seconds).
+  int reconnects() const { return reconnects_; }
+  // "open", "not opened yet", or why invokes go through gRPC.
+  std::string invokeChannel() const;
+  // Invokes served through the channel so far.
+  int64_t channelInvokes() const { return channel_invokes_.load(); }
   const std::optional<absl::Status>& lastCause() const { return last_cause_; }
 
  private:
   RemoteSession(std::shared_ptr<RemoteCore> core, const RemoteOptions& options);
   absl::Status fail(const absl::Status& st);
+  // Runs `call`; when it fails because the daemon's session is gone,
+  // re-opens the session and runs it once more.
+  template <typename Call>
+  auto withReconnect(Call&& call) -> decltype(call());
+  // Re-opens the session after `cause`: a new session, the shared buffers
+  // registered again, the programs recompiled under the same handles.
+  absl::Status reconnect(const absl::Status& cause);
+  absl::StatusOr<session::Handle> compileRemote(std::string_view wire, std::string_view target,
+                                                session::CompileInfo* info, const backends::CompileOptions& options,
+                                                std::optional<session::Handle> keep);
+  absl::Status invokeRemote(session::Handle handle, absl::Span<const std::span<const std::byte>> inputs,
+                            absl::Span<const std::span<std::byte>> outputs);
+  absl::Status releaseRemote(session::Handle handle);
+  // Passes `fd` to the daemon's region socket and registers it in the
+  // session; returns the region.
+  absl::StatusOr<uint64_t> shareFd(int fd);
+  // Opens the channel on first use (under channel_mu_); false when there is
+  // none (the reason in channel_state_).
+  bool channelReady();
+  // Runs the invoke through the channel; nullopt when it cannot go there
+  // (then it goes through gRPC).
+  std::optional<absl::Status> invokeThroughChannel(session::Handle handle,
+                                                   absl::Span<const std::span<const std::byte>> inputs,
+                                                   absl::Span<const std::span<std::byte>> outputs);
 
   std::shared_ptr<RemoteCore> core_;
   RemoteOptions options_;
   session::Session local_;
   struct Remote {
     std::vector<session::Descriptor> inputs, outputs;
+    session::Handle daemon;  // the daemon's handle in the current session
+    std::string wire, target;  // to compile it again in a re-opened session
+    backends::CompileOptions options;
   };
   std::map<std::pair<uint32_t, uint32_t>, Remote> remote_;
   std::optional<absl::Status> last_cause_;
+  mutable std::mutex channel_mu_;
+  std::unique_ptr<SharedBuffer> channel_;
+  size_t channel_data_offset_ = 0;
+  uint32_t channel_seq_ = 0;
+  std::string channel_state_ = "not opened yet";
+  std::atomic<int64_t> channel_invokes_{0};
+  int reconnects_ = 0;
+  uint32_t next_handle_ = 0;  // handles given out for remote programs
   std::thread keep_alive_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -4,7 +4,7 @@
 //          [--tls-client-ca=F]] (--listen may repeat) [--socket-mode=0600|0660] [--cache-dir=DIR] [--cache-max-bytes=N] [--threads=N]
 //         [--lease-seconds=N] [--max-sessions=N] [--max-programs-per-session=N] [--max-regions-per-session=N]
 //         [--max-region-bytes=N] [--max-region-bytes-per-session=N] [--max-message-bytes=N] [--max-scratch-bytes=N]
-//         [--check-numerics=0|1] [--devices=cpu[,vulkan][,cuda]]
+//         [--check-numerics=0|1] [--devices=cpu[,vulkan][,cuda]] [--channel-spin-us=N]
 //
 // Numbers are whole decimal numbers within each flag's range (a bad one is
 // refused at start, naming the flag). Unix socket by default (mode 0600);
@@ -84,7 +84,8 @@ int main(int argc, char** argv) {
       {"tls-cert", ""}, {"tls-key", ""}, {"tls-client-ca", ""}, {"max-scratch-bytes", "17179869184"},
       {"check-numerics", "0"}, {"socket-mode", "0600"}, {"max-programs-per-identity", "1024"},
       {"max-region-bytes-per-identity", "68719476736"}, {"max-compile-ms", "60000"},
-      {"gpu-launch-timeout-ms", "600000"}};
+      {"gpu-launch-timeout-ms", "600000"}, {"channel-spin-us", "50"},
+      {"region-token-seconds", "60"}};
   std::vector<std::string> listens;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -101,7 +102,8 @@ int main(int argc, char** argv) {
                   "             [--max-sessions-per-identity=N] [--max-programs-per-identity=N]\n"
                   "             [--max-region-bytes-per-identity=N] [--max-compile-ms=N] [--gpu-launch-timeout-ms=N]"
                   " [--max-message-bytes=N] [--max-scratch-bytes=N] [--check-numerics=0|1]\n"
-                  "             [--socket-mode=0600|0660] [--devices=cpu[,vulkan][,cuda]]   (--listen may repeat)\n"
+                  "             [--socket-mode=0600|0660] [--devices=cpu[,vulkan][,cuda]] [--channel-spin-us=N]\n"
+                  "             [--region-token-seconds=N]   (--listen may repeat)\n"
                   "devices: cpu (target x86_64), vulkan (spirv), cuda (ptx; needs the NVIDIA driver's libcuda.so.1\n"
                   "and a GPU); a device that is not available here is refused at start with the reason\n");
       return 0;
@@ -142,6 +144,8 @@ int main(int argc, char** argv) {
       {"max-region-bytes-per-identity", 1, INT64_MAX},
       {"max-compile-ms", 1, 86400000},
       {"gpu-launch-timeout-ms", 0, 86400000},
+      {"channel-spin-us", 0, 1000000},
+      {"region-token-seconds", 1, 86400},
       {"max-region-bytes-per-session", 1, INT64_MAX},
       {"max-message-bytes", 1024, INT32_MAX},  // gRPC's message size is an int
       {"max-scratch-bytes", 0, INT64_MAX},
@@ -214,7 +218,10 @@ int main(int argc, char** argv) {
   cache_options.disk_dir = flags["cache-dir"];
   cache_options.disk_max_bytes = number("cache-max-bytes");
   accy::server::CompileCache cache(cache_options, accy::executable::buildRecord());
-  accy::server::RegionSocket regions(socket_path + ".fd", static_cast<size_t>(number("max-region-bytes")));
+  accy::server::RegionSocketLimits region_limits;
+  region_limits.token_lifetime = std::chrono::seconds(number("region-token-seconds"));
+  accy::server::RegionSocket regions(socket_path + ".fd", static_cast<size_t>(number("max-region-bytes")),
+                                     region_limits);
   if (absl::Status st = regions.start(); !st.ok()) {
     std::fprintf(stderr, "accyd: %s\n", std::string(st.message()).c_str());
     return 1;
@@ -235,6 +242,7 @@ int main(int argc, char** argv) {
   limits.lease_seconds = static_cast<int>(number("lease-seconds"));
   limits.max_scratch_bytes = number("max-scratch-bytes");
   limits.check_numerics = flags["check-numerics"] == "1";
+  limits.channel_spin_us = number("channel-spin-us");
   accy::server::AccydService service(cache, regions, limits, std::move(*devices));
   // --access-log=PATH (appended to) or - (standard error): one JSON line per call.
   std::FILE* access_log = nullptr;
@@ -308,9 +316,11 @@ int main(int argc, char** argv) {
   // process: past the drain time and a second of grace it exits anyway.
   std::atomic<bool> drained{false};
   const int64_t drain_seconds = number("drain-seconds");
+  std::atomic<std::chrono::steady_clock::time_point> drain_deadline{std::chrono::steady_clock::time_point::max()};
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&signals, &sig);
+    drain_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(drain_seconds);
     std::fprintf(stderr, "accyd: signal %d: draining\n", sig);
     for (auto& l : unix_listeners) l->stop();  // no new connections
     std::thread([&drained, drain_seconds] {
@@ -323,8 +333,11 @@ int main(int argc, char** argv) {
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(drain_seconds));
   });
   server->Wait();
-  drained.store(true);
+  // Invokes on channels are not gRPC calls: they drain here, within the
+  // same time (the guard above exits past it).
   waiter.join();
+  service.drain(drain_deadline.load());
+  drained.store(true);
   regions.stop();
   std::fprintf(stderr, "accyd: stopped\n");
   return 0;

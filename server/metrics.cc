@@ -112,7 +112,7 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::serve(const std::string& addre
                    .Register(*s.registry);
   s.seconds = &prometheus::BuildHistogram()
                    .Name("accyd_call_seconds")
-                   .Help("How long Invoke and Compile calls took, by method and device.")
+                   .Help("How long Invoke, ChannelInvoke and Compile calls took, by method and device.")
                    .Register(*s.registry);
   s.snapshot = std::make_shared<Snapshot>(service, cache);
   try {
@@ -133,7 +133,7 @@ CallObserver Metrics::observer() {
     const std::string m(method), st(session::statusName(status));
     state->calls->Add({{"method", m}, {"device", device}, {"status", st}}).Increment();
     if (status != session::Status::ok) state->refused->Add({{"method", m}, {"reason", st}}).Increment();
-    if (method == "Invoke" || method == "Compile") {
+    if (method == "Invoke" || method == "ChannelInvoke" || method == "Compile") {
       // 10 us to 10 s, three buckets a decade.
       static const prometheus::Histogram::BucketBoundaries kBuckets = {
           1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2, 0.1, 0.2, 0.5, 1, 2, 5, 10};

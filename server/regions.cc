@@ -97,6 +97,7 @@ void RegionSocket::serve() {
     for (const Connection& c : open) polled.push_back(pollfd{c.fd, POLLIN, 0});
     if (poll(polled.data(), polled.size(), 100) < 0) continue;
     const auto now = std::chrono::steady_clock::now();
+    purgeExpired(now);
     // Answer what arrived, drop what waited too long; never block on one.
     for (size_t i = open.size(); i-- > 0;) {
       const short events = polled[i + 1].revents;
@@ -170,18 +171,30 @@ void RegionSocket::handle(int c) {
   reply(c, admit(*std::move(mapping), peer.uid));
 }
 
-std::string RegionSocket::admit(std::shared_ptr<Mapping> mapping, uint32_t uid) {
+void RegionSocket::purgeExpired(std::chrono::steady_clock::time_point now) {
+  std::vector<std::shared_ptr<Mapping>> expired;  // unmapped after the lock
   std::lock_guard<std::mutex> lock(mu_);
-  const auto now = std::chrono::steady_clock::now();
-  int for_peer = 0;
   for (auto it = pending_.begin(); it != pending_.end();) {
-    if (now - it->second.created > std::chrono::minutes(1)) {
+    if (now - it->second.created > limits_.token_lifetime) {
+      expired.push_back(std::move(it->second.mapping));
       it = pending_.erase(it);
-      continue;
+    } else {
+      ++it;
     }
-    if (it->second.uid == uid) ++for_peer;
-    ++it;
   }
+}
+
+size_t RegionSocket::unclaimed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pending_.size();
+}
+
+std::string RegionSocket::admit(std::shared_ptr<Mapping> mapping, uint32_t uid) {
+  const auto now = std::chrono::steady_clock::now();
+  purgeExpired(now);
+  std::lock_guard<std::mutex> lock(mu_);
+  int for_peer = 0;
+  for (const auto& [token, pending] : pending_) for_peer += pending.uid == uid ? 1 : 0;
   if (for_peer >= limits_.max_pending_per_peer || static_cast<int>(pending_.size()) >= limits_.max_pending_total) {
     return strCat("error too many unclaimed regions (", for_peer, " of user ", uid, ", ", pending_.size(),
                   " in all; the limits are ", limits_.max_pending_per_peer, " and ", limits_.max_pending_total,
@@ -197,7 +210,7 @@ std::string RegionSocket::admit(std::shared_ptr<Mapping> mapping, uint32_t uid) 
 absl::StatusOr<std::shared_ptr<Mapping>> RegionSocket::claim(const std::string& token) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = pending_.find(token);
-  if (it == pending_.end() || std::chrono::steady_clock::now() - it->second.created > std::chrono::minutes(1)) {
+  if (it == pending_.end() || std::chrono::steady_clock::now() - it->second.created > limits_.token_lifetime) {
     return makeError(ErrorKind::kInvalidBuffer, "region: unknown or expired token");
   }
   auto mapping = it->second.mapping;

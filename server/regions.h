@@ -63,6 +63,10 @@ struct RegionSocketLimits {
   int max_pending_per_peer = 256;   // unclaimed tokens per peer user id
   int max_pending_total = 4096;     // unclaimed tokens in all
   std::chrono::milliseconds receive_timeout{2000};
+  // An unclaimed token (and its mapping) goes after this long; the serve
+  // loop purges them, so a client killed between upload and RegisterRegion
+  // holds nothing longer.
+  std::chrono::milliseconds token_lifetime{60000};
 };
 
 class RegionSocket {
@@ -76,9 +80,12 @@ class RegionSocket {
 
   // Claims a token's mapping (once). NotFound for unknown or expired ones.
   absl::StatusOr<std::shared_ptr<Mapping>> claim(const std::string& token);
+  // Tokens issued and not yet claimed nor expired.
+  size_t unclaimed() const;
 
  private:
   void serve();
+  void purgeExpired(std::chrono::steady_clock::time_point now);
   // Reads the one message of a readable connection and answers it.
   void handle(int connection);
   // A token for `mapping` from peer `uid`, or an error line.
@@ -90,7 +97,7 @@ class RegionSocket {
   int listen_fd_ = -1;
   std::atomic<bool> stopping_{false};
   std::thread thread_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   struct Pending {
     std::shared_ptr<Mapping> mapping;
     std::chrono::steady_clock::time_point created;

@@ -163,6 +163,26 @@ TEST(RegionSocket, UnclaimedTokensAreCappedPerPeer) {
   close(fd);
 }
 
+// An unclaimed token and its mapping go once it expires, though no one
+// uploads again (a client killed between upload and RegisterRegion).
+TEST(RegionSocket, ExpiredTokensAreUnmappedWithoutAnotherUpload) {
+  RegionSocketLimits limits;
+  limits.token_lifetime = std::chrono::milliseconds(200);
+  RegionSocket regions(socketPath("expire.fd"), 1 << 20, limits);
+  { const absl::Status started = regions.start(); ASSERT_TRUE(started.ok()) << started; }
+  const int before = openDescriptors();
+  const int fd = sealedMemfd();
+  const std::string reply = upload(socketPath("expire.fd"), {fd});
+  close(fd);
+  ASSERT_THAT(reply, StartsWith("ok "));
+  EXPECT_EQ(regions.unclaimed(), 1u);
+  EXPECT_EQ(openDescriptors(), before + 1);  // the daemon's mapping holds the memfd
+  for (int i = 0; i < 50 && regions.unclaimed() != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(regions.unclaimed(), 0u);
+  EXPECT_EQ(openDescriptors(), before);
+  EXPECT_FALSE(regions.claim(reply.substr(3, reply.size() - 4)).ok());
+}
+
 TEST(RegionSocket, ConnectionsBeyondTheCapAreToldSo) {
   RegionSocketLimits limits;
   limits.max_connections = 2;

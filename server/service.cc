@@ -1,5 +1,8 @@
 #include "server/service.h"
 
+#include <cstddef>
+#include <cstring>
+
 #include <openssl/sha.h>
 
 #include <random>
@@ -14,6 +17,7 @@
 #include "base/strings.h"
 #include "compiler/codegen/targets.h"
 #include "compiler/wire/wire.h"
+#include "server/channel.h"
 
 namespace accy::server {
 
@@ -30,6 +34,10 @@ struct AccydService::ClientSession {
   backends::CompileOptions compile_options;  // of the Compile call in progress
   std::map<uint32_t, std::string> device_of;  // program slot -> the device it was compiled for
   std::string owner;  // the identity that opened it (identityOf)
+  std::string id;
+  // The invoke channel, if one is open, and its region (under mu).
+  std::unique_ptr<Channel> channel;
+  uint64_t channel_region = 0;
   // What it holds, for the per-identity quotas: programs compiled and not
   // released (and compiles in progress), bytes of its regions. Written
   // under the service's mu_.
@@ -39,18 +47,7 @@ struct AccydService::ClientSession {
   // The test hook (setSessionFreedHook): asked from another thread whether
   // the global lock is free while this session's resources go.
   AccydService* service = nullptr;
-  ~ClientSession() {
-    if (service == nullptr || !service->session_freed_hook_) return;
-    bool held = false;
-    std::thread([&] {
-      if (service->mu_.try_lock()) {
-        service->mu_.unlock();
-      } else {
-        held = true;
-      }
-    }).join();
-    service->session_freed_hook_(held);
-  }
+  ~ClientSession();
 };
 
 grpc::StatusCode grpcCodeOf(session::Status s) {
@@ -144,6 +141,7 @@ class AccydService::CallLog {
     if (service_->access_log_ != nullptr) session_ = shortId(id);
   }
   void setDevice(std::string device) { device_ = std::move(device); }
+  void setStatus(session::Status status) { status_ = status; }
 
  private:
   // Session ids are bearer secrets: the log keeps 12 hex digits of their
@@ -381,6 +379,7 @@ grpc::Status AccydService::OpenSession(grpc::ServerContext* ctx, const pb::OpenS
     }
     sessions_[id] = s;
   }
+  s->id = id;
   reply->set_session_id(id);
   call.setSession(id);
   reply->set_lease_seconds(limits_.lease_seconds);
@@ -552,7 +551,7 @@ grpc::Status AccydService::UnregisterRegion(grpc::ServerContext* ctx, const pb::
   CallLog call(this, "UnregisterRegion", req->session_id());
   auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
-  std::lock_guard<std::mutex> lock(s->mu);
+  std::unique_lock<std::mutex> lock(s->mu);
   auto it = s->regions.find(req->region());
   if (it == s->regions.end()) {
     return finish(ctx, reply, makeError(ErrorKind::kInvalidBuffer, strCat("accyd: no region ", req->region())));
@@ -563,6 +562,15 @@ grpc::Status AccydService::UnregisterRegion(grpc::ServerContext* ctx, const pb::
     --s->region_count;
   }
   s->regions.erase(it);
+  // Unregistering the channel's region closes the channel; its worker
+  // stops after the session's lock is let go (it may be waiting for it).
+  std::unique_ptr<Channel> closed;
+  if (s->channel != nullptr && s->channel_region == req->region()) {
+    closed = std::move(s->channel);
+    s->channel_region = 0;
+  }
+  lock.unlock();
+  closed.reset();
   return finish(ctx, reply, absl::OkStatus());
 }
 
@@ -599,84 +607,85 @@ void AccydService::checkDeviceHealth() {
   }
 }
 
-grpc::Status AccydService::Invoke(grpc::ServerContext* ctx, const pb::InvokeRequest* req, pb::InvokeReply* reply) {
-  CallLog call(this, "Invoke", req->session_id());
-  auto s = find(ctx, req->session_id());
-  if (!s) return finish(ctx, reply, noSession(req->session_id()));
-  std::lock_guard<std::mutex> lock(s->mu);
-  const session::Handle handle{req->handle().index(), req->handle().generation()};
-  if (auto it = s->device_of.find(handle.index); it != s->device_of.end()) call.setDevice(it->second);
-  auto outs = s->table->outputDescriptors(handle);
-  if (!outs.ok()) return finish(ctx, reply, outs.status());
+absl::Status AccydService::invokeLocked(ClientSession& s, session::Handle handle, std::span<const BufferRef> inputs,
+                                       std::span<const BufferRef> outputs, std::vector<std::string>* inline_outputs,
+                                       CallLog& call, uint64_t* run_micros) {
+  if (auto it = s.device_of.find(handle.index); it != s.device_of.end()) call.setDevice(it->second);
+  auto outs = s.table->outputDescriptors(handle);
+  if (!outs.ok()) return outs.status();
   // Resolve a region reference, bounds-checked against the mapping.
-  auto resolve = [&](const pb::RegionRef& r, std::span<std::byte>* out) -> absl::Status {
-    auto it = s->regions.find(r.region());
-    if (it == s->regions.end()) {
-      return makeError(ErrorKind::kInvalidBuffer, strCat("accyd: the session has no region ", r.region()));
+  auto resolve = [&](const BufferRef& r, std::span<std::byte>* out) -> absl::Status {
+    auto it = s.regions.find(r.region);
+    if (it == s.regions.end()) {
+      return makeError(ErrorKind::kInvalidBuffer, strCat("accyd: the session has no region ", r.region));
     }
     const uint64_t size = it->second->size();
-    if (r.offset() > size || r.size() > size - r.offset()) {
-      return makeError(ErrorKind::kInvalidBuffer, strCat("accyd: bytes [", r.offset(), ", +", r.size(),
-                                                        ") lie outside region ", r.region(), " of ", size, " bytes"));
+    if (r.offset > size || r.size > size - r.offset) {
+      return makeError(ErrorKind::kInvalidBuffer, strCat("accyd: bytes [", r.offset, ", +", r.size,
+                                                        ") lie outside region ", r.region, " of ", size, " bytes"));
     }
-    *out = std::span<std::byte>(it->second->data() + r.offset(), r.size());
+    // The channel's mailbox is the daemon's to write: no buffer may lie in it.
+    if (s.channel != nullptr && r.region == s.channel_region && r.offset < channel::kDataOffset && r.size > 0) {
+      return makeError(ErrorKind::kInvalidBuffer,
+                       strCat("accyd: bytes [", r.offset, ", +", r.size, ") of region ", r.region,
+                              " lie in the invoke channel's mailbox (data begins at ", channel::kDataOffset, ")"));
+    }
+    *out = std::span<std::byte>(it->second->data() + r.offset, r.size);
     return absl::OkStatus();
   };
-  std::vector<std::span<const std::byte>> inputs;
+  std::vector<std::span<const std::byte>> input_views;
   std::vector<std::vector<std::byte>> aligned_copies;
-  for (const pb::Buffer& b : req->inputs()) {
-    if (b.has_region()) {
+  aligned_copies.reserve(inputs.size());
+  for (const BufferRef& b : inputs) {
+    if (b.placed) {
       std::span<std::byte> view;
-      if (absl::Status st = resolve(b.region(), &view); !st.ok()) return finish(ctx, reply, st);
-      inputs.emplace_back(view);
+      if (absl::Status st = resolve(b, &view); !st.ok()) return st;
+      input_views.emplace_back(view);
+    } else if (reinterpret_cast<uintptr_t>(b.bytes.data()) % 8 != 0) {
+      aligned_copies.emplace_back(b.bytes.begin(), b.bytes.end());
+      input_views.emplace_back(aligned_copies.back());
     } else {
-      const std::string& bytes = b.inline_bytes();
-      if (reinterpret_cast<uintptr_t>(bytes.data()) % 8 != 0) {
-        aligned_copies.emplace_back(reinterpret_cast<const std::byte*>(bytes.data()),
-                                    reinterpret_cast<const std::byte*>(bytes.data()) + bytes.size());
-        inputs.emplace_back(aligned_copies.back());
-      } else {
-        inputs.emplace_back(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size());
-      }
+      input_views.emplace_back(b.bytes);
     }
   }
-  if (req->outputs_size() != 0 && static_cast<size_t>(req->outputs_size()) != outs->size()) {
-    return finish(ctx, reply,
-                  makeError(ErrorKind::kInvalidBuffer, strCat("accyd: ", req->outputs_size(), " output places for ",
-                                                              outs->size(), " outputs")));
+  if (!outputs.empty() && outputs.size() != outs->size()) {
+    return makeError(ErrorKind::kInvalidBuffer,
+                     strCat("accyd: ", outputs.size(), " output places for ", outs->size(), " outputs"));
   }
+  auto placed = [&](size_t k) { return k < outputs.size() && outputs[k].placed; };
   // Outputs that come back inline must fit one reply: refuse before
   // allocating them (a program's output may be gigabytes).
   uint64_t inline_bytes = 0;
   for (size_t k = 0; k < outs->size(); ++k) {
-    if (!(k < static_cast<size_t>(req->outputs_size()) && req->outputs(k).has_region())) {
-      inline_bytes += (*outs)[k].byte_size;
+    if (placed(k)) continue;
+    if (inline_outputs == nullptr) {
+      return makeError(ErrorKind::kInvalidBuffer,
+                       strCat("accyd: output ", k, " has no place; through the invoke channel every output is "
+                              "placed in a region"));
     }
+    inline_bytes += (*outs)[k].byte_size;
   }
   if (inline_bytes > static_cast<uint64_t>(limits_.max_message_bytes)) {
-    return finish(ctx, reply,
-                  makeError(ErrorKind::kInvalidBuffer,
-                            strCat("accyd: the outputs to return inline hold ", inline_bytes,
-                                   " bytes, more than a reply may carry (--max-message-bytes=",
-                                   limits_.max_message_bytes, "); place them in shared-memory regions")));
+    return makeError(ErrorKind::kInvalidBuffer,
+                     strCat("accyd: the outputs to return inline hold ", inline_bytes,
+                            " bytes, more than a reply may carry (--max-message-bytes=", limits_.max_message_bytes,
+                            "); place them in shared-memory regions"));
   }
   // The daemon-wide budgets: refused with the figures, before allocating.
-  auto scratch = s->table->scratchBytes(handle);
-  if (!scratch.ok()) return finish(ctx, reply, scratch.status());
+  auto scratch = s.table->scratchBytes(handle);
+  if (!scratch.ok()) return scratch.status();
   const int64_t launch_bytes = *scratch + static_cast<int64_t>(inline_bytes);
   {
     std::lock_guard<std::mutex> budget(budget_mu_);
     if (invokes_in_flight_ >= limits_.max_concurrent_invokes) {
-      return finish(ctx, reply, makeError(ErrorKind::kOutOfMemory,
-                                          strCat("accyd: ", invokes_in_flight_, " invokes are running, the limit is ",
-                                                 limits_.max_concurrent_invokes, " (--max-concurrent-invokes)")));
+      return makeError(ErrorKind::kOutOfMemory, strCat("accyd: ", invokes_in_flight_, " invokes are running, the limit is ",
+                                                       limits_.max_concurrent_invokes, " (--max-concurrent-invokes)"));
     }
     if (launch_bytes_in_flight_ + launch_bytes > limits_.max_launch_bytes) {
-      return finish(ctx, reply,
-                    makeError(ErrorKind::kOutOfMemory,
-                              strCat("accyd: this invoke needs ", launch_bytes, " bytes of scratch and inline outputs; ",
-                                     launch_bytes_in_flight_, " of the daemon's ", limits_.max_launch_bytes,
-                                     " (--max-launch-bytes) are held by invokes in flight")));
+      return makeError(ErrorKind::kOutOfMemory,
+                       strCat("accyd: this invoke needs ", launch_bytes, " bytes of scratch and inline outputs; ",
+                              launch_bytes_in_flight_, " of the daemon's ", limits_.max_launch_bytes,
+                              " (--max-launch-bytes) are held by invokes in flight"));
     }
     ++invokes_in_flight_;
     launch_bytes_in_flight_ += launch_bytes;
@@ -690,19 +699,47 @@ grpc::Status AccydService::Invoke(grpc::ServerContext* ctx, const pb::InvokeRequ
       service->launch_bytes_in_flight_ -= bytes;
     }
   } release_budget{this, launch_bytes};
-  std::vector<std::span<std::byte>> outputs;
-  std::vector<std::string> inline_outputs(outs->size());
+  std::vector<std::span<std::byte>> output_views;
+  if (inline_outputs != nullptr) inline_outputs->assign(outs->size(), std::string());
   for (size_t k = 0; k < outs->size(); ++k) {
-    if (k < static_cast<size_t>(req->outputs_size()) && req->outputs(k).has_region()) {
+    if (placed(k)) {
       std::span<std::byte> view;
-      if (absl::Status st = resolve(req->outputs(k).region(), &view); !st.ok()) return finish(ctx, reply, st);
-      outputs.push_back(view);
+      if (absl::Status st = resolve(outputs[k], &view); !st.ok()) return st;
+      output_views.push_back(view);
     } else {
-      inline_outputs[k].resize((*outs)[k].byte_size);
-      outputs.emplace_back(reinterpret_cast<std::byte*>(inline_outputs[k].data()), inline_outputs[k].size());
+      std::string& bytes = (*inline_outputs)[k];
+      bytes.resize((*outs)[k].byte_size);
+      output_views.emplace_back(reinterpret_cast<std::byte*>(bytes.data()), bytes.size());
     }
   }
   const auto start = Clock::now();
+  absl::Status st = s.table->invoke(handle, input_views, output_views);
+  *run_micros = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
+  if (!st.ok()) checkDeviceHealth();  // a failed launch may have left its device unable to run work
+  return st;
+}
+
+grpc::Status AccydService::Invoke(grpc::ServerContext* ctx, const pb::InvokeRequest* req, pb::InvokeReply* reply) {
+  CallLog call(this, "Invoke", req->session_id());
+  auto s = find(ctx, req->session_id());
+  if (!s) return finish(ctx, reply, noSession(req->session_id()));
+  std::lock_guard<std::mutex> lock(s->mu);
+  auto refOf = [](const pb::Buffer& b) {
+    BufferRef r;
+    if (b.has_region()) {
+      r.placed = true;
+      r.region = b.region().region();
+      r.offset = b.region().offset();
+      r.size = b.region().size();
+    } else {
+      r.bytes = std::span<const std::byte>(reinterpret_cast<const std::byte*>(b.inline_bytes().data()),
+                                           b.inline_bytes().size());
+    }
+    return r;
+  };
+  std::vector<BufferRef> inputs, outputs;
+  for (const pb::Buffer& b : req->inputs()) inputs.push_back(refOf(b));
+  for (const pb::Buffer& b : req->outputs()) outputs.push_back(refOf(b));
   // A launch stops between its pieces once the call is cancelled (the
   // client went away, the daemon drains) or its deadline has passed.
   const StopCheck call_ended = [ctx]() -> absl::Status {  // one pointer: no allocation per invoke
@@ -713,17 +750,167 @@ grpc::Status AccydService::Invoke(grpc::ServerContext* ctx, const pb::InvokeRequ
     return absl::OkStatus();
   };
   ScopedStopCheck scoped_stop(&call_ended);
-  absl::Status st = s->table->invoke(handle, inputs, outputs);
-  reply->set_run_micros(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
-  if (!st.ok()) {
-    checkDeviceHealth();  // a failed launch may have left its device unable to run work
-    return finish(ctx, reply, st);
+  std::vector<std::string> inline_outputs;
+  uint64_t run_micros = 0;
+  const absl::Status st = invokeLocked(*s, session::Handle{req->handle().index(), req->handle().generation()}, inputs,
+                                       outputs, &inline_outputs, call, &run_micros);
+  reply->set_run_micros(run_micros);
+  if (!st.ok()) return finish(ctx, reply, st);
+  for (size_t k = 0; k < inline_outputs.size(); ++k) {
+    if (!(k < outputs.size() && outputs[k].placed)) reply->add_inline_outputs(std::move(inline_outputs[k]));
   }
-  for (size_t k = 0; k < outs->size(); ++k) {
-    if (!(k < static_cast<size_t>(req->outputs_size()) && req->outputs(k).has_region())) {
-      reply->add_inline_outputs(std::move(inline_outputs[k]));
+  return finish(ctx, reply, absl::OkStatus());
+}
+
+// A session's invoke channel: its worker polls the mailbox, serves each
+// request as Invoke would, and writes the reply back.
+class AccydService::Channel {
+ public:
+  Channel(AccydService* service, ClientSession* session, uint64_t region, std::shared_ptr<Mapping> mapping)
+      : service_(service), session_(session), region_(region), mapping_(std::move(mapping)) {
+    // Read before OpenChannel answers: the client's first request may come
+    // before the worker runs.
+    const uint32_t seen = channel::load(box().request_seq);
+    thread_ = std::thread([this, seen] { run(seen); });
+  }
+  ~Channel() { drain(Clock::now()); }
+  // Serves no new request; lets the one in flight finish until `deadline`,
+  // then stops its launch (between pieces) and the worker.
+  void drain(Clock::time_point deadline) {
+    if (!thread_.joinable()) return;
+    draining_ = true;
+    // The worker may be about to sleep: wake it until it has gone.
+    for (bool stopped = false; !exited_.load();) {
+      if (!stopped && Clock::now() >= deadline) stopping_ = stopped = true;
+      channel::futexWake(box().request_seq);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
+    thread_.join();
   }
+  uint64_t region() const { return region_; }
+
+ private:
+  channel::Mailbox& box() { return *reinterpret_cast<channel::Mailbox*>(mapping_->data()); }
+
+  void run(uint32_t seen) {
+    channel::Mailbox& m = box();
+    const auto spin = std::chrono::microseconds(service_->limits_.channel_spin_us);
+    while (!draining_.load()) {
+      if (!channel::waitForChange(m.request_seq, seen, m.daemon_waiting, spin, std::chrono::milliseconds(100))) {
+        continue;
+      }
+      if (draining_.load()) break;
+      seen = channel::load(m.request_seq);
+      // A private copy: the client cannot change the request under the checks.
+      channel::Request request;
+      std::memcpy(&request, &m.request, sizeof request);
+      channel::Reply reply{};
+      serve(request, &reply);
+      std::memcpy(&m.reply, &reply, offsetof(channel::Reply, message) + reply.message_bytes);
+      channel::publish(m.reply_seq, seen, m.client_waiting);
+    }
+    exited_ = true;
+  }
+
+  void serve(const channel::Request& request, channel::Reply* reply) {
+    ClientSession& s = *session_;
+    CallLog call(service_, "ChannelInvoke", s.id);
+    absl::Status st;
+    if (request.inputs > channel::kMaxBuffers || request.outputs > channel::kMaxBuffers - request.inputs) {
+      st = makeError(ErrorKind::kInvalidBuffer, strCat("accyd: a channel request names ", request.inputs, " inputs and ",
+                                                       request.outputs, " outputs; at most ", channel::kMaxBuffers,
+                                                       " in all"));
+    } else {
+      s.deadline = (Clock::now() + std::chrono::seconds(service_->limits_.lease_seconds)).time_since_epoch().count();
+      std::lock_guard<std::mutex> lock(s.mu);
+      std::vector<BufferRef> refs(request.inputs + request.outputs);
+      for (size_t i = 0; i < refs.size(); ++i) {
+        refs[i] = BufferRef{true, request.refs[i].region, request.refs[i].offset, request.refs[i].size, {}};
+      }
+      const StopCheck closing = [this]() -> absl::Status {
+        if (!stopping_.load()) return absl::OkStatus();
+        return makeError(ErrorKind::kLaunchFailed, "accyd: the session closed; the launch stopped");
+      };
+      ScopedStopCheck scoped_stop(&closing);
+      uint64_t run_micros = 0;
+      const std::span<const BufferRef> all(refs);
+      st = service_->invokeLocked(s, session::Handle{request.index, request.generation}, all.first(request.inputs),
+                                  all.subspan(request.inputs), nullptr, call, &run_micros);
+      reply->run_micros = run_micros;
+    }
+    const session::Status status = session::statusOf(st);
+    call.setStatus(status);
+    reply->status = static_cast<uint32_t>(status);
+    const absl::string_view message = st.message();
+    reply->message_bytes = static_cast<uint32_t>(std::min<size_t>(message.size(), channel::kMaxMessage));
+    std::memcpy(reply->message, message.data(), reply->message_bytes);
+  }
+
+  AccydService* service_;
+  ClientSession* session_;  // owns this channel, so outlives it
+  uint64_t region_;
+  std::shared_ptr<Mapping> mapping_;
+  std::atomic<bool> draining_{false}, stopping_{false}, exited_{false};
+  std::thread thread_;
+};
+
+AccydService::ClientSession::~ClientSession() {
+  channel.reset();  // its worker stops before anything it uses goes
+  if (service == nullptr || !service->session_freed_hook_) return;
+  bool held = false;
+  std::thread([&] {
+    if (service->mu_.try_lock()) {
+      service->mu_.unlock();
+    } else {
+      held = true;
+    }
+  }).join();
+  service->session_freed_hook_(held);
+}
+
+void AccydService::drain(std::chrono::steady_clock::time_point deadline) {
+  std::map<std::string, std::shared_ptr<ClientSession>> closing;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    closing.swap(sessions_);
+  }
+  for (auto& [id, s] : closing) {
+    if (s->channel != nullptr) s->channel->drain(deadline);
+  }
+}
+
+grpc::Status AccydService::OpenChannel(grpc::ServerContext* ctx, const pb::OpenChannelRequest* req,
+                                       pb::OpenChannelReply* reply) {
+  CallLog call(this, "OpenChannel", req->session_id());
+  auto s = find(ctx, req->session_id());
+  if (!s) return finish(ctx, reply, noSession(req->session_id()));
+  std::lock_guard<std::mutex> lock(s->mu);
+  if (s->channel != nullptr) {
+    return finish(ctx, reply,
+                  makeError(ErrorKind::kTooManyPrograms,
+                            strCat("accyd: the session has an invoke channel already (region ", s->channel_region,
+                                   "); one per session")));
+  }
+  auto it = s->regions.find(req->region());
+  if (it == s->regions.end()) {
+    return finish(ctx, reply, makeError(ErrorKind::kInvalidBuffer, strCat("accyd: the session has no region ", req->region())));
+  }
+  const std::shared_ptr<Mapping>& mapping = it->second;
+  if (mapping->size() < channel::kDataOffset) {
+    return finish(ctx, reply,
+                  makeError(ErrorKind::kInvalidBuffer, strCat("accyd: region ", req->region(), " holds ", mapping->size(),
+                                                              " bytes; a channel needs at least ", channel::kDataOffset)));
+  }
+  const auto* box = reinterpret_cast<const channel::Mailbox*>(mapping->data());
+  if (box->magic != channel::kMagic || box->version != channel::kVersion) {
+    return finish(ctx, reply,
+                  makeError(ErrorKind::kInvalidBuffer,
+                            strCat("accyd: region ", req->region(), " is not an invoke channel of version ",
+                                   channel::kVersion, " (magic ", absl::Hex(box->magic), ", version ", box->version, ")")));
+  }
+  s->channel_region = req->region();
+  s->channel = std::make_unique<Channel>(this, s.get(), req->region(), mapping);
+  reply->set_data_offset(channel::kDataOffset);
   return finish(ctx, reply, absl::OkStatus());
 }
 

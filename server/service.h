@@ -14,8 +14,10 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <span>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "accy/v1/accyd.grpc.pb.h"
 #include "backends/backend.h"
@@ -46,6 +48,9 @@ struct Limits {
   int64_t max_scratch_bytes = int64_t{16} << 30;  // per program
   int64_t max_compile_ms = 60000;                  // a compile's time limit
   bool check_numerics = false;                     // NaN/inf outputs fail the run
+  // How long a session's channel worker spins on its mailbox after a
+  // request before it sleeps on the futex (server/channel.h).
+  int64_t channel_spin_us = 50;
 };
 
 // The protocol versions this daemon speaks.
@@ -107,8 +112,14 @@ class AccydService final : public accy::v1::Accyd::Service {
   grpc::Status ListRegions(grpc::ServerContext*, const accy::v1::ListRegionsRequest*,
                            accy::v1::ListRegionsReply*) override;
   grpc::Status Invoke(grpc::ServerContext*, const accy::v1::InvokeRequest*, accy::v1::InvokeReply*) override;
+  grpc::Status OpenChannel(grpc::ServerContext*, const accy::v1::OpenChannelRequest*,
+                           accy::v1::OpenChannelReply*) override;
 
   size_t sessionCount() const;
+  // At shutdown, after the gRPC server has drained: closes every session;
+  // an invoke in flight on a channel may finish until `deadline`, then its
+  // launch is stopped.
+  void drain(std::chrono::steady_clock::time_point deadline);
 
   // For tests: `hook(global_lock_held)` runs as each session is freed
   // (closed, or its lease lapsed), saying whether another thread could
@@ -118,6 +129,22 @@ class AccydService final : public accy::v1::Accyd::Service {
  private:
   struct ClientSession;
   class CallLog;
+  class Channel;
+  // One buffer of an invoke: a region reference, or bytes that came inline
+  // (`placed` false; for an output, one to return inline).
+  struct BufferRef {
+    bool placed = false;
+    uint64_t region = 0, offset = 0, size = 0;
+    std::span<const std::byte> bytes;
+  };
+  // Invoke's work, shared by the gRPC call and the channel: resolves and
+  // checks every buffer, takes the daemon-wide budgets, runs. `outputs` may
+  // be empty (all inline); outputs not placed are returned in
+  // `inline_outputs` (null: refused, every output must be placed). Under
+  // the session's lock.
+  absl::Status invokeLocked(ClientSession& s, session::Handle handle, std::span<const BufferRef> inputs,
+                            std::span<const BufferRef> outputs, std::vector<std::string>* inline_outputs,
+                            CallLog& call, uint64_t* run_micros);
   // Who is calling: the client certificate's identity under mutual TLS,
   // "uid:N" on the Unix socket, else "".
   std::string identityOf(const grpc::ServerContext* ctx) const;

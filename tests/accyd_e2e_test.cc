@@ -19,7 +19,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <fcntl.h>
 #include <future>
+#include <random>
 #include <thread>
 #include <tuple>
 
@@ -27,6 +29,7 @@
 #include "accy/version.h"
 #include "accy/v1/accyd.grpc.pb.h"
 #include "client/remote_session.h"
+#include "server/channel.h"
 #include "tests/grpc_health.h"
 #include "examples/tone/tone.h"
 #include "gmock/gmock.h"
@@ -68,13 +71,18 @@ class Daemon {
     char dir[] = "/tmp/accyd-test-XXXXXX";
     dir_ = mkdtemp(dir);
     socket_ = dir_ + "/accyd.sock";
-    std::vector<std::string> argv = {binary.empty() ? runfile("server/accyd") : binary, "--listen=unix:" + socket_};
-    argv.insert(argv.end(), args.begin(), args.end());
+    argv_ = {binary.empty() ? runfile("server/accyd") : binary, "--listen=unix:" + socket_};
+    argv_.insert(argv_.end(), args.begin(), args.end());
+    env_ = std::move(env);
+    start();
+  }
+  // Starts the daemon (again, after kill9: same socket, same flags).
+  void start() {
     pid_ = fork();
     if (pid_ == 0) {
-      for (std::string& e : env) putenv(e.data());
+      for (std::string& e : env_) putenv(e.data());
       std::vector<char*> c;
-      for (auto& a : argv) c.push_back(a.data());
+      for (auto& a : argv_) c.push_back(a.data());
       c.push_back(nullptr);
       execv(c[0], c.data());
       _exit(127);
@@ -87,6 +95,12 @@ class Daemon {
       if (stat((socket_ + ".fd").c_str(), &st) == 0 && accepts(socket_)) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
+  }
+  // SIGKILL: no drain, no clean up; the sockets' files stay behind.
+  void kill9() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
   }
   ~Daemon() {
     if (pid_ > 0) stop();
@@ -112,10 +126,25 @@ class Daemon {
     return -1;
   }
   const std::string& socket() const { return socket_; }
+  pid_t pid() const { return pid_; }
+  // Open descriptors, and mappings of shared-memory regions, as /proc says.
+  int descriptors() const {
+    int n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid_) + "/fd")) ++n;
+    return n;
+  }
+  int regionMappings() const {
+    std::ifstream maps("/proc/" + std::to_string(pid_) + "/maps");
+    std::string line;
+    int n = 0;
+    while (std::getline(maps, line)) n += line.find("memfd:accy-region") != std::string::npos ? 1 : 0;
+    return n;
+  }
 
  private:
   std::string dir_;
   std::string socket_;
+  std::vector<std::string> argv_, env_;
   pid_t pid_ = -1;
 };
 
@@ -241,7 +270,9 @@ TEST(Accyd, EveryFailureStatusThroughTheDaemon) {
 TEST(Accyd, SessionsAreIsolated) {
   Daemon d({});
   auto a = connect(d);
-  auto b = connect(d);
+  RemoteOptions no_channel;  // (a channel is a region of the session; B should hold none)
+  no_channel.invoke_channel = false;
+  auto b = connect(d, no_channel);
   auto h = a->compile(wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch)));
   ASSERT_TRUE(h.ok());
   // B has no program in that slot: the same handle means nothing there.
@@ -365,10 +396,258 @@ TEST(Accyd, SharedMemoryBuffersAndBoundsChecks) {
   EXPECT_THAT(gst.error_message(), HasSubstr("outside region"));
 }
 
+// The invoke channel (server/channel.h) serves RemoteSession's invokes:
+// bytes copied into its data area and references into shared buffers, the
+// three tone tests' results, and failures with the same status numbers as
+// gRPC.
+TEST(Accyd, InvokesTravelThroughTheInvokeChannel) {
+  Daemon d({});
+  auto s = connect(d);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->invokeChannel(), "not opened yet");
+  const tone::Samples data = tone::samples();
+  auto h = s->compile(wire::encode(*tensor::define("mismatch", toneSpecs(8), tone::mismatch)));
+  ASSERT_TRUE(h.ok()) << h.status();
+  float f8[8] = {0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5}, v8[8];
+  for (int round = 0; round < 100; ++round) {
+    f8[round % 8] += 0.001f;
+    ASSERT_TRUE(s->invoke(*h, {bytes(f8), bytes(data.time), bytes(data.sample)}, {writableBytes(v8)}).ok());
+    for (int g = 0; g < 8; ++g) ASSERT_NEAR(tone::referenceMismatch(f8[g]), v8[g], 1e-4);
+  }
+  EXPECT_EQ(s->invokeChannel(), "open");
+  EXPECT_EQ(s->channelInvokes(), 100);
+  // Inputs and output in a shared buffer: references, no copies.
+  auto buf = s->allocateShared(4096);
+  ASSERT_TRUE(buf.ok());
+  float* in = reinterpret_cast<float*>((*buf)->bytes().data());
+  std::memcpy(in, f8, sizeof f8);
+  std::memcpy(in + 8, data.time.data(), sizeof data.time);
+  std::memcpy(in + 24, data.sample.data(), sizeof data.sample);
+  ASSERT_TRUE(s->invoke(*h, {bytes(std::span(in, 8)), bytes(std::span(in + 8, 16)), bytes(std::span(in + 24, 16))},
+                        {writableBytes(std::span(in + 40, 8))})
+                  .ok());
+  for (int g = 0; g < 8; ++g) EXPECT_NEAR(tone::referenceMismatch(f8[g]), in[40 + g], 1e-4);
+  EXPECT_EQ(s->channelInvokes(), 101);
+  // Failures come back with their numbers: a wrong size, a released handle.
+  float short_time[3] = {};
+  absl::Status st = s->invoke(*h, {bytes(f8), bytes(short_time), bytes(data.sample)}, {writableBytes(v8)});
+  EXPECT_EQ(number(st), 4u) << st;
+  auto again = *h;
+  ASSERT_TRUE(s->release(*h).ok());
+  st = s->invoke(again, {bytes(f8), bytes(data.time), bytes(data.sample)}, {writableBytes(v8)});
+  EXPECT_EQ(number(st), 3u) << st;
+  EXPECT_EQ(s->channelInvokes(), 103);
+  // Inline bytes larger than the channel's data area go through gRPC.
+  RemoteOptions small;
+  small.channel_bytes = 8192;
+  auto t = connect(d, small);
+  auto big = t->compile(wire::encode(*tensor::define(
+      "twice", std::vector<tensor::Spec>{tensor::spec(tensor::DType::f32, {{"i", 4096}})},
+      [](tensor::Builder&, std::span<const tensor::Value> a) { return a[0] * 2; })));
+  ASSERT_TRUE(big.ok());
+  std::vector<float> x(4096, 1.5f), y(4096);
+  ASSERT_TRUE(t->invoke(*big, {bytes(x)}, {writableBytes(y)}).ok());
+  EXPECT_EQ(y[4095], 3.0f);
+  EXPECT_EQ(t->channelInvokes(), 0);
+  EXPECT_EQ(t->invokeChannel(), "open");
+  EXPECT_EQ(d.stop(), 0);
+}
+
+// A client that writes the mailbox itself: every check of Invoke holds on
+// the channel (the daemon copies the request before checking it), refused
+// with the same status numbers; OpenChannel refuses what is not a channel.
+TEST(Accyd, TheInvokeChannelChecksEveryRequest) {
+  Daemon d({});
+  RemoteOptions raw;
+  raw.invoke_channel = false;
+  auto s = connect(d, raw);
+  ASSERT_TRUE(s);
+  auto h = s->compile(wire::encode(*tensor::define("mismatch", toneSpecs(8), tone::mismatch)));
+  ASSERT_TRUE(h.ok());
+  auto box_buffer = s->allocateShared(1 << 20);
+  auto data_buffer = s->allocateShared(4096);
+  auto small = s->allocateShared(1024);
+  ASSERT_TRUE(box_buffer.ok() && data_buffer.ok() && small.ok());
+  auto stub = accy::v1::Accyd::NewStub(grpc::CreateChannel(d.target(), grpc::InsecureChannelCredentials()));
+  auto open = [&](uint64_t region) {
+    grpc::ClientContext ctx;
+    accy::v1::OpenChannelRequest req;
+    accy::v1::OpenChannelReply reply;
+    req.set_session_id(s->sessionId());
+    req.set_region(region);
+    const grpc::Status st = stub->OpenChannel(&ctx, req, &reply);
+    if (st.ok()) return std::make_pair(0u, std::string());
+    // A failed call carries its number in the accy-status trailer.
+    const auto& trailers = ctx.GetServerTrailingMetadata();
+    auto it = trailers.find("accy-status");
+    const uint32_t status = it == trailers.end() ? 99u : static_cast<uint32_t>(std::stoul(std::string(it->second.data(), it->second.size())));
+    return std::make_pair(status, st.error_message());
+  };
+  // Not a mailbox (no magic), too small, unknown: refused.
+  EXPECT_EQ(open((*box_buffer)->region()).first, 4u);
+  EXPECT_THAT(open((*box_buffer)->region()).second, HasSubstr("not an invoke channel"));
+  EXPECT_THAT(open((*small)->region()).second, HasSubstr("a channel needs at least"));
+  EXPECT_THAT(open(999).second, HasSubstr("no region 999"));
+  auto* box = reinterpret_cast<channel::Mailbox*>((*box_buffer)->bytes().data());
+  box->magic = channel::kMagic;
+  box->version = channel::kVersion;
+  ASSERT_EQ(open((*box_buffer)->region()).first, 0u);
+  EXPECT_EQ(open((*box_buffer)->region()).first, 5u);  // one channel per session
+  const tone::Samples data = tone::samples();
+  float* place = reinterpret_cast<float*>((*data_buffer)->bytes().data());
+  for (int g = 0; g < 8; ++g) place[g] = 0.5f + g;
+  std::memcpy(place + 8, data.time.data(), sizeof data.time);
+  std::memcpy(place + 24, data.sample.data(), sizeof data.sample);
+  const uint64_t region = (*data_buffer)->region();
+  uint32_t seq = 0;
+  // Writes a request, rings, and waits for the reply (status, message).
+  auto ask = [&](auto&& fill) {
+    channel::Request& r = box->request;
+    r.index = h->index & 0x7fffffff;
+    r.generation = h->generation;
+    r.inputs = 3;
+    r.outputs = 1;
+    r.refs[0] = {region, 0, 32};
+    r.refs[1] = {region, 32, 64};
+    r.refs[2] = {region, 96, 64};
+    r.refs[3] = {region, 160, 32};
+    fill(r);
+    channel::publish(box->request_seq, ++seq, box->daemon_waiting);
+    while (!channel::waitForChange(box->reply_seq, seq - 1, box->client_waiting, std::chrono::microseconds(50),
+                                   std::chrono::milliseconds(100))) {
+    }
+    EXPECT_EQ(channel::load(box->reply_seq), seq);
+    return std::make_pair(box->reply.status, std::string(box->reply.message, box->reply.message_bytes));
+  };
+  auto fine = ask([](channel::Request&) {});
+  EXPECT_EQ(fine.first, 0u) << fine.second;
+  for (int g = 0; g < 8; ++g) EXPECT_NEAR(place[40 + g], tone::referenceMismatch(0.5 + g), 1e-4);
+  auto too_many = ask([](channel::Request& r) { r.inputs = 60, r.outputs = 5; });
+  EXPECT_EQ(too_many.first, 4u);
+  EXPECT_THAT(too_many.second, HasSubstr("at most 64"));
+  auto wrapped = ask([](channel::Request& r) { r.inputs = 0xffffffffu, r.outputs = 2; });
+  EXPECT_EQ(wrapped.first, 4u);
+  auto outside = ask([](channel::Request& r) { r.refs[1].offset = 4090; });
+  EXPECT_EQ(outside.first, 4u);
+  EXPECT_THAT(outside.second, HasSubstr("outside region"));
+  auto huge = ask([](channel::Request& r) { r.refs[2] = {r.refs[2].region, 8, ~uint64_t{0}}; });
+  EXPECT_THAT(huge.second, HasSubstr("outside region"));
+  const uint64_t box_region = (*box_buffer)->region();
+  auto into_box = ask([&](channel::Request& r) { r.refs[3] = {box_region, 64, 32}; });
+  EXPECT_EQ(into_box.first, 4u);
+  EXPECT_THAT(into_box.second, HasSubstr("mailbox"));
+  auto unknown = ask([](channel::Request& r) { r.refs[0].region = 77; });
+  EXPECT_THAT(unknown.second, HasSubstr("no region 77"));
+  auto no_place = ask([](channel::Request& r) { r.outputs = 0; });
+  EXPECT_EQ(no_place.first, 4u);
+  EXPECT_THAT(no_place.second, HasSubstr("has no place"));
+  auto wrong_size = ask([](channel::Request& r) { r.refs[1].size = 60; });
+  EXPECT_EQ(wrong_size.first, 4u);
+  auto stale = ask([](channel::Request& r) { r.generation += 1; });
+  EXPECT_EQ(stale.first, 3u);
+  // Still serving after all of that.
+  for (int g = 0; g < 8; ++g) place[40 + g] = -1;
+  EXPECT_EQ(ask([](channel::Request&) {}).first, 0u);
+  EXPECT_NEAR(place[40], tone::referenceMismatch(0.5), 1e-4);
+  EXPECT_EQ(d.stop(), 0);
+}
+
+// A client process (tests/accyd_chaos_client) started on the daemon;
+// returns its pid once it says it is ready (-1 if it never does).
+pid_t startChaosClient(const Daemon& d, const std::string& mode) {
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return -1;
+  const std::string binary = runfile("tests/accyd_chaos_client"), target = d.target();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    execl(binary.c_str(), binary.c_str(), target.c_str(), mode.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(out[1]);
+  std::FILE* from = fdopen(out[0], "r");
+  char line[64] = {};
+  const bool ready = from != nullptr && std::fgets(line, sizeof line, from) != nullptr &&
+                     std::string(line) == "ready\n";
+  if (from != nullptr) std::fclose(from);
+  if (!ready) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    return -1;
+  }
+  return pid;
+}
+
+// Clients killed with SIGKILL in the middle of invokes (through the
+// channel and through gRPC) and of uploads (regions registered, and
+// uploaded but never claimed): once their leases lapse, the daemon holds
+// as many descriptors, region mappings and sessions as before they came,
+// and still serves.
+TEST(Accyd, ClientsKilledMidCallLeaveNothingBehind) {
+  Daemon d({"--lease-seconds=1", "--region-token-seconds=1"});
+  auto stub = accy::v1::Accyd::NewStub(grpc::CreateChannel(d.target(), grpc::InsecureChannelCredentials()));
+  auto sessions = [&] {
+    grpc::ClientContext ctx;
+    accy::v1::ServerInfoReply reply;
+    EXPECT_TRUE(stub->ServerInfo(&ctx, accy::v1::ServerInfoRequest(), &reply).ok());
+    return reply.sessions();
+  };
+  ASSERT_EQ(sessions(), 0u);
+  const int descriptors = d.descriptors(), mappings = d.regionMappings();
+  constexpr int kRounds = 4;
+  const char* const modes[] = {"channel", "grpc", "upload"};
+  int killed = 0;
+  std::mt19937 random(20261201);
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<pid_t> clients;
+    for (int c = 0; c < 6; ++c) {
+      const pid_t pid = startChaosClient(d, modes[c % 3]);
+      ASSERT_GT(pid, 0) << "chaos client " << modes[c % 3] << " did not start";
+      clients.push_back(pid);
+    }
+    EXPECT_GT(sessions(), 0u);
+    for (pid_t pid : clients) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20 + random() % 80));  // in the middle of its work
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      ++killed;
+    }
+  }
+  // Leases of one second, tokens of one second: everything is back well
+  // within ten.
+  int now_descriptors = 0, now_mappings = 0;
+  uint32_t now_sessions = 0;
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    now_sessions = sessions();
+    now_descriptors = d.descriptors();
+    now_mappings = d.regionMappings();
+    if (now_sessions == 0 && now_descriptors == descriptors && now_mappings == mappings) break;
+  }
+  EXPECT_EQ(now_sessions, 0u);
+  EXPECT_EQ(now_descriptors, descriptors);
+  EXPECT_EQ(now_mappings, mappings);
+  std::printf("chaos: %d clients killed mid-call (%d rounds); daemon before: %d descriptors, %d region mappings, 0 "
+              "sessions; after: %d, %d, %u\n",
+              killed, kRounds, descriptors, mappings, now_descriptors, now_mappings, now_sessions);
+  // And it still serves.
+  auto s = connect(d);
+  ASSERT_TRUE(s);
+  auto h = s->compile(wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch)));
+  ASSERT_TRUE(h.ok());
+  const tone::Samples data = tone::samples();
+  float f[1] = {2.5f}, v[1];
+  ASSERT_TRUE(s->invoke(*h, {bytes(f), bytes(data.time), bytes(data.sample)}, {writableBytes(v)}).ok());
+  EXPECT_NEAR(tone::referenceMismatch(2.5), v[0], 1e-4);
+  EXPECT_EQ(s->invokeChannel(), "open");
+  EXPECT_EQ(d.stop(), 0);
+}
+
 TEST(Accyd, LeaseExpiryFreesTheSession) {
   Daemon d({"--lease-seconds=1"});
   RemoteOptions o;
   o.keep_alive = false;  // a client that died
+  o.reconnect_seconds = 0;
   auto s = connect(d, o);
   auto h = s->compile(wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch)));
   ASSERT_TRUE(h.ok());
@@ -378,6 +657,20 @@ TEST(Accyd, LeaseExpiryFreesTheSession) {
   auto st = s->invoke(*h, {bytes(f), bytes(data.time), bytes(data.sample)}, {writableBytes(out)});
   EXPECT_EQ(number(st), 3u);
   EXPECT_THAT(st.message(), HasSubstr("lease"));
+  EXPECT_THAT(st.message(), HasSubstr("reconnecting is off"));
+  // One that reconnects (the default) gets a new session, its program
+  // compiled again under the same handle, and the call runs.
+  o.reconnect_seconds = 10;
+  auto back = connect(d, o);
+  auto hb = back->compile(wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch)));
+  ASSERT_TRUE(hb.ok());
+  const std::string first_id = back->sessionId();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  st = back->invoke(*hb, {bytes(f), bytes(data.time), bytes(data.sample)}, {writableBytes(out)});
+  EXPECT_TRUE(st.ok()) << st;
+  EXPECT_NEAR(out[0], tone::referenceMismatch(1.0), 1e-4);
+  EXPECT_EQ(back->reconnects(), 1);
+  EXPECT_NE(back->sessionId(), first_id);
   // A client that keeps its lease stays.
   auto kept = connect(d);
   auto h2 = kept->compile(wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch)));
@@ -513,7 +806,7 @@ TEST(Accyd, SixtyFourClientsMixedCalls) {
   const std::string programs[2] = {wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch)),
                                    wire::encode(*tensor::define("mismatch8", toneSpecs(8), tone::mismatch))};
   const tone::Samples data = tone::samples();
-  std::atomic<int64_t> calls{0}, invokes{0}, shared_invokes{0}, compiles{0}, regions{0};
+  std::atomic<int64_t> calls{0}, invokes{0}, shared_invokes{0}, channel_invokes{0}, compiles{0}, regions{0};
   std::atomic<int> errors{0};
   std::mutex first_mu;
   std::string first_error;
@@ -527,8 +820,15 @@ TEST(Accyd, SixtyFourClientsMixedCalls) {
   std::vector<std::thread> clients;
   for (int c = 0; c < kClients; ++c) {
     clients.emplace_back([&, c] {
-      auto s = connect(d);
+      RemoteOptions options;  // half the clients invoke through the channel, half through gRPC
+      options.invoke_channel = c % 2 == 0;
+      auto s = connect(d, options);
       if (!s) return error("connect");
+      struct Count {
+        RemoteSession* s;
+        std::atomic<int64_t>* to;
+        ~Count() { *to += s->channelInvokes(); }
+      } count{s.get(), &channel_invokes};
       auto buffer = s->allocateShared(4096);
       if (!buffer.ok()) return error("allocateShared: " + std::string(buffer.status().message()));
       ++regions;
@@ -589,10 +889,12 @@ TEST(Accyd, SixtyFourClientsMixedCalls) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(errors.load(), 0) << "first: " << first_error;
   EXPECT_EQ(calls.load(), int64_t{kClients} * (kMixedCallsPerClient + kMixedCallsPerClient / 100));
-  std::printf("load: %d clients, %lld calls (%lld invokes, %lld of them through shared memory; %lld compiles; %lld "
-              "regions registered) in %.1f s, %.0f calls/s, %d errors\n",
+  EXPECT_GT(channel_invokes.load(), invokes.load() / 3);
+  std::printf("load: %d clients, %lld calls (%lld invokes, %lld of them with buffers in shared memory, %lld through the "
+              "invoke channel; %lld compiles; %lld regions registered) in %.1f s, %.0f calls/s, %d errors\n",
               kClients, static_cast<long long>(calls.load()), static_cast<long long>(invokes.load()),
-              static_cast<long long>(shared_invokes.load()), static_cast<long long>(compiles.load()),
+              static_cast<long long>(shared_invokes.load()), static_cast<long long>(channel_invokes.load()),
+              static_cast<long long>(compiles.load()),
               static_cast<long long>(regions.load()), seconds, static_cast<double>(calls.load()) / seconds,
               errors.load());
   EXPECT_EQ(d.stop(), 0);
@@ -793,16 +1095,27 @@ TEST(Accyd, MetricsAreScrapedAfterCalls) {
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(s->invoke(*h, {bytes(f), bytes(data.time), bytes(data.sample)}, {writableBytes(v)}).ok());
   float wrong[2] = {1, 2};
   EXPECT_FALSE(s->invoke(*h, {bytes(wrong), bytes(data.time), bytes(data.sample)}, {writableBytes(v)}).ok());
+  // Those went through the invoke channel; a second session invokes
+  // through gRPC (the same program: a cache hit).
+  RemoteOptions grpc_only;
+  grpc_only.invoke_channel = false;
+  auto g = connect(d, grpc_only);
+  auto gh = g->compile(wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch)));
+  ASSERT_TRUE(gh.ok());
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(g->invoke(*gh, {bytes(f), bytes(data.time), bytes(data.sample)}, {writableBytes(v)}).ok());
   const std::string text = scrape(port);
   ASSERT_FALSE(text.empty()) << "no answer from /metrics on port " << port;
-  for (const char* line : {"accyd_calls_total{device=\"cpu\",method=\"Invoke\",status=\"ok\"} 3",
-                           "accyd_calls_total{device=\"cpu\",method=\"Invoke\",status=\"invalid_buffer\"} 1",
-                           "accyd_calls_total{device=\"cpu\",method=\"Compile\",status=\"ok\"} 1",
-                           "accyd_refused_total{method=\"Invoke\",reason=\"invalid_buffer\"} 1",
-                           "accyd_call_seconds_count{device=\"cpu\",method=\"Invoke\"} 4",
-                           "accyd_call_seconds_bucket{device=\"cpu\",method=\"Invoke\",le=\"+Inf\"} 4",
-                           "accyd_sessions 1", "accyd_programs 1", "accyd_cache_misses_total 1",
-                           "accyd_lease_expiries_total 0"}) {
+  for (const char* line : {"accyd_calls_total{device=\"cpu\",method=\"ChannelInvoke\",status=\"ok\"} 3",
+                           "accyd_calls_total{device=\"cpu\",method=\"ChannelInvoke\",status=\"invalid_buffer\"} 1",
+                           "accyd_calls_total{device=\"cpu\",method=\"Invoke\",status=\"ok\"} 2",
+                           "accyd_calls_total{device=\"cpu\",method=\"Compile\",status=\"ok\"} 2",
+                           "accyd_calls_total{device=\"\",method=\"OpenChannel\",status=\"ok\"} 1",
+                           "accyd_refused_total{method=\"ChannelInvoke\",reason=\"invalid_buffer\"} 1",
+                           "accyd_call_seconds_count{device=\"cpu\",method=\"ChannelInvoke\"} 4",
+                           "accyd_call_seconds_bucket{device=\"cpu\",method=\"ChannelInvoke\",le=\"+Inf\"} 4",
+                           "accyd_call_seconds_count{device=\"cpu\",method=\"Invoke\"} 2",
+                           "accyd_sessions 2", "accyd_programs 2", "accyd_cache_misses_total 1",
+                           "accyd_cache_hits_total{level=\"memory\"} 1", "accyd_lease_expiries_total 0"}) {
     EXPECT_THAT(text, ::testing::HasSubstr(line));
   }
   // Refused at start: a port in use, an address that is not HOST:PORT.
@@ -849,7 +1162,9 @@ TEST(Accyd, TheAccessLogHasALinePerCallAndNoSecrets) {
   };
   EXPECT_EQ(find("\"method\":\"OpenSession\""), 1);
   EXPECT_EQ(find("\"method\":\"Compile\",\"session\":\""), 1);
-  EXPECT_EQ(find("\"method\":\"Invoke\""), 2);
+  // The invokes went through the invoke channel, logged like any call.
+  EXPECT_EQ(find("\"method\":\"ChannelInvoke\",\"session\":\""), 2);
+  EXPECT_EQ(find("\"method\":\"ChannelInvoke\",\"session\":\"\""), 0);  // the session's short hash is there
   EXPECT_EQ(find("\"device\":\"cpu\",\"status\":\"ok\""), 2);  // the compile and the first invoke
   EXPECT_EQ(find("\"status\":\"invalid_buffer\""), 1);
   for (const std::string& l : lines) {
@@ -866,7 +1181,7 @@ TEST(Accyd, SharedBuffersSayWhichPagesTheyGot) {
   Daemon d({});
   auto s = connect(d);
   ASSERT_TRUE(s);
-  auto small = s->allocateShared(4096);
+  auto small = s->allocateShared(1024);
   ASSERT_TRUE(small.ok()) << small.status();
   EXPECT_EQ((*small)->pages(), "4 KiB pages (smaller than a huge page)");
   auto big = s->allocateShared(size_t{4} << 20);
@@ -942,7 +1257,7 @@ TEST(Accyd, RegionBytesPerSessionAreLimited) {
   auto two = s->allocateShared(8192);
   EXPECT_EQ(number(two.status()), 5u);  // too_many_programs: RESOURCE_EXHAUSTED
   EXPECT_THAT(two.status().message(), HasSubstr("would pass the limit of 12288 bytes per session"));
-  auto small = s->allocateShared(4096);
+  auto small = s->allocateShared(1024);
   EXPECT_TRUE(small.ok()) << small.status();
 }
 
@@ -1078,7 +1393,9 @@ TEST(Accyd, SigintDrainsLikeSigterm) {
 // daemon: SIGTERM stops it within --drain-seconds and a second of grace.
 TEST(Accyd, SigtermStopsWithinTheDrainTimeWhileAKernelRuns) {
   Daemon d({"--threads=1", "--drain-seconds=1"});
-  auto s = connect(d);
+  RemoteOptions o;
+  o.reconnect_seconds = 1;  // the daemon does not come back
+  auto s = connect(d, o);
   ASSERT_TRUE(s);
   // About a minute of transcendental work on one thread.
   const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", 65536}}),
@@ -1356,6 +1673,105 @@ TEST(Accyd, TcpWithoutTlsIsRefused) {
 
 // Needs a stamped accyd (tools/run_tests.sh builds one and sets
 // ACCYD_STAMPED_BINARY): an unstamped daemon keeps no disk cache.
+// The daemon killed with SIGKILL in the middle of an invoke and started
+// again on the same socket (with its disk cache when it is a stamped build,
+// as make test runs it): clients re-open their sessions by themselves (the
+// same handles, the same shared buffers, the channel opened again) and
+// their next calls give the right results; the disk cache holds no corrupt
+// entry and serves the recompiles.
+TEST(Accyd, TheDaemonKilledAndRestartedClientsReconnect) {
+  const char* stamped = std::getenv("ACCYD_STAMPED_BINARY");
+  char dir[] = "/tmp/accyd-cache-XXXXXX";
+  const std::string cache = mkdtemp(dir);
+  Daemon d({"--cache-dir=" + cache}, stamped != nullptr ? stamped : "");
+  constexpr int kClients = 4;
+  std::vector<std::unique_ptr<RemoteSession>> clients;
+  std::vector<session::Handle> handles;
+  std::vector<std::unique_ptr<client::SharedBuffer>> buffers;
+  const tone::Samples data = tone::samples();
+  const std::string program = wire::encode(*tensor::define("mismatch", toneSpecs(8), tone::mismatch));
+  for (int c = 0; c < kClients; ++c) {
+    RemoteOptions o;
+    o.invoke_channel = c % 2 == 0;
+    clients.push_back(connect(d, o));
+    ASSERT_TRUE(clients.back());
+    auto h = clients.back()->compile(program);
+    ASSERT_TRUE(h.ok()) << h.status();
+    handles.push_back(*h);
+    auto buffer = clients.back()->allocateShared(4096);
+    ASSERT_TRUE(buffer.ok());
+    float* in = reinterpret_cast<float*>((*buffer)->bytes().data());
+    std::memcpy(in + 8, data.time.data(), sizeof data.time);
+    std::memcpy(in + 24, data.sample.data(), sizeof data.sample);
+    buffers.push_back(std::move(*buffer));
+  }
+  // Each client: an inline invoke and one in its shared buffer, checked.
+  auto work = [&](int c, float shift) -> absl::Status {
+    float f[8], v[8];
+    for (int g = 0; g < 8; ++g) f[g] = 0.5f + g + shift;
+    if (absl::Status st = clients[c]->invoke(handles[c], {bytes(f), bytes(data.time), bytes(data.sample)}, {writableBytes(v)});
+        !st.ok()) {
+      return st;
+    }
+    float* in = reinterpret_cast<float*>(buffers[c]->bytes().data());
+    std::memcpy(in, f, sizeof f);
+    if (absl::Status st = clients[c]->invoke(handles[c], {bytes(std::span(in, 8)), bytes(std::span(in + 8, 16)), bytes(std::span(in + 24, 16))},
+                                              {writableBytes(std::span(in + 40, 8))});
+        !st.ok()) {
+      return st;
+    }
+    for (int g = 0; g < 8; ++g) {
+      if (std::fabs(v[g] - tone::referenceMismatch(f[g])) > 1e-4 || std::fabs(in[40 + g] - v[g]) > 1e-6) {
+        return absl::InternalError("wrong result for guess " + std::to_string(g));
+      }
+    }
+    return absl::OkStatus();
+  };
+  for (int c = 0; c < kClients; ++c) ASSERT_TRUE(work(c, 0).ok());
+  constexpr int kKills = 3;
+  for (int round = 1; round <= kKills; ++round) {
+    // Killed while the clients keep calling: some calls are in flight.
+    std::vector<std::thread> callers;
+    std::atomic<int> failures{0};
+    for (int c = 0; c < kClients; ++c) {
+      callers.emplace_back([&, c] {
+        for (int n = 0; n < 20; ++n) {
+          if (!work(c, 0.01f * n).ok()) ++failures;
+        }
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    d.kill9();
+    d.start();
+    for (auto& t : callers) t.join();
+    EXPECT_EQ(failures.load(), 0) << "round " << round;
+    for (int c = 0; c < kClients; ++c) {
+      const absl::Status st = work(c, 0.5f);
+      EXPECT_TRUE(st.ok()) << "client " << c << " after restart " << round << ": " << st;
+    }
+  }
+  int reconnects = 0;
+  for (const auto& c : clients) reconnects += c->reconnects();
+  EXPECT_GE(reconnects, kClients * kKills);
+  EXPECT_EQ(clients[0]->invokeChannel(), "open");
+  auto info = clients[0]->serverInfo();
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->cache().corrupt_entries(), 0u);
+  if (info->build_record().stamped()) {
+    EXPECT_TRUE(info->cache().disk_enabled()) << info->cache().disk_disabled_reason();
+    EXPECT_GE(info->cache().disk_hits(), 1u);  // the recompiles after the last restart
+  }
+  std::printf("restart: %d daemon kills (SIGKILL mid-call), %d clients, %d reconnects, 0 failed calls, disk cache %s "
+              "(%llu hits after the last restart, %llu corrupt entries)\n",
+              kKills, kClients, reconnects, info->cache().disk_enabled() ? "on" : "off (unstamped build)",
+              static_cast<unsigned long long>(info->cache().disk_hits()),
+              static_cast<unsigned long long>(info->cache().corrupt_entries()));
+  clients.clear();
+  buffers.clear();
+  EXPECT_EQ(d.stop(), 0);
+  std::filesystem::remove_all(cache);
+}
+
 TEST(Accyd, RestartWithAWarmDiskCacheAndACorruptedEntry) {
   const char* binary = std::getenv("ACCYD_STAMPED_BINARY");
   if (binary == nullptr) GTEST_SKIP() << "set ACCYD_STAMPED_BINARY to a stamped accyd (make test does)";

@@ -38,15 +38,21 @@ if bazel build --stamp --workspace_status_command=tools/build_record_status.sh /
    cp bazel-bin/tests/saved_program_test "$stamped_dir/saved_program_test" &&
    cp bazel-bin/tools/accy "$stamped_dir/accy" && cp bazel-bin/tests/random_wire "$stamped_dir/random_wire" &&
    bazel build "$@" //server:accyd //tests:accyd_e2e_test >>"$stamped_dir/build.log" 2>&1; then
-  if ACCYD_STAMPED_BINARY="$stamped_dir/accyd" TEST_SRCDIR="$PWD/bazel-bin/tests/accyd_e2e_test.runfiles" \
-     ./bazel-bin/tests/accyd_e2e_test --gtest_filter='*RestartWithAWarmDiskCache*' >"$stamped_dir/log" 2>&1 &&
-     grep -q '^\[       OK \]' "$stamped_dir/log"; then
-    echo "passed stamped accyd: restart with a warm disk cache and a corrupted entry" >>"$extra"
-  else
-    echo "stamped accyd: the end of the restart test's log:"
-    tail -n 40 "$stamped_dir/log"
-    echo "failed stamped accyd: restart with a warm disk cache and a corrupted entry" >>"$extra"
-  fi
+  # The restart cases with the stamped daemon (its disk cache on), each
+  # counted by name.
+  ACCYD_STAMPED_BINARY="$stamped_dir/accyd" TEST_SRCDIR="$PWD/bazel-bin/tests/accyd_e2e_test.runfiles" \
+    ./bazel-bin/tests/accyd_e2e_test --gtest_filter='*RestartWithAWarmDiskCache*:*TheDaemonKilledAndRestarted*' \
+    >"$stamped_dir/log" 2>&1
+  for name in RestartWithAWarmDiskCacheAndACorruptedEntry TheDaemonKilledAndRestartedClientsReconnect; do
+    if grep -q "^\[       OK \] Accyd.$name " "$stamped_dir/log"; then
+      echo "passed stamped accyd: $name" >>"$extra"
+    else
+      echo "stamped accyd: the end of the restart tests' log:"
+      tail -n 40 "$stamped_dir/log"
+      echo "failed stamped accyd: $name" >>"$extra"
+    fi
+  done
+  grep '^restart:' "$stamped_dir/log" || true
   # Saved programs round-trip only in a stamped build: its cases, each
   # counted by name.
   "$stamped_dir/saved_program_test" --gtest_filter='StampedSavedPrograms.*' >"$stamped_dir/saved.log" 2>&1
