@@ -68,10 +68,14 @@ CPU_ROWS = [
      ["BM_Tone_Launch"], "ns"),
 ]
 ACCYD_ROWS = [
-    ("tone invoke round trip, Unix socket (reference: in process)", "BM_ToneInvoke_AccydUnixSocket",
+    ("tone invoke round trip, gRPC over the Unix socket (reference: in process)", "BM_ToneInvoke_AccydUnixSocket",
      ["BM_ToneInvoke_InProcess"], "us"),
-    ("64 MiB in + 64 MiB out, shared memory (reference: the kernel in process)", "BM_Invoke64MiB_AccydSharedMemory",
-     ["BM_Invoke64MiB_InProcessKernel"], "ms"),
+    ("tone invoke round trip, invoke channel (reference: gRPC)", "BM_ToneInvoke_AccydChannel",
+     ["BM_ToneInvoke_AccydUnixSocket"], "us"),
+    ("64 MiB in + 64 MiB out, shared memory, gRPC call (reference: the kernel in process)",
+     "BM_Invoke64MiB_AccydSharedMemory", ["BM_Invoke64MiB_InProcessKernel"], "ms"),
+    ("64 MiB in + 64 MiB out, shared memory, invoke channel (reference: the kernel in process)",
+     "BM_Invoke64MiB_AccydChannel", ["BM_Invoke64MiB_InProcessKernel"], "ms"),
     ("same, inline bytes through gRPC (reference: shared memory)", "BM_Invoke64MiB_AccydInlineBytes",
      ["BM_Invoke64MiB_AccydSharedMemory"], "ms"),
     ("tone compile + release, cache hit (reference: a fresh compile)", "BM_Compile_AccydCacheHit",
