@@ -65,6 +65,29 @@ struct RemoteCore {
     return makeError(kind, message);
   }
 
+  // Negotiates the protocol and opens a new session (each call within
+  // `timeout`); the session's id and lease replace the old ones.
+  absl::Status openSession(std::chrono::milliseconds timeout) {
+    grpc::ClientContext negotiate;
+    negotiate.set_deadline(std::chrono::system_clock::now() + timeout);
+    pb::NegotiateRequest nreq;
+    nreq.add_versions(1);
+    pb::NegotiateReply nreply;
+    if (grpc::Status st = stub->Negotiate(&negotiate, nreq, &nreply); !st.ok()) {
+      return toStatus(st, negotiate, ErrorKind::kLaunchFailed);
+    }
+    grpc::ClientContext open;
+    open.set_deadline(std::chrono::system_clock::now() + timeout);
+    pb::OpenSessionReply reply;
+    if (grpc::Status st = stub->OpenSession(&open, pb::OpenSessionRequest(), &reply); !st.ok()) {
+      return toStatus(st, open, ErrorKind::kLaunchFailed);
+    }
+    std::lock_guard<std::mutex> lock(id_mu);
+    session_id = reply.session_id();
+    lease_seconds = std::max<int>(1, static_cast<int>(reply.lease_seconds()));
+    return absl::OkStatus();
+  }
+
   // Live shared buffers: start -> (size, the buffer).
   std::mutex shared_mu;
   std::map<const std::byte*, std::pair<size_t, SharedBuffer*>> shared;
@@ -146,22 +169,7 @@ absl::StatusOr<std::unique_ptr<RemoteSession>> RemoteSession::connect(const std:
                      strCat("accyd target '", target, "' must start with unix: or dns:"));
   }
   core->stub = pb::Accyd::NewStub(core->channel);
-  {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    pb::NegotiateRequest req;
-    req.add_versions(1);
-    pb::NegotiateReply reply;
-    grpc::Status st = core->stub->Negotiate(&ctx, req, &reply);
-    if (!st.ok()) return RemoteCore::toStatus(st, ctx, ErrorKind::kLaunchFailed);
-  }
-  grpc::ClientContext ctx;
-  pb::OpenSessionRequest req;
-  pb::OpenSessionReply reply;
-  grpc::Status st = core->stub->OpenSession(&ctx, req, &reply);
-  if (!st.ok()) return RemoteCore::toStatus(st, ctx, ErrorKind::kLaunchFailed);
-  core->session_id = reply.session_id();
-  core->lease_seconds = std::max<int>(1, static_cast<int>(reply.lease_seconds()));
+  if (absl::Status st = core->openSession(std::chrono::seconds(10)); !st.ok()) return st;
   return std::unique_ptr<RemoteSession>(new RemoteSession(std::move(core), options));
 }
 
@@ -491,25 +499,9 @@ absl::Status RemoteSession::reconnect(const absl::Status& cause) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options_.reconnect_seconds);
   std::string last;
   for (;;) {
-    grpc::ClientContext negotiate;
-    negotiate.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
-    pb::NegotiateRequest nreq;
-    nreq.add_versions(1);
-    pb::NegotiateReply nreply;
-    grpc::Status st = core_->stub->Negotiate(&negotiate, nreq, &nreply);
-    if (st.ok()) {
-      grpc::ClientContext open;
-      open.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
-      pb::OpenSessionReply reply;
-      st = core_->stub->OpenSession(&open, pb::OpenSessionRequest(), &reply);
-      if (st.ok()) {
-        std::lock_guard<std::mutex> lock(core_->id_mu);
-        core_->session_id = reply.session_id();
-        core_->lease_seconds = std::max<int>(1, static_cast<int>(reply.lease_seconds()));
-        break;
-      }
-    }
-    last = st.error_message();
+    const absl::Status st = core_->openSession(std::chrono::seconds(1));
+    if (st.ok()) break;
+    last = std::string(st.message());
     if (std::chrono::steady_clock::now() >= deadline) {
       return makeError(ErrorKind::kLaunchFailed, strCat("accyd did not take a new session within ", options_.reconnect_seconds,
                                                         " s (", last, ") after: ", cause.message()));
@@ -623,11 +615,27 @@ absl::StatusOr<std::unique_ptr<SharedBuffer>> RemoteSession::allocateShared(size
 }
 
 absl::StatusOr<uint64_t> RemoteSession::shareFd(int fd) {
-  // Pass the fd to the daemon's region socket and get a token.
+  const std::string line = sendMemfd(core_->region_socket, fd);
+  if (line.rfind("ok ", 0) != 0) {
+    return makeError(ErrorKind::kInvalidBuffer,
+                     strCat("the daemon refused the shared buffer: ", line.empty() ? "no answer" : line));
+  }
+  const std::string token = line.substr(3, line.find('\n') - 3);
+  grpc::ClientContext ctx;
+  pb::RegisterRegionRequest req;
+  pb::RegisterRegionReply reply;
+  req.set_session_id(core_->id());
+  req.set_token(token);
+  grpc::Status st = core_->stub->RegisterRegion(&ctx, req, &reply);
+  if (!st.ok()) return RemoteCore::toStatus(st, ctx, ErrorKind::kInvalidBuffer);
+  return reply.region();
+}
+
+std::string sendMemfd(const std::string& region_socket, int fd) {
   const int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, core_->region_socket.c_str(), sizeof addr.sun_path - 1);
+  std::strncpy(addr.sun_path, region_socket.c_str(), sizeof addr.sun_path - 1);
   std::string line;
   if (s >= 0 && ::connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
     char byte = 'r';
@@ -650,19 +658,7 @@ absl::StatusOr<uint64_t> RemoteSession::shareFd(int fd) {
     }
   }
   if (s >= 0) close(s);
-  if (line.rfind("ok ", 0) != 0) {
-    return makeError(ErrorKind::kInvalidBuffer,
-                     strCat("the daemon refused the shared buffer: ", line.empty() ? "no answer" : line));
-  }
-  const std::string token = line.substr(3, line.find('\n') - 3);
-  grpc::ClientContext ctx;
-  pb::RegisterRegionRequest req;
-  pb::RegisterRegionReply reply;
-  req.set_session_id(core_->id());
-  req.set_token(token);
-  grpc::Status st = core_->stub->RegisterRegion(&ctx, req, &reply);
-  if (!st.ok()) return RemoteCore::toStatus(st, ctx, ErrorKind::kInvalidBuffer);
-  return reply.region();
+  return line;
 }
 
 uint64_t SharedBuffer::region() const {

@@ -61,6 +61,13 @@ struct RemoteOptions {
 
 class RemoteSession;
 
+// Passes the memfd `fd` to the daemon's region socket (`<socket>.fd`) with
+// SCM_RIGHTS and returns its answer: "ok <token>\n", "error <why>\n", or ""
+// when the socket could not be reached. (allocateShared does this and
+// registers the token; it is public for clients that share memory of their
+// own making.)
+std::string sendMemfd(const std::string& region_socket, int fd);
+
 // A buffer in a sealed memfd shared with the daemon: invoking with spans
 // inside it sends a (region, offset, size) reference instead of the bytes.
 class SharedBuffer {

@@ -11,8 +11,6 @@
 // a program and its regions, then works until killed.
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -34,30 +32,7 @@ void uploadUnclaimed(const std::string& socket_path) {
     std::perror("memfd");
     _exit(3);
   }
-  const int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, socket_path.c_str(), sizeof addr.sun_path - 1);
-  if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    char byte = 'r';
-    iovec iov{&byte, 1};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(cm), &fd, sizeof fd);
-    if (sendmsg(s, &msg, 0) == 1) {
-      char buf[128];
-      (void)!read(s, buf, sizeof buf);
-    }
-  }
-  close(s);
+  (void)accy::client::sendMemfd(socket_path, fd);  // the token is never claimed
   close(fd);
 }
 
