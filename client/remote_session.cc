@@ -1,13 +1,17 @@
 #include "client/remote_session.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <grpcpp/grpcpp.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <random>
 #include <fstream>
 
 #include "accy/v1/accyd.grpc.pb.h"
@@ -36,6 +40,7 @@ struct RemoteCore {
     return session_id;
   }
   std::string region_socket;  // empty for TCP targets
+  std::string host;           // the daemon the session lives on (a gRPC target)
   int lease_seconds = 30;
 
   // Maps a failed call to an accy status: the number from the daemon's
@@ -149,29 +154,112 @@ RemoteSession::~RemoteSession() {
   core_->stub->CloseSession(&ctx, req, &reply);
 }
 
+namespace {
+
+// The hosts a TCP target names, each as a gRPC target of one address:
+// every address a dns: name resolves to (a headless Service's name gives
+// one per daemon), or each address of an ipv4:/ipv6: list. Also the name
+// the daemons' certificates carry (the dns: name).
+absl::Status hostsOf(const std::string& target, std::vector<std::string>* hosts, std::string* name) {
+  if (target.rfind("dns:", 0) == 0) {
+    std::string rest = target.substr(4);
+    if (rest.rfind("///", 0) == 0) rest = rest.substr(3);
+    const size_t colon = rest.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == rest.size()) {
+      return makeError(ErrorKind::kInvalidArgument, strCat("accyd target '", target, "' must be dns:NAME:PORT"));
+    }
+    *name = rest.substr(0, colon);
+    const std::string port = rest.substr(colon + 1);
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (const int err = getaddrinfo(name->c_str(), port.c_str(), &hints, &found); err != 0) {
+      return makeError(ErrorKind::kLaunchFailed, strCat("accyd target '", target, "': ", gai_strerror(err)));
+    }
+    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+      char text[INET6_ADDRSTRLEN] = {};
+      std::string host;
+      if (a->ai_family == AF_INET) {
+        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr, text, sizeof text);
+        host = strCat("ipv4:", text, ":", port);
+      } else if (a->ai_family == AF_INET6) {
+        inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr, text, sizeof text);
+        host = strCat("ipv6:[", text, "]:", port);
+      } else {
+        continue;
+      }
+      if (std::find(hosts->begin(), hosts->end(), host) == hosts->end()) hosts->push_back(host);
+    }
+    freeaddrinfo(found);
+    return absl::OkStatus();
+  }
+  const std::string scheme = target.substr(0, 5);  // "ipv4:" or "ipv6:"
+  for (size_t start = 5; start <= target.size();) {
+    const size_t comma = std::min(target.find(',', start), target.size());
+    if (comma > start) hosts->push_back(scheme + target.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return absl::OkStatus();
+}
+
+// Where the next session of this process starts looking: sessions are
+// spread over the hosts in turn, from a random first one.
+std::atomic<uint32_t> next_host{static_cast<uint32_t>(std::random_device()())};
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<RemoteSession>> RemoteSession::connect(const std::string& target,
                                                                       const RemoteOptions& options) {
-  auto core = std::make_shared<RemoteCore>();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
   if (target.rfind("unix:", 0) == 0) {
+    auto core = std::make_shared<RemoteCore>();
     core->channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
     core->region_socket = target.substr(5) + ".fd";
-  } else if (target.rfind("dns:", 0) == 0) {
-    grpc::SslCredentialsOptions tls;
-    tls.pem_root_certs = options.tls_root_certs;
-    tls.pem_cert_chain = options.tls_client_cert;
-    tls.pem_private_key = options.tls_client_key;
-    core->channel = grpc::CreateCustomChannel(target, grpc::SslCredentials(tls), args);
-  } else {
-    return makeError(ErrorKind::kInvalidArgument,
-                     strCat("accyd target '", target, "' must start with unix: or dns:"));
+    core->host = target;
+    core->stub = pb::Accyd::NewStub(core->channel);
+    if (absl::Status st = core->openSession(std::chrono::seconds(10)); !st.ok()) return st;
+    return std::unique_ptr<RemoteSession>(new RemoteSession(std::move(core), options));
   }
-  core->stub = pb::Accyd::NewStub(core->channel);
-  if (absl::Status st = core->openSession(std::chrono::seconds(10)); !st.ok()) return st;
-  return std::unique_ptr<RemoteSession>(new RemoteSession(std::move(core), options));
+  if (target.rfind("dns:", 0) != 0 && target.rfind("ipv4:", 0) != 0 && target.rfind("ipv6:", 0) != 0) {
+    return makeError(ErrorKind::kInvalidArgument,
+                     strCat("accyd target '", target, "' must start with unix:, dns:, ipv4: or ipv6:"));
+  }
+  // TCP, always TLS. The session is placed on one host of the target
+  // (options.spread_over_hosts) and stays there: its programs and regions
+  // live in that daemon.
+  std::vector<std::string> hosts;
+  std::string name;
+  if (options.spread_over_hosts) {
+    if (absl::Status st = hostsOf(target, &hosts, &name); !st.ok()) return st;
+  }
+  if (hosts.empty()) hosts.push_back(target);  // gRPC resolves and picks
+  grpc::SslCredentialsOptions tls;
+  tls.pem_root_certs = options.tls_root_certs;
+  tls.pem_cert_chain = options.tls_client_cert;
+  tls.pem_private_key = options.tls_client_key;
+  const std::string server_name = !options.tls_server_name.empty() ? options.tls_server_name : name;
+  if (!server_name.empty() && hosts.front() != target) args.SetSslTargetNameOverride(server_name);
+  // The next host in turn; one that does not answer is passed over.
+  std::string refused;
+  const size_t first = next_host.fetch_add(1) % hosts.size();
+  for (size_t k = 0; k < hosts.size(); ++k) {
+    const std::string& host = hosts[(first + k) % hosts.size()];
+    auto core = std::make_shared<RemoteCore>();
+    core->channel = grpc::CreateCustomChannel(host, grpc::SslCredentials(tls), args);
+    core->host = host;
+    core->stub = pb::Accyd::NewStub(core->channel);
+    const absl::Status st = core->openSession(std::chrono::seconds(hosts.size() > 1 ? 3 : 10));
+    if (st.ok()) return std::unique_ptr<RemoteSession>(new RemoteSession(std::move(core), options));
+    if (hosts.size() == 1) return st;
+    refused += strCat(refused.empty() ? "" : "; ", host, ": ", st.message());
+  }
+  return makeError(ErrorKind::kLaunchFailed, strCat("no host of '", target, "' took a session (", refused, ")"));
 }
+
+const std::string& RemoteSession::host() const { return core_->host; }
 
 std::string RemoteSession::sessionId() const { return core_->id(); }
 

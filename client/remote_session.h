@@ -1,7 +1,9 @@
 // accy::client::RemoteSession: the Session API over accyd.
 //
 // Connects to `unix:/path/accyd.sock` (shared-memory buffers available) or
-// `dns:host:port` (TLS; buffers travel inline). Programs for the x86_64
+// a TCP target, always with TLS, buffers inline: `dns:NAME:PORT` (a
+// headless Service's name places each session on one of its daemons),
+// `ipv4:A:PORT,B:PORT` or `ipv6:[A]:PORT,...`. Programs for the x86_64
 // target compile and run in this process by default, like Session, without
 // a round trip; set `cpu_in_process = false` to use the daemon's cpu
 // device. A background thread keeps the daemon-side session's lease alive;
@@ -33,8 +35,17 @@ namespace accy::client {
 
 struct RemoteOptions {
   bool cpu_in_process = true;
-  // PEM root certificates for dns: targets (TLS); empty uses the defaults.
+  // PEM root certificates for TCP targets (TLS); empty uses the defaults.
   std::string tls_root_certs;
+  // The name the daemons' certificates must carry; by default the dns:
+  // target's name (needed for ipv4:/ipv6: address lists).
+  std::string tls_server_name;
+  // TCP targets: place the session on one of the target's hosts (every
+  // address a dns: name resolves to, e.g. a headless Service's pods; or each
+  // address of an ipv4:/ipv6: list), in turn across the sessions of this
+  // process, passing over hosts that do not answer. The session stays on
+  // its host. false: hand the target to gRPC as it is.
+  bool spread_over_hosts = true;
   // A client certificate chain and its private key (PEM), presented to a
   // daemon that asks for one (mutual TLS, accyd --tls-client-ca): sessions
   // are then tied to the certificate's identity.
@@ -121,6 +132,9 @@ class RemoteSession {
   // The daemon's build record, devices, targets and cache statistics.
   absl::StatusOr<accy::v1::ServerInfoReply> serverInfo();
   std::string sessionId() const;
+  // The daemon the session lives on: the unix: target, or one host of a TCP
+  // target ("ipv4:10.0.3.7:7443").
+  const std::string& host() const;
   // Sessions re-opened after the daemon's was lost (RemoteOptions::reconnect_seconds).
   int reconnects() const { return reconnects_; }
   // "open", "not opened yet", or why invokes go through gRPC.

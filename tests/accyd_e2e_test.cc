@@ -21,6 +21,7 @@
 #include <fstream>
 #include <fcntl.h>
 #include <future>
+#include <map>
 #include <random>
 #include <thread>
 #include <tuple>
@@ -1281,14 +1282,84 @@ TEST(Accyd, ProgramsPerSessionAreLimited) {
   EXPECT_NEAR(v[0], tone::referenceMismatch(2.5), 1e-4);
 }
 
-TEST(Accyd, TcpWithTlsServesAndLeasesFreeDeadClients) {
-  // A self-signed certificate for localhost, made with the openssl tool.
+// A directory with a self-signed certificate for localhost (cert.pem,
+// key.pem), made with the openssl tool; "" when it could not be made.
+std::string localhostCertificate() {
   char dir[] = "/tmp/accyd-tls-XXXXXX";
   const std::string tls = mkdtemp(dir);
   const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
                           "-addext subjectAltName=DNS:localhost -keyout " + tls + "/key.pem -out " + tls +
                           "/cert.pem >/dev/null 2>&1";
-  if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "openssl could not make a test certificate";
+  return std::system(cmd.c_str()) == 0 ? tls : "";
+}
+
+// Scale-out: a target naming several hosts (what a headless Service's name
+// resolves to; here an ipv4: list of two daemons on two loopback
+// addresses) places each new session on one of them in turn; each session
+// stays on its host (its program runs there), a host that does not answer
+// is passed over, and a dns: name is resolved to its addresses.
+TEST(Accyd, SessionsArePlacedOnTheHostsOfAService) {
+  const std::string tls = localhostCertificate();
+  if (tls.empty()) GTEST_SKIP() << "openssl could not make a test certificate";
+  const int port = 20000 + (getpid() + 7919) % 20000;
+  const std::vector<std::string> tls_flags = {"--tls-cert=" + tls + "/cert.pem", "--tls-key=" + tls + "/key.pem"};
+  std::vector<std::string> a_flags = tls_flags, b_flags = tls_flags;
+  a_flags.push_back("--listen=tcp:127.0.0.1:" + std::to_string(port));
+  b_flags.push_back("--listen=tcp:127.0.0.2:" + std::to_string(port));
+  Daemon a(a_flags), b(b_flags);
+  std::ifstream cert_file(tls + "/cert.pem");
+  RemoteOptions o;
+  o.cpu_in_process = false;
+  o.tls_root_certs = std::string((std::istreambuf_iterator<char>(cert_file)), std::istreambuf_iterator<char>());
+  o.tls_server_name = "localhost";
+  const std::string p = std::to_string(port);
+  const std::string service = "ipv4:127.0.0.1:" + p + ",127.0.0.2:" + p;
+  const std::string program = wire::encode(*tensor::define("mismatch", toneSpecs(0), tone::mismatch));
+  const tone::Samples data = tone::samples();
+  std::map<std::string, int> placed;
+  std::vector<std::unique_ptr<RemoteSession>> sessions;
+  for (int i = 0; i < 8; ++i) {
+    auto s = RemoteSession::connect(service, o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    ++placed[(*s)->host()];
+    auto h = (*s)->compile(program);
+    ASSERT_TRUE(h.ok()) << h.status();
+    float f[1] = {2.0f + 0.1f * i}, v[1];
+    ASSERT_TRUE((*s)->invoke(*h, {bytes(f), bytes(data.time), bytes(data.sample)}, {writableBytes(v)}).ok());
+    EXPECT_NEAR(v[0], tone::referenceMismatch(f[0]), 1e-4);
+    sessions.push_back(std::move(*s));
+  }
+  EXPECT_EQ(placed["ipv4:127.0.0.1:" + p], 4);
+  EXPECT_EQ(placed["ipv4:127.0.0.2:" + p], 4);
+  // Each daemon holds the sessions placed on it.
+  auto sessionsOn = [&](const Daemon& d) {
+    RemoteOptions local;
+    local.cpu_in_process = false;
+    auto probe = RemoteSession::connect(d.target(), local);
+    return probe.ok() ? static_cast<int>((*probe)->serverInfo()->sessions()) - 1 : -1;
+  };
+  EXPECT_EQ(sessionsOn(a), 4);
+  EXPECT_EQ(sessionsOn(b), 4);
+  // One host stops: new sessions all go to the other.
+  EXPECT_EQ(b.stop(), 0);
+  for (int i = 0; i < 3; ++i) {
+    auto s = RemoteSession::connect(service, o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ((*s)->host(), "ipv4:127.0.0.1:" + p);
+  }
+  // A dns: name: resolved, and the session placed on its address.
+  RemoteOptions by_name = o;
+  by_name.tls_server_name.clear();  // the name itself
+  auto named = RemoteSession::connect("dns:localhost:" + p, by_name);
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ((*named)->host(), "ipv4:127.0.0.1:" + p);
+  sessions.clear();
+  std::filesystem::remove_all(tls);
+}
+
+TEST(Accyd, TcpWithTlsServesAndLeasesFreeDeadClients) {
+  const std::string tls = localhostCertificate();
+  if (tls.empty()) GTEST_SKIP() << "openssl could not make a test certificate";
   const int port = 20000 + getpid() % 20000;
   Daemon d({"--listen=tcp:127.0.0.1:" + std::to_string(port), "--tls-cert=" + tls + "/cert.pem",
             "--tls-key=" + tls + "/key.pem", "--lease-seconds=1"});
