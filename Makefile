@@ -1,7 +1,7 @@
 # Two commands on a fresh machine:
 #   make demo   installs what is missing, builds, runs the tone example
 #   make test   installs what is missing, builds, runs every test
-.PHONY: setup demo test test-asan test-ubsan test-tsan bench release release-check
+.PHONY: setup demo test test-asan test-ubsan test-tsan bench release release-check fuzz fuzz-service
 
 setup:
 	bash tools/setup.sh
@@ -34,3 +34,12 @@ release: setup
 # runs examples/consumer against each (Bazel, CMake); also part of make test.
 release-check: setup
 	bash release/check_release.sh
+
+# Long fuzz runs (docs/FUZZING.md), with libFuzzer, ASan and UBSan (clang):
+# make fuzz [RUNS=N] the wire decoder and compiler; make fuzz-service
+# [RUNS=N] accyd's service in process (1,000,000 inputs by default).
+fuzz: setup
+	bash tools/fuzz/run_fuzzer.sh $(or $(RUNS),1000000)
+
+fuzz-service: setup
+	FUZZ_TARGET=service_fuzz FUZZ_BUILD_DIR=$${TMPDIR:-/tmp}/accy-service-fuzz bash tools/fuzz/run_fuzzer.sh $(or $(RUNS),1000000)

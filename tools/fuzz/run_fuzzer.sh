@@ -11,8 +11,9 @@
 #
 # Environment:
 #   FUZZ_BUILD_DIR  build directory (default ${TMPDIR:-/tmp}/accy-fuzz)
-#   FUZZ_TARGET     wire_fuzz (default: decode, compile, run) or
-#                   wire_decode_fuzz (decode only)
+#   FUZZ_TARGET     wire_fuzz (default: decode, compile, run),
+#                   wire_decode_fuzz (decode only) or service_fuzz (accyd's
+#                   service in process, tools/fuzz/service_fuzz.cc)
 #   FUZZ_CORPUS     directory to keep the grown corpus in (default: a fresh
 #                   temporary copy of tools/fuzz/corpus, deleted afterwards)
 set -uo pipefail
@@ -27,14 +28,14 @@ shift
 build=${FUZZ_BUILD_DIR:-${TMPDIR:-/tmp}/accy-fuzz}
 target=${FUZZ_TARGET:-wire_fuzz}
 case "$target" in
-  wire_fuzz | wire_decode_fuzz) ;;
+  wire_fuzz | wire_decode_fuzz | service_fuzz) ;;
   *)
-    echo "run_fuzzer: FUZZ_TARGET must be wire_fuzz or wire_decode_fuzz, not '$target'" >&2
+    echo "run_fuzzer: FUZZ_TARGET must be wire_fuzz, wire_decode_fuzz or service_fuzz, not '$target'" >&2
     exit 2
     ;;
 esac
 
-if ! "$repo/tools/fuzz/build_fuzzer.sh" "$build"; then
+if ! "$repo/tools/fuzz/build_fuzzer.sh" "$build" "$([ "$target" = service_fuzz ] && echo service_fuzz || echo wire)"; then
   echo "run_fuzzer: the build failed" >&2
   exit 1
 fi
@@ -47,7 +48,13 @@ else
   corpus=$(mktemp -d "${TMPDIR:-/tmp}/accy-fuzz-corpus.XXXXXX")
   cleanup=$corpus
 fi
-cp -n "$repo"/tools/fuzz/corpus/* "$corpus"/
+# The wire corpus seeds the wire fuzzers; the service fuzzer starts from
+# its own (short byte strings that open sessions and compile).
+if [ "$target" = service_fuzz ]; then
+  [ -d "$repo/tools/fuzz/service_corpus" ] && cp -n "$repo"/tools/fuzz/service_corpus/* "$corpus"/
+else
+  cp -n "$repo"/tools/fuzz/corpus/* "$corpus"/
+fi
 mkdir -p "$build/artifacts"
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
