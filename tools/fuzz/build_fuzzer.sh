@@ -86,6 +86,7 @@ all_roots="//compiler/wire:wire + //backends/cpu:cpu"
 service_roots="//server:server_lib + //backends/cpu:cpu_device + //client:remote_session + //compiler/tensor"
 service_srcs=""
 service_protos=""
+service_generated=""
 
 # bazel_cc KIND ROOTS: repository-relative paths of the .cc files of kind
 # KIND ("source file" or "generated file") in the project deps of ROOTS.
@@ -130,6 +131,11 @@ service_from_bazel() {
     case "$g" in
       proto/*.grpc.pb.cc) ;;
       proto/*.pb.cc) service_protos="$service_protos ${g#proto/}" ;;
+      compiler/executable/build_record_data.cc) service_generated="$service_generated $g" ;;
+      *)
+        echo "build_fuzzer: cannot build the generated source $g outside Bazel" >&2
+        return 1
+        ;;
     esac
   done
   service_protos=$(sed 's/\.pb\.cc/.proto/g' <<<"$service_protos")
@@ -163,6 +169,7 @@ fi
   echo "SERVICE_SRCS :=" $service_srcs
   echo "SERVICE_PROTOS :=" $service_protos
   echo "SERVICE_GRPC_PROTOS :=" ${service_grpc:-}
+  echo "SERVICE_GENERATED :=" $service_generated
 } >"$out/sources.mk"
 
 # --- the Makefile ---------------------------------------------------------------
@@ -194,7 +201,18 @@ all: \$(OUT)/wire_fuzz \$(OUT)/wire_decode_fuzz
 
 SERVICE_PB_CCS := \$(patsubst %.proto,\$(GEN)/%.pb.cc,\$(filter-out \$(PROTOS),\$(SERVICE_PROTOS)))
 SERVICE_GRPC_CCS := \$(patsubst %.proto,\$(GEN)/%.grpc.pb.cc,\$(SERVICE_GRPC_PROTOS))
-SERVICE_OBJS := \$(call obj,\$(SERVICE_SRCS)) \$(patsubst \$(GEN)/%.cc,\$(OUT)/obj/gen/%.o,\$(SERVICE_PB_CCS) \$(SERVICE_GRPC_CCS))
+SERVICE_OBJS := \$(call obj,\$(SERVICE_SRCS)) \$(patsubst \$(GEN)/%.cc,\$(OUT)/obj/gen/%.o,\$(SERVICE_PB_CCS) \$(SERVICE_GRPC_CCS)) \
+  \$(patsubst %.cc,\$(OUT)/obj/gen/%.o,\$(SERVICE_GENERATED))
+
+# The build record of an unstamped build (as tools/gen_build_record.sh
+# writes it without Bazel's status).
+\$(GEN)/compiler/executable/build_record_data.cc: \$(REPO)/tools/gen_build_record.sh \$(OUT)/Makefile
+	@mkdir -p \$(dir \$@)
+	bash \$< /dev/null \$@
+
+\$(OUT)/obj/gen/%.o: \$(GEN)/%.cc \$(OUT)/Makefile
+	@mkdir -p \$(dir \$@)
+	\$(CXX) \$(CXXFLAGS) -c \$< -o \$@
 
 \$(GEN)/%.grpc.pb.cc: \$(REPO)/proto/%.proto \$(OUT)/Makefile
 	@mkdir -p \$(GEN)

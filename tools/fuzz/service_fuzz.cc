@@ -193,6 +193,10 @@ std::string serviceFuzzSummary() {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   fixture();
+#ifdef ACCY_FUZZ_LIBFUZZER
+  // libFuzzer ends with exit(): the requests' summary then.
+  std::atexit([] { std::fprintf(stderr, "service_fuzz: %s\n", serviceFuzzSummary().c_str()); });
+#endif
   return 0;
 }
 
