@@ -1209,7 +1209,12 @@ TEST(Accyd, SharedBuffersSayWhichPagesTheyGot) {
 // inline outputs) and how many run at once, refused with the figures.
 TEST(Accyd, LaunchMemoryAndConcurrencyHaveADaemonWideBudget) {
   Daemon d({"--max-launch-bytes=4096", "--max-concurrent-invokes=1", "--threads=1", "--drain-seconds=0"});
-  auto s = connect(d);
+  // Through gRPC: outputs come back inline there (through the invoke
+  // channel they are placed in its region and hold no launch memory).
+  RemoteOptions grpc_only;
+  grpc_only.invoke_channel = false;
+  grpc_only.reconnect_seconds = 0;
+  auto s = connect(d, grpc_only);
   ASSERT_TRUE(s);
   const tensor::Spec vec[] = {tensor::spec(tensor::DType::f32, {{"i", 2048}})};
   auto h = s->compile(wire::encode(*tensor::define("twice", vec, [](tensor::Builder&, std::span<const tensor::Value> a) {
@@ -1228,7 +1233,7 @@ TEST(Accyd, LaunchMemoryAndConcurrencyHaveADaemonWideBudget) {
   ASSERT_TRUE(s->invoke(*h, {bytes(x)}, {out}).ok());
   EXPECT_EQ(reinterpret_cast<const float*>(out.data())[2047], 2.0f);
   // A second invoke while one runs: over the concurrency budget of one.
-  auto other = connect(d);
+  auto other = connect(d, grpc_only);
   ASSERT_TRUE(other);
   // Seconds of work on the daemon's one thread (2^32 transcendental
   // elements), so that it still runs when the second invoke comes.
