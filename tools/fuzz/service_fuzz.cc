@@ -101,6 +101,17 @@ void check(const grpc::Status& st, const Reply& reply, const char* method) {
   }
 }
 
+// Sends one request to the handler `method` and checks its reply.
+template <typename Request, typename Reply>
+grpc::Status send(AccydService& service,
+                  grpc::Status (AccydService::*method)(grpc::ServerContext*, const Request*, Reply*),
+                  const Request& request, Reply* reply, const char* name) {
+  grpc::ServerContext ctx;
+  const grpc::Status st = (service.*method)(&ctx, &request, reply);
+  check(st, *reply, name);
+  return st;
+}
+
 struct Fixture {
   std::string dir, region_socket;
   std::unique_ptr<accy::server::CompileCache> cache;
@@ -241,14 +252,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       b->set_inline_bytes(std::string(in.below(300) * 4 / (1 + in.byte() % 3), '\x01'));
     }
   };
+  // A region: one registered here, or a made-up id.
+  auto region = [&]() -> uint64_t {
+    return !regions.empty() && in.byte() % 4 != 0 ? regions[in.below(static_cast<uint32_t>(regions.size()))] : in.u64();
+  };
   for (int call = 0; call < 48 && !in.empty(); ++call) {
-    grpc::ServerContext ctx;
     switch (in.below(13)) {
       case 0: {
-        const pb::OpenSessionRequest req;
         pb::OpenSessionReply reply;
-        const grpc::Status st = service.OpenSession(&ctx, &req, &reply);
-        check(st, reply, "OpenSession");
+        const grpc::Status st = send(service, &AccydService::OpenSession, pb::OpenSessionRequest(), &reply, "OpenSession");
         if (st.ok()) {
           if (reply.session_id().empty()) finding("OpenSession: ok without a session id");
           sessions.push_back(reply.session_id());
@@ -259,14 +271,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         pb::KeepAliveRequest req;
         pb::KeepAliveReply reply;
         req.set_session_id(session());
-        check(service.KeepAlive(&ctx, &req, &reply), reply, "KeepAlive");
+        send(service, &AccydService::KeepAlive, req, &reply, "KeepAlive");
         break;
       }
       case 2: {
         pb::CloseSessionRequest req;
         pb::CloseSessionReply reply;
         req.set_session_id(session());
-        check(service.CloseSession(&ctx, &req, &reply), reply, "CloseSession");
+        send(service, &AccydService::CloseSession, req, &reply, "CloseSession");
         break;
       }
       case 3:
@@ -290,8 +302,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           const char* modes[] = {"exact", "fast", "tf32", "bogus"};
           (*req.mutable_options())[in.byte() % 8 == 0 ? "speed" : "mode"] = modes[in.below(4)];
         }
-        const grpc::Status st = service.Compile(&ctx, &req, &reply);
-        check(st, reply, "Compile");
+        const grpc::Status st = send(service, &AccydService::Compile, req, &reply, "Compile");
         if (st.ok()) {
           if (reply.outputs_size() == 0) finding("Compile: ok without output descriptors");
           Compiled c{reply.handle().index(), reply.handle().generation(), {}, {}};
@@ -306,7 +317,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         pb::ReleaseReply reply;
         req.set_session_id(session());
         handle(req.mutable_handle());
-        check(service.Release(&ctx, &req, &reply), reply, "Release");
+        send(service, &AccydService::Release, req, &reply, "Release");
         break;
       }
       case 6:
@@ -344,7 +355,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           for (int k = in.byte() % 4; k > 0; --k) buffer(req.add_inputs());
           for (int k = in.byte() % 3; k > 0; --k) buffer(req.add_outputs());
         }
-        check(service.Invoke(&ctx, &req, &reply), reply, "Invoke");
+        send(service, &AccydService::Invoke, req, &reply, "Invoke");
         break;
       }
       case 8: {
@@ -359,8 +370,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         } else {
           req.set_token(in.text(40));
         }
-        const grpc::Status st = service.RegisterRegion(&ctx, &req, &reply);
-        check(st, reply, "RegisterRegion");
+        const grpc::Status st = send(service, &AccydService::RegisterRegion, req, &reply, "RegisterRegion");
         if (st.ok()) regions.push_back(reply.region());
         break;
       }
@@ -368,16 +378,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         pb::UnregisterRegionRequest req;
         pb::UnregisterRegionReply reply;
         req.set_session_id(session());
-        req.set_region(!regions.empty() && in.byte() % 4 != 0 ? regions[in.below(static_cast<uint32_t>(regions.size()))]
-                                                              : in.u64());
-        check(service.UnregisterRegion(&ctx, &req, &reply), reply, "UnregisterRegion");
+        req.set_region(region());
+        send(service, &AccydService::UnregisterRegion, req, &reply, "UnregisterRegion");
         break;
       }
       case 10: {
         pb::ListRegionsRequest req;
         pb::ListRegionsReply reply;
         req.set_session_id(session());
-        check(service.ListRegions(&ctx, &req, &reply), reply, "ListRegions");
+        send(service, &AccydService::ListRegions, req, &reply, "ListRegions");
         break;
       }
       case 11: {
@@ -393,31 +402,27 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         pb::OpenChannelRequest req;
         pb::OpenChannelReply reply;
         req.set_session_id(session());
-        req.set_region(!regions.empty() && in.byte() % 4 != 0 ? regions[in.below(static_cast<uint32_t>(regions.size()))]
-                                                              : in.u64());
-        check(service.OpenChannel(&ctx, &req, &reply), reply, "OpenChannel");
+        req.set_region(region());
+        send(service, &AccydService::OpenChannel, req, &reply, "OpenChannel");
         break;
       }
       default: {
         pb::NegotiateRequest req;
         pb::NegotiateReply reply;
         for (int k = in.byte() % 3; k > 0; --k) req.add_versions(in.byte() % 3);
-        check(service.Negotiate(&ctx, &req, &reply), reply, "Negotiate");
-        const pb::ServerInfoRequest info_req;
+        send(service, &AccydService::Negotiate, req, &reply, "Negotiate");
         pb::ServerInfoReply info;
-        grpc::ServerContext ctx2;
-        check(service.ServerInfo(&ctx2, &info_req, &info), info, "ServerInfo");
+        send(service, &AccydService::ServerInfo, pb::ServerInfoRequest(), &info, "ServerInfo");
         break;
       }
     }
   }
   // Close what the input opened: the service must hold nothing after.
   for (const std::string& id : sessions) {
-    grpc::ServerContext ctx;
     pb::CloseSessionRequest req;
     pb::CloseSessionReply reply;
     req.set_session_id(id);
-    service.CloseSession(&ctx, &req, &reply);
+    send(service, &AccydService::CloseSession, req, &reply, "CloseSession");
   }
   const accy::server::ServiceStats st = service.stats();
   if (st.sessions != 0 || st.programs != 0 || st.regions != 0 || st.region_bytes != 0) {
