@@ -8,6 +8,7 @@
 // does) and it listens on a temporary socket.
 #include <benchmark/benchmark.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -156,6 +157,36 @@ void BM_Invoke64MiB_InProcessKernel(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kBig * 8);
 }
 
+// The same kernel in process on buffers in a memfd mapped shared (shmem
+// pages, as the daemon's regions are): tells what the pages cost apart from
+// the daemon.
+void BM_Invoke64MiB_InProcessKernelOnShmem(benchmark::State& state) {
+  auto exe = tensor::CpuExecutable::compile(doubleProgram(), {.threads = 1});
+  if (!ok(state, exe, "compile")) return;
+  const size_t bytes = kBig * 4;
+  auto map = [&]() -> float* {
+    const int fd = memfd_create("bench", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, static_cast<off_t>(bytes)) != 0) return nullptr;
+    void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    return m == MAP_FAILED ? nullptr : static_cast<float*>(m);
+  };
+  float* x = map();
+  float* y = map();
+  if (!check(state, x != nullptr && y != nullptr, "memfd")) return;
+  std::fill_n(x, kBig, 1.0f);
+  const std::span<const float> xs(x, kBig);
+  const std::span<float> ys(y, kBig);
+  if (!ok(state, exe->launch({accy::bytes(xs)}, {accy::writableBytes(ys)}), "launch")) return;  // warm-up, untimed
+  for (auto _ : state) {
+    if (!ok(state, exe->launch({accy::bytes(xs)}, {accy::writableBytes(ys)}), "launch")) return;
+  }
+  checkDoubled(state, y);
+  state.SetBytesProcessed(state.iterations() * kBig * 8);
+  munmap(x, bytes);
+  munmap(y, bytes);
+}
+
 void invoke64MiBShared(benchmark::State& state, bool channel) {
   auto s = remote(state, channel);
   if (!s) return;
@@ -228,6 +259,7 @@ BENCHMARK(BM_ToneInvoke_InProcess)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ToneInvoke_AccydUnixSocket)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ToneInvoke_AccydChannel)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Invoke64MiB_InProcessKernel)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Invoke64MiB_InProcessKernelOnShmem)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Invoke64MiB_AccydSharedMemory)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Invoke64MiB_AccydChannel)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Invoke64MiB_AccydInlineBytes)->Unit(benchmark::kMillisecond)->UseRealTime();
