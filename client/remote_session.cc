@@ -97,6 +97,10 @@ struct RemoteCore {
   std::mutex shared_mu;
   std::map<const std::byte*, std::pair<size_t, SharedBuffer*>> shared;
 
+  // The region and offset of `n` bytes at `p` when they lie inside one
+  // shared buffer (under shared_mu).
+  std::optional<std::pair<uint64_t, uint64_t>> placeInShared(const std::byte* p, size_t n) const;
+
   void unregister(const std::byte* data) {
     uint64_t region = 0;
     {
@@ -395,14 +399,9 @@ std::optional<absl::Status> RemoteSession::invokeThroughChannel(session::Handle 
   std::vector<std::pair<size_t, size_t>> copy_out;  // output k <- data offset
   enum class Where { kSharedBuffer, kDataArea, kTooLarge };
   auto place = [&](const std::byte* p, size_t n, channel::Ref* ref) {
-    auto it = core_->shared.upper_bound(p);
-    if (it != core_->shared.begin()) {
-      --it;
-      const auto [size, buffer] = it->second;
-      if (p >= it->first && p + n <= it->first + size) {
-        *ref = {buffer->region_, static_cast<uint64_t>(p - it->first), n};
-        return Where::kSharedBuffer;
-      }
+    if (auto shared = core_->placeInShared(p, n)) {
+      *ref = {shared->first, shared->second, n};
+      return Where::kSharedBuffer;
     }
     next = (next + 63) / 64 * 64;
     if (n > capacity || next > capacity - n) return Where::kTooLarge;
@@ -475,23 +474,16 @@ absl::Status RemoteSession::invoke(session::Handle h, absl::Span<const std::span
 
 absl::Status RemoteSession::invokeRemote(session::Handle user, absl::Span<const std::span<const std::byte>> inputs,
                                          absl::Span<const std::span<std::byte>> outputs) {
-  // The daemon's handle for it (one the session does not know goes as it
-  // is, and the daemon answers invalid_handle).
-  session::Handle h{user.index & ~kRemoteBit, user.generation};
-  if (auto it = remote_.find({user.index, user.generation}); it != remote_.end()) h = it->second.daemon;
+  const session::Handle h = daemonHandle(user);
   if (std::optional<absl::Status> st = invokeThroughChannel(h, inputs, outputs)) return *st;
   // A span inside a shared buffer travels as a region reference.
   std::lock_guard<std::mutex> shared_lock(core_->shared_mu);
   auto place = [&](const std::byte* p, size_t n, pb::Buffer* b) {
-    auto it = core_->shared.upper_bound(p);
-    if (it == core_->shared.begin()) return false;
-    --it;
-    const std::byte* start = it->first;
-    const auto [size, buffer] = it->second;
-    if (p < start || p + n > start + size) return false;
+    const auto shared = core_->placeInShared(p, n);
+    if (!shared) return false;
     pb::RegionRef* r = b->mutable_region();
-    r->set_region(buffer->region_);
-    r->set_offset(static_cast<uint64_t>(p - start));
+    r->set_region(shared->first);
+    r->set_offset(shared->second);
     r->set_size(n);
     return true;
   };
@@ -529,9 +521,15 @@ absl::Status RemoteSession::release(session::Handle h) {
   return withReconnect([&] { return releaseRemote(h); });
 }
 
+session::Handle RemoteSession::daemonHandle(session::Handle user) const {
+  // One the session does not know goes as it is, and the daemon answers
+  // invalid_handle.
+  auto it = remote_.find({user.index, user.generation});
+  return it != remote_.end() ? it->second.daemon : session::Handle{user.index & ~kRemoteBit, user.generation};
+}
+
 absl::Status RemoteSession::releaseRemote(session::Handle user) {
-  session::Handle h{user.index & ~kRemoteBit, user.generation};
-  if (auto it = remote_.find({user.index, user.generation}); it != remote_.end()) h = it->second.daemon;
+  const session::Handle h = daemonHandle(user);
   grpc::ClientContext ctx;
   pb::ReleaseRequest req;
   pb::ReleaseReply reply;
@@ -747,6 +745,15 @@ std::string sendMemfd(const std::string& region_socket, int fd) {
   }
   if (s >= 0) close(s);
   return line;
+}
+
+std::optional<std::pair<uint64_t, uint64_t>> RemoteCore::placeInShared(const std::byte* p, size_t n) const {
+  auto it = shared.upper_bound(p);
+  if (it == shared.begin()) return std::nullopt;
+  --it;
+  const auto [size, buffer] = it->second;
+  if (p < it->first || p + n > it->first + size) return std::nullopt;
+  return std::make_pair(buffer->region_, static_cast<uint64_t>(p - it->first));
 }
 
 uint64_t SharedBuffer::region() const {

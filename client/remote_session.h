@@ -159,6 +159,9 @@ class RemoteSession {
   absl::Status invokeRemote(session::Handle handle, absl::Span<const std::span<const std::byte>> inputs,
                             absl::Span<const std::span<std::byte>> outputs);
   absl::Status releaseRemote(session::Handle handle);
+  // The daemon's handle for the caller's handle `user` (they differ after a
+  // reconnect).
+  session::Handle daemonHandle(session::Handle user) const;
   // Passes `fd` to the daemon's region socket and registers it in the
   // session; returns the region.
   absl::StatusOr<uint64_t> shareFd(int fd);
