@@ -16,7 +16,8 @@
 // whenAny(mask, span<Vec> vars, body): runs body() only when some lane of
 // the mask is set (a branch; a GPU thread's one lane), body replacing values
 // of vars, which hold the replacements afterwards. Optional:
-// sinCosLarge(a, fast, cosine), sinCos's slow path out of line.
+// sinCosLarge(a, fast, cosine), sinCos's slow path out of line; fmaLast,
+// ternaryLogic, xorAnd, xor3 (below), fewer instructions for the same bits.
 #ifndef ACCY_COMPILER_CODEGEN_MATH_ELEMENTARY_H_
 #define ACCY_COMPILER_CODEGEN_MATH_ELEMENTARY_H_
 
@@ -452,6 +453,49 @@ typename O::Vec quadrantSinCos(O& o, typename O::Vec r, typename O::Vec t, bool 
   return o.bitXor(v, o.bitAnd(o.shl(q, c.lane_bits - 2), o.bits(c.sign_mask)));
 }
 
+// a * b + c where the caller reads `c` no more: ops types that can reuse
+// c's register for the result say so with fmaLast (x86-64); the others
+// compute a plain fma.
+template <class O>
+typename O::Vec fmaLast(O& o, typename O::Vec a, typename O::Vec b, typename O::Vec c) {
+  if constexpr (requires { o.fmaLast(a, b, c); }) {
+    return o.fmaLast(a, b, c);
+  } else {
+    return o.fma(a, b, c);
+  }
+}
+
+// Whether the ops type has three-input bitwise ops in one instruction
+// (AVX-512's ternary logic), for which sinCos takes another order.
+template <class O>
+bool hasTernaryLogic(const O& o) {
+  if constexpr (requires { o.ternaryLogic(); }) {
+    return o.ternaryLogic();
+  } else {
+    return false;
+  }
+}
+
+// a ^ (b & m) and a ^ b ^ m, bitwise: one instruction where the ops type
+// has them (AVX-512's ternary logic), else two.
+template <class O>
+typename O::Vec xorAnd(O& o, typename O::Vec a, typename O::Vec b, typename O::Vec m) {
+  if constexpr (requires { o.xorAnd(a, b, m); }) {
+    return o.xorAnd(a, b, m);
+  } else {
+    return o.bitXor(a, o.bitAnd(b, m));
+  }
+}
+
+template <class O>
+typename O::Vec xor3(O& o, typename O::Vec a, typename O::Vec b, typename O::Vec m) {
+  if constexpr (requires { o.xor3(a, b, m); }) {
+    return o.xor3(a, b, m);
+  } else {
+    return o.bitXor(a, o.bitXor(b, m));
+  }
+}
+
 // The slow path of sinCos below: for the lanes with a = |x| beyond
 // trig_fast_limit (+inf included), sin(a) (cos(a) when `cosine`) by the exact
 // reduction; `fast` in the others.
@@ -485,28 +529,46 @@ typename O::Vec sinCos(O& o, typename O::Vec x, bool cosine) {
   // n = round(a/pi) (sin) or round(a/pi - 1/2) (cos); t's low bit is n's.
   Vec t = cosine ? o.add(o.fma(a, inv_pi, o.num(-0.5)), magic) : o.fma(a, inv_pi, magic);
   Vec n = o.sub(t, magic);
-  Vec k = cosine ? o.fma(n, o.num(2.0), o.num(1.0)) : o.add(n, n);
-  Vec r = a;
-  for (double piece : o.fusedMultiplyAdd() ? c.pio2_fma : c.pio2) r = o.fma(k, o.num(-piece), r);
-  Vec z = o.mul(r, r);
-  Vec y = o.fma(o.mul(r, z), o.horner(z, c.sin_half_poly), r);
-  Vec one = o.num(1.0);
-  y = o.minRaw(one, o.maxRaw(o.num(-1.0), y));
-  // (-1)^n from n's low bit, shifted into the sign; cos flips it once more.
+  // r = a - k pi/2: for sin k = 2n, taken as n times the doubled pieces (the
+  // same exact products, one op fewer).
+  Vec k = cosine ? o.fma(n, o.num(2.0), o.num(1.0)) : n;
+  const double scale = cosine ? 1.0 : 2.0;
+  const std::span<const double> pieces = o.fusedMultiplyAdd() ? c.pio2_fma : c.pio2;
+  Vec r = o.fma(k, o.num(-scale * pieces[0]), a);
+  for (size_t i = 1; i < pieces.size(); ++i) r = fmaLast(o, k, o.num(-scale * pieces[i]), r);
+  // (-1)^n from n's low bit, shifted into the sign (the other bits zero);
+  // cos flips it once more, sin takes the sign of x with it.
   Vec sign = o.shl(t, c.lane_bits - 1);
-  if (cosine) sign = o.bitXor(sign, o.bits(c.sign_mask));
-  Vec result[1] = {o.bitXor(y, sign)};
-  // +-inf takes the exact reduction too, which turns it into NaN.
+  Vec sign_mask = o.bits(c.sign_mask);
+  Vec result[1];
+  if (hasTernaryLogic(o)) {
+    // The polynomial is odd and evaluated symmetrically: on |r| it gives
+    // the same magnitude, clamped by one min (NaN kept), and r's sign joins
+    // the others in one ternary op. The same bits as below.
+    Vec ra = o.abs(r);
+    Vec z = o.mul(ra, ra);
+    Vec y = o.minRaw(o.num(1.0), fmaLast(o, o.mul(ra, z), o.horner(z, c.sin_half_poly), ra));
+    result[0] = xorAnd(o, y, xor3(o, sign, cosine ? sign_mask : x, r), sign_mask);
+  } else {
+    Vec z = o.mul(r, r);
+    Vec y = fmaLast(o, o.mul(r, z), o.horner(z, c.sin_half_poly), r);
+    y = o.minRaw(o.num(1.0), o.maxRaw(o.num(-1.0), y));
+    result[0] = cosine ? xor3(o, y, sign, sign_mask) : xorAnd(o, y, o.bitXor(sign, x), sign_mask);
+  }
+  // +-inf takes the exact reduction too, which turns it into NaN. That path
+  // works on a = |x|: sin's lanes there take the sign of x afterwards (and
+  // the others lose it before, to get it back unchanged).
   const Mask large = o.cmp(Cmp::kGt, a, o.num(c.trig_fast_limit));
   o.whenAny(large, std::span<Vec>(result), [&] {
-    if constexpr (requires { o.sinCosLarge(a, result[0], cosine); }) {
-      result[0] = o.sinCosLarge(a, result[0], cosine);
+    Vec fast = cosine ? result[0] : xorAnd(o, result[0], x, sign_mask);
+    if constexpr (requires { o.sinCosLarge(a, fast, cosine); }) {
+      fast = o.sinCosLarge(a, fast, cosine);
     } else {
-      result[0] = sinCosLarge(o, a, result[0], cosine);
+      fast = sinCosLarge(o, a, fast, cosine);
     }
+    result[0] = cosine ? fast : xorAnd(o, fast, x, sign_mask);
   });
-  if (cosine) return result[0];
-  return o.bitXor(result[0], o.bitAnd(x, o.bits(c.sign_mask)));
+  return result[0];
 }
 
 // log(x) with its special values: log(+-0) = -inf, log(x < 0) = NaN,

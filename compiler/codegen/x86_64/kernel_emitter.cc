@@ -801,7 +801,7 @@ absl::StatusOr<KernelEmitter::Val> KernelEmitter::expr(const ExprRef& e, const M
         v.v = mode.simd->newVec("ld");
         const int64_t c = choir::flatCoeff(m_.buffers[e->buffer], e->index, mode.inner_var);
         if (c == 0) {
-          mode.simd->hoisted(strCat("load:", key), v.v, [&](x86::Vec r) { mode.simd->broadcastLoad(r, mem); });
+          v.v = mode.simd->hoistedValue(strCat("load:", key), [&](x86::Vec r) { mode.simd->broadcastLoad(r, mem); });
         } else {
           mode.simd->load(v.v, mem);
         }
@@ -815,8 +815,7 @@ absl::StatusOr<KernelEmitter::Val> KernelEmitter::expr(const ExprRef& e, const M
       if (isFloat(e->dtype)) {
         Simd& s = mode.vector ? *mode.simd : scalarSimd(e->dtype);
         v.kind = Val::Kind::kVec;
-        v.v = s.newVec("k");
-        s.constant(v.v, c);
+        v.v = s.constantValue(c);
       } else {
         if (mode.vector) return unimplemented("integer constant in a vector loop");
         v.g = cc_.newInt64("k");
@@ -920,22 +919,22 @@ absl::StatusOr<KernelEmitter::Val> KernelEmitter::floatOp(const Expr& e, const s
       s.sqrt(v.v, a[0].v);
       return v;
     case OpCode::kSin:
-      emitSin(s, v.v, a[0].v, runtime_);
+      v.v = emitSin(s, a[0].v, runtime_);
       return v;
     case OpCode::kCos:
-      emitCos(s, v.v, a[0].v, runtime_);
+      v.v = emitCos(s, a[0].v, runtime_);
       return v;
     case OpCode::kExp:
-      emitExp(s, v.v, a[0].v);
+      v.v = emitExp(s, a[0].v);
       return v;
     case OpCode::kLog:
-      emitLog(s, v.v, a[0].v);
+      v.v = emitLog(s, a[0].v);
       return v;
     case OpCode::kTanh:
-      emitTanh(s, v.v, a[0].v);
+      v.v = emitTanh(s, a[0].v);
       return v;
     case OpCode::kSigmoid:
-      emitSigmoid(s, v.v, a[0].v);
+      v.v = emitSigmoid(s, a[0].v);
       return v;
     case OpCode::kAdd:
       s.add(v.v, a[0].v, a[1].v);
@@ -956,7 +955,7 @@ absl::StatusOr<KernelEmitter::Val> KernelEmitter::floatOp(const Expr& e, const s
       s.min(v.v, a[0].v, a[1].v);
       return v;
     case OpCode::kPow:
-      emitPow(s, v.v, a[0].v, a[1].v);
+      v.v = emitPow(s, a[0].v, a[1].v);
       return v;
     default:
       break;

@@ -5,6 +5,7 @@
 #include <span>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "compiler/codegen/math/elementary.h"
 #include "compiler/codegen/x86_64/runtime.h"
 
@@ -29,16 +30,9 @@ class Ops {
   const math::LaneMath& c() const { return c_; }
   bool fusedMultiplyAdd() const { return s_.isa() != Isa::kSse41; }
 
-  Vec num(double v) {
-    Vec d = tmp();
-    s_.constant(d, v);
-    return d;
-  }
-  Vec bits(uint64_t b) {
-    Vec d = tmp();
-    s_.constantBits(d, b);
-    return d;
-  }
+  // Constants are the hoisted registers themselves: read, never written.
+  Vec num(double v) { return s_.constantValue(v); }
+  Vec bits(uint64_t b) { return s_.constantBitsValue(b); }
   Vec zero() {
     Vec d = tmp();
     s_.zero(d);
@@ -62,6 +56,14 @@ class Ops {
     Vec d = tmp();
     s_.fma(d, a, b, c);
     return d;
+  }
+  // The same where the caller reads `c` no more: a temporary of this Ops is
+  // overwritten in place (no copy); anything else (an input, a constant) is
+  // left alone.
+  Vec fmaLast(Vec a, Vec b, Vec c) {
+    if (!owned_.contains(c.id())) return fma(a, b, c);
+    s_.fma(c, a, b, c);
+    return c;
   }
   Vec abs(Vec a) { return un(&Simd::abs, a); }
   Vec neg(Vec a) { return un(&Simd::neg, a); }
@@ -90,14 +92,16 @@ class Ops {
     return d;
   }
 
-  // c[0] + x * (c[1] + x * (...)).
+  // AVX-512's vpternlog (elementary.h's fallbacks otherwise).
+  bool ternaryLogic() const { return s_.isa() == Isa::kAvx512; }
+  Vec xorAnd(Vec a, Vec b, Vec m) { return ternary(a, b, m, 0xf0 ^ (0xcc & 0xaa), &Ops::bitAnd); }
+  Vec xor3(Vec a, Vec b, Vec m) { return ternary(a, b, m, 0xf0 ^ 0xcc ^ 0xaa, &Ops::bitXor); }
+
+  // c[0] + x * (c[1] + x * (...)), accumulated in one register.
   Vec horner(Vec x, std::span<const double> c) {
-    Vec acc = num(c.back());
-    for (size_t i = c.size() - 1; i-- > 0;) {
-      Vec next = num(c[i]);
-      s_.fma(next, acc, x, next);
-      acc = next;
-    }
+    if (c.size() == 1) return num(c[0]);
+    Vec acc = fma(num(c.back()), x, num(c[c.size() - 2]));
+    for (size_t i = c.size() - 2; i-- > 0;) s_.fma(acc, acc, x, num(c[i]));
     return acc;
   }
 
@@ -156,12 +160,14 @@ class Ops {
     return d;
   }
 
-  void store(Vec d, Vec v) { s_.mov(d, v); }
-
  private:
   using Binary = void (Simd::*)(Vec, Vec, Vec);
   using Unary = void (Simd::*)(Vec, Vec);
-  Vec tmp() { return s_.newVec("m"); }
+  Vec tmp() {
+    Vec v = s_.newVec("m");
+    owned_.insert(v.id());
+    return v;
+  }
   Vec bin(Binary op, Vec a, Vec b) {
     Vec d = tmp();
     (s_.*op)(d, a, b);
@@ -173,46 +179,57 @@ class Ops {
     return d;
   }
 
+  // a ^ inner(b, m): vpternlog `imm` on AVX-512, else two instructions.
+  Vec ternary(Vec a, Vec b, Vec m, int imm, Vec (Ops::*inner)(Vec, Vec)) {
+    if (s_.isa() != Isa::kAvx512) return bitXor(a, (this->*inner)(b, m));
+    Vec d = tmp();
+    s_.mov(d, a);
+    s_.ternaryLogic(d, b, m, static_cast<uint8_t>(imm));
+    return d;
+  }
+
   Simd& s_;
   const math::LaneMath& c_;
   x86::Gp runtime_;
+  // The registers tmp() made: the only ones fmaLast may overwrite.
+  absl::flat_hash_set<uint32_t> owned_;
 };
 
 }  // namespace
 
-void emitSin(Simd& s, Vec d, Vec a, x86::Gp runtime) {
+Vec emitSin(Simd& s, Vec a, x86::Gp runtime) {
   Ops o(s, runtime);
-  o.store(d, math::sinOf(o, a));
+  return math::sinOf(o, a);
 }
 
-void emitCos(Simd& s, Vec d, Vec a, x86::Gp runtime) {
+Vec emitCos(Simd& s, Vec a, x86::Gp runtime) {
   Ops o(s, runtime);
-  o.store(d, math::cosOf(o, a));
+  return math::cosOf(o, a);
 }
 
-void emitExp(Simd& s, Vec d, Vec a) {
+Vec emitExp(Simd& s, Vec a) {
   Ops o(s);
-  o.store(d, math::expOf(o, a));
+  return math::expOf(o, a);
 }
 
-void emitLog(Simd& s, Vec d, Vec a) {
+Vec emitLog(Simd& s, Vec a) {
   Ops o(s);
-  o.store(d, math::logOf(o, a));
+  return math::logOf(o, a);
 }
 
-void emitTanh(Simd& s, Vec d, Vec a) {
+Vec emitTanh(Simd& s, Vec a) {
   Ops o(s);
-  o.store(d, math::tanhOf(o, a));
+  return math::tanhOf(o, a);
 }
 
-void emitSigmoid(Simd& s, Vec d, Vec a) {
+Vec emitSigmoid(Simd& s, Vec a) {
   Ops o(s);
-  o.store(d, math::sigmoidOf(o, a));
+  return math::sigmoidOf(o, a);
 }
 
-void emitPow(Simd& s, Vec d, Vec a, Vec b) {
+Vec emitPow(Simd& s, Vec a, Vec b) {
   Ops o(s);
-  o.store(d, math::powOf(o, a, b));
+  return math::powOf(o, a, b);
 }
 
 }  // namespace accy::x64

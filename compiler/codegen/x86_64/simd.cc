@@ -148,12 +148,28 @@ void Simd::fma(Vec d, Vec a, Vec b, Vec c) {
     return;
   }
   d = fit(d), a = fit(a), b = fit(b), c = fit(c);
-  // vfmadd231: d = a*b + d, so d must hold c first; use a temporary when d
-  // aliases a or b.
-  Vec acc = (d == a || d == b) ? newVec("fma") : d;
-  mov(acc, c);
-  cc_.emit(f32() ? x86::Inst::kIdVfmadd231ps : x86::Inst::kIdVfmadd231pd, acc, a, b);
-  mov(d, acc);
+  const InstId f231 = f32() ? x86::Inst::kIdVfmadd231ps : x86::Inst::kIdVfmadd231pd;
+  const InstId f213 = f32() ? x86::Inst::kIdVfmadd213ps : x86::Inst::kIdVfmadd213pd;
+  if (d == c && d != a && d != b) {
+    cc_.emit(f231, d, a, b);  // d = a*b + d
+  } else if (d == a && d != c) {
+    cc_.emit(f213, d, b, c);  // d = b*d + c
+  } else if (d == b && d != c) {
+    cc_.emit(f213, d, a, c);  // d = a*d + c
+  } else if (d != a && d != b) {
+    mov(d, c);
+    cc_.emit(f231, d, a, b);
+  } else {
+    Vec t = newVec("fma");
+    mov(t, c);
+    cc_.emit(f231, t, a, b);
+    mov(d, t);
+  }
+}
+
+void Simd::ternaryLogic(Vec d, Vec b, Vec c, uint8_t imm) {
+  ACCY_CHECK(isa_ == Isa::kAvx512, "ternary logic needs AVX-512");
+  cc_.emit(f32() ? x86::Inst::kIdVpternlogd : x86::Inst::kIdVpternlogq, fit(d), fit(b), fit(c), imm);
 }
 
 void Simd::min(Vec d, Vec a, Vec b) {
@@ -181,15 +197,11 @@ void Simd::sqrt(Vec d, Vec a) {
 }
 
 void Simd::abs(Vec d, Vec a) {
-  Vec m = newVec("absmask");
-  constantBits(m, f32() ? 0x7fffffffu : 0x7fffffffffffffffull);
-  bitAnd(d, a, m);
+  bitAnd(d, a, constantBitsValue(f32() ? 0x7fffffffu : 0x7fffffffffffffffull));
 }
 
 void Simd::neg(Vec d, Vec a) {
-  Vec m = newVec("signmask");
-  constantBits(m, f32() ? 0x80000000u : 0x8000000000000000ull);
-  bitXor(d, a, m);
+  bitXor(d, a, constantBitsValue(f32() ? 0x80000000u : 0x8000000000000000ull));
 }
 
 namespace {
@@ -214,6 +226,15 @@ void Simd::hoisted(const std::string& key, Vec d, const std::function<void(Vec)>
     emit(fit(d));
     return;
   }
+  mov(d, hoistedValue(key, emit));
+}
+
+Vec Simd::hoistedValue(const std::string& key, const std::function<void(Vec)>& emit) {
+  if (hoist_ == nullptr || hoist_->point == nullptr) {
+    Vec r = newVec("value");
+    emit(fit(r));
+    return fit(r);
+  }
   const std::string full = key + "/" + std::to_string(width_) + "/" + std::to_string(laneBytes());
   auto it = hoist_->cache.find(full);
   if (it == hoist_->cache.end()) {
@@ -225,22 +246,15 @@ void Simd::hoisted(const std::string& key, Vec d, const std::function<void(Vec)>
     cc_.setCursor(here);
     it = hoist_->cache.emplace(full, r).first;
   }
-  mov(d, it->second);
+  return fit(it->second);
 }
 
-void Simd::constantBits(Vec d, uint64_t bits) {
-  hoisted("const:" + std::to_string(bits), d, [&](Vec r) {
-    uint8_t data[64];
-    const int size = laneBytes();
-    for (int i = 0; i < width_; i += size) std::memcpy(data + i, &bits, size);
-    x86::Mem m = cc_.newConst(asmjit::ConstPoolScope::kLocal, data, width_);
-    cc_.emit(vex() ? x86::Inst::kIdVmovups : x86::Inst::kIdMovups, r, m);
-  });
-}
+namespace {
 
-void Simd::constant(Vec d, double v) {
+// The bits of v in one lane of `lane_bytes`.
+uint64_t laneBits(double v, bool f32) {
   uint64_t bits;
-  if (f32()) {
+  if (f32) {
     const float f = static_cast<float>(v);
     uint32_t b32;
     std::memcpy(&b32, &f, 4);
@@ -248,8 +262,28 @@ void Simd::constant(Vec d, double v) {
   } else {
     std::memcpy(&bits, &v, 8);
   }
-  constantBits(d, bits);
+  return bits;
 }
+
+}  // namespace
+
+std::function<void(Vec)> Simd::poolLoad(uint64_t bits) {
+  return [this, bits](Vec r) {
+    uint8_t data[64];
+    const int size = laneBytes();
+    for (int i = 0; i < width_; i += size) std::memcpy(data + i, &bits, size);
+    x86::Mem m = cc_.newConst(asmjit::ConstPoolScope::kLocal, data, width_);
+    cc_.emit(vex() ? x86::Inst::kIdVmovups : x86::Inst::kIdMovups, r, m);
+  };
+}
+
+Vec Simd::constantBitsValue(uint64_t bits) { return hoistedValue("const:" + std::to_string(bits), poolLoad(bits)); }
+
+Vec Simd::constantValue(double v) { return constantBitsValue(laneBits(v, f32())); }
+
+void Simd::constantBits(Vec d, uint64_t bits) { hoisted("const:" + std::to_string(bits), d, poolLoad(bits)); }
+
+void Simd::constant(Vec d, double v) { constantBits(d, laneBits(v, f32())); }
 
 void Simd::zero(Vec d) {
   d = fit(d);

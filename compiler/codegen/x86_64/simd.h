@@ -72,7 +72,8 @@ class Simd {
   void sub(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
   void mul(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
   void div(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
-  // d = a * b + c, fused where the ISA has FMA (AVX2, AVX-512).
+  // d = a * b + c, fused where the ISA has FMA (AVX2, AVX-512). No copy
+  // when d aliases one of the inputs (the 231 or 213 form overwrites it).
   void fma(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b, asmjit::x86::Vec c);
   // Hardware min/max: if either input is NaN the result is `b`.
   void minRaw(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
@@ -92,6 +93,10 @@ class Simd {
   void constant(asmjit::x86::Vec d, double v);
   // Every integer lane = bits.
   void constantBits(asmjit::x86::Vec d, uint64_t bits);
+  // The register holding the constant: the hoisted one while a hoist is set
+  // (no copy per use), else loaded here. Read it, never write it.
+  asmjit::x86::Vec constantValue(double v);
+  asmjit::x86::Vec constantBitsValue(uint64_t bits);
   void zero(asmjit::x86::Vec d);
 
   // Bitwise.
@@ -100,6 +105,10 @@ class Simd {
   void bitXor(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
   // d = ~a & b
   void bitAndNot(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
+
+  // AVX-512 only. d = the bitwise function `imm` of (d, b, c) (vpternlog:
+  // imm's bit (d << 2 | b << 1 | c) is the result bit).
+  void ternaryLogic(asmjit::x86::Vec d, asmjit::x86::Vec b, asmjit::x86::Vec c, uint8_t imm);
 
   // Integer lanes (i32 for f32, i64 for f64).
   void intAdd(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
@@ -137,12 +146,18 @@ class Simd {
   // `key`) and copies it into `d`; emits in place when no hoist is set.
   void hoisted(const std::string& key, asmjit::x86::Vec d,
                const std::function<void(asmjit::x86::Vec)>& emit);
+  // The same, returning the hoisted register itself (a fresh one emitted in
+  // place when no hoist is set): for values only read, which then cost no
+  // copy per use.
+  asmjit::x86::Vec hoistedValue(const std::string& key, const std::function<void(asmjit::x86::Vec)>& emit);
 
   // A Simd of the same ISA and lane at 16 bytes, scalar loads/stores.
   Simd scalarForm() const { return Simd(cc_, isa_, lane_, 16, true); }
 
  private:
   asmjit::x86::Vec fit(asmjit::x86::Vec v) const;  // view at this width
+  // Loads `bits` in every lane from the constant pool into its argument.
+  std::function<void(asmjit::x86::Vec)> poolLoad(uint64_t bits);
   bool vex() const { return isa_ != Isa::kSse41; }
   bool f32() const { return lane_ == Lane::kF32; }
   void combine(Horizontal op, asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
