@@ -17,7 +17,7 @@
 // the mask is set (a branch; a GPU thread's one lane), body replacing values
 // of vars, which hold the replacements afterwards. Optional:
 // sinCosLarge(a, fast, cosine), sinCos's slow path out of line; fmaLast,
-// ternaryLogic, xorAnd, xor3 (below), fewer instructions for the same bits.
+// ternaryLogic, xorAnd, orAnd, xor3 (below), fewer instructions for the same bits.
 #ifndef ACCY_COMPILER_CODEGEN_MATH_ELEMENTARY_H_
 #define ACCY_COMPILER_CODEGEN_MATH_ELEMENTARY_H_
 
@@ -163,6 +163,9 @@ struct LaneMath {
   double trig_fast_limit;
   int two_over_pi_scale;
   std::span<const double> two_over_pi;
+  // tanh clamps |x| to tanh_max, beyond which tanh rounds to 1 (and e^(2x)
+  // stays finite).
+  double tanh_max;
 };
 
 inline const LaneMath kF32 = {
@@ -191,6 +194,7 @@ inline const LaneMath kF32 = {
     .trig_fast_limit = 8192.0,
     .two_over_pi_scale = kTwoOverPiScaleF32,
     .two_over_pi = kTwoOverPiF32,
+    .tanh_max = 9.5,
 };
 
 inline const LaneMath kF64 = {
@@ -219,6 +223,7 @@ inline const LaneMath kF64 = {
     .trig_fast_limit = 1048576.0,
     .two_over_pi_scale = kTwoOverPiScaleF64,
     .two_over_pi = kTwoOverPiF64,
+    .tanh_max = 20.0,
 };
 
 // An unevaluated sum hi + lo with |lo| <= ulp(hi) / 2.
@@ -476,7 +481,7 @@ bool hasTernaryLogic(const O& o) {
   }
 }
 
-// a ^ (b & m) and a ^ b ^ m, bitwise: one instruction where the ops type
+// a ^ (b & m), a | (b & m) and a ^ b ^ m, bitwise: one instruction where the ops type
 // has them (AVX-512's ternary logic), else two.
 template <class O>
 typename O::Vec xorAnd(O& o, typename O::Vec a, typename O::Vec b, typename O::Vec m) {
@@ -484,6 +489,15 @@ typename O::Vec xorAnd(O& o, typename O::Vec a, typename O::Vec b, typename O::V
     return o.xorAnd(a, b, m);
   } else {
     return o.bitXor(a, o.bitAnd(b, m));
+  }
+}
+
+template <class O>
+typename O::Vec orAnd(O& o, typename O::Vec a, typename O::Vec b, typename O::Vec m) {
+  if constexpr (requires { o.orAnd(a, b, m); }) {
+    return o.orAnd(a, b, m);
+  } else {
+    return o.bitOr(a, o.bitAnd(b, m));
   }
 }
 
@@ -610,14 +624,27 @@ template <class O>
 typename O::Vec tanhOf(O& o, typename O::Vec a) {
   using Vec = typename O::Vec;
   const LaneMath& c = o.c();
-  Vec x = o.abs(a);
+  // |a| clamped to tanh_max (NaN comes through).
+  Vec x = o.minRaw(o.num(c.tanh_max), o.abs(a));
   Vec z = o.mul(x, x);
   Vec small = o.fma(o.mul(x, z), o.horner(z, c.tanh_poly), x);
+  // Beyond kTanhSmall: 1 - 2 / (e + 1), e = e^(2x) = 2^n (1 + q) with q =
+  // e^r - 1, r = 2x - n ln 2. 2x is at most 2 tanh_max, so 2^n is one
+  // normal power (the magic with the bias added puts n + bias in the low
+  // bits of t, shifted into the exponent) and e one fma.
+  Vec y = o.add(x, x);
+  Vec magic = o.num(c.magic + c.exponent_bias);
+  Vec t = o.fma(y, o.num(1.4426950408889634), magic);
+  Vec n = o.sub(t, magic);
+  Vec r = o.fma(n, o.num(-c.ln2_hi), y);
+  r = fmaLast(o, n, o.num(-c.ln2_lo), r);
+  Vec q = fmaLast(o, o.mul(r, r), o.horner(r, c.exp_poly), r);
+  Vec s = o.shl(t, c.mantissa_bits);
   Vec one = o.num(1.0);
-  Vec e = expCore(o, o.add(x, x), nullptr);
+  Vec e = o.fma(s, q, s);
   Vec large = o.sub(one, o.div(o.num(2.0), o.add(e, one)));
   Vec v = o.select(o.cmp(Cmp::kLt, x, o.num(kTanhSmall)), small, large);
-  return o.bitOr(v, o.bitAnd(a, o.bits(c.sign_mask)));
+  return orAnd(o, v, a, o.bits(c.sign_mask));
 }
 
 // With e = exp(-|x|): 1 / (1 + e) for x >= 0, e / (1 + e) for x < 0.

@@ -419,11 +419,21 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
       cc_.cmp(end, all_k);
       cc_.jne(skip);
     }
+    // Constants are loaded once per tile (the sums' registers are free by
+    // now) and each row's addresses computed once for its vectors.
     const int lanes = s.scalar() ? 1 : width;
+    const bool hoist = hoisting_.empty();
+    if (hoist) beginHoist({&s, &scalar32_, &scalar64_});
+    const bool rows_were_active = rows_active_;
+    std::map<std::string, x86::Gp> outer_rows;
+    outer_rows.swap(rows_);
+    rows_active_ = true;
     for (int r = 0; r < r_count; ++r) {
       x86::Gp row = cc_.newInt64("row");
       cc_.lea(row, x86::ptr(i, r));
       vars_[i_var] = row;
+      rows_.clear();
+      prepareRowBases(*p.epilogue, p.epilogue_var);
       for (int v = 0; v < v_count; ++v) {
         x86::Gp column = cc_.newInt64("column");
         cc_.lea(column, x86::ptr(j, v * lanes));
@@ -433,6 +443,9 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
         ACCY_RETURN_IF_ERROR(store(*p.epilogue, mode));
       }
     }
+    rows_.swap(outer_rows);
+    rows_active_ = rows_were_active;
+    if (hoist) endHoist();
     cse_.clear();
     vars_[i_var] = i;
     cc_.bind(skip);

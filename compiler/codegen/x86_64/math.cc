@@ -94,8 +94,9 @@ class Ops {
 
   // AVX-512's vpternlog (elementary.h's fallbacks otherwise).
   bool ternaryLogic() const { return s_.isa() == Isa::kAvx512; }
-  Vec xorAnd(Vec a, Vec b, Vec m) { return ternary(a, b, m, 0xf0 ^ (0xcc & 0xaa), &Ops::bitAnd); }
-  Vec xor3(Vec a, Vec b, Vec m) { return ternary(a, b, m, 0xf0 ^ 0xcc ^ 0xaa, &Ops::bitXor); }
+  Vec xorAnd(Vec a, Vec b, Vec m) { return ternary(a, b, m, 0xf0 ^ (0xcc & 0xaa), &Ops::bitXor, &Ops::bitAnd); }
+  Vec orAnd(Vec a, Vec b, Vec m) { return ternary(a, b, m, 0xf0 | (0xcc & 0xaa), &Ops::bitOr, &Ops::bitAnd); }
+  Vec xor3(Vec a, Vec b, Vec m) { return ternary(a, b, m, 0xf0 ^ 0xcc ^ 0xaa, &Ops::bitXor, &Ops::bitXor); }
 
   // c[0] + x * (c[1] + x * (...)), accumulated in one register.
   Vec horner(Vec x, std::span<const double> c) {
@@ -179,9 +180,9 @@ class Ops {
     return d;
   }
 
-  // a ^ inner(b, m): vpternlog `imm` on AVX-512, else two instructions.
-  Vec ternary(Vec a, Vec b, Vec m, int imm, Vec (Ops::*inner)(Vec, Vec)) {
-    if (s_.isa() != Isa::kAvx512) return bitXor(a, (this->*inner)(b, m));
+  // outer(a, inner(b, m)): vpternlog `imm` on AVX-512, else two instructions.
+  Vec ternary(Vec a, Vec b, Vec m, int imm, Vec (Ops::*outer)(Vec, Vec), Vec (Ops::*inner)(Vec, Vec)) {
+    if (s_.isa() != Isa::kAvx512) return (this->*outer)(a, (this->*inner)(b, m));
     Vec d = tmp();
     s_.mov(d, a);
     s_.ternaryLogic(d, b, m, static_cast<uint8_t>(imm));

@@ -412,7 +412,13 @@ Mask Simd::maskOr(const Mask& a, const Mask& b) {
 void Simd::select(Vec d, const Mask& m, Vec t, Vec f) {
   d = fit(d), t = fit(t), f = fit(f);
   if (isa_ == Isa::kAvx512) {
-    cc_.k(m.k).emit(f32() ? x86::Inst::kIdVblendmps : x86::Inst::kIdVblendmpd, d, f, t);
+    // Under a merge mask the register allocator takes the destination as
+    // read too: give it f first (a register copy) so that nothing
+    // undefined is kept alive (or spilled) for it.
+    Vec acc = d == t && d != f ? newVec("sel") : d;
+    mov(acc, f);
+    cc_.k(m.k).emit(f32() ? x86::Inst::kIdVblendmps : x86::Inst::kIdVblendmpd, acc, acc, t);
+    mov(d, acc);
   } else if (vex()) {
     cc_.emit(f32() ? x86::Inst::kIdVblendvps : x86::Inst::kIdVblendvpd, d, f, t, fit(m.v));
   } else {
