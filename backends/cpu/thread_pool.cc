@@ -21,8 +21,9 @@ void relax() {
 
 }  // namespace
 
-ThreadPool::ThreadPool(int threads) {
-  for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { workerLoop(); });
+ThreadPool::ThreadPool(int threads) : cursors_(new std::atomic<uint64_t>[threads + 1]) {
+  for (int i = 0; i <= threads; ++i) cursors_[i].store(0);
+  for (int i = 0; i < threads; ++i) workers_.emplace_back([this, i] { workerLoop(i + 1); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -40,22 +41,29 @@ ThreadPool& ThreadPool::shared() {
   return *pool;
 }
 
-void ThreadPool::runClaims(uint32_t generation) {
-  // The job and count of `generation` stay in place while any of its
+void ThreadPool::runClaims(uint32_t generation, int participant) {
+  // The job, count and blocks of `generation` stay in place while any of its
   // indices is unclaimed: the caller publishes the next generation only
   // after every index of this one has finished.
   const std::function<void(int64_t)>* job = job_.load(std::memory_order_acquire);
   const int64_t count = count_.load(std::memory_order_acquire);
-  uint64_t t = ticket_.load(std::memory_order_acquire);
-  while (generationOf(t) == generation && indexOf(t) < count) {
-    if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
-    (*job)(indexOf(t));
-    finished_.fetch_add(1, std::memory_order_release);
-    t = ticket_.load(std::memory_order_acquire);
+  const int parts = parts_.load(std::memory_order_acquire);
+  for (int n = 0; n < parts; ++n) {
+    const int b = (participant + n) % parts;
+    const int64_t end = blockStart(count, parts, b + 1);
+    std::atomic<uint64_t>& cursor = cursors_[b];
+    uint64_t t = cursor.load(std::memory_order_acquire);
+    while (generationOf(t) == generation && indexOf(t) < end) {
+      if (!cursor.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+      (*job)(indexOf(t));
+      finished_.fetch_add(1, std::memory_order_release);
+      t = cursor.load(std::memory_order_acquire);
+    }
+    if (generationOf(t) != generation) return;  // a newer job: this one is done
   }
 }
 
-void ThreadPool::workerLoop() {
+void ThreadPool::workerLoop(int participant) {
   uint32_t seen = 0;
   while (true) {
     // Spin for a new generation, then sleep.
@@ -74,11 +82,11 @@ void ThreadPool::workerLoop() {
     }
     if (stop_.load()) return;
     seen = generation;
-    // At most worker_limit_ workers take part in a generation. (A worker
-    // that read a generation just before the next was published may count
-    // against the next one too; that only lowers its parallelism.)
-    if (joined_.fetch_add(1, std::memory_order_acq_rel) >= worker_limit_.load(std::memory_order_acquire)) continue;
-    runClaims(generation);
+    // Workers 1..worker_limit_ take part in a generation, each starting
+    // with its own block (the caller takes the others' leftovers, so a
+    // worker that is late or asleep holds nothing up).
+    if (participant > worker_limit_.load(std::memory_order_acquire)) continue;
+    runClaims(generation, participant);
   }
 }
 
@@ -93,16 +101,23 @@ void ThreadPool::parallelFor(int64_t count, int parallelism, const std::function
   job_.store(&fn, std::memory_order_release);
   count_.store(count, std::memory_order_release);
   finished_.store(0, std::memory_order_release);
-  joined_.store(0, std::memory_order_release);
-  worker_limit_.store(std::min<int>(parallelism - 1, static_cast<int>(workers_.size())),
-                      std::memory_order_release);
+  // The caller and up to parallelism - 1 workers, no more than indices; each
+  // gets a block (the cursors of the others are left empty).
+  const int parts = static_cast<int>(workers_.size()) + 1;
+  const int used = static_cast<int>(std::min<int64_t>(std::min(parallelism, parts), count));
+  worker_limit_.store(used - 1, std::memory_order_release);
+  parts_.store(used, std::memory_order_release);
+  for (int b = 0; b < parts; ++b) {
+    const int64_t start = b < used ? blockStart(count, used, b) : count;
+    cursors_[b].store(uint64_t{generation} << 32 | static_cast<uint64_t>(start), std::memory_order_release);
+  }
   ticket_.store(uint64_t{generation} << 32);
   if (sleepers_.load() > 0) {
     std::lock_guard<std::mutex> lock(mu_);
     work_cv_.notify_all();
   }
   // The calling thread works too, then waits for the indices workers hold.
-  runClaims(generation);
+  runClaims(generation, 0);
   for (int n = 0; finished_.load(std::memory_order_acquire) != count; ++n) {
     if (n < 4096) {
       relax();

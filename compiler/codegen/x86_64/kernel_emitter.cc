@@ -742,7 +742,17 @@ x86::Mem KernelEmitter::address(int buffer, const std::vector<Affine>& index, co
   Affine rest = mode.inner_var >= 0 ? choir::add(flat, Affine::var(mode.inner_var, -c)) : flat;
   x86::Gp base = rowBase(buffer, rest);
   if (c == 0) return x86::ptr(base);
-  if (c == 1) return x86::ptr(base, mode.inner, shiftOf(dtype));
+  const int64_t disp = c * mode.offset * tensor::dtypeSize(dtype);
+  if (!fitsImm32(disp)) {
+    // A stride too large for a displacement: move the index register.
+    x86::Gp moved = cc_.newInt64("moved");
+    cc_.lea(moved, x86::ptr(mode.inner, static_cast<int32_t>(mode.offset)));
+    Mode at = mode;
+    at.inner = moved;
+    at.offset = 0;
+    return address(buffer, index, at);
+  }
+  if (c == 1) return x86::ptr(base, mode.inner, shiftOf(dtype), static_cast<int32_t>(disp));
   x86::Gp scaled = cc_.newInt64("scaled");
   if (fitsImm32(c)) {
     cc_.imul(scaled, mode.inner, c);
@@ -750,7 +760,7 @@ x86::Mem KernelEmitter::address(int buffer, const std::vector<Affine>& index, co
     cc_.mov(scaled, c);
     cc_.imul(scaled, mode.inner);
   }
-  return x86::ptr(base, scaled, shiftOf(dtype));
+  return x86::ptr(base, scaled, shiftOf(dtype), static_cast<int32_t>(disp));
 }
 
 void KernelEmitter::sext32(x86::Gp r, DType dtype) {
@@ -1325,15 +1335,15 @@ absl::Status KernelEmitter::reduce(const Stmt& s) {
       if (unroll) {
         x86::Gp ulimit = constantReg(cc_, h.extent - (kUnroll * width - 1));
         ACCY_RETURN_IF_ERROR(countedLoop(cc_, i, ulimit, kUnroll * width, [&]() -> absl::Status {
-          // Lanes u*width.. of this step: advance the inner register
-          // between copies and restore it after.
+          // Lanes u*width.. of this step: each copy addresses its lanes
+          // by displacement.
           for (int u = 0; u < kUnroll; ++u) {
             cse_.clear();
-            if (u > 0) cc_.add(i, width);
-            ACCY_ASSIGN_OR_RETURN(Val x, expr(s.value, vec));
+            Mode copy = vec;
+            copy.offset = int64_t{u} * width;
+            ACCY_ASSIGN_OR_RETURN(Val x, expr(s.value, copy));
             combine(s.combiner, dtype, vacc[u], x, &vsimd);
           }
-          cc_.sub(i, (kUnroll - 1) * width);
           return absl::OkStatus();
         }));
       }

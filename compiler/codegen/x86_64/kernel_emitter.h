@@ -42,6 +42,9 @@ class KernelEmitter {
     int inner_var = -1;
     asmjit::x86::Gp inner;
     bool stream = false;  // vector stores are non-temporal (and aligned)
+    // The inner variable's value is `inner` + offset (a copy of an unrolled
+    // loop body, addressed by displacement instead of moving `inner`).
+    int64_t offset = 0;
   };
   // Whether the vectorized store loop `l` writes a contiguous output larger
   // than the last-level cache: its stores then bypass the caches.
