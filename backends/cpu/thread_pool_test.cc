@@ -1,6 +1,7 @@
 // The thread pool: every index runs exactly once per call, no more threads
-// than asked take part, callers on several threads are served one at a
-// time, and workers that went to sleep wake for the next call.
+// than asked take part, each thread starts with its own block, callers on
+// several threads are served one at a time, and workers that went to sleep
+// wake for the next call.
 #include "backends/cpu/thread_pool.h"
 
 #include <gtest/gtest.h>
@@ -48,6 +49,29 @@ TEST(ThreadPool, NoMoreThreadsThanAsked) {
       ASSERT_LE(most.load(), parallelism);
       ASSERT_LE(static_cast<int>(threads.size()), parallelism);
     }
+  }
+}
+
+// Two indices, each waiting (up to 5 s) until the other has started, so
+// both run at once: the caller must hold index 0 (its block) and a worker
+// index 1, call after call, whichever thread reaches the job first.
+TEST(ThreadPool, EachThreadStartsWithItsOwnBlock) {
+  ThreadPool pool(1);
+  const std::thread::id caller = std::this_thread::get_id();
+  for (int call = 0; call < 50; ++call) {
+    std::atomic<bool> started[2] = {false, false};
+    std::thread::id ran[2];
+    bool met[2] = {false, false};
+    pool.parallelFor(2, 2, [&](int64_t i) {
+      ran[i] = std::this_thread::get_id();
+      started[i].store(true);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (!started[1 - i].load() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+      met[i] = started[1 - i].load();
+    });
+    ASSERT_TRUE(met[0] && met[1]) << "call " << call << ": the two indices did not run at once";
+    EXPECT_EQ(ran[0], caller) << "call " << call;
+    EXPECT_NE(ran[1], caller) << "call " << call;
   }
 }
 
