@@ -39,8 +39,9 @@ struct CompileOptions {
   // bytes store it with non-temporal stores, which skip reading the lines
   // in and leave the caches to the inputs: a third less memory traffic for
   // outputs that cannot stay in the cache anyway. Only light values (no
-  // transcendental function, at most 16 nodes) stream: the others are bound
-  // by arithmetic, where plain stores measured faster. The default is the
+  // transcendental function or division, at most 16 nodes) stream: the
+  // others are bound by arithmetic, where plain stores measured faster.
+  // The default is the
   // 32 MiB of L3 one core reaches on the machines measured (a constant,
   // so that artifacts do not depend on where they were compiled); -1:
   // never.

@@ -543,28 +543,14 @@ bool KernelEmitter::streams(const Stmt& l) const {
   if (choir::flatCoeff(out, st.index, l.loop.var) != 1) return false;
   // Streaming an output the kernel also reads would evict what it reads.
   // Only light values stream: where each vector takes tens of instructions
-  // (a transcendental function, a long chain) the loop is bound by
-  // arithmetic, and there plain stores measured faster (sin(a x + b) c over
-  // 64 MiB: 3.40 against 3.73 ms, docs/PERFORMANCE.md).
+  // (a transcendental function, a division, a long chain) the loop is bound
+  // by arithmetic, and there plain stores measured faster (sin(a x + b) c
+  // over 64 MiB: 3.40 against 3.73 ms, docs/PERFORMANCE.md).
   constexpr int64_t kStreamNodes = 16;
-  bool reads_output = false, heavy = choir::exprSize(st.value) > kStreamNodes;
+  bool reads_output = false;
+  const bool heavy = choir::exprSize(st.value) > kStreamNodes || choir::exprIsExpensive(st.value);
   choir::visitExpr(st.value, [&](const Expr& x) {
     if (x.kind == ExprKind::kLoad && x.buffer == st.buffer) reads_output = true;
-    if (x.kind == ExprKind::kOp) {
-      switch (x.op) {
-        case OpCode::kSin:
-        case OpCode::kCos:
-        case OpCode::kExp:
-        case OpCode::kLog:
-        case OpCode::kTanh:
-        case OpCode::kSigmoid:
-        case OpCode::kPow:
-          heavy = true;
-          break;
-        default:
-          break;
-      }
-    }
   });
   return !reads_output && !heavy && stream_above_ >= 0 &&
          out.elements() * tensor::dtypeSize(out.dtype) > stream_above_;
