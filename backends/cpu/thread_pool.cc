@@ -82,10 +82,10 @@ void ThreadPool::workerLoop(int participant) {
     }
     if (stop_.load()) return;
     seen = generation;
-    // Workers 1..worker_limit_ take part in a generation, each starting
+    // Workers 1..parts_ - 1 take part in a generation, each starting
     // with its own block (the caller takes the others' leftovers, so a
     // worker that is late or asleep holds nothing up).
-    if (participant > worker_limit_.load(std::memory_order_acquire)) continue;
+    if (participant >= parts_.load(std::memory_order_acquire)) continue;
     runClaims(generation, participant);
   }
 }
@@ -105,7 +105,6 @@ void ThreadPool::parallelFor(int64_t count, int parallelism, const std::function
   // gets a block (the cursors of the others are left empty).
   const int parts = static_cast<int>(workers_.size()) + 1;
   const int used = static_cast<int>(std::min<int64_t>(std::min(parallelism, parts), count));
-  worker_limit_.store(used - 1, std::memory_order_release);
   parts_.store(used, std::memory_order_release);
   for (int b = 0; b < parts; ++b) {
     const int64_t start = b < used ? blockStart(count, used, b) : count;

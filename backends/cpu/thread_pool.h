@@ -69,7 +69,6 @@ class ThreadPool {
   std::atomic<const std::function<void(int64_t)>*> job_{nullptr};
   std::atomic<int64_t> count_{0};
   std::atomic<int64_t> finished_{0};
-  std::atomic<int> worker_limit_{0};
   std::atomic<bool> stop_{false};
   // Sleeping workers wait on work_cv_ under mu_; sleepers_ tells the caller
   // whether it must notify.
