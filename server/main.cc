@@ -10,6 +10,7 @@
 // refused at start, naming the flag). Unix socket by default (mode 0600);
 // TCP only with TLS. SIGTERM or SIGINT
 // stops accepting calls, drains the ones in flight (up to 10 s) and exits 0.
+#include <grpc/grpc.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -330,7 +331,23 @@ int main(int argc, char** argv) {
                    static_cast<long long>(drain_seconds + 1));
       std::_Exit(0);
     }).detach();
+    // Shutdown returns once the calls in flight have finished and every
+    // connection has closed; an idle client closes its side only when it
+    // next reads from it (up to 5 s later, gRPC's backup poller). So once
+    // no call has been running for two looks 20 ms apart (a call the
+    // server has matched starts its handler at once), the connections are
+    // dropped: cancelling all calls with none left disconnects them.
+    std::atomic<bool> shut{false};
+    std::thread closer([&] {
+      for (int idle = 0; !shut.load() && idle < 2;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        idle = service.callsInFlight() == 0 ? idle + 1 : 0;
+        if (idle == 2) grpc_server_cancel_all_calls(server->c_server());
+      }
+    });
     server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(drain_seconds));
+    shut.store(true);
+    closer.join();
   });
   server->Wait();
   // Invokes on channels are not gRPC calls: they drain here, within the

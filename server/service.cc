@@ -119,11 +119,13 @@ class AccydService::CallLog {
  public:
   CallLog(AccydService* service, const char* method, const std::string& session_id)
       : service_(service), method_(method), start_(Clock::now()) {
+    service_->calls_in_flight_.fetch_add(1);
     if (service_->access_log_ == nullptr && !service_->call_observer_) return;
     if (service_->access_log_ != nullptr) session_ = shortId(session_id);
     call_status = &status_;
   }
   ~CallLog() {
+    service_->calls_in_flight_.fetch_sub(1);
     if (service_->access_log_ == nullptr && !service_->call_observer_) return;
     call_status = nullptr;
     const auto micros = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start_).count();

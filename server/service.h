@@ -116,6 +116,9 @@ class AccydService final : public accy::v1::Accyd::Service {
                            accy::v1::OpenChannelReply*) override;
 
   size_t sessionCount() const;
+  // Handlers running now (every call this service answers, channel invokes
+  // included).
+  int64_t callsInFlight() const { return calls_in_flight_.load(); }
   // At shutdown, after the gRPC server has drained: closes every session;
   // an invoke in flight on a channel may finish until `deadline`, then its
   // launch is stopped.
@@ -164,6 +167,7 @@ class AccydService final : public accy::v1::Accyd::Service {
   std::FILE* access_log_ = nullptr;
   CallObserver call_observer_;
   std::atomic<int64_t> lease_expiries_{0};
+  std::atomic<int64_t> calls_in_flight_{0};
   // What invokes in flight hold of the budgets above.
   std::mutex budget_mu_;
   int64_t launch_bytes_in_flight_ = 0;
