@@ -33,7 +33,13 @@ blas_env=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
 
 out=bench-results
 mkdir -p "$out"
-reps=(--benchmark_repetitions="${REPETITIONS:-5}" --benchmark_report_aggregates_only=true)
+# Repetitions interleaved in random order: on a shared machine whose
+# bandwidth drifts from minute to minute, each row and its references then
+# see the same drift, and a ratio of medians compares like with like
+# (run one after the other, a row and its reference a minute apart moved by
+# up to a third, docs/PERFORMANCE.md).
+reps=(--benchmark_repetitions="${REPETITIONS:-5}" --benchmark_enable_random_interleaving=true
+  --benchmark_report_aggregates_only=true)
 status=0
 "${blas_env[@]}" ./bazel-bin/bench/cpu_bench "${reps[@]}" --benchmark_out="$out/cpu.json" \
   --benchmark_out_format=json "$@" || status=1
