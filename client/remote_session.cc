@@ -41,7 +41,8 @@ struct RemoteCore {
   }
   std::string region_socket;  // empty for TCP targets
   std::string host;           // the daemon the session lives on (a gRPC target)
-  int lease_seconds = 30;
+  // Written when a session is (re)opened, read by the keep-alive thread.
+  std::atomic<int> lease_seconds{30};
 
   // Maps a failed call to an accy status: the number from the daemon's
   // `accy-status` trailer, or launch_failed when the daemon was not reached.
@@ -131,7 +132,7 @@ RemoteSession::RemoteSession(std::shared_ptr<RemoteCore> core, const RemoteOptio
   if (options_.keep_alive) {
     keep_alive_ = std::thread([this] {
       std::unique_lock<std::mutex> lock(mu_);
-      while (!cv_.wait_for(lock, std::chrono::milliseconds(core_->lease_seconds * 1000 / 3), [&] { return stopping_; })) {
+      while (!cv_.wait_for(lock, std::chrono::milliseconds(core_->lease_seconds.load() * 1000 / 3), [&] { return stopping_; })) {
         grpc::ClientContext ctx;
         ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
         pb::KeepAliveRequest req;
