@@ -1,6 +1,7 @@
 // CPU backend conformance: every op and thousands of random programs,
 // compiled to x86-64 and run, against the reference evaluator; every
 // instruction set the host has.
+#include <cstring>
 #include <random>
 
 #include "accy/accy.h"
@@ -225,6 +226,47 @@ TEST(CpuConformance, StreamingStoresMatch) {
             listing.clear();
             ASSERT_TRUE(x64::compileProgram(*heavy, o).ok());
             EXPECT_EQ(listing.find("movntp"), std::string::npos) << n << " " << x64::isaName(isa) << " sin";
+          }
+        }
+      }
+    }
+  }
+}
+
+// A sum's bits do not depend on where its input lies or on how many threads
+// run it: the same values at every misalignment of a 64-byte line, on one
+// thread and on two, give one result (docs/PERFORMANCE.md: an aligned
+// reduction must keep this).
+TEST(CpuConformance, SumBitsDoNotDependOnAddressOrThreads) {
+  std::mt19937 rng(12);
+  for (DType dtype : {DType::f32, DType::f64}) {
+    const int64_t size = tensor::dtypeSize(dtype);
+    for (int64_t n : {int64_t{1000003}, int64_t{4099}}) {
+      auto p = tensor::define("sum", {tensor::spec(dtype, {{"i", n}})},
+                              [](Builder&, Args a) { return a[0].sum({"i"}); });
+      ASSERT_TRUE(p.ok()) << p.status();
+      const std::vector<std::byte> values = randomBytes(p->inputSpecs()[0], rng, -1, 1);
+      for (x64::Isa isa : hostIsas()) {
+        std::vector<std::byte> first;
+        for (int threads : {1, 2}) {
+          x64::CompileOptions o;
+          o.isa = isa;
+          o.threads = threads;
+          auto exe = x64::compileProgram(*p, o);
+          ASSERT_TRUE(exe.ok()) << exe.status();
+          auto loaded = cpu::LoadedExecutable::load(*exe, threads);
+          ASSERT_TRUE(loaded.ok()) << loaded.status();
+          // 64-byte aligned storage, the values placed `offset` elements in.
+          std::vector<std::byte> storage(values.size() + 128);
+          std::byte* base = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+          for (int64_t offset = 0; offset < 64 / size; ++offset) {
+            std::memcpy(base + offset * size, values.data(), values.size());
+            std::vector<std::byte> out(static_cast<size_t>(size));
+            const std::span<const std::byte> in(base + offset * size, values.size());
+            ASSERT_TRUE(loaded->launch({in}, {std::span<std::byte>(out)}).ok());
+            if (first.empty()) first = out;
+            EXPECT_EQ(out, first) << tensor::dtypeName(dtype) << " n " << n << " " << x64::isaName(isa) << ", "
+                                  << threads << " threads, " << offset << " elements past a 64-byte boundary";
           }
         }
       }
