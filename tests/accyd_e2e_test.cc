@@ -63,6 +63,21 @@ bool accepts(const std::string& path) {
   return ok;
 }
 
+// Whether a TCP connection to HOST:PORT (IPv4) is accepted.
+bool tcpAccepts(const std::string& host_port) {
+  const size_t colon = host_port.rfind(':');
+  if (colon == std::string::npos) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(std::atoi(host_port.c_str() + colon + 1)));
+  if (inet_pton(AF_INET, host_port.substr(0, colon).c_str(), &addr.sin_addr) != 1) return false;
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return ok;
+}
+
 class Daemon {
  public:
   // `env`: NAME=VALUE settings for the daemon's environment.
@@ -90,10 +105,20 @@ class Daemon {
     }
     // Ready when the region socket exists and the main one accepts a
     // connection (its file appears at bind, a moment before it listens;
-    // on a loaded machine that moment can be long).
+    // on a loaded machine that moment can be long), and so does every TCP
+    // port asked for: the Unix socket listens before gRPC binds those, so
+    // it alone says nothing of them (a session placed on a host whose port
+    // was not bound yet went to the other host).
+    std::vector<std::string> tcp;
+    for (const std::string& a : argv_) {
+      if (a.rfind("--listen=tcp:", 0) == 0) tcp.push_back(a.substr(13));
+    }
     for (int i = 0; i < 800; ++i) {
       struct stat st;
-      if (stat((socket_ + ".fd").c_str(), &st) == 0 && accepts(socket_)) break;
+      if (stat((socket_ + ".fd").c_str(), &st) == 0 && accepts(socket_) &&
+          std::all_of(tcp.begin(), tcp.end(), tcpAccepts)) {
+        break;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
   }
