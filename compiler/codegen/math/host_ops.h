@@ -7,6 +7,12 @@
 // Every operation rounds exactly as the emitted instruction does, so code
 // that includes this header must be compiled with -ffp-contract=off (a
 // contracted a * b + c would turn Dekker's exact product inexact).
+//
+// `Tag` keeps the copies of differently compiled translation units apart: a
+// file built for an ISA (-msse4.1 makes round() one instruction, -mfma
+// fma()) instantiates HostOps with a tag of its own anonymous namespace, so
+// its inline functions have internal linkage and the linker never hands
+// one file's AVX2 copy to another's SSE4.1 caller.
 #ifndef ACCY_COMPILER_CODEGEN_MATH_HOST_OPS_H_
 #define ACCY_COMPILER_CODEGEN_MATH_HOST_OPS_H_
 
@@ -21,7 +27,7 @@
 
 namespace accy::math {
 
-template <class T>
+template <class T, class Tag = void>
 class HostOps {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
   using Bits = std::conditional_t<std::is_same_v<T, float>, uint32_t, uint64_t>;

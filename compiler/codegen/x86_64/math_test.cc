@@ -6,7 +6,8 @@
 // measured maxima are printed; docs/MATH_ACCURACY.md records them.
 //
 // ACCY_MATH_EXHAUSTIVE=1 also runs every f32 input of the unary functions
-// (about half an hour; pass it with --test_env).
+// on every core (ACCY_MATH_THREADS=n to limit them; pass both with
+// --test_env). docs/MATH_ACCURACY.md gives their times.
 #include "compiler/codegen/x86_64/math.h"
 #include "compiler/codegen/x86_64/runtime.h"
 
@@ -14,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -21,8 +23,10 @@
 #include <cstdlib>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -143,6 +147,12 @@ class Kernel {
   Kernel& operator=(const Kernel&) = delete;
 
   bool ok() const { return ok_; }
+
+  // out[i] = fn(a[i], b[i]) for i < n, n a multiple of lanes(), with no
+  // copies: the exhaustive runs reuse their buffers.
+  void runInto(const T* a, const T* b, T* out, size_t n) const {
+    entry_(a, b, out, int64_t(n));
+  }
 
   // Pads to a whole number of lanes with 1.
   std::vector<T> run(const std::vector<T>& a, const std::vector<T>& b) const {
@@ -700,67 +710,146 @@ void checkInputsKept() {
 TEST(MathF32, InputsKept) { checkInputsKept<float>(); }
 TEST(MathF64, InputsKept) { checkInputsKept<double>(); }
 
+// The sign symmetry of fn: f(-x) = parity * f(x) exactly for -1 (odd) and
+// +1 (even), 0 for neither. The exhaustive runs take the reference of -x
+// from that of x, which halves their libm time.
+int parity(Fn fn) {
+  switch (fn) {
+    case Fn::kSin:
+    case Fn::kTanh:
+      return -1;
+    case Fn::kCos:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+// ulpError's value to within a few parts in 2^50, in double and bit
+// operations only: the exhaustive runs compute the exact error (long
+// double, ilogb) only where this one reaches the worst seen so far.
+// Returns +inf where got or ref is not finite, which sends those inputs to
+// ulpError.
+double quickUlpError(float got, double ref) {
+  if (!std::isfinite(ref) || !std::isfinite(got)) return std::numeric_limits<double>::infinity();
+  const int biased = int((std::bit_cast<uint64_t>(ref) >> 52) & 0x7ff);
+  // float's ulp at ref: 2^(e - 23), e = max(exponent of ref, -126).
+  const int e = std::max(biased - 1023, -126);
+  const double ulp = std::bit_cast<double>(uint64_t(e - 23 + 1023) << 52);
+  return std::fabs(double(got) - ref) / ulp;
+}
+
 // Every f32 input of `fns` on the widest vector of the best ISA and on
-// SSE4.1, which has no FMA.
+// SSE4.1, which has no FMA; on an AVX-512 host also on AVX2, whose bits
+// AVX-512's must equal input by input.
 // Every float of magnitude in [first, last] (bit patterns), both signs;
-// all finite floats and +inf by default.
-void checkExhaustive(std::initializer_list<Fn> fns, float first = 0.0f,
+// all finite floats and +inf by default. The magnitudes are split into
+// chunks that every core of the host takes in turn (ACCY_MATH_THREADS=n
+// limits them).
+void checkExhaustive(std::initializer_list<Fn> fn_list, float first = 0.0f,
                      float last = std::numeric_limits<float>::infinity()) {
   const char* env = std::getenv("ACCY_MATH_EXHAUSTIVE");
   if (env == nullptr || std::string(env) != "1") GTEST_SKIP() << "set ACCY_MATH_EXHAUSTIVE=1";
+  const std::vector<Fn> fns(fn_list);
   const Isa best = detectIsa();
   std::vector<Config> configs = {{best, vectorBytes(best), false}, {Isa::kSse41, 16, false}};
   // AVX-512 takes other instructions for some steps (ternary logic): its
   // bits must still be AVX2's, input by input.
   const bool twin = best == Isa::kAvx512;
   if (twin) configs.push_back({Isa::kAvx2, vectorBytes(Isa::kAvx2), false});
-  uint64_t differ = 0;
   asmjit::JitRuntime rt;
-  for (Fn fn : fns) {
-    const uint64_t limit = std::bit_cast<uint32_t>(last);
-    std::vector<Worst> worst(configs.size());
-    std::vector<float> worst_at(configs.size());
-    std::vector<std::unique_ptr<Kernel<float>>> kernels;
-    for (const Config& c : configs)
-      kernels.push_back(std::make_unique<Kernel<float>>(rt, c, fn, Mode::kResult));
-    const uint64_t chunk = 1 << 22;
-    std::vector<float> a, ones(chunk, 1.0f);
-    std::vector<double> ref;
-    for (uint64_t sign : {uint64_t{0}, uint64_t{0x80000000u}}) {
-      for (uint64_t start = std::bit_cast<uint32_t>(first); start <= limit; start += chunk) {
-        a.clear();
-        for (uint64_t u = start; u < start + chunk && u <= limit; ++u)
-          a.push_back(std::bit_cast<float>(uint32_t(u | sign)));
-        ref.resize(a.size());
-        for (size_t i = 0; i < a.size(); ++i) ref[i] = reference<float>(fn, a[i], 1);
-        ones.resize(a.size());
-        std::vector<float> first;
-        for (size_t k = 0; k < configs.size(); ++k) {
-          std::vector<float> got = kernels[k]->run(a, ones);
-          const Worst w = worstError(got, ref);
-          if (!(w.ulp <= worst[k].ulp)) worst[k] = w, worst_at[k] = a[w.at];
-          if (k == 0) first = got;
-          if (twin && k == 2) {
-            for (size_t i = 0; i < got.size(); ++i) {
-              differ += std::bit_cast<uint32_t>(got[i]) != std::bit_cast<uint32_t>(first[i]);
+  // kernels[f][k]: fns[f] on configs[k].
+  std::vector<std::vector<std::unique_ptr<Kernel<float>>>> kernels(fns.size());
+  for (size_t f = 0; f < fns.size(); ++f) {
+    for (const Config& c : configs) {
+      kernels[f].push_back(std::make_unique<Kernel<float>>(rt, c, fns[f], Mode::kResult));
+      ASSERT_TRUE(kernels[f].back()->ok()) << fnName(fns[f]) << " " << configName(c);
+    }
+  }
+  // What a worker found, merged under `mu`.
+  struct Found {
+    double ulp = 0;
+    float at = 0;
+  };
+  std::vector<std::vector<Found>> worst(fns.size(), std::vector<Found>(configs.size()));
+  std::vector<uint64_t> differ(fns.size(), 0);
+  std::mutex mu;
+  const uint64_t lo = std::bit_cast<uint32_t>(first);
+  const uint64_t hi = uint64_t(std::bit_cast<uint32_t>(last)) + 1;  // one past
+  const uint64_t chunk = uint64_t{1} << 20;  // a multiple of every width's lanes
+  std::atomic<uint64_t> next{lo};
+  auto work = [&] {
+    std::vector<float> a(chunk), ones(chunk, 1.0f), got(chunk), best_got(chunk);
+    std::vector<std::vector<double>> ref(fns.size(), std::vector<double>(chunk));
+    std::vector<std::vector<Found>> mine(fns.size(), std::vector<Found>(configs.size()));
+    std::vector<uint64_t> my_differ(fns.size(), 0);
+    for (uint64_t start; (start = next.fetch_add(chunk)) < hi;) {
+      const size_t n = size_t(std::min(chunk, hi - start));
+      // Padded to whole vectors with 1, which every function takes.
+      const size_t padded = (n + 15) / 16 * 16;
+      for (size_t f = 0; f < fns.size(); ++f) {
+        for (size_t i = 0; i < n; ++i) {
+          ref[f][i] = reference<float>(fns[f], std::bit_cast<float>(uint32_t(start + i)), 1);
+        }
+      }
+      for (uint32_t sign : {0u, 0x80000000u}) {
+        for (size_t i = 0; i < padded; ++i) {
+          a[i] = i < n ? std::bit_cast<float>(uint32_t(start + i) | sign) : 1.0f;
+        }
+        for (size_t f = 0; f < fns.size(); ++f) {
+          std::vector<double>& want = ref[f];
+          if (sign != 0) {
+            const int p = parity(fns[f]);
+            for (size_t i = 0; i < n; ++i) want[i] = p != 0 ? p * want[i] : reference<float>(fns[f], a[i], 1);
+          }
+          for (size_t k = 0; k < configs.size(); ++k) {
+            std::vector<float>& out = k == 0 ? best_got : got;
+            kernels[f][k]->runInto(a.data(), ones.data(), out.data(), padded);
+            Found& w = mine[f][k];
+            for (size_t i = 0; i < n; ++i) {
+              if (!(quickUlpError(out[i], want[i]) >= w.ulp * (1 - 1e-9))) continue;
+              const double e = ulpError<float>(out[i], want[i]);
+              if (!(e <= w.ulp)) w = {e, a[i]};
             }
+            if (twin && k == 2) {
+              for (size_t i = 0; i < n; ++i) {
+                my_differ[f] += std::bit_cast<uint32_t>(out[i]) != std::bit_cast<uint32_t>(best_got[i]);
+              }
+            }
+          }
+          if (sign != 0 && parity(fns[f]) != 0) {
+            const int p = parity(fns[f]);
+            for (size_t i = 0; i < n; ++i) want[i] *= p;  // back to +x's, for the next sign
           }
         }
       }
     }
+    std::lock_guard<std::mutex> lock(mu);
+    for (size_t f = 0; f < fns.size(); ++f) {
+      differ[f] += my_differ[f];
+      for (size_t k = 0; k < configs.size(); ++k) {
+        if (!(mine[f][k].ulp <= worst[f][k].ulp)) worst[f][k] = mine[f][k];
+      }
+    }
+  };
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  if (const char* t = std::getenv("ACCY_MATH_THREADS"); t != nullptr && std::atoi(t) > 0) threads = unsigned(std::atoi(t));
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t) pool.emplace_back(work);
+  for (std::thread& t : pool) t.join();
+  for (size_t f = 0; f < fns.size(); ++f) {
     for (size_t k = 0; k < configs.size(); ++k) {
-      std::printf("f32 %-7s %-16s exhaustive  max %.3f ulp  at a=%.9g\n", fnName(fn),
-                  configName(configs[k]).c_str(), worst[k].ulp, double(worst_at[k]));
-      EXPECT_LE(worst[k].ulp, bound(fn)) << fnName(fn) << " " << configName(configs[k]);
+      std::printf("f32 %-7s %-16s exhaustive  max %.3f ulp  at a=%.9g\n", fnName(fns[f]),
+                  configName(configs[k]).c_str(), worst[f][k].ulp, double(worst[f][k].at));
+      EXPECT_LE(worst[f][k].ulp, bound(fns[f])) << fnName(fns[f]) << " " << configName(configs[k]);
     }
     if (twin) {
-      std::printf("f32 %-7s avx512 and avx2+fma differ on %llu inputs\n", fnName(fn),
-                  static_cast<unsigned long long>(differ));
-      EXPECT_EQ(differ, 0u) << fnName(fn);
-      differ = 0;
+      std::printf("f32 %-7s avx512 and avx2+fma differ on %llu inputs\n", fnName(fns[f]),
+                  static_cast<unsigned long long>(differ[f]));
+      EXPECT_EQ(differ[f], 0u) << fnName(fns[f]);
     }
-    std::fflush(stdout);
   }
+  std::fflush(stdout);
 }
 
 TEST(MathF32, Exhaustive) { checkExhaustive({Fn::kExp, Fn::kLog, Fn::kTanh, Fn::kSigmoid}); }

@@ -1,7 +1,6 @@
 #include "compiler/codegen/x86_64/runtime.h"
 
-#include "compiler/codegen/math/elementary.h"
-#include "compiler/codegen/math/host_ops.h"
+#include "compiler/codegen/x86_64/trig_large.h"
 #include "compiler/tensor/scalar_ops.h"
 
 namespace accy::x64 {
@@ -12,9 +11,12 @@ int64_t powI64(int64_t base, int64_t exponent) { return tensor::intPow(base, exp
 
 template <class T>
 void sinCosLarge(const T* a, T* r, int64_t lanes, int64_t flags) {
-  math::HostOps<T> o((flags & kRtFused) != 0);
   const bool cosine = (flags & kRtCosine) != 0;
-  for (int64_t i = 0; i < lanes; ++i) r[i] = math::sinCosLarge(o, a[i], r[i], cosine);
+  if ((flags & kRtFused) != 0) {
+    sinCosLargeFma(a, r, lanes, cosine);
+  } else {
+    sinCosLargeSse41(a, r, lanes, cosine);
+  }
 }
 
 const void* const kRuntimeTable[kRtSlotCount] = {
