@@ -2,7 +2,8 @@
 //   - tone invoke round trip over the Unix socket (gRPC) and through the
 //     invoke channel (shared memory, futex doorbells) vs in process (p50, p99);
 //   - a 64 MiB invoke through shared memory vs through inline bytes, with
-//     the kernel run in process as the floor;
+//     the kernel run in process as the floor (also alternated call by call
+//     with the channel invoke);
 //   - a compile served from the cache vs a fresh compile.
 // The daemon is started by this process: pass --accyd=PATH (tools/bench.sh
 // does) and it listens on a temporary socket.
@@ -212,6 +213,35 @@ void invoke64MiBShared(benchmark::State& state, bool channel) {
 void BM_Invoke64MiB_AccydSharedMemory(benchmark::State& state) { invoke64MiBShared(state, false); }
 void BM_Invoke64MiB_AccydChannel(benchmark::State& state) { invoke64MiBShared(state, true); }
 
+// The channel invoke and the in-process kernel alternated call by call
+// (runAlternating), the kernel on the client's own buffers as in
+// BM_Invoke64MiB_InProcessKernel: the ratio taken within the row.
+void BM_Invoke64MiB_ChannelAlternating(benchmark::State& state) {
+  auto s = remote(state, true);
+  if (!s) return;
+  auto h = s->compile(accy::wire::encode(doubleProgram()));
+  if (!ok(state, h, "compile")) return;
+  auto in = s->allocateShared(kBig * 4);
+  if (!ok(state, in, "allocateShared")) return;
+  auto out = s->allocateShared(kBig * 4);
+  if (!ok(state, out, "allocateShared")) return;
+  std::fill_n(reinterpret_cast<float*>((*in)->bytes().data()), kBig, 1.0f);
+  auto exe = tensor::CpuExecutable::compile(doubleProgram(), {.threads = 1});
+  if (!ok(state, exe, "compile")) return;
+  std::vector<float> x(kBig, 1.0f), y(kBig);
+  auto channel = [&] {
+    return ok(state, s->invoke(*h, {std::span<const std::byte>((*in)->bytes())}, {(*out)->bytes()}), "invoke");
+  };
+  auto kernel = [&] { return ok(state, exe->launch({accy::bytes(x)}, {accy::writableBytes(y)}), "launch"); };
+  if (!accy::bench::runAlternating(state, {channel, kernel})) return;
+  if (!checkDoubled(state, reinterpret_cast<const float*>((*out)->bytes().data())) || !checkDoubled(state, y.data())) {
+    return;
+  }
+  state.SetBytesProcessed(state.iterations() * kBig * 8);
+  state.SetLabel((*in)->pages());
+  check(state, s->channelInvokes() > 0, "the invoke channel is " + s->invokeChannel());
+}
+
 void BM_Invoke64MiB_AccydInlineBytes(benchmark::State& state) {
   auto s = remote(state, false);
   if (!s) return;
@@ -262,6 +292,7 @@ BENCHMARK(BM_Invoke64MiB_InProcessKernel)->Unit(benchmark::kMillisecond)->UseRea
 BENCHMARK(BM_Invoke64MiB_InProcessKernelOnShmem)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Invoke64MiB_AccydSharedMemory)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Invoke64MiB_AccydChannel)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Invoke64MiB_ChannelAlternating)->Unit(benchmark::kMillisecond)->UseManualTime();
 BENCHMARK(BM_Invoke64MiB_AccydInlineBytes)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Compile_AccydCacheHit)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Compile_AccydFresh)->Unit(benchmark::kMicrosecond);

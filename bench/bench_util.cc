@@ -1,5 +1,7 @@
 #include "bench/bench_util.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -19,6 +21,43 @@ bool ok(benchmark::State& state, const absl::Status& status, const char* what) {
 bool check(benchmark::State& state, bool condition, const std::string& message) {
   if (!condition) state.SkipWithError(message.c_str());
   return condition;
+}
+
+bool runAlternating(benchmark::State& state, const std::vector<std::function<bool()>>& fns) {
+  // Each once, untimed: first touches and lazily built inputs.
+  for (const std::function<bool()>& f : fns) {
+    if (!f()) return false;
+  }
+  std::vector<std::vector<double>> ns(fns.size());
+  size_t turn = 0;
+  for (auto _ : state) {
+    double accy = 0;
+    for (size_t j = 0; j < fns.size(); ++j) {
+      const size_t k = (turn + j) % fns.size();
+      const auto start = std::chrono::steady_clock::now();
+      if (!fns[k]()) return false;
+      const double took = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+      ns[k].push_back(took);
+      if (k == 0) accy = took;
+    }
+    state.SetIterationTime(accy * 1e-9);
+    turn = (turn + 1) % fns.size();
+  }
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  };
+  const double accy = median(ns[0]);
+  double ref = 0;
+  for (size_t k = 1; k < fns.size(); ++k) {
+    const double m = median(ns[k]);
+    if (k == 1 || m < ref) ref = m;
+  }
+  state.counters["accy_ns"] = accy;
+  state.counters["ref_ns"] = ref;
+  state.counters["ratio"] = accy > 0 ? ref / accy : 0;
+  return true;
 }
 
 std::string cpuModel() {

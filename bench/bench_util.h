@@ -6,7 +6,9 @@
 
 #include <benchmark/benchmark.h>
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -23,6 +25,18 @@ bool ok(benchmark::State& state, const absl::StatusOr<T>& value, const char* wha
 
 // Ends the benchmark with `message` when `condition` is false.
 bool check(benchmark::State& state, bool condition, const std::string& message);
+
+// Runs every function of `fns` once untimed, then once per iteration of
+// `state`, each timed alone, in turn: fns[0] is Accy's, the others references over the same
+// data, and iteration i starts with fns[i % size]. On a shared machine whose
+// bandwidth drifts from one second to the next, a row and its reference
+// measured a second apart can differ by a third; measured alternately they
+// see the same drift. The iteration's manual time is fns[0]'s (register the
+// benchmark with UseManualTime); counters `accy_ns` and `ref_ns` are the
+// medians of this repetition (ref_ns the fastest reference's) and `ratio`
+// is ref_ns / accy_ns, above 1 when Accy is faster. A function returns
+// false after ending the benchmark with its error; so does this.
+bool runAlternating(benchmark::State& state, const std::vector<std::function<bool()>>& fns);
 
 // The start of a SkipWithError message for a benchmark that does not apply
 // to this machine (a reference needing an ISA it lacks): reported, and not

@@ -5,7 +5,7 @@
 //   - fused y = sin(a*x + b) * c over 2^24 f32: Accy (1 thread, all threads)
 //     vs an Eigen array expression vs a plain std::sin loop;
 //   - sum over 2^24 f32: Accy vs AVX-512 and AVX2 intrinsics loops, one
-//     and two threads;
+//     and two threads, as rows of their own and alternated launch by launch;
 //   - y = a*x + b over 2^24 f32: Accy vs Eigen and AVX-512 and AVX2
 //     intrinsics loops with plain or non-temporal stores, one and two
 //     threads;
@@ -602,6 +602,48 @@ void BM_Sum_Avx2Intrinsics_2Threads(benchmark::State& state) {
   runSumTwoThreads<ref::sumAvx2>(state);
 }
 
+// The same sums alternated launch by launch (runAlternating): Accy, then the
+// AVX-512 loop where the CPU has it, then the AVX2 loop, each over the same
+// input, the ratio taken within the row.
+void runSumAlternating(benchmark::State& state, int threads) {
+  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", kN}})};
+  auto program = tensor::define("sum", specs, [](tensor::Builder&, std::span<const tensor::Value> v) {
+    return v[0].sum("i");
+  });
+  if (!ok(state, program, "define")) return;
+  auto exe = tensor::CpuExecutable::compile(*program, {.threads = threads});
+  if (!ok(state, exe, "compile")) return;
+  std::unique_ptr<ref::TwoThreads> pool = threads == 2 ? std::make_unique<ref::TwoThreads>() : nullptr;
+  float accy = 0, loop = 0;
+  std::vector<std::function<bool()>> fns = {[&] {
+    const absl::Status st = exe->launch({accy::bytes(inputX())}, {accy::writableBytes(std::span(&accy, 1))});
+    benchmark::ClobberMemory();
+    return ok(state, st, "launch");
+  }};
+  auto reference = [&](float (*sum)(const float*, int64_t)) {
+    return [&, sum] {
+      if (pool == nullptr) {
+        loop = sum(inputX().data(), kN);
+      } else {
+        float part[2] = {0, 0};
+        pool->run([&](int t) { part[t] = sum(inputX().data() + t * (kN / 2), kN / 2); });
+        loop = part[0] + part[1];
+      }
+      benchmark::ClobberMemory();
+      return true;
+    };
+  };
+  if (ref::hasAvx512()) fns.push_back(reference(ref::sumAvx512));
+  if (ref::hasAvx2()) fns.push_back(reference(ref::sumAvx2));
+  if (!check(state, fns.size() > 1, ACCY_BENCH_NOT_APPLICABLE "no AVX2 on this CPU")) return;
+  if (!accy::bench::runAlternating(state, fns)) return;
+  if (!checkSum(state, accy) || !checkSum(state, loop)) return;
+  state.SetBytesProcessed(state.iterations() * kN * 4);
+}
+
+void BM_Sum_Alternating_1Thread(benchmark::State& state) { runSumAlternating(state, 1); }
+void BM_Sum_Alternating_2Threads(benchmark::State& state) { runSumAlternating(state, 2); }
+
 // --- y = a*x + b: 64 MiB in, 64 MiB out ------------------------------------
 
 // The output, 64-byte aligned (non-temporal stores need it), for every row.
@@ -848,6 +890,8 @@ BENCHMARK(BM_Sum_Avx2Intrinsics_1Thread)->Unit(benchmark::kMillisecond)->UseReal
 BENCHMARK(BM_Sum_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Sum_Avx512Intrinsics_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Sum_Avx2Intrinsics_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Sum_Alternating_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime();
+BENCHMARK(BM_Sum_Alternating_2Threads)->Unit(benchmark::kMillisecond)->UseManualTime();
 BENCHMARK(BM_Affine_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Affine_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Affine_Avx512Intrinsics)->Apply(affineArgs)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -95,6 +95,18 @@ GPU_ROWS = [
      "BM_Gpu_Dot512TiledOneOutputPerInvocation", ["BM_Gpu_Dot512"], "ms"),
 ]
 
+# Rows whose references ran alternately with Accy in the same benchmark
+# (bench_util.h's runAlternating): (label, benchmark, unit). The ratio is
+# the median of the repetitions' ratios of medians.
+CPU_ALTERNATING = [
+    ("`sum`, 2^24 f32, 1 thread (references: AVX-512 and AVX2 loops)", "BM_Sum_Alternating_1Thread", "ms"),
+    ("same, 2 threads (references: each thread a half)", "BM_Sum_Alternating_2Threads", "ms"),
+]
+ACCYD_ALTERNATING = [
+    ("64 MiB in + 64 MiB out, shared memory, invoke channel (reference: the kernel in process)",
+     "BM_Invoke64MiB_ChannelAlternating", "ms"),
+]
+
 TO_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 
 
@@ -171,6 +183,22 @@ def table(title, rows, runs, out):
     out.append("")
 
 
+def alternating(title, rows, runs, out):
+    shown = [(label, runs[name], unit) for label, name, unit in rows if name in runs]
+    if not shown:
+        return
+    out.append("| %s, alternated call by call | Accy | fastest reference | ratio (reference time / Accy time) |" % title)
+    out.append("| --- | --- | --- | --- |")
+    for label, run, unit in shown:
+        if "error" in run:
+            out.append("| %s | FAILED: %s | | |" % (label, run["error"]))
+            continue
+        c = run["counters"]
+        out.append("| %s | %s | %s | **%.2fx** |" % (label, show(c["accy_ns"], unit), show(c["ref_ns"], unit),
+                                                     c["ratio"]))
+    out.append("")
+
+
 def main(argv):
     if len(argv) < 2:
         print(__doc__)
@@ -182,9 +210,11 @@ def main(argv):
         context.get("openblas_config", "?")))
     out.append("")
     table("CPU benchmark", CPU_ROWS, cpu, out)
+    alternating("CPU benchmark", CPU_ALTERNATING, cpu, out)
     if len(argv) > 2:
         _, accyd = load(argv[2])
         table("accyd benchmark", ACCYD_ROWS, accyd, out)
+        alternating("accyd benchmark", ACCYD_ALTERNATING, accyd, out)
     if len(argv) > 3:
         gctx, gpu = load(argv[3])
         out.append("Vulkan device: %s" % gctx.get("vulkan_device", "?"))
