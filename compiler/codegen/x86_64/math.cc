@@ -148,7 +148,8 @@ class Ops {
     x86::Gp fn = cc.newIntPtr("trig_fn");
     const int slot = s_.lane() == Lane::kF32 ? kRtSinCosLargeF32 : kRtSinCosLargeF64;
     cc.mov(fn, x86::qword_ptr(runtime_, slot * 8));
-    const int64_t flags = (fusedMultiplyAdd() ? kRtFused : 0) | (cosine ? kRtCosine : 0);
+    const int64_t flags = (fusedMultiplyAdd() ? kRtFused : 0) | (cosine ? kRtCosine : 0) |
+                          (s_.isa() == Isa::kAvx512 ? kRtAvx512 : 0);
     asmjit::InvokeNode* call;
     cc.invoke(&call, fn,
               asmjit::FuncSignatureT<void, void*, void*, int64_t, int64_t>(asmjit::CallConvId::kHost));

@@ -10,6 +10,7 @@
 // --test_env). docs/MATH_ACCURACY.md gives their times.
 #include "compiler/codegen/x86_64/math.h"
 #include "compiler/codegen/x86_64/runtime.h"
+#include "compiler/codegen/x86_64/trig_large.h"
 
 #include <asmjit/x86.h>
 #include <gtest/gtest.h>
@@ -709,6 +710,50 @@ void checkInputsKept() {
 
 TEST(MathF32, InputsKept) { checkInputsKept<float>(); }
 TEST(MathF64, InputsKept) { checkInputsKept<double>(); }
+
+// The host's vector evaluation of the exact trig reduction (trig_large.h)
+// gives HostOps's bits lane by lane, on each ISA family: magnitudes spread
+// over every binade past the fast range, +inf and NaN, with lanes of the
+// fast range between them, whose results must be left as they were. The
+// count is no multiple of a vector, so the scalar tail runs too.
+template <typename T>
+void checkLargeTrigVectorBits() {
+  std::vector<T> a;
+  addBitSpread<T>(a, T(kF32<T> ? 8192 : 1048576), std::numeric_limits<T>::max(), 20000, false);
+  for (T v : {T(0), T(1), T(-0.0), T(3.5), std::numeric_limits<T>::infinity(), std::numeric_limits<T>::quiet_NaN()}) {
+    a.insert(a.begin() + a.size() / 3, v);
+    a.push_back(v);
+  }
+  const T untouched = T(7);
+  for (Isa isa : {Isa::kSse41, Isa::kAvx2, Isa::kAvx512}) {
+    if (isa > detectIsa()) continue;  // not on this machine
+    const bool fused = isa != Isa::kSse41;
+    for (bool cosine : {false, true}) {
+      std::vector<T> vec(a.size(), untouched), scalar(a.size(), untouched);
+      if (isa == Isa::kAvx512) {
+        sinCosLargeAvx512(a.data(), vec.data(), int64_t(a.size()), cosine);
+      } else if (fused) {
+        sinCosLargeFma(a.data(), vec.data(), int64_t(a.size()), cosine);
+      } else {
+        sinCosLargeSse41(a.data(), vec.data(), int64_t(a.size()), cosine);
+      }
+      sinCosLargeScalar(a.data(), scalar.data(), int64_t(a.size()), fused, cosine);
+      size_t differ = 0, kept = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        differ += std::bit_cast<Bits<T>>(vec[i]) != std::bit_cast<Bits<T>>(scalar[i]);
+        // Past the fast range (its bound excluded, NaN not past it): a result,
+        // NaN for +inf alone; elsewhere r as it was.
+        const bool large = a[i] > T(kF32<T> ? 8192 : 1048576);
+        kept += large ? std::isnan(vec[i]) == std::isinf(a[i]) : vec[i] == untouched;
+      }
+      EXPECT_EQ(differ, 0u) << laneName<T>() << (cosine ? " cos " : " sin ") << isaName(isa);
+      EXPECT_EQ(kept, a.size()) << laneName<T>() << (cosine ? " cos " : " sin ") << isaName(isa);
+    }
+  }
+}
+
+TEST(MathF32, LargeTrigVectorBitsAreScalar) { checkLargeTrigVectorBits<float>(); }
+TEST(MathF64, LargeTrigVectorBitsAreScalar) { checkLargeTrigVectorBits<double>(); }
 
 // The sign symmetry of fn: f(-x) = parity * f(x) exactly for -1 (odd) and
 // +1 (even), 0 for neither. The exhaustive runs take the reference of -x

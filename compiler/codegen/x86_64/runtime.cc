@@ -12,7 +12,9 @@ int64_t powI64(int64_t base, int64_t exponent) { return tensor::intPow(base, exp
 template <class T>
 void sinCosLarge(const T* a, T* r, int64_t lanes, int64_t flags) {
   const bool cosine = (flags & kRtCosine) != 0;
-  if ((flags & kRtFused) != 0) {
+  if ((flags & kRtAvx512) != 0) {
+    sinCosLargeAvx512(a, r, lanes, cosine);
+  } else if ((flags & kRtFused) != 0) {
     sinCosLargeFma(a, r, lanes, cosine);
   } else {
     sinCosLargeSse41(a, r, lanes, cosine);

@@ -19,6 +19,7 @@ enum RuntimeSlot : int {
 // Flags of the kRtSinCosLarge functions.
 inline constexpr int64_t kRtFused = 1;   // the kernel's ISA fuses multiply-add
 inline constexpr int64_t kRtCosine = 2;  // cos, else sin
+inline constexpr int64_t kRtAvx512 = 4;  // the kernel's ISA is AVX-512 (so the host may use it)
 
 // The table the CPU backend passes (process-local function addresses).
 const void* const* runtimeTable();
@@ -27,6 +28,8 @@ const void* const* runtimeTable();
 // sin(a[i]) (cos with kRtCosine) by the exact reduction of
 // compiler/codegen/math/elementary.h, rounded as the kernel's own
 // instructions would (kRtFused); other lanes of r are left as they are.
+// The host evaluates them with the kernel's ISA family (kRtAvx512,
+// kRtFused, else SSE4.1): compiler/codegen/x86_64/trig_large.h.
 void sinCosLargeF32(const float* a, float* r, int64_t lanes, int64_t flags);
 void sinCosLargeF64(const double* a, double* r, int64_t lanes, int64_t flags);
 
