@@ -49,18 +49,23 @@ std::string runfile(const std::string& path) {
   return std::string(srcdir ? srcdir : ".") + "/accy/" + path;
 }
 
-// A daemon process on a socket in the test's temporary directory.
+// Whether a stream socket of `family` connects to `addr`.
+template <typename Addr>
+bool connects(int family, const Addr& addr) {
+  const int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const bool ok = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return ok;
+}
+
 // Whether something accepts connections on the Unix socket at `path`.
 bool accepts(const std::string& path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof addr.sun_path) return false;
   std::strcpy(addr.sun_path, path.c_str());
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  close(fd);
-  return ok;
+  return connects(AF_UNIX, addr);
 }
 
 // Whether a TCP connection to HOST:PORT (IPv4) is accepted.
@@ -71,13 +76,10 @@ bool tcpAccepts(const std::string& host_port) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(std::atoi(host_port.c_str() + colon + 1)));
   if (inet_pton(AF_INET, host_port.substr(0, colon).c_str(), &addr.sin_addr) != 1) return false;
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  close(fd);
-  return ok;
+  return connects(AF_INET, addr);
 }
 
+// A daemon process on a socket in the test's temporary directory.
 class Daemon {
  public:
   // `env`: NAME=VALUE settings for the daemon's environment.
