@@ -4,6 +4,7 @@
 // tools/bench.sh picks OpenBLAS's kernel for the CPU):
 //   - fused y = sin(a*x + b) * c over 2^24 f32: Accy (1 thread, all threads)
 //     vs an Eigen array expression vs a plain std::sin loop;
+//   - the same over 2^20 phases up to 10^6 (the exact reduction), 1 thread;
 //   - sum over 2^24 f32: Accy vs AVX-512 and AVX2 intrinsics loops, one
 //     and two threads, as rows of their own and alternated launch by launch;
 //   - y = a*x + b over 2^24 f32: Accy vs Eigen and AVX-512 and AVX2
@@ -514,6 +515,67 @@ void BM_SinAffine_PlainLoop(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kN * 8);
 }
 
+// --- sin of large phases: 2^20 f32 ---------------------------------------
+//
+// The same program with a = 10^5, b = 0, c = 1: phases up to 10^6 in
+// magnitude, all but 0.8% of them beyond the fast range (|x| > 8192), where
+// each lane takes the exact reduction (docs/MATH_ACCURACY.md).
+
+constexpr int64_t kLargeN = int64_t{1} << 20;
+constexpr float kPhaseScale = 1e5f;
+
+// Every 97th element within 4 ulp-ish of sin of the f32 phase, in double.
+bool checkSinLargePhase(benchmark::State& state, const std::vector<float>& y) {
+  for (int64_t i = 0; i < kLargeN; i += 97) {
+    const double want = std::sin(double(kPhaseScale * inputX()[i]));
+    if (!(std::fabs(y[i] - want) <= 5e-7 + 4e-7 * std::fabs(want))) {
+      return check(state, false, "wrong output at " + std::to_string(i) + ": " + std::to_string(y[i]) + ", expected " +
+                                     std::to_string(want));
+    }
+  }
+  return true;
+}
+
+tensor::Program sinAffineLarge() {
+  const tensor::Spec specs[] = {
+      tensor::spec(tensor::DType::f32, {{"i", kLargeN}}), tensor::spec(tensor::DType::f32, {}),
+      tensor::spec(tensor::DType::f32, {}), tensor::spec(tensor::DType::f32, {})};
+  return *tensor::define("sin_affine_large", specs, [](tensor::Builder&, std::span<const tensor::Value> v) {
+    return (v[1] * v[0] + v[2]).sin() * v[3];
+  });
+}
+
+void BM_SinLargePhase_Accy_1Thread(benchmark::State& state) {
+  auto exe = tensor::CpuExecutable::compile(sinAffineLarge(), {.threads = 1});
+  if (!ok(state, exe, "compile")) return;
+  const float a = kPhaseScale, b = 0, c = 1;
+  const std::span<const float> x(inputX().data(), kLargeN);
+  std::vector<float> y(kLargeN);
+  for (auto _ : state) {
+    auto st = exe->launch({accy::bytes(x), accy::bytes(std::span(&a, 1)), accy::bytes(std::span(&b, 1)),
+                           accy::bytes(std::span(&c, 1))},
+                          {accy::writableBytes(y)});
+    benchmark::DoNotOptimize(y.data());
+    if (!ok(state, st, "launch")) return;
+  }
+  if (!checkSinLargePhase(state, y)) return;
+  state.SetItemsProcessed(state.iterations() * kLargeN);
+}
+
+template <void (*SinAffine)(const float*, float*, int64_t, float, float, float)>
+void runSinLargePhaseReference(benchmark::State& state) {
+  std::vector<float> y(kLargeN);
+  for (auto _ : state) {
+    SinAffine(inputX().data(), y.data(), kLargeN, kPhaseScale, 0, 1);
+    benchmark::DoNotOptimize(y.data());
+  }
+  if (!checkSinLargePhase(state, y)) return;
+  state.SetItemsProcessed(state.iterations() * kLargeN);
+}
+
+void BM_SinLargePhase_Eigen(benchmark::State& state) { runSinLargePhaseReference<ref::sinAffineEigen>(state); }
+void BM_SinLargePhase_PlainLoop(benchmark::State& state) { runSinLargePhaseReference<ref::sinAffineLoop>(state); }
+
 // --- sum -------------------------------------------------------------------
 
 // The sum of x in double, and whether `s` is within f32 summation's error
@@ -884,6 +946,9 @@ BENCHMARK(BM_SinAffine_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime
 BENCHMARK(BM_SinAffine_Accy_AllThreads)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SinAffine_Eigen)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SinAffine_PlainLoop)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_SinLargePhase_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_SinLargePhase_Eigen)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_SinLargePhase_PlainLoop)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Sum_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Sum_Avx512Intrinsics_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Sum_Avx2Intrinsics_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();

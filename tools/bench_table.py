@@ -19,6 +19,8 @@ CPU_ROWS = [
     ("`y = sin(a*x + b) * c`, 2^24 f32, 1 thread", "BM_SinAffine_Accy_1Thread",
      ["BM_SinAffine_Eigen", "BM_SinAffine_PlainLoop"], "ms"),
     ("same, all threads", "BM_SinAffine_Accy_AllThreads", ["BM_SinAffine_Eigen", "BM_SinAffine_PlainLoop"], "ms"),
+    ("`y = sin(a*x + b) * c`, 2^20 f32 phases up to 10^6 (the exact reduction), 1 thread",
+     "BM_SinLargePhase_Accy_1Thread", ["BM_SinLargePhase_Eigen", "BM_SinLargePhase_PlainLoop"], "ms"),
     ("`sum`, 2^24 f32, 1 thread", "BM_Sum_Accy_1Thread",
      ["BM_Sum_Avx512Intrinsics_1Thread", "BM_Sum_Avx2Intrinsics_1Thread"], "ms"),
     ("same, 2 threads (references: each thread a half)", "BM_Sum_Accy_2Threads",
