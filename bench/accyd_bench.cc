@@ -188,7 +188,10 @@ void BM_Invoke64MiB_InProcessKernelOnShmem(benchmark::State& state) {
   munmap(y, bytes);
 }
 
-void invoke64MiBShared(benchmark::State& state, bool channel) {
+// `alternate`: the invoke alternated call by call with the in-process
+// kernel (runAlternating), the kernel on the client's own buffers as in
+// BM_Invoke64MiB_InProcessKernel, the ratio taken within the row.
+void invoke64MiBShared(benchmark::State& state, bool channel, bool alternate = false) {
   auto s = remote(state, channel);
   if (!s) return;
   auto h = s->compile(accy::wire::encode(doubleProgram()));
@@ -198,11 +201,22 @@ void invoke64MiBShared(benchmark::State& state, bool channel) {
   auto out = s->allocateShared(kBig * 4);
   if (!ok(state, out, "allocateShared")) return;
   std::fill_n(reinterpret_cast<float*>((*in)->bytes().data()), kBig, 1.0f);
-  // One untimed invoke first: the daemon's first touch of the two 64 MiB
-  // regions (page faults) is not the steady state the row is about.
-  if (!ok(state, s->invoke(*h, {std::span<const std::byte>((*in)->bytes())}, {(*out)->bytes()}), "invoke")) return;
-  for (auto _ : state) {
-    if (!ok(state, s->invoke(*h, {std::span<const std::byte>((*in)->bytes())}, {(*out)->bytes()}), "invoke")) return;
+  auto invoke = [&] {
+    return ok(state, s->invoke(*h, {std::span<const std::byte>((*in)->bytes())}, {(*out)->bytes()}), "invoke");
+  };
+  if (alternate) {
+    auto exe = tensor::CpuExecutable::compile(doubleProgram(), {.threads = 1});
+    if (!ok(state, exe, "compile")) return;
+    std::vector<float> x(kBig, 1.0f), y(kBig);
+    auto kernel = [&] { return ok(state, exe->launch({accy::bytes(x)}, {accy::writableBytes(y)}), "launch"); };
+    if (!accy::bench::runAlternating(state, {invoke, kernel}) || !checkDoubled(state, y.data())) return;
+  } else {
+    // One untimed invoke first: the daemon's first touch of the two 64 MiB
+    // regions (page faults) is not the steady state the row is about.
+    if (!invoke()) return;
+    for (auto _ : state) {
+      if (!invoke()) return;
+    }
   }
   if (!checkDoubled(state, reinterpret_cast<const float*>((*out)->bytes().data()))) return;
   state.SetBytesProcessed(state.iterations() * kBig * 8);
@@ -212,35 +226,7 @@ void invoke64MiBShared(benchmark::State& state, bool channel) {
 
 void BM_Invoke64MiB_AccydSharedMemory(benchmark::State& state) { invoke64MiBShared(state, false); }
 void BM_Invoke64MiB_AccydChannel(benchmark::State& state) { invoke64MiBShared(state, true); }
-
-// The channel invoke and the in-process kernel alternated call by call
-// (runAlternating), the kernel on the client's own buffers as in
-// BM_Invoke64MiB_InProcessKernel: the ratio taken within the row.
-void BM_Invoke64MiB_ChannelAlternating(benchmark::State& state) {
-  auto s = remote(state, true);
-  if (!s) return;
-  auto h = s->compile(accy::wire::encode(doubleProgram()));
-  if (!ok(state, h, "compile")) return;
-  auto in = s->allocateShared(kBig * 4);
-  if (!ok(state, in, "allocateShared")) return;
-  auto out = s->allocateShared(kBig * 4);
-  if (!ok(state, out, "allocateShared")) return;
-  std::fill_n(reinterpret_cast<float*>((*in)->bytes().data()), kBig, 1.0f);
-  auto exe = tensor::CpuExecutable::compile(doubleProgram(), {.threads = 1});
-  if (!ok(state, exe, "compile")) return;
-  std::vector<float> x(kBig, 1.0f), y(kBig);
-  auto channel = [&] {
-    return ok(state, s->invoke(*h, {std::span<const std::byte>((*in)->bytes())}, {(*out)->bytes()}), "invoke");
-  };
-  auto kernel = [&] { return ok(state, exe->launch({accy::bytes(x)}, {accy::writableBytes(y)}), "launch"); };
-  if (!accy::bench::runAlternating(state, {channel, kernel})) return;
-  if (!checkDoubled(state, reinterpret_cast<const float*>((*out)->bytes().data())) || !checkDoubled(state, y.data())) {
-    return;
-  }
-  state.SetBytesProcessed(state.iterations() * kBig * 8);
-  state.SetLabel((*in)->pages());
-  check(state, s->channelInvokes() > 0, "the invoke channel is " + s->invokeChannel());
-}
+void BM_Invoke64MiB_ChannelAlternating(benchmark::State& state) { invoke64MiBShared(state, true, true); }
 
 void BM_Invoke64MiB_AccydInlineBytes(benchmark::State& state) {
   auto s = remote(state, false);

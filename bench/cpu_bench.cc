@@ -590,13 +590,18 @@ bool checkSum(benchmark::State& state, float s) {
                "wrong sum " + std::to_string(s) + ", expected " + std::to_string(exact));
 }
 
-void runSumAccy(benchmark::State& state, int threads) {
+// The sum of a 2^24 f32 vector, compiled for `threads`.
+absl::StatusOr<tensor::CpuExecutable> compileSum(int threads) {
   const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", kN}})};
   auto program = tensor::define("sum", specs, [](tensor::Builder&, std::span<const tensor::Value> v) {
     return v[0].sum("i");
   });
-  if (!ok(state, program, "define")) return;
-  auto exe = tensor::CpuExecutable::compile(*program, {.threads = threads});
+  if (!program.ok()) return program.status();
+  return tensor::CpuExecutable::compile(*program, {.threads = threads});
+}
+
+void runSumAccy(benchmark::State& state, int threads) {
+  auto exe = compileSum(threads);
   if (!ok(state, exe, "compile")) return;
   float out = 0;
   for (auto _ : state) {
@@ -668,12 +673,7 @@ void BM_Sum_Avx2Intrinsics_2Threads(benchmark::State& state) {
 // AVX-512 loop where the CPU has it, then the AVX2 loop, each over the same
 // input, the ratio taken within the row.
 void runSumAlternating(benchmark::State& state, int threads) {
-  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", kN}})};
-  auto program = tensor::define("sum", specs, [](tensor::Builder&, std::span<const tensor::Value> v) {
-    return v[0].sum("i");
-  });
-  if (!ok(state, program, "define")) return;
-  auto exe = tensor::CpuExecutable::compile(*program, {.threads = threads});
+  auto exe = compileSum(threads);
   if (!ok(state, exe, "compile")) return;
   std::unique_ptr<ref::TwoThreads> pool = threads == 2 ? std::make_unique<ref::TwoThreads>() : nullptr;
   float accy = 0, loop = 0;

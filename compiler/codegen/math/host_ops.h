@@ -27,6 +27,16 @@
 
 namespace accy::math {
 
+// c[0] + x * (c[1] + x * (...)) as the emitters evaluate it: acc = acc * x +
+// c[i], from the top, with o's fma. For the host ops types (HostOps here,
+// HostVecOps in compiler/codegen/x86_64/trig_large.h).
+template <class O>
+typename O::Vec hostHorner(const O& o, typename O::Vec x, std::span<const double> c) {
+  typename O::Vec acc = o.num(c.back());
+  for (size_t i = c.size() - 1; i-- > 0;) acc = o.fma(acc, x, o.num(c[i]));
+  return acc;
+}
+
 template <class T, class Tag = void>
 class HostOps {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
@@ -91,12 +101,7 @@ class HostOps {
   bool either(bool a, bool b) const { return a || b; }
   T select(bool m, T t, T f) const { return m ? t : f; }
 
-  // As the emitters evaluate it: acc = acc * x + c[i], from the top.
-  T horner(T x, std::span<const double> c) const {
-    T acc = num(c.back());
-    for (size_t i = c.size() - 1; i-- > 0;) acc = fma(acc, x, num(c[i]));
-    return acc;
-  }
+  T horner(T x, std::span<const double> c) const { return hostHorner(*this, x, c); }
 
   template <class F>
   void whenAny(bool m, std::span<T>, F&& body) const {

@@ -88,11 +88,7 @@ class HostVecOps {
   Mask either(Mask a, Mask b) const { return a | b; }
   V select(Mask m, V t, V f) const { return m ? t : f; }
 
-  V horner(V x, std::span<const double> c) const {
-    V acc = num(c.back());
-    for (size_t i = c.size() - 1; i-- > 0;) acc = fma(acc, x, num(c[i]));
-    return acc;
-  }
+  V horner(V x, std::span<const double> c) const { return math::hostHorner(*this, x, c); }
 
   template <class F>
   void whenAny(Mask m, std::span<V>, F&& body) const {
