@@ -209,6 +209,10 @@ void invoke64MiBShared(benchmark::State& state, bool channel, bool alternate = f
     if (!ok(state, exe, "compile")) return;
     std::vector<float> x(kBig, 1.0f), y(kBig);
     auto kernel = [&] { return ok(state, exe->launch({accy::bytes(x)}, {accy::writableBytes(y)}), "launch"); };
+    // No idle between the calls: the daemon's worker spins for at most 50 us
+    // (--channel-spin-us) into the kernel's 3 ms, while an invoke that found
+    // the worker asleep would pay its wake-up, on this virtual machine from
+    // a tenth of a millisecond to well over one (docs/ACCYD.md).
     if (!accy::bench::runAlternating(state, {invoke, kernel}) || !checkDoubled(state, y.data())) return;
   } else {
     // One untimed invoke first: the daemon's first touch of the two 64 MiB

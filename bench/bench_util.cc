@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <set>
+#include <thread>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,7 +24,8 @@ bool check(benchmark::State& state, bool condition, const std::string& message) 
   return condition;
 }
 
-bool runAlternating(benchmark::State& state, const std::vector<std::function<bool()>>& fns) {
+bool runAlternating(benchmark::State& state, const std::vector<std::function<bool()>>& fns,
+                    std::chrono::microseconds idle) {
   // Each once, untimed: first touches and lazily built inputs.
   for (const std::function<bool()>& f : fns) {
     if (!f()) return false;
@@ -39,6 +41,7 @@ bool runAlternating(benchmark::State& state, const std::vector<std::function<boo
       const double took = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
       ns[k].push_back(took);
       if (k == 0) accy = took;
+      if (idle.count() > 0) std::this_thread::sleep_for(idle);
     }
     state.SetIterationTime(accy * 1e-9);
     turn = (turn + 1) % fns.size();

@@ -6,6 +6,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -36,7 +37,14 @@ bool check(benchmark::State& state, bool condition, const std::string& message);
 // medians of this repetition (ref_ns the fastest reference's) and `ratio`
 // is ref_ns / accy_ns, above 1 when Accy is faster. A function returns
 // false after ending the benchmark with its error; so does this.
-bool runAlternating(benchmark::State& state, const std::vector<std::function<bool()>>& fns);
+//
+// `idle`, when not zero, is slept (untimed) after every call. Rows whose
+// functions run on thread pools need it longer than the pools spin: a
+// worker that spins on after its call takes a core from the next call, and
+// with several references sharing a pool the calls that follow another
+// pool's (Accy's every time) would pay for it more often than the others.
+bool runAlternating(benchmark::State& state, const std::vector<std::function<bool()>>& fns,
+                    std::chrono::microseconds idle = std::chrono::microseconds(0));
 
 // The start of a SkipWithError message for a benchmark that does not apply
 // to this machine (a reference needing an ISA it lacks): reported, and not

@@ -9,7 +9,7 @@
 //     and two threads, as rows of their own and alternated launch by launch;
 //   - y = a*x + b over 2^24 f32: Accy vs Eigen and AVX-512 and AVX2
 //     intrinsics loops with plain or non-temporal stores, one and two
-//     threads;
+//     threads, as rows of their own and alternated launch by launch;
 //   - 1024^3 f32 matrix product: Accy vs Eigen vs OpenBLAS (one thread);
 //   - products of several shapes (256^3, 4096x4096x64, 64x4096x4096, a
 //     batch of 64 of 128^3, 1024^3; m x n x k) on one and two threads: Accy
@@ -30,6 +30,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <cstdlib>
@@ -44,6 +45,7 @@
 
 #include "accy/accy.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/thread_pool.h"
 #include "bench/bench_util.h"
 #include "bench/program_shapes.h"
 #include "bench/references.h"
@@ -669,6 +671,12 @@ void BM_Sum_Avx2Intrinsics_2Threads(benchmark::State& state) {
   runSumTwoThreads<ref::sumAvx2>(state);
 }
 
+// Between the calls of an alternating row, longer than Accy's pool and the
+// references' TwoThreads spin (200 us each) before they sleep: each call
+// starts with every other worker asleep and wakes its own (runAlternating).
+constexpr std::chrono::microseconds kPoolIdle(500);
+static_assert(kPoolIdle.count() > 2 * accy::cpu::ThreadPool::kSpinMicros && kPoolIdle.count() > 2 * ref::TwoThreads::kSpinMicros);
+
 // The same sums alternated launch by launch (runAlternating): Accy, then the
 // AVX-512 loop where the CPU has it, then the AVX2 loop, each over the same
 // input, the ratio taken within the row.
@@ -698,7 +706,7 @@ void runSumAlternating(benchmark::State& state, int threads) {
   if (ref::hasAvx512()) fns.push_back(reference(ref::sumAvx512));
   if (ref::hasAvx2()) fns.push_back(reference(ref::sumAvx2));
   if (!check(state, fns.size() > 1, ACCY_BENCH_NOT_APPLICABLE "no AVX2 on this CPU")) return;
-  if (!accy::bench::runAlternating(state, fns)) return;
+  if (!accy::bench::runAlternating(state, fns, kPoolIdle)) return;
   if (!checkSum(state, accy) || !checkSum(state, loop)) return;
   state.SetBytesProcessed(state.iterations() * kN * 4);
 }
@@ -729,22 +737,32 @@ bool checkAffine(benchmark::State& state) {
   return at(kN - 1);
 }
 
-void runAffineAccy(benchmark::State& state, int threads) {
+// y = a*x + b over 2^24 f32, compiled for `threads`.
+absl::StatusOr<tensor::CpuExecutable> compileAffine(int threads) {
   const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", kN}}), tensor::spec(tensor::DType::f32, {}),
                                 tensor::spec(tensor::DType::f32, {})};
   auto program = tensor::define("affine", specs, [](tensor::Builder&, std::span<const tensor::Value> v) {
     return v[1] * v[0] + v[2];
   });
-  if (!ok(state, program, "define")) return;
-  auto exe = tensor::CpuExecutable::compile(*program, {.threads = threads});
-  if (!ok(state, exe, "compile")) return;
+  if (!program.ok()) return program.status();
+  return tensor::CpuExecutable::compile(*program, {.threads = threads});
+}
+
+// One launch of `exe` with a = 2, b = 1 into affineOut().
+absl::Status launchAffine(const tensor::CpuExecutable& exe) {
   const float a = 2, b = 1;
+  absl::Status st = exe.launch({accy::bytes(inputX()), accy::bytes(std::span(&a, 1)), accy::bytes(std::span(&b, 1))},
+                               {accy::writableBytes(affineOut())});
+  benchmark::ClobberMemory();
+  return st;
+}
+
+void runAffineAccy(benchmark::State& state, int threads) {
+  auto exe = compileAffine(threads);
+  if (!ok(state, exe, "compile")) return;
   std::ranges::fill(affineOut(), 0.0f);
   for (auto _ : state) {
-    auto st = exe->launch({accy::bytes(inputX()), accy::bytes(std::span(&a, 1)), accy::bytes(std::span(&b, 1))},
-                          {accy::writableBytes(affineOut())});
-    benchmark::ClobberMemory();
-    if (!ok(state, st, "launch")) return;
+    if (!ok(state, launchAffine(*exe), "launch")) return;
   }
   if (!checkAffine(state)) return;
   state.SetBytesProcessed(state.iterations() * kN * 8);
@@ -753,22 +771,28 @@ void runAffineAccy(benchmark::State& state, int threads) {
 void BM_Affine_Accy_1Thread(benchmark::State& state) { runAffineAccy(state, 1); }
 void BM_Affine_Accy_2Threads(benchmark::State& state) { runAffineAccy(state, 2); }
 
+using AffineLoop = void (*)(const float*, float*, int64_t, float, float, bool);
+
+// One run of an intrinsics loop into affineOut(), on the calling thread or,
+// with `pool`, each of its two threads a half.
+void runAffineLoop(AffineLoop affine, ref::TwoThreads* pool, bool stream) {
+  float* y = affineOut().data();
+  const int64_t part = pool != nullptr ? kN / 2 : kN;
+  const std::function<void(int)> run = [&](int t) { affine(inputX().data() + t * part, y + t * part, part, 2, 1, stream); };
+  if (pool != nullptr) {
+    pool->run(run);
+  } else {
+    run(0);
+  }
+  benchmark::ClobberMemory();
+}
+
 // `threads` 1 or 2 (each thread a half).
-template <void (*Affine)(const float*, float*, int64_t, float, float, bool)>
+template <AffineLoop Affine>
 void runAffineReference(benchmark::State& state, int threads, bool stream) {
   std::ranges::fill(affineOut(), 0.0f);
-  float* y = affineOut().data();
-  const int64_t part = kN / threads;
-  const std::function<void(int)> run = [&](int t) { Affine(inputX().data() + t * part, y + t * part, part, 2, 1, stream); };
   std::unique_ptr<ref::TwoThreads> pool = threads == 2 ? std::make_unique<ref::TwoThreads>() : nullptr;
-  for (auto _ : state) {
-    if (pool != nullptr) {
-      pool->run(run);
-    } else {
-      run(0);
-    }
-    benchmark::ClobberMemory();
-  }
+  for (auto _ : state) runAffineLoop(Affine, pool.get(), stream);
   if (!checkAffine(state)) return;
   state.SetBytesProcessed(state.iterations() * kN * 8);
 }
@@ -792,6 +816,45 @@ void BM_Affine_Eigen_1Thread(benchmark::State& state) {
   if (!checkAffine(state)) return;
   state.SetBytesProcessed(state.iterations() * kN * 8);
 }
+
+// The same alternated launch by launch (runAlternating): Accy, then the
+// AVX-512 loops (plain and non-temporal stores) where the CPU has AVX-512,
+// the AVX2 loops, and on one thread Eigen, the ratio taken within the row.
+void runAffineAlternating(benchmark::State& state, int threads) {
+  auto exe = compileAffine(threads);
+  if (!ok(state, exe, "compile")) return;
+  std::unique_ptr<ref::TwoThreads> pool = threads == 2 ? std::make_unique<ref::TwoThreads>() : nullptr;
+  std::vector<std::function<bool()>> fns = {[&] { return ok(state, launchAffine(*exe), "launch"); }};
+  auto loop = [&](AffineLoop affine, bool stream) {
+    return [&pool, affine, stream] {
+      runAffineLoop(affine, pool.get(), stream);
+      return true;
+    };
+  };
+  for (bool stream : {false, true}) {
+    if (ref::hasAvx512()) fns.push_back(loop(ref::affineAvx512, stream));
+    if (ref::hasAvx2()) fns.push_back(loop(ref::affineAvx2, stream));
+  }
+  if (threads == 1) {
+    fns.push_back([] {
+      ref::affineEigen(inputX().data(), affineOut().data(), kN, 2, 1);
+      benchmark::ClobberMemory();
+      return true;
+    });
+  }
+  std::ranges::fill(affineOut(), 0.0f);
+  if (!accy::bench::runAlternating(state, fns, kPoolIdle)) return;
+  // The last to run wrote the output; every one of them runs once more here
+  // and is checked, Accy last.
+  for (size_t k = fns.size(); k-- > 0;) {
+    std::ranges::fill(affineOut(), 0.0f);
+    if (!fns[k]() || !checkAffine(state)) return;
+  }
+  state.SetBytesProcessed(state.iterations() * kN * 8);
+}
+
+void BM_Affine_Alternating_1Thread(benchmark::State& state) { runAffineAlternating(state, 1); }
+void BM_Affine_Alternating_2Threads(benchmark::State& state) { runAffineAlternating(state, 2); }
 
 void affineArgs(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {
@@ -962,6 +1025,8 @@ BENCHMARK(BM_Affine_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime()
 BENCHMARK(BM_Affine_Avx512Intrinsics)->Apply(affineArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Affine_Avx2Intrinsics)->Apply(affineArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Affine_Eigen_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Affine_Alternating_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime();
+BENCHMARK(BM_Affine_Alternating_2Threads)->Unit(benchmark::kMillisecond)->UseManualTime();
 BENCHMARK(BM_Matmul1024_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Matmul1024_Eigen_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Matmul1024_OpenBLAS_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();

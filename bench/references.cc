@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <Eigen/Dense>
+#include <chrono>
 #include <cmath>
 
 namespace accy::bench::ref {
@@ -90,23 +91,30 @@ TwoThreads::TwoThreads() : worker_([this] { work(); }) {}
 
 TwoThreads::~TwoThreads() {
   stop_.store(true, std::memory_order_release);
+  started_.fetch_add(1, std::memory_order_acq_rel);  // wakes a sleeping worker
+  started_.notify_one();
   worker_.join();
 }
 
 void TwoThreads::run(const std::function<void(int)>& f) {
   job_ = &f;
   const uint64_t call = started_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  started_.notify_one();
   f(0);
   while (finished_.load(std::memory_order_acquire) != call) _mm_pause();
 }
 
 void TwoThreads::work() {
   uint64_t seen = 0;
-  while (!stop_.load(std::memory_order_acquire)) {
-    if (started_.load(std::memory_order_acquire) == seen) {
+  while (true) {
+    const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
+    for (int n = 1; started_.load(std::memory_order_acquire) == seen; ++n) {
       _mm_pause();
-      continue;
+      if (n % 64 == 0 && std::chrono::steady_clock::now() > spin_until) {
+        started_.wait(seen, std::memory_order_acquire);
+      }
     }
+    if (stop_.load(std::memory_order_acquire)) return;
     ++seen;
     (*job_)(1);
     finished_.store(seen, std::memory_order_release);

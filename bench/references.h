@@ -31,11 +31,16 @@ void affineAvx512(const float* x, float* y, int64_t n, float a, float b, bool st
 void affineAvx2(const float* x, float* y, int64_t n, float a, float b, bool stream);
 
 // Runs f(0) on the calling thread and f(1) on a second thread that lives as
-// long as the object (spinning between calls, as a thread pool's worker
-// does), returning when both are done: the references' two-thread form,
-// with no thread started per call.
+// long as the object, returning when both are done: the references' two-
+// thread form, with no thread started per call. Between calls the second
+// thread spins, then sleeps once idle for kSpinMicros: the policy of Accy's
+// own pool (backends/cpu/thread_pool.h), so that where the two alternate
+// (runAlternating) each one's idle worker takes a core from the other for
+// as long.
 class TwoThreads {
  public:
+  static constexpr int64_t kSpinMicros = 200;
+
   TwoThreads();
   ~TwoThreads();
   TwoThreads(const TwoThreads&) = delete;

@@ -103,6 +103,9 @@ GPU_ROWS = [
 CPU_ALTERNATING = [
     ("`sum`, 2^24 f32, 1 thread (references: AVX-512 and AVX2 loops)", "BM_Sum_Alternating_1Thread", "ms"),
     ("same, 2 threads (references: each thread a half)", "BM_Sum_Alternating_2Threads", "ms"),
+    ("`y = a*x + b`, 2^24 f32, 1 thread (references: AVX-512 and AVX2 loops, plain and non-temporal stores; Eigen)",
+     "BM_Affine_Alternating_1Thread", "ms"),
+    ("same, 2 threads (references: the loops, each thread a half)", "BM_Affine_Alternating_2Threads", "ms"),
 ]
 ACCYD_ALTERNATING = [
     ("64 MiB in + 64 MiB out, shared memory, invoke channel (reference: the kernel in process)",
