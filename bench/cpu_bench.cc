@@ -494,6 +494,30 @@ void runSinAccy(benchmark::State& state, int threads) {
   state.SetBytesProcessed(state.iterations() * kN * 8);
 }
 
+// The same on one thread alternated launch by launch with Eigen
+// (runAlternating), the ratio taken within the row.
+void BM_SinAffine_Alternating_1Thread(benchmark::State& state) {
+  auto exe = tensor::CpuExecutable::compile(sinAffine(), {.threads = 1});
+  if (!ok(state, exe, "compile")) return;
+  const float a = 2, b = 1, c = 3;
+  std::vector<float> y(kN), z(kN);
+  auto accy = [&] {
+    auto st = exe->launch({accy::bytes(inputX()), accy::bytes(std::span(&a, 1)), accy::bytes(std::span(&b, 1)),
+                           accy::bytes(std::span(&c, 1))},
+                          {accy::writableBytes(y)});
+    benchmark::DoNotOptimize(y.data());
+    return ok(state, st, "launch");
+  };
+  auto eigen = [&] {
+    ref::sinAffineEigen(inputX().data(), z.data(), kN, a, b, c);
+    benchmark::DoNotOptimize(z.data());
+    return true;
+  };
+  if (!accy::bench::runAlternating(state, {accy, eigen})) return;
+  if (!checkSinAffine(state, y) || !checkSinAffine(state, z)) return;
+  state.SetBytesProcessed(state.iterations() * kN * 8);
+}
+
 void BM_SinAffine_Accy_1Thread(benchmark::State& state) { runSinAccy(state, 1); }
 void BM_SinAffine_Accy_AllThreads(benchmark::State& state) { runSinAccy(state, 0); }
 
@@ -1007,6 +1031,7 @@ void BM_ToneValueAndGrad_Launch(benchmark::State& state) {
 
 BENCHMARK(BM_SinAffine_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SinAffine_Accy_AllThreads)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_SinAffine_Alternating_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime();
 BENCHMARK(BM_SinAffine_Eigen)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SinAffine_PlainLoop)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SinLargePhase_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -101,6 +101,7 @@ GPU_ROWS = [
 # (bench_util.h's runAlternating): (label, benchmark, unit). The ratio is
 # the median of the repetitions' ratios of medians.
 CPU_ALTERNATING = [
+    ("`y = sin(a*x + b) * c`, 2^24 f32, 1 thread (reference: Eigen)", "BM_SinAffine_Alternating_1Thread", "ms"),
     ("`sum`, 2^24 f32, 1 thread (references: AVX-512 and AVX2 loops)", "BM_Sum_Alternating_1Thread", "ms"),
     ("same, 2 threads (references: each thread a half)", "BM_Sum_Alternating_2Threads", "ms"),
     ("`y = a*x + b`, 2^24 f32, 1 thread (references: AVX-512 and AVX2 loops, plain and non-temporal stores; Eigen)",
