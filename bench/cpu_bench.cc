@@ -456,9 +456,10 @@ void BM_Chain4096_Accy_Unfused(benchmark::State& state) { runChain(state, false,
 
 // --- y = sin(a*x + b) * c -------------------------------------------------
 
-tensor::Program sinAffine() {
+// y = sin(a*x + b) * c over n f32.
+tensor::Program sinAffine(int64_t n = kN) {
   const tensor::Spec specs[] = {
-      tensor::spec(tensor::DType::f32, {{"i", kN}}), tensor::spec(tensor::DType::f32, {}),
+      tensor::spec(tensor::DType::f32, {{"i", n}}), tensor::spec(tensor::DType::f32, {}),
       tensor::spec(tensor::DType::f32, {}), tensor::spec(tensor::DType::f32, {})};
   return *tensor::define("sin_affine", specs, [](tensor::Builder&, std::span<const tensor::Value> v) {
     return (v[1] * v[0] + v[2]).sin() * v[3];
@@ -562,17 +563,8 @@ bool checkSinLargePhase(benchmark::State& state, const std::vector<float>& y) {
   return true;
 }
 
-tensor::Program sinAffineLarge() {
-  const tensor::Spec specs[] = {
-      tensor::spec(tensor::DType::f32, {{"i", kLargeN}}), tensor::spec(tensor::DType::f32, {}),
-      tensor::spec(tensor::DType::f32, {}), tensor::spec(tensor::DType::f32, {})};
-  return *tensor::define("sin_affine_large", specs, [](tensor::Builder&, std::span<const tensor::Value> v) {
-    return (v[1] * v[0] + v[2]).sin() * v[3];
-  });
-}
-
 void BM_SinLargePhase_Accy_1Thread(benchmark::State& state) {
-  auto exe = tensor::CpuExecutable::compile(sinAffineLarge(), {.threads = 1});
+  auto exe = tensor::CpuExecutable::compile(sinAffine(kLargeN), {.threads = 1});
   if (!ok(state, exe, "compile")) return;
   const float a = kPhaseScale, b = 0, c = 1;
   const std::span<const float> x(inputX().data(), kLargeN);
