@@ -34,6 +34,13 @@ void strAppend(std::string* out, const Args&... args) {
   absl::StrAppend(out, toAlphaNum(args)...);
 }
 
+// A client's string as an error message may quote it: at most `max_bytes`
+// of it, with bytes outside printable ASCII escaped, and its length when
+// it is longer ("abc...(1048576 bytes)"). Replies quote no more than this,
+// so an error about a megabyte-long id is not itself a megabyte.
+inline constexpr size_t kQuotedBytes = 64;
+std::string quoted(std::string_view s, size_t max_bytes = kQuotedBytes);
+
 }  // namespace accy
 
 #endif  // ACCY_BASE_STRINGS_H_

@@ -145,23 +145,31 @@ absl::StatusOr<Handle> Session::compile(std::string_view bytes, CompileInfo* inf
     return makeError(ErrorKind::kTooManyPrograms,
                      strCat("session: all ", slots, " program slots are in use; release one"));
   }
-  auto program = wire::decode(bytes);
+  // The session's node limit is taken from the encoded message, before
+  // anything is parsed or built, and the decoder holds to it as well.
+  if (absl::StatusOr<int64_t> nodes = wire::countNodes(bytes, options_.max_compile_nodes);
+      nodes.ok() && *nodes > options_.max_compile_nodes) {
+    return fail(Status::compile_failed,
+                makeError(ErrorKind::kCompileFailed,
+                          strCat("session: the program has more than ", options_.max_compile_nodes,
+                                 " nodes; this session compiles at most ", options_.max_compile_nodes)));
+  }
+  wire::DecodeLimits limits;
+  limits.max_nodes = std::min(limits.max_nodes, options_.max_compile_nodes);
+  auto program = wire::decode(bytes, limits);
   if (!program.ok()) {
     return fail(statusOf(program.status()) == Status::unsupported_version ? Status::unsupported_version
                                                                           : Status::invalid_program,
                 program.status());
   }
-  if (static_cast<int64_t>(program->nodes.size()) > options_.max_compile_nodes) {
-    return fail(Status::compile_failed,
-                makeError(ErrorKind::kCompileFailed,
-                          strCat("session: the program has ", program->nodes.size(),
-                                 " nodes; this session compiles at most ", options_.max_compile_nodes)));
-  }
   CompileInfo ignored;
   auto loaded = options_.compiler ? options_.compiler(*program, bytes, info ? info : &ignored)
                                   : compileForCpu(*program);
   if (!loaded.ok()) {
-    return fail(statusOf(loaded.status()) == Status::out_of_memory ? Status::out_of_memory : Status::compile_failed,
+    // Out of memory, and no compile slot free (too_many_programs), say so;
+    // every other failure is the compile's.
+    const Status as = statusOf(loaded.status());
+    return fail(as == Status::out_of_memory || as == Status::too_many_programs ? as : Status::compile_failed,
                 loaded.status());
   }
   if ((*loaded)->executable().artifact_plan.scratch_bytes > options_.max_scratch_bytes) {

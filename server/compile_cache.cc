@@ -14,12 +14,14 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "base/errors.h"
 #include "compiler/executable/codec.h"
 #include "base/status_macros.h"
+#include "base/stop.h"
 #include "base/strings.h"
 
 namespace accy::server {
@@ -248,33 +250,64 @@ void CompileCache::evict() {
   stats_.disk_bytes = total;
 }
 
+int64_t defaultConcurrentCompiles() {
+  return std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()) / 2);
+}
+
+absl::Status CompileCache::takeSlot(std::unique_lock<std::mutex>& lock) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto until = start + std::chrono::milliseconds(options_.compile_queue_ms);
+  while (compiles_running_ >= options_.max_concurrent_compiles) {
+    // Wakes for a freed slot, or every 10 ms to ask whether the caller
+    // still wants the compile.
+    slot_freed_.wait_for(lock, std::chrono::milliseconds(10));
+    if (compiles_running_ < options_.max_concurrent_compiles) break;
+    ACCY_RETURN_IF_ERROR(checkStop());
+    if (std::chrono::steady_clock::now() >= until) {
+      return makeError(ErrorKind::kTooManyPrograms,
+                       strCat("accyd: ", compiles_running_, " compiles are running (--max-concurrent-compiles=",
+                              options_.max_concurrent_compiles, "); this one waited ", options_.compile_queue_ms,
+                              " ms for a slot (--compile-queue-ms); try again later"));
+    }
+  }
+  ++compiles_running_;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> CompileCache::get(
     const tensor::Program& program, std::string_view wire, const backends::Backend& backend,
     const std::string& target, const backends::CompileOptions& options, std::string* level) {
   const std::string key =
       keyFor(wire, strCat(backend.info().name, "/", target), strCat("mode=", backends::arithmeticModeName(options.mode)));
   std::promise<Loaded> promise;
+  auto abandoned = std::make_shared<std::atomic<bool>>(false);
   bool disk_enabled = false;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
     if (auto it = memory_.find(key); it != memory_.end()) {
       ++stats_.memory_hits;
       *level = "memory";
       it->second.last_use = ++uses_;
       return it->second.loaded;
     }
-    if (auto it = in_flight_.find(key); it != in_flight_.end()) {
-      // Another session is compiling the same program: wait for it rather
-      // than compile twice; the result is the one it puts in memory.
-      std::shared_future<Loaded> pending = it->second;
-      ++stats_.memory_hits;
-      lock.unlock();
-      *level = "memory";
-      return pending.get();
+    auto it = in_flight_.find(key);
+    if (it == in_flight_.end()) break;
+    // Another session is compiling the same program: wait for it rather
+    // than compile twice; the result is the one it puts in memory. Ask
+    // again if its caller stopped it.
+    const InFlight pending = it->second;
+    lock.unlock();
+    while (pending.result.wait_for(std::chrono::milliseconds(10)) != std::future_status::ready) {
+      ACCY_RETURN_IF_ERROR(checkStop());
     }
-    in_flight_.emplace(key, promise.get_future().share());
-    disk_enabled = stats_.disk_enabled;
+    lock.lock();
+    if (pending.abandoned->load()) continue;
+    ++stats_.memory_hits;
+    *level = "memory";
+    return pending.result.get();
   }
+  in_flight_.emplace(key, InFlight{promise.get_future().share(), abandoned});
+  disk_enabled = stats_.disk_enabled;
   // Whatever happens below (an error, or an exception from a backend), the
   // in-flight entry goes and its waiters are answered: none is left
   // waiting for a compile that will never finish.
@@ -290,6 +323,42 @@ absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> CompileCache::get
       promise.set_value(makeError(ErrorKind::kCompileFailed, "the compile was abandoned (the backend threw)"));
     }
   } settle{this, key, promise};
+  auto settleWith = [&](const Loaded& loaded) {  // under mu_
+    in_flight_.erase(key);
+    settle.settled = true;
+    promise.set_value(loaded);
+  };
+  if (absl::Status slot = takeSlot(lock); !slot.ok()) {
+    abandoned->store(true);
+    settleWith(slot);
+    return slot;
+  }
+  lock.unlock();
+  struct Slot {
+    CompileCache* cache;
+    ~Slot() {
+      std::lock_guard<std::mutex> lock(cache->mu_);
+      --cache->compiles_running_;
+      cache->slot_freed_.notify_one();
+    }
+  } slot{this};
+  // The compile's time limit and the caller's own check, asked inside the
+  // compile; a stop the caller asked for abandons it (see get's comment).
+  const StopCheck* caller = stopCheck();
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.max_compile_ms);
+  const StopCheck within = [&, max_ms = options_.max_compile_ms]() -> absl::Status {
+    if (caller != nullptr) {
+      absl::Status st = (*caller)();
+      if (!st.ok()) {
+        abandoned->store(true);
+        return st;
+      }
+    }
+    if (std::chrono::steady_clock::now() <= limit) return absl::OkStatus();
+    return makeError(ErrorKind::kCompileFailed,
+                     strCat("accyd: the compile took longer than ", max_ms, " ms (--max-compile-ms); stopped"));
+  };
+  ScopedStopCheck scoped(&within);
   // Disk, compile and load run outside the lock: a slow compile delays
   // only the sessions that asked for the same program.
   auto fill = [&]() -> Loaded {
@@ -306,12 +375,11 @@ absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> CompileCache::get
     return backend.load(std::move(*exe));
   };
   Loaded loaded = fill();
-  std::lock_guard<std::mutex> lock(mu_);
+  lock.lock();
   ++(*level == "disk" ? stats_.disk_hits : stats_.misses);
   if (loaded.ok()) remember(key, *loaded);
-  in_flight_.erase(key);
-  settle.settled = true;
-  promise.set_value(loaded);
+  settleWith(loaded);
+  lock.unlock();  // the slot's release takes the lock
   return loaded;
 }
 

@@ -27,6 +27,8 @@
 #ifndef ACCY_SERVER_COMPILE_CACHE_H_
 #define ACCY_SERVER_COMPILE_CACHE_H_
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <future>
@@ -48,7 +50,19 @@ struct CacheOptions {
   int64_t disk_max_bytes = int64_t{1} << 30;
   int64_t memory_max_entries = 1024;
   int64_t memory_max_bytes = int64_t{1} << 30;  // code and plans of the loaded programs kept
+  // Compiles: each stops once it has run this long (asked inside the
+  // passes and emitters: compiler/choir/work.h); at most
+  // max_concurrent_compiles run at once, and one that finds them all busy
+  // waits up to compile_queue_ms for a slot, then is refused
+  // (too_many_programs, RESOURCE_EXHAUSTED). Hits need no slot.
+  int64_t max_compile_ms = 60000;
+  int64_t max_concurrent_compiles = 1;
+  int64_t compile_queue_ms = 10000;
 };
+
+// Half the machine's cores, at least one: hostile compiles never take
+// every core.
+int64_t defaultConcurrentCompiles();
 
 struct CacheStats {
   uint64_t memory_entries = 0, memory_hits = 0, disk_entries = 0, disk_hits = 0, disk_bytes = 0;
@@ -67,6 +81,13 @@ class CompileCache {
   // both). Thread-safe; disk, compile and load run outside the cache's
   // lock, and concurrent requests for the same key wait for the one compile
   // (reported as memory hits). A failed compile is not cached.
+  //
+  // The stop check installed on the calling thread (base/stop.h: accyd's
+  // check that the call is still wanted) is asked while waiting for a slot
+  // or for another session's compile of the same program, and inside the
+  // compile itself: a cancelled caller stops within milliseconds. When the
+  // caller that compiles stops, the sessions waiting for its compile do
+  // not share its failure: each asks again (one of them compiles).
   absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> get(const tensor::Program& program,
                                                                      std::string_view wire,
                                                                      const backends::Backend& backend,
@@ -107,7 +128,19 @@ class CompileCache {
   std::map<std::string, Kept> memory_;
   int64_t memory_bytes_ = 0;
   uint64_t uses_ = 0;
-  std::map<std::string, std::shared_future<Loaded>> in_flight_;
+  // A compile in progress: its result, and whether its caller stopped it
+  // (then those who wait for it ask again instead of taking the failure).
+  struct InFlight {
+    std::shared_future<Loaded> result;
+    std::shared_ptr<std::atomic<bool>> abandoned;
+  };
+  std::map<std::string, InFlight> in_flight_;
+  // Compiles running now, under mu_; a slot's release signals slot_freed_.
+  int64_t compiles_running_ = 0;
+  std::condition_variable slot_freed_;
+  // Waits for a compile slot (under `lock`, which it may let go while it
+  // waits): OK with the slot taken, else why not (a stop, the queue's time).
+  absl::Status takeSlot(std::unique_lock<std::mutex>& lock);
   CacheStats stats_;
 };
 

@@ -38,6 +38,7 @@
 #include "backends/registry.h"
 #include "client/session.h"
 #include "compiler/executable/build_record.h"
+#include "compiler/tensor/program.h"
 #include "server/compile_cache.h"
 #include "server/regions.h"
 #include "accy/version.h"
@@ -86,7 +87,8 @@ int main(int argc, char** argv) {
       {"check-numerics", "0"}, {"socket-mode", "0600"}, {"max-programs-per-identity", "1024"},
       {"max-region-bytes-per-identity", "68719476736"}, {"max-compile-ms", "60000"},
       {"gpu-launch-timeout-ms", "600000"}, {"channel-spin-us", "50"},
-      {"region-token-seconds", "60"}};
+      {"region-token-seconds", "60"}, {"max-concurrent-compiles", std::to_string(accy::server::defaultConcurrentCompiles())},
+      {"compile-queue-ms", "10000"}, {"max-compile-nodes", "65536"}};
   std::vector<std::string> listens;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -104,7 +106,8 @@ int main(int argc, char** argv) {
                   "             [--max-region-bytes-per-identity=N] [--max-compile-ms=N] [--gpu-launch-timeout-ms=N]"
                   " [--max-message-bytes=N] [--max-scratch-bytes=N] [--check-numerics=0|1]\n"
                   "             [--socket-mode=0600|0660] [--devices=cpu[,vulkan][,cuda]] [--channel-spin-us=N]\n"
-                  "             [--region-token-seconds=N]   (--listen may repeat)\n"
+                  "             [--region-token-seconds=N] [--max-concurrent-compiles=N] [--compile-queue-ms=N]\n"
+                  "             [--max-compile-nodes=N]   (--listen may repeat)\n"
                   "devices: cpu (target x86_64), vulkan (spirv), cuda (ptx; needs the NVIDIA driver's libcuda.so.1\n"
                   "and a GPU); a device that is not available here is refused at start with the reason\n");
       return 0;
@@ -144,6 +147,9 @@ int main(int argc, char** argv) {
       {"max-programs-per-identity", 1, 1 << 30},
       {"max-region-bytes-per-identity", 1, INT64_MAX},
       {"max-compile-ms", 1, 86400000},
+      {"max-concurrent-compiles", 1, 4096},
+      {"compile-queue-ms", 0, 86400000},
+      {"max-compile-nodes", 1, accy::tensor::kMaxProgramNodes},
       {"gpu-launch-timeout-ms", 0, 86400000},
       {"channel-spin-us", 0, 1000000},
       {"region-token-seconds", 1, 86400},
@@ -218,6 +224,9 @@ int main(int argc, char** argv) {
   accy::server::CacheOptions cache_options;
   cache_options.disk_dir = flags["cache-dir"];
   cache_options.disk_max_bytes = number("cache-max-bytes");
+  cache_options.max_compile_ms = number("max-compile-ms");
+  cache_options.max_concurrent_compiles = number("max-concurrent-compiles");
+  cache_options.compile_queue_ms = number("compile-queue-ms");
   accy::server::CompileCache cache(cache_options, accy::executable::buildRecord());
   accy::server::RegionSocketLimits region_limits;
   region_limits.token_lifetime = std::chrono::seconds(number("region-token-seconds"));
@@ -237,7 +246,7 @@ int main(int argc, char** argv) {
   limits.max_sessions_per_identity = number("max-sessions-per-identity");
   limits.max_programs_per_identity = number("max-programs-per-identity");
   limits.max_region_bytes_per_identity = number("max-region-bytes-per-identity");
-  limits.max_compile_ms = number("max-compile-ms");
+  limits.max_compile_nodes = number("max-compile-nodes");
   limits.max_concurrent_invokes = number("max-concurrent-invokes");
   limits.max_message_bytes = number("max-message-bytes");
   limits.lease_seconds = static_cast<int>(number("lease-seconds"));

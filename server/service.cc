@@ -83,19 +83,30 @@ namespace {
 // The status the current call ends with, for its access-log line.
 thread_local session::Status* call_status = nullptr;
 
+// The longest message a reply carries (a failure's status message too).
+constexpr size_t kMaxReplyMessageBytes = 1024;
+
 template <typename Reply>
 grpc::Status finish(grpc::ServerContext* ctx, Reply* reply, const absl::Status& st) {
   const session::Status s = session::statusOf(st);
   if (call_status != nullptr) *call_status = s;
   reply->set_status(static_cast<uint32_t>(s));
-  reply->set_message(std::string(st.message()));
+  // The message also travels as gRPC's status message, in the trailers,
+  // whose size the client bounds (8 KiB by default): a longer one would
+  // never reach it, and its connection's other calls would wait behind
+  // it. Messages quote clients' strings by a short prefix (quoted()); this
+  // bounds the rest.
+  std::string message(st.message().substr(0, std::min<size_t>(st.message().size(), kMaxReplyMessageBytes)));
+  if (message.size() < st.message().size()) strAppend(&message, "...(", st.message().size(), " bytes)");
+  reply->set_message(message);
   if (s == session::Status::ok) return grpc::Status::OK;
   ctx->AddTrailingMetadata("accy-status", std::to_string(static_cast<uint32_t>(s)));
-  return grpc::Status(grpcCodeOf(s), std::string(st.message()));
+  return grpc::Status(grpcCodeOf(s), std::move(message));
 }
 
 absl::Status noSession(const std::string& id) {
-  return makeError(ErrorKind::kInvalidHandle, strCat("accyd: no open session '", id, "' (closed, or its lease lapsed)"));
+  return makeError(ErrorKind::kInvalidHandle,
+                   strCat("accyd: no open session '", quoted(id), "' (closed, or its lease lapsed)"));
 }
 
 void describe(std::span<const session::Descriptor> ds, google::protobuf::RepeatedPtrField<pb::Descriptor>* out) {
@@ -330,6 +341,7 @@ grpc::Status AccydService::OpenSession(grpc::ServerContext* ctx, const pb::OpenS
   options.max_programs = static_cast<uint32_t>(limits_.max_programs_per_session);
   options.max_scratch_bytes = limits_.max_scratch_bytes;
   options.check_numerics = limits_.check_numerics;
+  options.max_compile_nodes = limits_.max_compile_nodes;
   // Programs compile on the device serving the requested target (set per
   // Compile call in `target`), through the shared cache.
   options.compiler = [this, s = s.get()](const tensor::Program& program, std::string_view bytes,
@@ -428,7 +440,7 @@ grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRe
   for (const auto& [key, value] : req->options()) {
     if (key != "mode") {
       return finish(ctx, reply, makeError(ErrorKind::kInvalidArgument,
-                                          strCat("accyd: unknown compile option '", key, "' (known: mode)")));
+                                          strCat("accyd: unknown compile option '", quoted(key), "' (known: mode)")));
     }
     auto mode = backends::parseArithmeticMode(value);
     if (!mode.ok()) return finish(ctx, reply, mode.status());
@@ -452,16 +464,18 @@ grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRe
   s->compile_options = options;
   call.setDevice(deviceFor(s->target));
   const auto start = Clock::now();
-  // The compile's time limit, asked between the pipeline's passes. Not the
-  // call's cancellation: another session may be waiting for this compile
-  // (the cache compiles a program once), and the limit is everyone's.
-  const auto compile_limit = start + std::chrono::milliseconds(limits_.max_compile_ms);
-  const StopCheck over_time = [compile_limit, limit = limits_.max_compile_ms]() -> absl::Status {
-    if (Clock::now() <= compile_limit) return absl::OkStatus();
-    return makeError(ErrorKind::kCompileFailed,
-                     strCat("accyd: the compile took longer than ", limit, " ms (--max-compile-ms); stopped"));
+  // The compile stops, within milliseconds, once its call is cancelled or
+  // its deadline passes; the cache adds its time limit and the limit of
+  // compiles at once, and lets other sessions waiting for the same
+  // program compile it themselves.
+  const StopCheck call_ended = [ctx]() -> absl::Status {
+    if (std::chrono::system_clock::now() > ctx->deadline()) {
+      return makeError(ErrorKind::kCompileFailed, "accyd: the call's deadline passed; the compile stopped");
+    }
+    if (ctx->IsCancelled()) return makeError(ErrorKind::kCompileFailed, "accyd: the call was cancelled; the compile stopped");
+    return absl::OkStatus();
   };
-  ScopedStopCheck scoped_limit(&over_time);
+  ScopedStopCheck scoped_stop(&call_ended);
   session::CompileInfo info;
   auto handle = s->table->compile(req->program(), &info);
   reply->set_compile_micros(
@@ -655,6 +669,15 @@ absl::Status AccydService::invokeLocked(ClientSession& s, session::Handle handle
                      strCat("accyd: ", outputs.size(), " output places for ", outs->size(), " outputs"));
   }
   auto placed = [&](size_t k) { return k < outputs.size() && outputs[k].placed; };
+  // An output left inline comes back in the reply; bytes given in its
+  // place say how large the caller expects it, and must be right.
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    if (!outputs[k].placed && !outputs[k].bytes.empty() && outputs[k].bytes.size() != (*outs)[k].byte_size) {
+      return makeError(ErrorKind::kInvalidBuffer,
+                       strCat("accyd: output ", k, " is given inline with ", outputs[k].bytes.size(),
+                              " bytes; it holds ", (*outs)[k].byte_size, " (leave it empty to have it returned)"));
+    }
+  }
   // Outputs that come back inline must fit one reply: refuse before
   // allocating them (a program's output may be gigabytes).
   uint64_t inline_bytes = 0;

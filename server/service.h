@@ -46,7 +46,10 @@ struct Limits {
   int64_t max_message_bytes = int64_t{256} << 20;
   int lease_seconds = 30;
   int64_t max_scratch_bytes = int64_t{16} << 30;  // per program
-  int64_t max_compile_ms = 60000;                  // a compile's time limit
+  // Nodes of one program a session compiles (the decoder counts them
+  // before parsing). A compile's time limit and how many run at once are
+  // the cache's (CacheOptions).
+  int64_t max_compile_nodes = int64_t{1} << 16;
   bool check_numerics = false;                     // NaN/inf outputs fail the run
   // How long a session's channel worker spins on its mailbox after a
   // request before it sleeps on the futex (server/channel.h).

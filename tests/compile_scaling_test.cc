@@ -7,6 +7,9 @@
 // stage whose count grows more than 1.5 x 4 = 6 times when the program grows
 // 4 times fails: a quadratic stage grows 16 times. The shapes are the ones
 // bench/compile_bench.cc times (docs/PERFORMANCE.md).
+#include <pthread.h>
+
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -15,6 +18,8 @@
 #include "accy/accy.h"
 #include "bench/program_shapes.h"
 #include "compiler/choir/lower.h"
+#include "compiler/choir/pipeline.h"
+#include "compiler/codegen/targets.h"
 #include "compiler/choir/passes/fuse.h"
 #include "compiler/choir/passes/loop_order.h"
 #include "compiler/choir/passes/parallelize.h"
@@ -148,6 +153,89 @@ TEST(CompileScaling, TheCountsSeeQuadraticWork) {
   };
   const double ratio = static_cast<double>(printPrefixes(4 * kSmall)) / static_cast<double>(printPrefixes(kSmall));
   EXPECT_GT(ratio, kMaxGrowth);
+}
+
+
+// Programs at the limits of the language (docs/SEMANTICS.md, "Limits")
+// compile for every target, print and verify on a thread with a 1 MiB
+// stack (an eighth of the 8 MiB a gRPC thread has): no stage recurses in
+// proportion to its input. Loop nests are at most 64 deep (the axes of a
+// value) and fused expressions at most FuseLimits::max_nodes nodes; a
+// chain of the 65,536 nodes accyd compiles by default is cut by fusion.
+// Past the limits, recording refuses with ProgramTooLarge.
+TEST(CompileLimits, ProgramsAtEveryLimitCompileForEveryTargetOnASmallStack) {
+  std::vector<tensor::Axis> axes;
+  for (int i = 0; i < tensor::kMaxAxes; ++i) axes.push_back({"a" + std::to_string(i), i < 4 ? 2 : 1});
+  const tensor::Spec rank_spec[] = {tensor::spec(tensor::DType::f32, axes)};
+  auto rank = tensor::define("rank64", rank_spec, [](tensor::Builder&, std::span<const tensor::Value> v) {
+    return (v[0].sin() * 2.0).sum("a1").exp();
+  });
+  ASSERT_TRUE(rank.ok()) << rank.status();
+  const tensor::Spec chain_spec[] = {tensor::spec(tensor::DType::f32, {{"i", 64}})};
+  auto chain = tensor::define("chain", chain_spec, [](tensor::Builder&, std::span<const tensor::Value> v) {
+    tensor::Value x = v[0];
+    for (int k = 0; k + 1 < (1 << 16); ++k) x = (k % 2 == 0 ? x * x : -x);
+    return x;
+  });
+  ASSERT_TRUE(chain.ok()) << chain.status();
+  ASSERT_EQ(chain->nodes.size(), size_t{1} << 16);
+  struct Case {
+    const tensor::Program* program;
+    std::string target;
+    absl::Status status;
+  };
+  std::vector<Case> cases;
+  for (const codegen::TargetEntry& t : codegen::targets()) {
+    if (!t.available) continue;
+    for (const tensor::Program* p : {&*rank, &*chain}) cases.push_back({p, std::string(t.name), absl::OkStatus()});
+  }
+  ASSERT_GE(cases.size(), 12u);
+  std::string printed;
+  auto work = [&] {
+    for (Case& c : cases) {
+      const auto start = std::chrono::steady_clock::now();
+      c.status = codegen::compileFor(c.target, *c.program, codegen::CompileRequest{}).status();
+      std::printf("limits: %s for %s compiled in %.0f ms\n", c.program->name.c_str(), c.target.c_str(),
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() * 1e3);
+    }
+    for (const tensor::Program* p : {&*rank, &*chain}) {
+      absl::StatusOr<choir::Module> m = choir::compileToChoir(*p, choir::PipelineOptions{});
+      if (m.ok()) printed = choir::toText(*m) + tensor::toText(*p);
+    }
+  };
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, size_t{1} << 20);
+  pthread_t thread;
+  ASSERT_EQ(pthread_create(
+                &thread, &attr,
+                [](void* f) -> void* {
+                  (*static_cast<std::function<void()>*>(f))();
+                  return nullptr;
+                },
+                new std::function<void()>(work)),
+            0);
+  pthread_join(thread, nullptr);
+  pthread_attr_destroy(&attr);
+  for (const Case& c : cases) {
+    EXPECT_TRUE(c.status.ok()) << c.program->name << " for " << c.target << ": " << c.status;
+  }
+  EXPECT_FALSE(printed.empty());
+  // One past each limit is refused while recording.
+  axes.push_back({"extra", 1});
+  const tensor::Spec too_many[] = {tensor::spec(tensor::DType::f32, axes)};
+  auto wide = tensor::define("wide", too_many, [](tensor::Builder&, std::span<const tensor::Value> v) { return v[0]; });
+  EXPECT_EQ(errorKind(wide.status()), ErrorKind::kProgramTooLarge) << wide.status();
+  auto broad = tensor::define("broad", rank_spec, [](tensor::Builder&, std::span<const tensor::Value> v) {
+    return v[0].broadcast("extra", 2);
+  });
+  EXPECT_EQ(errorKind(broad.status()), ErrorKind::kProgramTooLarge) << broad.status();
+  const tensor::Spec long_name[] = {tensor::spec(tensor::DType::f32, {{std::string(65, 'a'), 2}})};
+  auto named = tensor::define("named", long_name, [](tensor::Builder&, std::span<const tensor::Value> v) { return v[0]; });
+  EXPECT_EQ(errorKind(named.status()), ErrorKind::kInvalidAxisName) << named.status();
+  auto titled = tensor::define(std::string(257, 'p'), chain_spec,
+                               [](tensor::Builder&, std::span<const tensor::Value> v) { return v[0]; });
+  EXPECT_EQ(errorKind(titled.status()), ErrorKind::kProgramTooLarge) << titled.status();
 }
 
 }  // namespace

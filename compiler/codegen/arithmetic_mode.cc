@@ -10,7 +10,7 @@ absl::StatusOr<ArithmeticMode> parseArithmeticMode(std::string_view name) {
   if (name == "fast") return ArithmeticMode::kFast;
   if (name == "tf32") return ArithmeticMode::kTf32;
   return makeError(ErrorKind::kInvalidArgument,
-                   strCat("unknown arithmetic mode '", name, "' (exact, fast or tf32)"));
+                   strCat("unknown arithmetic mode '", quoted(name), "' (exact, fast or tf32)"));
 }
 
 const char* arithmeticModeName(ArithmeticMode mode) {

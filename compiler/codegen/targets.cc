@@ -146,7 +146,7 @@ absl::StatusOr<const TargetEntry*> findTarget(std::string_view name) {
     return &t;
   }
   return makeError(ErrorKind::kInvalidArgument,
-                   strCat("target ", name, " is not available in this build (available: ", targetNames(), ")"));
+                   strCat("target ", quoted(name), " is not available in this build (available: ", targetNames(), ")"));
 }
 
 absl::Status checkMode(std::string_view target, ArithmeticMode mode) {
@@ -179,7 +179,15 @@ absl::StatusOr<executable::Executable> compileFor(std::string_view target, const
                                                   const CompileRequest& request) {
   ACCY_ASSIGN_OR_RETURN(const TargetEntry* t, findTarget(target));
   ACCY_RETURN_IF_ERROR(checkMode(target, request.mode));
-  return t->compile(program, request);
+  // A caller's stop check (accyd's time limit, a cancelled call) is asked
+  // inside the passes and emitters too, and unwinds the compile to here
+  // (compiler/choir/work.h).
+  try {
+    choir::StopInsideCompile looks;
+    return t->compile(program, request);
+  } catch (const choir::StopRequested& stop) {
+    return stop.status;
+  }
 }
 
 }  // namespace accy::codegen

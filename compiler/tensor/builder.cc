@@ -56,6 +56,16 @@ Value Builder::record(Node node, std::initializer_list<Value> operands) {
 
 Value Builder::record(Node node, absl::Span<const Value> operands) {
   if (!status_.ok()) return make(-1);
+  if (static_cast<int64_t>(nodes_.size()) >= kMaxProgramNodes) {
+    return fail(makeError(ErrorKind::kProgramTooLarge,
+                          strCat(opName(node.op), ": the program already has ", nodes_.size(),
+                                 " nodes, the language's limit")));
+  }
+  if (static_cast<int64_t>(operands.size()) > kMaxOperands) {
+    return fail(makeError(ErrorKind::kProgramTooLarge,
+                          strCat(opName(node.op), ": ", operands.size(), " operands; an op takes at most ",
+                                 kMaxOperands)));
+  }
   node.operands.clear();
   for (size_t i = 0; i < operands.size(); ++i) {
     const Value& v = operands[i];
@@ -242,6 +252,10 @@ Value operator-(const Value& a) { return a.neg(); }
 
 absl::StatusOr<Program> defineProgram(std::string_view name, absl::Span<const Spec> inputs,
                                       const RecordFn& fn) {
+  if (static_cast<int64_t>(name.size()) > kMaxProgramNameBytes) {
+    return makeError(ErrorKind::kProgramTooLarge, strCat("define: the program's name '", quoted(name), "' has ",
+                                                         name.size(), " bytes; at most ", kMaxProgramNameBytes));
+  }
   Builder builder;
   std::vector<Value> args;
   for (size_t i = 0; i < inputs.size(); ++i) {

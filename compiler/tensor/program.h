@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "compiler/tensor/dtype.h"
 
 namespace accy::tensor {
@@ -56,8 +57,26 @@ struct Spec {
 Spec spec(DType dtype, std::vector<Axis> axes);
 
 // Largest byte size any one value may have (1 TiB); larger extents fail with
-// InvalidExtent so sizes never overflow 64 bits.
+// InvalidExtent so sizes never overflow 64 bits. accyd and the wire
+// decoder take a smaller limit of their own (wire::DecodeLimits).
 inline constexpr int64_t kMaxValueBytes = int64_t{1} << 40;
+
+// Limits of the language (docs/SEMANTICS.md, "Limits"), checked when a
+// program is recorded and when it is decoded, before anything is built:
+// axes of one value (ProgramTooLarge), characters of an axis name
+// (InvalidAxisName), nodes of one program (ProgramTooLarge). Every compiler
+// stage may nest as deep as these allow and no deeper: loop nests and
+// reduction domains have at most kMaxAxes levels, fused expressions at most
+// choir::FuseLimits::max_nodes nodes.
+inline constexpr int64_t kMaxAxes = 64;
+inline constexpr int64_t kMaxAxisNameBytes = 64;
+inline constexpr int64_t kMaxProgramNodes = int64_t{1} << 20;
+inline constexpr int64_t kMaxProgramNameBytes = 256;
+// Attributes and operands of one node: what the widest op takes (a
+// transpose names every axis; a concat has many pieces).
+inline constexpr int64_t kMaxNameAttributes = kMaxAxes + 2;
+inline constexpr int64_t kMaxIntAttributes = 16;
+inline constexpr int64_t kMaxOperands = 4096;
 
 struct Node {
   OpCode op = OpCode::kConstant;
@@ -85,15 +104,17 @@ struct Program {
 
 // Checks an axis name against [a-z_][a-z0-9_]* (InvalidAxisName).
 absl::Status checkAxisName(std::string_view op, std::string_view name);
-// Checks a list of axes: valid names, unique names, positive extents, and a
-// byte size under kMaxValueBytes for `dtype`.
-absl::Status checkAxes(std::string_view op, DType dtype, const std::vector<Axis>& axes);
+// Checks a list of axes: at most kMaxAxes of them, valid names, unique
+// names, positive extents, and a byte size under `max_bytes` (at most
+// kMaxValueBytes) for `dtype`.
+absl::Status checkAxes(std::string_view op, DType dtype, const std::vector<Axis>& axes,
+                       int64_t max_bytes = kMaxValueBytes);
 
 // Computes the dtype and axes of `node` from its op, attributes and operands
 // (`prior` holds every node before it). For input, constant, iota and cast
 // the dtype attribute is `node.dtype`; for input the axes are `node.axes`.
 // Errors carry a stable kind and name the op and the axes involved.
-absl::StatusOr<Spec> inferNode(const std::vector<Node>& prior, const Node& node);
+absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node);
 
 // Re-checks a whole program: topological order, operands in range, every
 // node's recorded type equal to the inferred one, inputs numbered 0..n-1,

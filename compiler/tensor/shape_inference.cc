@@ -88,18 +88,23 @@ absl::Status noDuplicates(std::string_view op, const std::vector<std::string>& n
 }  // namespace
 
 absl::Status checkAxisName(std::string_view op, std::string_view name) {
-  bool ok = !name.empty() && name.size() <= 64 &&
+  bool ok = !name.empty() && static_cast<int64_t>(name.size()) <= kMaxAxisNameBytes &&
             ((name[0] >= 'a' && name[0] <= 'z') || name[0] == '_');
   for (char c : name) {
     ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
   }
   if (ok) return absl::OkStatus();
   return makeError(ErrorKind::kInvalidAxisName,
-                   strCat(op, ": axis name '", absl::CHexEscape(absl::string_view(name.data(), name.size())),
-                                "' must match [a-z_][a-z0-9_]* (at most 64 characters)"));
+                   strCat(op, ": axis name '", quoted(name), "' must match [a-z_][a-z0-9_]* (at most ",
+                          kMaxAxisNameBytes, " characters)"));
 }
 
-absl::Status checkAxes(std::string_view op, DType dtype, const std::vector<Axis>& axes) {
+absl::Status checkAxes(std::string_view op, DType dtype, const std::vector<Axis>& axes, int64_t max_bytes) {
+  if (static_cast<int64_t>(axes.size()) > kMaxAxes) {
+    return makeError(ErrorKind::kProgramTooLarge,
+                     strCat(op, ": ", axes.size(), " axes; a value has at most ", kMaxAxes, " (the language's limit)"));
+  }
+  max_bytes = std::min(max_bytes, kMaxValueBytes);
   std::set<std::string_view> seen;
   int64_t bytes = dtypeSize(dtype);
   for (const Axis& a : axes) {
@@ -113,17 +118,17 @@ absl::Status checkAxes(std::string_view op, DType dtype, const std::vector<Axis>
                        strCat(op, ": axis '", a.name, "' has extent ", a.extent,
                                     "; extents must be positive"));
     }
-    if (a.extent > kMaxValueBytes / bytes) {
+    if (a.extent > max_bytes / bytes) {
       return makeError(ErrorKind::kInvalidExtent,
-                       strCat(op, ": axes ", axesText(axes), " of ", dtypeName(dtype),
-                                    " exceed the ", kMaxValueBytes, "-byte limit of one value"));
+                       strCat(op, ": axes ", axesText(axes), " of ", dtypeName(dtype), " exceed the ", max_bytes,
+                              "-byte limit of one value"));
     }
     bytes *= a.extent;
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<Spec> inferNode(const std::vector<Node>& prior, const Node& node) {
+absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node) {
   const std::string_view op = opName(node.op);
   for (int32_t id : node.operands) {
     if (id < 0 || static_cast<size_t>(id) >= prior.size()) {
@@ -385,12 +390,25 @@ absl::StatusOr<Spec> inferNode(const std::vector<Node>& prior, const Node& node)
 }
 
 absl::Status validateProgram(const Program& program) {
-  std::vector<Node> prior;
-  prior.reserve(program.nodes.size());
+  if (static_cast<int64_t>(program.nodes.size()) > kMaxProgramNodes) {
+    return makeError(ErrorKind::kInvalidProgram, strCat("the program has ", program.nodes.size(),
+                                                        " nodes; the language's limit is ", kMaxProgramNodes));
+  }
+  if (static_cast<int64_t>(program.name.size()) > kMaxProgramNameBytes) {
+    return makeError(ErrorKind::kInvalidProgram, strCat("the program's name has ", program.name.size(),
+                                                        " bytes; the language's limit is ", kMaxProgramNameBytes));
+  }
+  const absl::Span<const Node> nodes(program.nodes);
   int64_t input_count = 0;
   for (size_t i = 0; i < program.nodes.size(); ++i) {
     const Node& node = program.nodes[i];
-    auto inferred = inferNode(prior, node);
+    if (static_cast<int64_t>(node.operands.size()) > kMaxOperands ||
+        static_cast<int64_t>(node.names.size()) > kMaxNameAttributes ||
+        static_cast<int64_t>(node.ints.size()) > kMaxIntAttributes) {
+      return makeError(ErrorKind::kInvalidProgram,
+                       strCat("node %", i, " has more operands or attributes than the language allows"));
+    }
+    auto inferred = inferNode(nodes.subspan(0, i), node);
     if (!inferred.ok()) {
       return makeError(ErrorKind::kInvalidProgram,
                        strCat("node %", i, ": ", inferred.status().message()));
@@ -402,7 +420,6 @@ absl::Status validateProgram(const Program& program) {
                                     specText(*inferred)));
     }
     if (node.op == OpCode::kInput) ++input_count;
-    prior.push_back(node);
   }
   if (static_cast<int64_t>(program.inputs.size()) != input_count) {
     return makeError(ErrorKind::kInvalidProgram,

@@ -1,5 +1,7 @@
 #include "compiler/wire/wire.h"
 
+#include <algorithm>
+
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/wire_format_lite.h>
@@ -53,43 +55,156 @@ std::string encode(const tensor::Program& program) {
 
 namespace {
 
-// Scans the top level of the Program message (field 2: nodes, 3 and 4: the
-// input and output numbers, packed or not) and refuses more of them than
-// the limits allow, without allocating.
-absl::Status countBeforeParsing(std::string_view message, const DecodeLimits& limits) {
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(message.data()),
-                                            static_cast<int>(message.size()));
-  int64_t nodes = 0, numbers = 0;
+using google::protobuf::internal::WireFormatLite;
+
+// What a message may hold before it is parsed: counted per node, and over
+// the whole program.
+struct Counts {
+  int64_t nodes = 0;
+  int64_t numbers = 0;  // input and output numbers
+};
+
+// Counts the varints of a packed field's `length` bytes (one ends at each
+// byte below 0x80), reading them.
+bool countPacked(google::protobuf::io::CodedInputStream& in, uint32_t length, int64_t* count) {
+  for (uint32_t i = 0; i < length; ++i) {
+    uint8_t byte = 0;
+    if (!in.ReadRaw(&byte, 1)) return false;
+    if (byte < 0x80) ++*count;
+  }
+  return true;
+}
+
+// Reads a length-delimited field's length and checks it fits what is left.
+bool readLength(google::protobuf::io::CodedInputStream& in, uint32_t* length) {
+  return in.ReadVarint32(length) && static_cast<int64_t>(*length) <= in.BytesUntilLimit();
+}
+
+absl::Status unparsable() { return invalid("the program message does not parse"); }
+
+// One Node message (`length` bytes): its axes, names, operands and integer
+// attributes against the language's limits, every string against the
+// longest axis name, without allocating.
+absl::Status scanNode(google::protobuf::io::CodedInputStream& in, uint32_t length, int64_t node) {
+  const auto outer = in.PushLimit(static_cast<int>(length));
+  int64_t axes = 0, names = 0, operands = 0, ints = 0;
+  auto tooLong = [&](std::string_view what, uint32_t bytes) {
+    return invalid(strCat("node %", node, " has ", what, " of ", bytes, " bytes; axis names have at most ",
+                            tensor::kMaxAxisNameBytes));
+  };
   while (true) {
     const uint32_t tag = in.ReadTag();
     if (tag == 0) break;
     const int field = static_cast<int>(tag >> 3);
-    const auto type = google::protobuf::internal::WireFormatLite::GetTagWireType(tag);
-    if (field == 2) ++nodes;
-    if ((field == 3 || field == 4) && type == google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
-      uint32_t length = 0;
-      if (!in.ReadVarint32(&length)) return invalid("the program message does not parse");
-      // One varint ends at each byte below 0x80.
-      for (uint32_t i = 0; i < length; ++i) {
-        uint8_t byte = 0;
-        if (!in.ReadRaw(&byte, 1)) return invalid("the program message does not parse");
-        if (byte < 0x80) ++numbers;
+    const auto type = WireFormatLite::GetTagWireType(tag);
+    const bool delimited = type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+    if (field == 3 && delimited) {  // Axis { 1: name, 2: extent }
+      ++axes;
+      uint32_t bytes = 0;
+      if (!readLength(in, &bytes)) return unparsable();
+      const auto axis = in.PushLimit(static_cast<int>(bytes));
+      while (true) {
+        const uint32_t t = in.ReadTag();
+        if (t == 0) break;
+        if ((t >> 3) == 1 && WireFormatLite::GetTagWireType(t) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+          uint32_t name = 0;
+          if (!readLength(in, &name)) return unparsable();
+          if (name > tensor::kMaxAxisNameBytes) return tooLong("an axis name", name);
+          if (!in.Skip(static_cast<int>(name))) return unparsable();
+        } else if (!WireFormatLite::SkipField(&in, t)) {
+          return unparsable();
+        }
       }
+      if (!in.ConsumedEntireMessage()) return unparsable();
+      in.PopLimit(axis);
+    } else if (field == 5 && delimited) {
+      ++names;
+      uint32_t bytes = 0;
+      if (!readLength(in, &bytes)) return unparsable();
+      if (bytes > tensor::kMaxAxisNameBytes) return tooLong("a name attribute", bytes);
+      if (!in.Skip(static_cast<int>(bytes))) return unparsable();
+    } else if ((field == 4 || field == 6) && delimited) {
+      uint32_t bytes = 0;
+      if (!readLength(in, &bytes) || !countPacked(in, bytes, field == 4 ? &operands : &ints)) return unparsable();
     } else {
-      if (field == 3 || field == 4) ++numbers;
-      if (!google::protobuf::internal::WireFormatLite::SkipField(&in, tag)) {
-        return invalid("the program message does not parse");
-      }
+      if (field == 4) ++operands;
+      if (field == 6) ++ints;
+      if (!WireFormatLite::SkipField(&in, tag)) return unparsable();
     }
-    if (nodes > limits.max_nodes) return invalid(strCat("more than ", limits.max_nodes, " nodes (the limit)"));
-    if (numbers > 2 * limits.max_nodes) {
+    auto over = [&](std::string_view what, int64_t limit) {
+      return invalid(strCat("node %", node, " has more than ", limit, " ", what,
+                                                           " (the language's limit)"));
+    };
+    if (axes > tensor::kMaxAxes) return over("axes", tensor::kMaxAxes);
+    if (names > tensor::kMaxNameAttributes) return over("name attributes", tensor::kMaxNameAttributes);
+    if (ints > tensor::kMaxIntAttributes) return over("integer attributes", tensor::kMaxIntAttributes);
+    if (operands > tensor::kMaxOperands) return over("operands", tensor::kMaxOperands);
+  }
+  in.PopLimit(outer);
+  return absl::OkStatus();
+}
+
+// Scans the Program message (field 1: the name, 2: nodes, 3 and 4: the
+// input and output numbers, packed or not) and each node in it, and
+// refuses more than the limits allow, before anything is parsed or
+// allocated: a parsed node costs a hundred bytes or more whatever its
+// encoding costs, an axis forty, an operand four.
+absl::Status countBeforeParsing(std::string_view message, const DecodeLimits& limits) {
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(message.data()),
+                                            static_cast<int>(message.size()));
+  Counts c;
+  while (true) {
+    const uint32_t tag = in.ReadTag();
+    if (tag == 0) break;
+    const int field = static_cast<int>(tag >> 3);
+    const bool delimited = WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+    if (field == 2 && delimited) {
+      if (++c.nodes > std::min(limits.max_nodes, tensor::kMaxProgramNodes)) {
+        return invalid(strCat("more than ", std::min(limits.max_nodes, tensor::kMaxProgramNodes),
+                              " nodes (the limit)"));
+      }
+      uint32_t bytes = 0;
+      if (!readLength(in, &bytes)) return unparsable();
+      ACCY_RETURN_IF_ERROR(scanNode(in, bytes, c.nodes - 1));
+    } else if (field == 1 && delimited) {
+      uint32_t bytes = 0;
+      if (!readLength(in, &bytes)) return unparsable();
+      if (bytes > tensor::kMaxProgramNameBytes) {
+        return invalid(strCat("the program's name has ", bytes,
+                                                             " bytes; at most ", tensor::kMaxProgramNameBytes));
+      }
+      if (!in.Skip(static_cast<int>(bytes))) return unparsable();
+    } else if ((field == 3 || field == 4) && delimited) {
+      uint32_t bytes = 0;
+      if (!readLength(in, &bytes) || !countPacked(in, bytes, &c.numbers)) return unparsable();
+    } else {
+      if (field == 3 || field == 4) ++c.numbers;
+      if (!WireFormatLite::SkipField(&in, tag)) return unparsable();
+    }
+    if (c.numbers > 2 * limits.max_nodes) {
       return invalid(strCat("more than ", 2 * limits.max_nodes, " input and output numbers (the limit)"));
     }
   }
+  if (!in.ConsumedEntireMessage()) return unparsable();
   return absl::OkStatus();
 }
 
 }  // namespace
+
+absl::StatusOr<int64_t> countNodes(std::string_view bytes, int64_t stop_after) {
+  if (bytes.size() < kHeaderBytes || bytes.substr(0, 4) != "ACCY") return invalid("not an encoded program");
+  const std::string_view message = bytes.substr(kHeaderBytes);
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(message.data()),
+                                            static_cast<int>(message.size()));
+  int64_t nodes = 0;
+  while (nodes <= stop_after) {
+    const uint32_t tag = in.ReadTag();
+    if (tag == 0) break;
+    if ((tag >> 3) == 2) ++nodes;
+    if (!WireFormatLite::SkipField(&in, tag)) return unparsable();
+  }
+  return nodes;
+}
 
 absl::StatusOr<tensor::Program> decode(std::string_view bytes, const DecodeLimits& limits) {
   if (bytes.size() < kHeaderBytes) {
@@ -137,12 +252,10 @@ absl::StatusOr<tensor::Program> decode(std::string_view bytes, const DecodeLimit
     n.names.assign(p.names().begin(), p.names().end());
     n.ints.assign(p.ints().begin(), p.ints().end());
     n.scalar = p.scalar();
-    if (auto st = tensor::checkAxes(strCat("node %", i), n.dtype, n.axes); !st.ok()) {
+    // Extents are checked against the decoder's limit of one value, and
+    // the message names that limit.
+    if (auto st = tensor::checkAxes(strCat("node %", i), n.dtype, n.axes, limits.max_value_bytes); !st.ok()) {
       return invalid(std::string(st.message()));
-    }
-    if (n.spec().byteSize() > limits.max_value_bytes) {
-      return invalid(strCat("node %", i, " holds ", n.spec().byteSize(), " bytes, above the limit of ",
-                            limits.max_value_bytes));
     }
     program.nodes.push_back(std::move(n));
   }

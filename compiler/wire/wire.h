@@ -34,6 +34,12 @@ std::string encode(const tensor::Program& program);
 
 absl::StatusOr<tensor::Program> decode(std::string_view bytes, const DecodeLimits& limits = {});
 
+// The number of nodes in an encoding, read from the message without
+// parsing it or allocating; counting stops once it passes `stop_after`
+// (the result is then stop_after + 1). InvalidProgram when the header or
+// the message's top level is malformed.
+absl::StatusOr<int64_t> countNodes(std::string_view bytes, int64_t stop_after = tensor::kMaxProgramNodes);
+
 }  // namespace accy::wire
 
 #endif  // ACCY_COMPILER_WIRE_WIRE_H_

@@ -145,7 +145,7 @@ TEST(Wire, TruncatedBitFlippedAndOversizedInputsAreRefused) {
   huge.outputs = {0};
   auto st = decode(encode(huge)).status();
   EXPECT_EQ(errorKind(st), ErrorKind::kInvalidProgram);
-  EXPECT_THAT(st.message(), HasSubstr("above the limit"));
+  EXPECT_THAT(st.message(), HasSubstr("exceed the 17179869184-byte limit of one value"));  // the decoder's limit
   EXPECT_EQ(errorKind(decode("").status()), ErrorKind::kInvalidProgram);
 }
 

@@ -123,7 +123,8 @@ struct Fixture {
     char tmpl[] = "/tmp/accy-service-fuzz-XXXXXX";
     dir = mkdtemp(tmpl);
     region_socket = dir + "/accyd.sock.fd";
-    cache = std::make_unique<accy::server::CompileCache>(accy::server::CacheOptions{}, accy::executable::BuildRecord{});
+    cache = std::make_unique<accy::server::CompileCache>(accy::server::CacheOptions{.max_compile_ms = 5000},
+                                                         accy::executable::BuildRecord{});
     accy::server::RegionSocketLimits rl;
     rl.token_lifetime = std::chrono::milliseconds(2000);
     regions = std::make_unique<accy::server::RegionSocket>(region_socket, size_t{1} << 22, rl);
@@ -137,7 +138,6 @@ struct Fixture {
     limits.max_message_bytes = int64_t{1} << 20;
     limits.max_scratch_bytes = int64_t{1} << 24;
     limits.max_launch_bytes = int64_t{1} << 26;
-    limits.max_compile_ms = 5000;
     limits.channel_spin_us = 0;
     std::vector<std::unique_ptr<accy::backends::Backend>> devices;
     devices.push_back(accy::backends::makeCpuBackend(accy::backends::BackendOptions{1}));

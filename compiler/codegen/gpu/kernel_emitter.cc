@@ -563,6 +563,7 @@ absl::Status KernelEmitter::tiledProduct() {
 // --- values -------------------------------------------------------------------
 
 absl::StatusOr<Value> KernelEmitter::expr(const ExprRef& e) {
+  choir::countWork();  // a caller's stop check is asked as emitting goes (choir/work.h)
   const int key = numbers_.number(e);
   if (auto it = cse_.find(key); it != cse_.end()) return it->second;
   if (absl::Status st = checkDType(e->dtype, ""); !st.ok()) {

@@ -396,6 +396,7 @@ void KernelEmitter::storeScalar(DType dtype, uint64_t offset, uint32_t v) {
 }
 
 absl::StatusOr<uint32_t> KernelEmitter::expr(const ExprRef& e, const Mode& mode) {
+  choir::countWork();  // a caller's stop check is asked as emitting goes (choir/work.h)
   const int key = numbers_.number(e);
   if (auto it = cse_.find(key); it != cse_.end()) return it->second;
   uint32_t v = 0;

@@ -44,12 +44,17 @@ absl::StatusOr<CpuArtifact> emitModule(const choir::Module& module, const EmitOp
   code.setErrorHandler(&errors);
   asmjit::StringLogger logger;
   if (options.assembly != nullptr) code.setLogger(&logger);
-  asmjit::x86::Compiler cc(&code);
-
   CpuArtifact artifact;
   artifact.isa = options.isa;
   std::vector<asmjit::Label> entries;
+  // One compiler per kernel, each finalized (register allocation and
+  // encoding) before the next is emitted, so that a caller's stop check
+  // (compiler/choir/work.h) is asked between kernels: one finalize of a
+  // whole module of hundreds of kernels ran for seconds with no look.
+  // Labels belong to the code holder and outlive each compiler; each
+  // compiler appends to the section where the last one ended.
   for (const choir::Kernel& k : module.kernels) {
+    asmjit::x86::Compiler cc(&code);
     if (options.assembly != nullptr) cc.commentf("kernel %s", k.name.c_str());
     asmjit::Label entry;
     KernelEmitter emitter(cc, module, options.isa, options.stream_stores_above);
@@ -63,8 +68,10 @@ absl::StatusOr<CpuArtifact> emitModule(const choir::Module& module, const EmitOp
       e.parallel_extent = k.body[0].loop.extent;
     }
     artifact.kernels.push_back(e);
+    cc.finalize();
+    if (errors.first != asmjit::kErrorOk) break;
+    choir::countWork(choir::kStopLookEvery);  // a look at the stop check per kernel
   }
-  cc.finalize();
   if (errors.first == asmjit::kErrorOk) code.flatten();
   if (errors.first == asmjit::kErrorOk) code.resolveUnresolvedLinks();
   if (errors.first == asmjit::kErrorOk) code.relocateToBase(0);

@@ -820,6 +820,7 @@ x86::Gp KernelEmitter::maskToBool(const Mask& m, Simd& s) {
 }
 
 absl::StatusOr<KernelEmitter::Val> KernelEmitter::expr(const ExprRef& e, const Mode& mode) {
+  choir::countWork();
   const int key = numbers_.number(e);
   if (auto it = cse_.find(key); it != cse_.end()) return it->second;
   Val v;
