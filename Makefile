@@ -1,7 +1,7 @@
 # Two commands on a fresh machine:
 #   make demo   installs what is missing, builds, runs the tone example
 #   make test   installs what is missing, builds, runs every test
-.PHONY: setup demo test test-asan test-ubsan test-tsan bench release release-check fuzz fuzz-service
+.PHONY: setup demo test test-asan test-ubsan test-tsan bench release release-check fuzz fuzz-service hostile
 
 setup:
 	bash tools/setup.sh
@@ -43,3 +43,9 @@ fuzz: setup
 
 fuzz-service: setup
 	FUZZ_TARGET=service_fuzz FUZZ_BUILD_DIR=$${TMPDIR:-/tmp}/accy-service-fuzz bash tools/fuzz/run_fuzzer.sh $(or $(RUNS),1000000)
+
+# The hostile-client battery against a real accyd (tests/accyd_hostile_test.cc)
+# in its long form: 20,000 mutated wire files instead of make test's 600
+# (docs/ACCYD.md, "Hostile clients", has its figures).
+hostile: setup
+	bazel test //tests:accyd_hostile_test --test_env=ACCY_HOSTILE_LONG=1 --test_output=all --test_timeout=3600

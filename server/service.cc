@@ -1,5 +1,7 @@
 #include "server/service.h"
 
+#include <malloc.h>
+
 #include <cstddef>
 #include <cstring>
 
@@ -82,6 +84,10 @@ namespace {
 // status, with the number in the `accy-status` trailer.
 // The status the current call ends with, for its access-log line.
 thread_local session::Status* call_status = nullptr;
+
+// Requests of this size or more have the daemon give freed memory back to
+// the system soon after (reapLoop).
+constexpr size_t kTrimAfterBytes = size_t{4} << 20;
 
 // The longest message a reply carries (a failure's status message too).
 constexpr size_t kMaxReplyMessageBytes = 1024;
@@ -217,7 +223,12 @@ void AccydService::reapLoop() {
       }
     }
     lock.unlock();
+    const bool freed = !expired.empty();
     expired.clear();
+    // Memory of large requests (a refused 40 MB program, inline buffers)
+    // and of freed sessions goes back to the system: glibc keeps freed
+    // heap otherwise, and raises its mmap threshold after a large free.
+    if (trim_wanted_.exchange(false) || freed) malloc_trim(0);
     lock.lock();
   }
 }
@@ -425,6 +436,7 @@ grpc::Status AccydService::CloseSession(grpc::ServerContext* ctx, const pb::Clos
 
 grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRequest* req, pb::CompileReply* reply) {
   CallLog call(this, "Compile", req->session_id());
+  if (req->program().size() >= kTrimAfterBytes) trim_wanted_.store(true);
   auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   std::lock_guard<std::mutex> lock(s->mu);
@@ -746,6 +758,7 @@ absl::Status AccydService::invokeLocked(ClientSession& s, session::Handle handle
 
 grpc::Status AccydService::Invoke(grpc::ServerContext* ctx, const pb::InvokeRequest* req, pb::InvokeReply* reply) {
   CallLog call(this, "Invoke", req->session_id());
+  if (req->inputs_size() + req->outputs_size() > 0 && req->ByteSizeLong() >= kTrimAfterBytes) trim_wanted_.store(true);
   auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   std::lock_guard<std::mutex> lock(s->mu);

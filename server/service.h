@@ -171,6 +171,7 @@ class AccydService final : public accy::v1::Accyd::Service {
   CallObserver call_observer_;
   std::atomic<int64_t> lease_expiries_{0};
   std::atomic<int64_t> calls_in_flight_{0};
+  std::atomic<bool> trim_wanted_{false};  // a large request ended: give memory back (reapLoop)
   // What invokes in flight hold of the budgets above.
   std::mutex budget_mu_;
   int64_t launch_bytes_in_flight_ = 0;

@@ -126,12 +126,15 @@ class Daemon {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
   std::string target() const { return "unix:" + socket_; }
-  // The daemon's peak resident memory so far (VmHWM), in KiB.
-  long peakKib() const {
+  // The daemon's peak resident memory so far (VmHWM), and what it holds
+  // now (VmRSS), in KiB.
+  long peakKib() const { return statusKib("VmHWM:"); }
+  long residentKib() const { return statusKib("VmRSS:"); }
+  long statusKib(const std::string& field) const {
     std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
     std::string line;
     while (std::getline(status, line)) {
-      if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);
+      if (line.rfind(field, 0) == 0) return std::atol(line.c_str() + field.size());
     }
     return -1;
   }

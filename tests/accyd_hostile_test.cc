@@ -285,6 +285,11 @@ TEST(AccydHostile, ProgramsPastTheLanguagesLimitsAreRefusedAtOnce) {
     std::printf("hostile: %-32s %9zu bytes  refused in %7.1f ms: %s\n", k.name.c_str(), k.bytes.size(),
                 a.seconds * 1e3, a.message.substr(0, 100).c_str());
   }
+  // The memory of the refused requests is given back within a second.
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  EXPECT_LE(d.residentKib(), start_kib + 48 * 1024) << "resident memory after the refusals, KiB";
+  std::printf("hostile: resident memory %ld KiB after the refusals (peak %ld KiB, %ld KiB at start)\n",
+              d.residentKib(), d.peakKib(), start_kib);
   // At the limits, programs compile on the daemon (the x86-64 emitter
   // nests a loop per axis: 64 of them; the decoder takes 65,536 nodes).
   const Client::Answer at_rank = c.compile(s, unitAxes(64, true));

@@ -1,5 +1,6 @@
 #include "compiler/codegen/spirv/kernel_translator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -51,7 +52,7 @@ class SpirvTarget final : public gpu::Target {
     u32_ = b_.typeInt(32, false);
     i32_ = b_.typeInt(32, true);
     bool_ = b_.typeBool();
-    ACCY_RETURN_IF_ERROR(declareBuffers());
+    ACCY_RETURN_IF_ERROR(declareBuffers(plan.used_buffers));
     // Built-in invocation ids.
     const uint32_t uvec3 = b_.typeVector(u32_, 3);
     const uint32_t in_ptr = b_.typePointer(kInput, uvec3);
@@ -233,13 +234,13 @@ class SpirvTarget final : public gpu::Target {
   // buffer's scalar type (bool for bool buffers). A bool buffer holds u8 0
   // or 1: loaded as u8 -> u32 != 0, stored as Select(b, 1, 0) -> u8.
   Value load(int buffer, Value flat) override {
-    const uint32_t v = b_.value(op::Load, elem_types_[buffer], {element(buffer, flat)});
+    const uint32_t v = b_.value(op::Load, elem_types_[slot(buffer)], {element(buffer, flat)});
     if (m_.buffers[buffer].dtype != DType::bool_) return v;
     return b_.value(op::INotEqual, bool_, {b_.value(op::UConvert, u32_, {v}), uconst(0)});
   }
   void store(int buffer, Value flat, Value v) override {
     if (m_.buffers[buffer].dtype == DType::bool_) {
-      v = b_.value(op::UConvert, elem_types_[buffer], {b_.value(op::Select, u32_, {v, uconst(1), uconst(0)})});
+      v = b_.value(op::UConvert, elem_types_[slot(buffer)], {b_.value(op::Select, u32_, {v, uconst(1), uconst(0)})});
     }
     b_.inst(op::Store, {element(buffer, flat), v});
   }
@@ -358,9 +359,13 @@ class SpirvTarget final : public gpu::Target {
     return b_.value(op::ExtInst, type, ops);
   }
 
-  absl::Status declareBuffers() {
-    for (size_t i = 0; i < m_.buffers.size(); ++i) {
-      const choir::Buffer& buf = m_.buffers[i];
+  // The buffers this kernel uses, each at its binding (its buffer number):
+  // a module of thousands of kernels and buffers declared every buffer in
+  // every kernel before, quadratic in the program.
+  absl::Status declareBuffers(const std::vector<int>& used) {
+    used_ = used;
+    for (const int i : used) {
+      const choir::Buffer& buf = m_.buffers[static_cast<size_t>(i)];
       uint32_t elem = 0;
       if (buf.dtype == DType::bool_) {
         // One byte per element, 0 or 1: an array of u8 (8-bit storage; the
@@ -388,10 +393,15 @@ class SpirvTarget final : public gpu::Target {
   }
 
   // A pointer to buffer[flat]; its pointee is the storage type
-  // elem_types_[buffer] (u8 for bool buffers).
+  // elem_types_[slot(buffer)] (u8 for bool buffers).
+  // Where buffer `buffer` sits among the used ones.
+  size_t slot(int buffer) const {
+    return static_cast<size_t>(std::lower_bound(used_.begin(), used_.end(), buffer) - used_.begin());
+  }
+
   uint32_t element(int buffer, uint32_t flat) {
-    return b_.value(op::AccessChain, b_.typePointer(kStorageBuffer, elem_types_[buffer]),
-                    {buffer_vars_[buffer], b_.constantBits(i32_, 0, 32), flat});
+    return b_.value(op::AccessChain, b_.typePointer(kStorageBuffer, elem_types_[slot(buffer)]),
+                    {buffer_vars_[slot(buffer)], b_.constantBits(i32_, 0, 32), flat});
   }
   uint32_t slot(const gpu::SharedArray& a, Value i, int64_t plus) {
     if (plus != 0) i = indexAdd(i, index(plus));
@@ -439,8 +449,9 @@ class SpirvTarget final : public gpu::Target {
   uint32_t u32_ = 0, i32_ = 0, bool_ = 0;
   uint32_t gid_ = 0, lid_ = 0, group_ = 0;
   uint32_t subgroup_vars_[4] = {};  // SubgroupSize, NumSubgroups, SubgroupId, SubgroupLocalInvocationId
-  std::vector<uint32_t> buffer_vars_;
-  std::vector<uint32_t> elem_types_;  // storage element type per buffer (u8 for bool buffers)
+  std::vector<int> used_;              // buffer numbers, ascending
+  std::vector<uint32_t> buffer_vars_;  // per used buffer
+  std::vector<uint32_t> elem_types_;   // storage element type per used buffer (u8 for bool buffers)
   std::vector<uint32_t> shared_vars_;
   std::map<uint32_t, uint32_t> uconst_values_;  // id of each uconst -> its value
   int64_t trips_multiplier_ = 1;                // iterations of the loops being emitted, multiplied
