@@ -18,6 +18,7 @@
 #include <fstream>
 
 #include "accy/accy.h"
+#include "base/stop.h"
 #include "backends/cpu/cpu_device.h"
 #include "compiler/executable/codec.h"
 #include "examples/tone/tone.h"
@@ -368,4 +369,42 @@ TEST(CompileCache, ASlowCompileDelaysOnlyItsOwnKey) {
 }
 
 }  // namespace
+
+// A compile whose caller stops it (its call cancelled, its deadline past)
+// stops inside the compiler, within milliseconds, and the session waiting
+// for the same program does not share that failure: it compiles it itself.
+TEST(CompileCache, AStoppedCallersWaitersCompileForThemselves) {
+  std::unique_ptr<backends::Backend> cpu = backends::makeCpuBackend(backends::BackendOptions{1});
+  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", 256}})};
+  auto slow = tensor::define("slow", specs, [](tensor::Builder&, std::span<const tensor::Value> v) {
+    tensor::Value x = v[0];
+    for (int k = 0; k < 12000; ++k) x = (k % 2 == 0 ? x.sin() : x.cos());
+    return x;
+  });
+  ASSERT_TRUE(slow.ok());
+  const std::string wire_bytes = wire::encode(*slow);
+  CompileCache cache(CacheOptions{.max_concurrent_compiles = 2}, stamped("a"));
+  const auto start = std::chrono::steady_clock::now();
+  std::atomic<double> stopped_after{0};
+  std::thread first([&] {
+    const StopCheck after_100ms = [&]() -> absl::Status {
+      if (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(100)) return absl::OkStatus();
+      return absl::CancelledError("the caller went away");
+    };
+    ScopedStopCheck scope(&after_100ms);
+    std::string level;
+    auto loaded = cache.get(*slow, wire_bytes, *cpu, "x86_64", {}, &level);
+    stopped_after = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(loaded.status().code(), absl::StatusCode::kCancelled) << loaded.status();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  std::string level = "unset";
+  auto second = cache.get(*slow, wire_bytes, *cpu, "x86_64", {}, &level);
+  first.join();
+  EXPECT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(level, "");  // compiled by this caller, not a hit on the stopped one
+  EXPECT_LT(stopped_after.load(), 0.1 + 0.1);
+  EXPECT_EQ(cache.stats().memory_entries, 1u);
+}
+
 }  // namespace accy::server

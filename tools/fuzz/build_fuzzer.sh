@@ -148,7 +148,7 @@ service_from_bazel() {
 
 if ! from_bazel; then
   echo "build_fuzzer: bazel query failed; using the fixed source list (it may be stale)" >&2
-  decode_srcs=$(cd "$repo" && ls compiler/tensor/*.cc compiler/wire/wire.cc | grep -v '_test\.cc$')
+  decode_srcs=$(cd "$repo" && ls base/*.cc compiler/tensor/*.cc compiler/wire/wire.cc | grep -v '_test\.cc$')
   compile_srcs=$(cd "$repo" && ls compiler/choir/*.cc compiler/choir/passes/*.cc compiler/codegen/x86_64/*.cc \
     compiler/executable/executable.cc backends/buffer_checks.cc backends/cpu/cpu_backend.cc \
     backends/cpu/thread_pool.cc | grep -v '_test\.cc$')
