@@ -43,8 +43,26 @@
  *   inside any call is reported as ACCY_STATUS_OUT_OF_MEMORY.
  *
  * Versioning: see accy/CHANGELOG_C_ABI.md. Within one major version the
- *   interface only grows (new functions, new status numbers, new dtypes);
- *   existing declarations, numbers and struct layouts never change.
+ *   interface only grows (new functions, new status numbers, new dtypes,
+ *   new trailing fields of the sized structs below); existing declarations,
+ *   numbers and the layout of existing fields never change.
+ *
+ * Sized structs (since 1.1): accy_session_options, accy_invoke_args and
+ *   accy_value_info begin with `struct_size`, which the caller sets to the
+ *   size of the struct as its header declares it (the *_STRUCT_SIZE macro,
+ *   equal to sizeof: every field is 8 bytes wide, so there is no padding).
+ *   A later minor version appends fields; the library then reads and writes
+ *   only the first struct_size bytes:
+ *   - an older caller's smaller struct is accepted, and every field past its
+ *     end takes its default (a zero field means the default too);
+ *   - a newer caller's larger input struct (options, arguments) is accepted
+ *     when every byte past the fields this library knows is zero (the caller left the newer fields at
+ *     their defaults); a nonzero byte there asks for something this library
+ *     cannot do, and the call fails with ACCY_STATUS_INVALID_BUFFER;
+ *   - a struct_size that does not cover the struct's required fields, or is
+ *     not a multiple of 8, fails with ACCY_STATUS_INVALID_BUFFER.
+ *   Output structs (accy_value_info) get the fields that lie wholly inside
+ *   struct_size written; the caller's bytes past them are not touched.
  */
 #ifndef ACCY_ACCY_ACCY_C_H_
 #define ACCY_ACCY_ACCY_C_H_
@@ -57,7 +75,7 @@ extern "C" {
 #endif
 
 #define ACCY_C_API_VERSION_MAJOR 1
-#define ACCY_C_API_VERSION_MINOR 0
+#define ACCY_C_API_VERSION_MINOR 1
 
 /* (ACCY_C_API_VERSION_MAJOR << 16) | ACCY_C_API_VERSION_MINOR of the library
  * actually linked or loaded, which may be newer than this header. A caller
@@ -156,6 +174,80 @@ accy_status accy_invoke(accy_session* session, accy_handle handle, const void* c
 /* Frees the program; the handle, its copies and its descriptors' pointers
  * become invalid. Errors: INVALID_BUFFER (NULL session), INVALID_HANDLE. */
 accy_status accy_release(accy_session* session, accy_handle handle);
+
+/* --- Sized structs (since 1.1) ------------------------------------------ */
+
+/* Options of a new session. Zero in any field means its default, so
+ * `accy_session_options o = {ACCY_SESSION_OPTIONS_STRUCT_SIZE};` is a
+ * session with default options. */
+typedef struct accy_session_options {
+  uint64_t struct_size;
+  /* Threads one run may use; 0: every hardware thread. At most 4096. */
+  uint64_t threads;
+  /* Programs held at once, 1 to 64; 0: 64. */
+  uint64_t max_programs;
+  /* Programs with more nodes than this fail to compile; 0: 65536. At most
+   * 2^20 (the language's limit). */
+  uint64_t max_compile_nodes;
+  /* Scratch memory one program may need for its temporaries, in bytes;
+   * 0: 16 GiB. */
+  uint64_t max_scratch_bytes;
+  /* Nonzero: after each run, fail with LAUNCH_FAILED when a floating
+   * output holds a NaN or an infinity. */
+  uint64_t check_numerics;
+} accy_session_options;
+#define ACCY_SESSION_OPTIONS_STRUCT_SIZE ((uint64_t)sizeof(accy_session_options))
+/* The smallest struct_size accepted: struct_size alone (all defaults). */
+#define ACCY_SESSION_OPTIONS_MIN_SIZE ((uint64_t)8)
+
+/* Creates a session with `options`. Errors: INVALID_BUFFER (NULL arguments,
+ * a struct_size outside the rules above, a field out of its range),
+ * OUT_OF_MEMORY. *out is written only on success. */
+accy_status accy_session_create_with_options(const accy_session_options* options, accy_session** out);
+
+/* The buffers of one run (as accy_invoke's parameters). */
+typedef struct accy_invoke_args {
+  uint64_t struct_size;
+  const void* const* inputs;
+  const size_t* input_sizes;
+  uint64_t input_count;
+  void* const* outputs;
+  const size_t* output_sizes;
+  uint64_t output_count;
+} accy_invoke_args;
+#define ACCY_INVOKE_ARGS_STRUCT_SIZE ((uint64_t)sizeof(accy_invoke_args))
+/* Every field of 1.1 is required. */
+#define ACCY_INVOKE_ARGS_MIN_SIZE ((uint64_t)56)
+
+/* accy_invoke with its buffers in `args`; the same checks and errors, and
+ * INVALID_BUFFER for a NULL `args` or a struct_size outside the rules. */
+accy_status accy_invoke_with_args(accy_session* session, accy_handle handle, const accy_invoke_args* args);
+
+/* Which list accy_describe reads. */
+#define ACCY_INPUT 0u
+#define ACCY_OUTPUT 1u
+
+/* accy_descriptor, sized. The caller sets struct_size; the library writes
+ * the other fields that fit. */
+typedef struct accy_value_info {
+  uint64_t struct_size;
+  uint64_t dtype; /* an ACCY_DTYPE_* number */
+  uint64_t rank;
+  const char* const* axis_names; /* rank NUL-terminated names; NULL for rank 0 */
+  const int64_t* extents;        /* rank extents; NULL for rank 0 */
+  uint64_t byte_size;
+  uint64_t alignment;
+} accy_value_info;
+#define ACCY_VALUE_INFO_STRUCT_SIZE ((uint64_t)sizeof(accy_value_info))
+/* The smallest struct_size accepted: struct_size and dtype. */
+#define ACCY_VALUE_INFO_MIN_SIZE ((uint64_t)16)
+
+/* Describes input or output `i` (`which` is ACCY_INPUT or ACCY_OUTPUT).
+ * Errors: INVALID_BUFFER (NULL arguments, an unknown `which`, i not below
+ * the count, a struct_size outside the rules), INVALID_HANDLE. On failure
+ * nothing of *out is written. */
+accy_status accy_describe(accy_session* session, accy_handle handle, uint32_t which, size_t i,
+                          accy_value_info* out);
 
 /* For diagnostics: the message of the inner error behind the session's most
  * recent failure that went through its error mapping (decode, compile, load

@@ -7,9 +7,11 @@
 // program is compiled and dropped when it is released.
 #include "accy/accy_c.h"
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <optional>
 #include <span>
@@ -19,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "client/session.h"
+#include "compiler/tensor/program.h"
 
 namespace {
 
@@ -82,9 +85,38 @@ accy_status statusOf(const absl::Status& status) {
 
 session::Handle toHandle(accy_handle h) { return session::Handle{h.index, h.generation}; }
 
+static_assert(sizeof(accy_session_options) == 48 && sizeof(accy_invoke_args) == 56 &&
+              sizeof(accy_value_info) == 56);
+static_assert(ACCY_INVOKE_ARGS_MIN_SIZE == ACCY_INVOKE_ARGS_STRUCT_SIZE);
+
+// The rules of the header's "Sized structs" for a struct the caller gives:
+// at least `min_size`, a multiple of 8, and zero past what this library
+// knows. Gives the caller's size, or 0 when the struct is refused.
+uint64_t acceptedSize(const void* s, uint64_t min_size, uint64_t known_size) {
+  uint64_t size = 0;
+  std::memcpy(&size, s, sizeof size);
+  if (size < min_size || size % 8 != 0) return 0;
+  const unsigned char* bytes = static_cast<const unsigned char*>(s);
+  for (uint64_t k = known_size; k < size; ++k) {
+    if (bytes[k] != 0) return 0;
+  }
+  return size;
+}
+
+// The caller's struct, of `size` accepted bytes, as this library's struct:
+// fields past the caller's end are zero, which means their default.
+template <typename Struct>
+Struct readSized(const Struct* s, uint64_t size) {
+  Struct local{};
+  std::memcpy(&local, s, std::min<uint64_t>(size, sizeof local));
+  return local;
+}
+
 }  // namespace
 
 struct accy_session {
+  accy_session() = default;
+  explicit accy_session(const session::SessionOptions& options) : session(options) {}
   session::Session session;
   std::array<std::optional<Program>, session::kMaxPrograms> programs;
   // Backs the string accy_last_cause returns.
@@ -146,6 +178,33 @@ accy_status describe(accy_session* s, accy_handle handle, size_t i, accy_descrip
     result.alignment = d.alignment;
     *out = result;
     return ACCY_STATUS_OK;
+  });
+}
+
+
+accy_status invoke(accy_session* s, accy_handle handle, const void* const* inputs, const size_t* input_sizes,
+                   size_t input_count, void* const* outputs, const size_t* output_sizes, size_t output_count) {
+  if (s == nullptr) return ACCY_STATUS_INVALID_BUFFER;
+  if (input_count != 0 && (inputs == nullptr || input_sizes == nullptr)) return ACCY_STATUS_INVALID_BUFFER;
+  if (output_count != 0 && (outputs == nullptr || output_sizes == nullptr)) return ACCY_STATUS_INVALID_BUFFER;
+  for (size_t k = 0; k < input_count; ++k) {
+    if (inputs[k] == nullptr && input_sizes[k] != 0) return ACCY_STATUS_INVALID_BUFFER;
+  }
+  for (size_t k = 0; k < output_count; ++k) {
+    if (outputs[k] == nullptr && output_sizes[k] != 0) return ACCY_STATUS_INVALID_BUFFER;
+  }
+  return guarded(ACCY_STATUS_LAUNCH_FAILED, [&] {
+    std::vector<std::span<const std::byte>> in;
+    std::vector<std::span<std::byte>> out;
+    in.reserve(input_count);
+    out.reserve(output_count);
+    for (size_t k = 0; k < input_count; ++k) {
+      in.emplace_back(static_cast<const std::byte*>(inputs[k]), input_sizes[k]);
+    }
+    for (size_t k = 0; k < output_count; ++k) {
+      out.emplace_back(static_cast<std::byte*>(outputs[k]), output_sizes[k]);
+    }
+    return statusOf(s->session.invoke(toHandle(handle), in, out));
   });
 }
 
@@ -220,28 +279,63 @@ accy_status accy_output_descriptor(accy_session* s, accy_handle handle, size_t i
 
 accy_status accy_invoke(accy_session* s, accy_handle handle, const void* const* inputs, const size_t* input_sizes,
                         size_t input_count, void* const* outputs, const size_t* output_sizes, size_t output_count) {
-  if (s == nullptr) return ACCY_STATUS_INVALID_BUFFER;
-  if (input_count != 0 && (inputs == nullptr || input_sizes == nullptr)) return ACCY_STATUS_INVALID_BUFFER;
-  if (output_count != 0 && (outputs == nullptr || output_sizes == nullptr)) return ACCY_STATUS_INVALID_BUFFER;
-  for (size_t k = 0; k < input_count; ++k) {
-    if (inputs[k] == nullptr && input_sizes[k] != 0) return ACCY_STATUS_INVALID_BUFFER;
+  return invoke(s, handle, inputs, input_sizes, input_count, outputs, output_sizes, output_count);
+}
+
+accy_status accy_invoke_with_args(accy_session* s, accy_handle handle, const accy_invoke_args* args) {
+  if (s == nullptr || args == nullptr) return ACCY_STATUS_INVALID_BUFFER;
+  const uint64_t size = acceptedSize(args, ACCY_INVOKE_ARGS_MIN_SIZE, sizeof(accy_invoke_args));
+  if (size == 0) return ACCY_STATUS_INVALID_BUFFER;
+  const accy_invoke_args a = readSized(args, size);
+  return invoke(s, handle, a.inputs, a.input_sizes, a.input_count, a.outputs, a.output_sizes, a.output_count);
+}
+
+accy_status accy_session_create_with_options(const accy_session_options* options, accy_session** out) {
+  if (options == nullptr || out == nullptr) return ACCY_STATUS_INVALID_BUFFER;
+  const uint64_t size = acceptedSize(options, ACCY_SESSION_OPTIONS_MIN_SIZE, sizeof(accy_session_options));
+  if (size == 0) return ACCY_STATUS_INVALID_BUFFER;
+  const accy_session_options o = readSized(options, size);
+  session::SessionOptions so;
+  if (o.threads > 4096 || o.max_programs > session::kMaxPrograms ||
+      o.max_compile_nodes > static_cast<uint64_t>(tensor::kMaxProgramNodes) ||
+      o.max_scratch_bytes > static_cast<uint64_t>(tensor::kMaxValueBytes) || o.check_numerics > 1) {
+    return ACCY_STATUS_INVALID_BUFFER;
   }
-  for (size_t k = 0; k < output_count; ++k) {
-    if (outputs[k] == nullptr && output_sizes[k] != 0) return ACCY_STATUS_INVALID_BUFFER;
-  }
-  return guarded(ACCY_STATUS_LAUNCH_FAILED, [&] {
-    std::vector<std::span<const std::byte>> in;
-    std::vector<std::span<std::byte>> out;
-    in.reserve(input_count);
-    out.reserve(output_count);
-    for (size_t k = 0; k < input_count; ++k) {
-      in.emplace_back(static_cast<const std::byte*>(inputs[k]), input_sizes[k]);
-    }
-    for (size_t k = 0; k < output_count; ++k) {
-      out.emplace_back(static_cast<std::byte*>(outputs[k]), output_sizes[k]);
-    }
-    return statusOf(s->session.invoke(toHandle(handle), in, out));
+  so.threads = static_cast<int>(o.threads);
+  if (o.max_programs != 0) so.max_programs = static_cast<uint32_t>(o.max_programs);
+  if (o.max_compile_nodes != 0) so.max_compile_nodes = static_cast<int64_t>(o.max_compile_nodes);
+  if (o.max_scratch_bytes != 0) so.max_scratch_bytes = static_cast<int64_t>(o.max_scratch_bytes);
+  so.check_numerics = o.check_numerics != 0;
+  return guarded(ACCY_STATUS_OUT_OF_MEMORY, [&] {
+    accy_session* s = new (std::nothrow) accy_session(so);
+    if (s == nullptr) return ACCY_STATUS_OUT_OF_MEMORY;
+    *out = s;
+    return ACCY_STATUS_OK;
   });
+}
+
+accy_status accy_describe(accy_session* s, accy_handle handle, uint32_t which, size_t i, accy_value_info* out) {
+  if (s == nullptr || out == nullptr || (which != ACCY_INPUT && which != ACCY_OUTPUT)) {
+    return ACCY_STATUS_INVALID_BUFFER;
+  }
+  uint64_t size = 0;
+  std::memcpy(&size, out, sizeof size);
+  if (size < ACCY_VALUE_INFO_MIN_SIZE || size % 8 != 0) return ACCY_STATUS_INVALID_BUFFER;
+  accy_descriptor d{};
+  const accy_status st = describe(s, handle, i, &d, which == ACCY_INPUT);
+  if (st != ACCY_STATUS_OK) return st;
+  accy_value_info info{};
+  info.struct_size = size;
+  info.dtype = d.dtype;
+  info.rank = d.rank;
+  info.axis_names = d.axis_names;
+  info.extents = d.extents;
+  info.byte_size = d.byte_size;
+  info.alignment = d.alignment;
+  // Fields past struct_size are the caller's, not written.
+  std::memcpy(reinterpret_cast<unsigned char*>(out) + 8, reinterpret_cast<const unsigned char*>(&info) + 8,
+              std::min<uint64_t>(size, sizeof info) - 8);
+  return ACCY_STATUS_OK;
 }
 
 accy_status accy_release(accy_session* s, accy_handle handle) {

@@ -3,6 +3,7 @@
  * can provoke cheaply, asserted by number. Prints every check; exits 1 if
  * any failed. */
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,9 +84,14 @@ static double expectedMismatch(double frequency) {
 
 static void testVersion(void) {
   CHECK(ACCY_C_API_VERSION_MAJOR == 1);
-  CHECK(ACCY_C_API_VERSION_MINOR == 0);
+  CHECK(ACCY_C_API_VERSION_MINOR == 1);
   CHECK(accy_c_api_version() == ((uint32_t)ACCY_C_API_VERSION_MAJOR << 16 | ACCY_C_API_VERSION_MINOR));
-  CHECK(accy_c_api_version() == 0x10000u);
+  CHECK(accy_c_api_version() == 0x10001u);
+  /* Every field of the sized structs is 8 bytes: no padding, sizeof is the
+   * struct size, and the offsets are the ones 1.1 fixes. */
+  CHECK(ACCY_SESSION_OPTIONS_STRUCT_SIZE == 48 && offsetof(accy_session_options, check_numerics) == 40);
+  CHECK(ACCY_INVOKE_ARGS_STRUCT_SIZE == 56 && offsetof(accy_invoke_args, output_count) == 48);
+  CHECK(ACCY_VALUE_INFO_STRUCT_SIZE == 56 && offsetof(accy_value_info, alignment) == 48);
   CHECK(ACCY_STATUS_OK == 0 && ACCY_STATUS_INVALID_PROGRAM == 1 && ACCY_STATUS_UNSUPPORTED_VERSION == 2 &&
         ACCY_STATUS_INVALID_HANDLE == 3 && ACCY_STATUS_INVALID_BUFFER == 4 && ACCY_STATUS_TOO_MANY_PROGRAMS == 5 &&
         ACCY_STATUS_OUT_OF_MEMORY == 6 && ACCY_STATUS_COMPILE_FAILED == 7 && ACCY_STATUS_LAUNCH_FAILED == 8);
@@ -316,6 +322,162 @@ static void testBadPrograms(const unsigned char* wire, size_t wire_size) {
   accy_session_destroy(s);
 }
 
+/* A caller built against an older header: its options struct ended after
+ * max_programs. In memory it is followed by bytes the library must not
+ * read (here 0xff, which as a newer field would mean "check numerics"). */
+struct OldOptions {
+  uint64_t struct_size;
+  uint64_t threads;
+  uint64_t max_programs;
+};
+struct OldOptionsInMemory {
+  struct OldOptions options;
+  unsigned char after[24];
+};
+
+/* An older caller's value info: struct_size, dtype and rank only. */
+struct OldValueInfo {
+  uint64_t struct_size;
+  uint64_t dtype;
+  uint64_t rank;
+};
+struct OldValueInfoInMemory {
+  struct OldValueInfo info;
+  unsigned char after[32];
+};
+
+/* A newer caller's options: one more field this library does not know. */
+struct NewerOptions {
+  accy_session_options options;
+  uint64_t a_later_field;
+};
+
+static int allBytes(const unsigned char* p, size_t n, unsigned char value) {
+  for (size_t k = 0; k < n; ++k) {
+    if (p[k] != value) return 0;
+  }
+  return 1;
+}
+
+static void testSizedStructs(const unsigned char* wire, size_t wire_size) {
+  accy_session* s = NULL;
+  accy_handle h = {0, 0};
+
+  /* Defaults from a zeroed struct; NULLs and bad sizes refused. */
+  accy_session_options options;
+  memset(&options, 0, sizeof options);
+  options.struct_size = ACCY_SESSION_OPTIONS_STRUCT_SIZE;
+  CHECK_STATUS(ACCY_STATUS_INVALID_BUFFER, accy_session_create_with_options(NULL, &s));
+  CHECK_STATUS(ACCY_STATUS_INVALID_BUFFER, accy_session_create_with_options(&options, NULL));
+  options.struct_size = 4;
+  CHECK_STATUS(ACCY_STATUS_INVALID_BUFFER, accy_session_create_with_options(&options, &s));
+  options.struct_size = 20; /* not a multiple of 8 */
+  CHECK_STATUS(ACCY_STATUS_INVALID_BUFFER, accy_session_create_with_options(&options, &s));
+  options.struct_size = ACCY_SESSION_OPTIONS_STRUCT_SIZE;
+  options.max_programs = 65; /* out of range */
+  CHECK_STATUS(ACCY_STATUS_INVALID_BUFFER, accy_session_create_with_options(&options, &s));
+  options.max_programs = 0;
+  options.check_numerics = 7;
+  CHECK_STATUS(ACCY_STATUS_INVALID_BUFFER, accy_session_create_with_options(&options, &s));
+  options.check_numerics = 0;
+  CHECK(s == NULL); /* untouched by every failure */
+
+  /* The options take effect: two programs at most. */
+  options.max_programs = 2;
+  options.threads = 1;
+  CHECK_STATUS(ACCY_STATUS_OK, accy_session_create_with_options(&options, &s));
+  if (s != NULL) {
+    CHECK_STATUS(ACCY_STATUS_OK, accy_compile(s, wire, wire_size, &h));
+    CHECK_STATUS(ACCY_STATUS_OK, accy_compile(s, wire, wire_size, &h));
+    CHECK_STATUS(ACCY_STATUS_TOO_MANY_PROGRAMS, accy_compile(s, wire, wire_size, &h));
+    accy_session_destroy(s);
+    s = NULL;
+  }
+
+  /* An older caller's smaller struct: accepted, the bytes after it never
+   * read (else check_numerics would be on and the NaN run below fail). */
+  struct OldOptionsInMemory old;
+  memset(&old, 0xff, sizeof old);
+  old.options.struct_size = sizeof old.options;
+  old.options.threads = 1;
+  old.options.max_programs = 3;
+  CHECK_STATUS(ACCY_STATUS_OK, accy_session_create_with_options((const accy_session_options*)(const void*)&old, &s));
+  CHECK(allBytes(old.after, sizeof old.after, 0xff));
+  if (s != NULL) {
+    CHECK_STATUS(ACCY_STATUS_OK, accy_compile(s, wire, wire_size, &h));
+    struct Samples data = samples();
+    data.sample[0] = NAN; /* a NaN input gives a NaN mismatch */
+    float frequency[1] = {2.5f};
+    float value[1] = {0};
+    const void* inputs[3] = {frequency, data.time, data.sample};
+    const size_t input_sizes[3] = {sizeof frequency, sizeof data.time, sizeof data.sample};
+    void* outputs[1] = {value};
+    const size_t output_sizes[1] = {sizeof value};
+
+    /* Invoke through the sized arguments, and with an older caller's
+     * too-small struct (refused: every field of 1.1 is required). */
+    accy_invoke_args args;
+    memset(&args, 0, sizeof args);
+    args.struct_size = ACCY_INVOKE_ARGS_STRUCT_SIZE;
+    args.inputs = inputs;
+    args.input_sizes = input_sizes;
+    args.input_count = 3;
+    args.outputs = outputs;
+    args.output_sizes = output_sizes;
+    args.output_count = 1;
+    CHECK_STATUS(ACCY_STATUS_OK, accy_invoke_with_args(s, h, &args));
+    CHECK(isnan(value[0])); /* check_numerics stayed at its default, off */
+    data.sample[0] = sinf(0.0f);
+    value[0] = -1.0f;
+    CHECK_STATUS(ACCY_STATUS_OK, accy_invoke_with_args(s, h, &args));
+    CHECK(fabs(value[0] - expectedMismatch(2.5)) < 1e-3);
+    CHECK_STATUS(ACCY_STATUS_INVALID_BUFFER, accy_invoke_with_args(s, h, NULL));
+    args.struct_size = 48;
+    CHECK_STATUS(ACCY_STATUS_INVALID_BUFFER, accy_invoke_with_args(s, h, &args));
+    args.struct_size = ACCY_INVOKE_ARGS_STRUCT_SIZE;
+    args.input_count = 2; /* the same checks as accy_invoke */
+    CHECK_STATUS(ACCY_STATUS_INVALID_BUFFER, accy_invoke_with_args(s, h, &args));
+
+    /* Value info: full size, an older caller's smaller one (the bytes after
+     * it untouched), a bad `which`, a too-small size. */
+    accy_value_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = ACCY_VALUE_INFO_STRUCT_SIZE;
+    CHECK_STATUS(ACCY_STATUS_OK, accy_describe(s, h, ACCY_INPUT, 1, &info));
+    CHECK(info.struct_size == ACCY_VALUE_INFO_STRUCT_SIZE && info.dtype == ACCY_DTYPE_F32 && info.rank == 1 &&
+          info.byte_size == 64 && info.alignment == 4 && info.extents != NULL && info.extents[0] == kPoints &&
+          info.axis_names != NULL && strcmp(info.axis_names[0], "point") == 0);
+    CHECK_STATUS(ACCY_STATUS_OK, accy_describe(s, h, ACCY_OUTPUT, 0, &info));
+    CHECK(info.rank == 0 && info.byte_size == 4 && info.axis_names == NULL && info.extents == NULL);
+    CHECK_STATUS(ACCY_STATUS_INVALID_BUFFER, accy_describe(s, h, ACCY_OUTPUT, 1, &info));
+    CHECK_STATUS(ACCY_STATUS_INVALID_BUFFER, accy_describe(s, h, 2u, 0, &info));
+    CHECK_STATUS(ACCY_STATUS_INVALID_BUFFER, accy_describe(s, h, ACCY_INPUT, 0, NULL));
+    struct OldValueInfoInMemory old_info;
+    memset(&old_info, 0xee, sizeof old_info);
+    old_info.info.struct_size = sizeof old_info.info;
+    CHECK_STATUS(ACCY_STATUS_OK, accy_describe(s, h, ACCY_INPUT, 2, (accy_value_info*)(void*)&old_info));
+    CHECK(old_info.info.struct_size == sizeof old_info.info && old_info.info.dtype == ACCY_DTYPE_F32 &&
+          old_info.info.rank == 1);
+    CHECK(allBytes(old_info.after, sizeof old_info.after, 0xee));
+    old_info.info.struct_size = 8;
+    CHECK_STATUS(ACCY_STATUS_INVALID_BUFFER, accy_describe(s, h, ACCY_INPUT, 2, (accy_value_info*)(void*)&old_info));
+    accy_session_destroy(s);
+    s = NULL;
+  }
+
+  /* A newer caller's larger struct: accepted when its newer fields are
+   * zero (their defaults), refused when it asks for one. */
+  struct NewerOptions newer;
+  memset(&newer, 0, sizeof newer);
+  newer.options.struct_size = sizeof newer;
+  CHECK_STATUS(ACCY_STATUS_OK, accy_session_create_with_options(&newer.options, &s));
+  accy_session_destroy(s);
+  s = NULL;
+  newer.a_later_field = 1;
+  CHECK_STATUS(ACCY_STATUS_INVALID_BUFFER, accy_session_create_with_options(&newer.options, &s));
+  CHECK(s == NULL);
+}
+
 int main(void) {
   size_t one_size = 0;
   size_t eight_size = 0;
@@ -330,6 +492,7 @@ int main(void) {
   testCompileDescribeInvoke(one, one_size);
   testGuessAxis(eight, eight_size);
   testBadPrograms(one, one_size);
+  testSizedStructs(one, one_size);
   free(one);
   free(eight);
   printf("%d checks, %d failed\n", checks, failures);

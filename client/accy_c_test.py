@@ -45,6 +45,29 @@ class Descriptor(ctypes.Structure):
     ]
 
 
+class ValueInfo(ctypes.Structure):
+    """accy_value_info as of 1.1 (every field 8 bytes)."""
+    _fields_ = [
+        ("struct_size", ctypes.c_uint64),
+        ("dtype", ctypes.c_uint64),
+        ("rank", ctypes.c_uint64),
+        ("axis_names", ctypes.POINTER(ctypes.c_char_p)),
+        ("extents", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_size", ctypes.c_uint64),
+        ("alignment", ctypes.c_uint64),
+    ]
+
+
+class OldOptions(ctypes.Structure):
+    """accy_session_options as a caller built against a header whose
+    struct ended after max_programs would lay it out."""
+    _fields_ = [
+        ("struct_size", ctypes.c_uint64),
+        ("threads", ctypes.c_uint64),
+        ("max_programs", ctypes.c_uint64),
+    ]
+
+
 LIB = None
 WIRE = b""
 WIRE8 = b""
@@ -68,6 +91,8 @@ def load(path):
                                  ctypes.POINTER(p_void), size_p, ctypes.c_size_t]),
         "accy_release": (status, [p_void, Handle]),
         "accy_last_cause": (ctypes.c_char_p, [p_void]),
+        "accy_session_create_with_options": (status, [p_void, ctypes.POINTER(p_void)]),
+        "accy_describe": (status, [p_void, Handle, ctypes.c_uint32, ctypes.c_size_t, ctypes.POINTER(ValueInfo)]),
     }
     for name, (restype, argtypes) in signatures.items():
         function = getattr(lib, name)
@@ -149,10 +174,26 @@ class AccyCTest(unittest.TestCase):
         self.s.close()
 
     def test_version(self):
-        self.assertEqual(LIB.accy_c_api_version(), (1 << 16) | 0)
+        self.assertEqual(LIB.accy_c_api_version(), (1 << 16) | 1)
         self.assertEqual(ctypes.sizeof(Handle), 8)
         if ctypes.sizeof(ctypes.c_void_p) == 8:
             self.assertEqual(ctypes.sizeof(Descriptor), 40)
+
+    def test_an_older_callers_options_struct(self):
+        old = OldOptions(ctypes.sizeof(OldOptions), 1, 1)
+        ptr = ctypes.c_void_p()
+        self.assertEqual(LIB.accy_session_create_with_options(ctypes.byref(old), ctypes.byref(ptr)), OK)
+        try:
+            handle = Handle()
+            self.assertEqual(LIB.accy_compile(ptr, WIRE, len(WIRE), ctypes.byref(handle)), OK)
+            # max_programs = 1 took effect.
+            self.assertEqual(LIB.accy_compile(ptr, WIRE, len(WIRE), ctypes.byref(Handle())), 5)
+            info = ValueInfo(ctypes.sizeof(ValueInfo))
+            self.assertEqual(LIB.accy_describe(ptr, handle, 0, 1, ctypes.byref(info)), OK)
+            self.assertEqual((info.dtype, info.rank, info.byte_size), (0, 1, 64))
+            self.assertEqual(info.axis_names[0], b"point")
+        finally:
+            LIB.accy_session_destroy(ptr)
 
     def test_only_the_c_abi_is_exported(self):
         self.assertFalse(hasattr(LIB, "_ZN4accy7session7SessionC1ERKNS0_14SessionOptionsE"))  # Session(options)
