@@ -25,9 +25,16 @@ bool isView(const Node& n) {
     case OpCode::kSlice:
     case OpCode::kSplit:
       return true;
-    default:
+    case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos: case OpCode::kExp:
+    case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kAdd:
+    case OpCode::kSub: case OpCode::kMul: case OpCode::kDiv: case OpCode::kMax: case OpCode::kMin:
+    case OpCode::kPow: case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe:
+    case OpCode::kEq: case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast: case OpCode::kReduceSum:
+    case OpCode::kReduceMax: case OpCode::kReduceMin: case OpCode::kReduceMean: case OpCode::kReduceProd:
+    case OpCode::kDot: case OpCode::kMerge: case OpCode::kConcat:
       return false;
   }
+  return false;  // not reached: the switch covers every op
 }
 
 std::vector<int64_t> shapeOf(const Node& n) {
@@ -44,9 +51,17 @@ OpCode combinerOf(OpCode reduce) {
       return OpCode::kMin;
     case OpCode::kReduceProd:
       return OpCode::kMul;
-    default:
+    case OpCode::kInput: case OpCode::kConstant: case OpCode::kIota: case OpCode::kNeg: case OpCode::kAbs:
+    case OpCode::kSin: case OpCode::kCos: case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt:
+    case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul:
+    case OpCode::kDiv: case OpCode::kMax: case OpCode::kMin: case OpCode::kPow: case OpCode::kLt:
+    case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq: case OpCode::kNe:
+    case OpCode::kWhere: case OpCode::kCast: case OpCode::kReduceSum: case OpCode::kReduceMean:
+    case OpCode::kDot: case OpCode::kTranspose: case OpCode::kRename: case OpCode::kBroadcast:
+    case OpCode::kSplit: case OpCode::kMerge: case OpCode::kSlice: case OpCode::kConcat:
       return OpCode::kAdd;
   }
+  return OpCode::kAdd;  // not reached: the switch covers every op
 }
 
 class Lowering {
@@ -171,7 +186,13 @@ class Lowering {
                               : at(a.name);
         }
         return access(src, inner);
-      default:
+      case OpCode::kInput: case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos:
+      case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid:
+      case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul: case OpCode::kDiv: case OpCode::kMax:
+      case OpCode::kMin: case OpCode::kPow: case OpCode::kLt: case OpCode::kLe: case OpCode::kGt:
+      case OpCode::kGe: case OpCode::kEq: case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast:
+      case OpCode::kReduceSum: case OpCode::kReduceMax: case OpCode::kReduceMin: case OpCode::kReduceMean:
+      case OpCode::kReduceProd: case OpCode::kDot: case OpCode::kMerge: case OpCode::kConcat:
         break;
     }
     // Unreachable for validated programs: every other node has a buffer.

@@ -77,22 +77,7 @@ int exprSize(const ExprRef& e) {
   return n;
 }
 
-bool isExpensiveOp(OpCode op) {
-  switch (op) {
-    case OpCode::kSin:
-    case OpCode::kCos:
-    case OpCode::kExp:
-    case OpCode::kLog:
-    case OpCode::kTanh:
-    case OpCode::kSigmoid:
-    case OpCode::kPow:
-    case OpCode::kDiv:
-    case OpCode::kSqrt:
-      return true;
-    default:
-      return false;
-  }
-}
+bool isExpensiveOp(OpCode op) { return tensor::opCost(op) == tensor::OpCost::Expensive; }
 
 bool exprIsExpensive(const ExprRef& e) {
   bool expensive = false;

@@ -182,7 +182,14 @@ class Evaluator {
         case OpCode::kReduceMin:
           out[r] = applyBinary(OpCode::kMin, node.dtype, out[r], v);
           break;
-        default:
+        case OpCode::kInput: case OpCode::kConstant: case OpCode::kIota: case OpCode::kNeg: case OpCode::kAbs:
+        case OpCode::kSin: case OpCode::kCos: case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt:
+        case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul:
+        case OpCode::kDiv: case OpCode::kMax: case OpCode::kMin: case OpCode::kPow: case OpCode::kLt:
+        case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq: case OpCode::kNe:
+        case OpCode::kWhere: case OpCode::kCast: case OpCode::kDot: case OpCode::kTranspose:
+        case OpCode::kRename: case OpCode::kBroadcast: case OpCode::kSplit: case OpCode::kMerge:
+        case OpCode::kSlice: case OpCode::kConcat:
           break;
       }
     });
@@ -260,9 +267,18 @@ class Evaluator {
           case OpCode::kSlice:
             if (ax.name == node.names[0]) return node.ints[0] + at(idx, ax.name) * node.ints[2];
             return at(idx, ax.name);
-          default:  // transpose and broadcast: same names
+          case OpCode::kInput: case OpCode::kConstant: case OpCode::kIota: case OpCode::kNeg:
+          case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos: case OpCode::kExp: case OpCode::kLog:
+          case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kAdd: case OpCode::kSub:
+          case OpCode::kMul: case OpCode::kDiv: case OpCode::kMax: case OpCode::kMin: case OpCode::kPow:
+          case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq:
+          case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast: case OpCode::kReduceSum:
+          case OpCode::kReduceMax: case OpCode::kReduceMin: case OpCode::kReduceMean:
+          case OpCode::kReduceProd: case OpCode::kDot: case OpCode::kTranspose: case OpCode::kBroadcast:
+          case OpCode::kConcat:  // transpose and broadcast: same names
             return at(idx, ax.name);
         }
+        return at(idx, ax.name);  // not reached: the switch covers every op
       });
       out[flat] = in(node, 0)[src];
     });

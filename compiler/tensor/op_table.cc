@@ -1,12 +1,12 @@
-// The op table (ops.inc): names and categories.
+// The op table (ops.inc): every column, read through one function each.
 #include "compiler/tensor/program.h"
 
 namespace accy::tensor {
 
 std::string_view opName(OpCode op) {
   switch (op) {
-#define ACCY_OP(e, name, cat, grad) \
-  case OpCode::e:             \
+#define ACCY_OP(e, name, cat, grad, dtypes, cost, fn) \
+  case OpCode::e:                                    \
     return name;
 #include "compiler/tensor/ops.inc"
 #undef ACCY_OP
@@ -16,13 +16,69 @@ std::string_view opName(OpCode op) {
 
 OpCategory opCategory(OpCode op) {
   switch (op) {
-#define ACCY_OP(e, name, cat, grad) \
-  case OpCode::e:             \
+#define ACCY_OP(e, name, cat, grad, dtypes, cost, fn) \
+  case OpCode::e:                                    \
     return OpCategory::cat;
 #include "compiler/tensor/ops.inc"
 #undef ACCY_OP
   }
   return OpCategory::Leaf;
+}
+
+OpGradient opGradient(OpCode op) {
+  switch (op) {
+#define ACCY_OP(e, name, cat, grad, dtypes, cost, fn) \
+  case OpCode::e:                                    \
+    return OpGradient::grad;
+#include "compiler/tensor/ops.inc"
+#undef ACCY_OP
+  }
+  return OpGradient::None;
+}
+
+OpDTypes opDTypes(OpCode op) {
+  switch (op) {
+#define ACCY_OP(e, name, cat, grad, dtypes, cost, fn) \
+  case OpCode::e:                                    \
+    return OpDTypes::dtypes;
+#include "compiler/tensor/ops.inc"
+#undef ACCY_OP
+  }
+  return OpDTypes::Any;
+}
+
+OpCost opCost(OpCode op) {
+  switch (op) {
+#define ACCY_OP(e, name, cat, grad, dtypes, cost, fn) \
+  case OpCode::e:                                    \
+    return OpCost::cost;
+#include "compiler/tensor/ops.inc"
+#undef ACCY_OP
+  }
+  return OpCost::Cheap;
+}
+
+Elementary opElementary(OpCode op) {
+  switch (op) {
+#define ACCY_OP(e, name, cat, grad, dtypes, cost, fn) \
+  case OpCode::e:                                    \
+    return Elementary::fn;
+#include "compiler/tensor/ops.inc"
+#undef ACCY_OP
+  }
+  return Elementary::None;
+}
+
+bool opTakes(OpCode op, DType dtype) {
+  switch (opDTypes(op)) {
+    case OpDTypes::Any:
+      return true;
+    case OpDTypes::Numeric:
+      return dtype != DType::bool_;
+    case OpDTypes::Floating:
+      return isFloating(dtype);
+  }
+  return false;
 }
 
 }  // namespace accy::tensor

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "accy/accy.h"
+#include "base/errors.h"
 #include "compiler/tensor/testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -276,6 +277,88 @@ TEST(Ops, IntegerSemantics) {
   EXPECT_THAT((*r)[1], ElementsAre(14, 0, 15, -2));       // wraps
   EXPECT_THAT((*r)[2], ElementsAre(49, 1, 125, 1));        // (2^31-1)^2 wraps to 1
   EXPECT_THAT((*r)[3], ElementsAre(-2147483644.0));        // 7-7+5+(2^31-1) wraps
+}
+
+// The op table's DTypes column is what shape inference enforces: every
+// elementwise, reduction and dot op over operands of every dtype is accepted
+// exactly when the column says so, and refused with UnsupportedDType
+// otherwise.
+TEST(OpTable, DTypesColumnIsWhatShapeInferenceChecks) {
+  const DType dtypes[] = {DType::f32, DType::f64, DType::i32, DType::i64, DType::bool_};
+  int checked = 0;
+  for (int k = 0; k < kOpCount; ++k) {
+    const OpCode op = static_cast<OpCode>(k);
+    const OpCategory cat = opCategory(op);
+    int arity = 0;
+    std::vector<std::string> names;
+    switch (cat) {
+      case OpCategory::Unary:
+        arity = 1;
+        break;
+      case OpCategory::Binary:
+      case OpCategory::Compare:
+        arity = 2;
+        break;
+      case OpCategory::Reduce:
+        arity = 1;
+        names = {"i"};
+        break;
+      case OpCategory::Dot:
+        arity = 2;
+        names = {"i"};
+        break;
+      case OpCategory::Leaf:
+      case OpCategory::Select:
+      case OpCategory::Cast:
+      case OpCategory::Layout:
+        continue;  // their dtype rules are not one column (see SEMANTICS.md)
+    }
+    for (DType d : dtypes) {
+      std::vector<Node> prior;
+      for (int a = 0; a < arity; ++a) {
+        Node in;
+        in.op = OpCode::kInput;
+        in.dtype = d;
+        in.axes = {Axis{"i", 3}};
+        in.ints = {a};
+        prior.push_back(in);
+      }
+      Node node;
+      node.op = op;
+      node.names = names;
+      for (int a = 0; a < arity; ++a) node.operands.push_back(a);
+      const absl::StatusOr<Spec> got = inferNode(prior, node);
+      EXPECT_EQ(got.ok(), opTakes(op, d)) << opName(op) << " on " << dtypeName(d) << ": " << got.status();
+      if (!got.ok()) {
+        EXPECT_EQ(errorKind(got.status()), ErrorKind::kUnsupportedDType) << got.status();
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 5 * 25);
+}
+
+// Derived columns: what fusion reads as expensive is the Cost column, and
+// every op with an elementary function takes floating operands.
+TEST(OpTable, DerivedColumns) {
+  for (int k = 0; k < kOpCount; ++k) {
+    const OpCode op = static_cast<OpCode>(k);
+    if (opElementary(op) != Elementary::None) {
+      EXPECT_TRUE(opTakes(op, DType::f32) && opTakes(op, DType::f64)) << opName(op);
+      EXPECT_EQ(opCost(op), OpCost::Expensive) << opName(op);
+    }
+    if (opCategory(op) == OpCategory::Layout) {
+      EXPECT_EQ(opCost(op), OpCost::Free) << opName(op);
+      EXPECT_EQ(opGradient(op), OpGradient::Layout) << opName(op);
+    }
+    if (opCategory(op) == OpCategory::Compare) EXPECT_EQ(opGradient(op), OpGradient::None) << opName(op);
+  }
+  EXPECT_EQ(opElementary(OpCode::kSin), Elementary::Sin);
+  EXPECT_EQ(opElementary(OpCode::kPow), Elementary::Pow);
+  EXPECT_EQ(opElementary(OpCode::kSqrt), Elementary::None);
+  EXPECT_EQ(opDTypes(OpCode::kMax), OpDTypes::Any);
+  EXPECT_EQ(opDTypes(OpCode::kSin), OpDTypes::Floating);
+  EXPECT_EQ(opDTypes(OpCode::kAdd), OpDTypes::Numeric);
 }
 
 }  // namespace

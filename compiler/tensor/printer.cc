@@ -34,7 +34,15 @@ std::string attributeText(const Node& node) {
     case OpCode::kConstant:
       parts.push_back(absl::StrFormat("value=%.17g", node.scalar));
       break;
-    default:
+    case OpCode::kIota: case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos:
+    case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid:
+    case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul: case OpCode::kDiv: case OpCode::kMax:
+    case OpCode::kMin: case OpCode::kPow: case OpCode::kLt: case OpCode::kLe: case OpCode::kGt:
+    case OpCode::kGe: case OpCode::kEq: case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast:
+    case OpCode::kReduceSum: case OpCode::kReduceMax: case OpCode::kReduceMin: case OpCode::kReduceMean:
+    case OpCode::kReduceProd: case OpCode::kDot: case OpCode::kTranspose: case OpCode::kRename:
+    case OpCode::kBroadcast: case OpCode::kSplit: case OpCode::kMerge: case OpCode::kSlice:
+    case OpCode::kConcat:
       if (!node.names.empty()) {
         parts.push_back(strCat("axes=[", absl::StrJoin(node.names, ", "), "]"));
       }

@@ -21,17 +21,29 @@
 namespace accy::tensor {
 
 enum class OpCode : uint8_t {
-#define ACCY_OP(e, name, cat, grad) e,
+#define ACCY_OP(e, name, cat, grad, dtypes, cost, fn) e,
 #include "compiler/tensor/ops.inc"
 #undef ACCY_OP
 };
 
+// The columns of the op table (ops.inc explains each).
 enum class OpCategory : uint8_t { Leaf, Unary, Binary, Compare, Select, Cast, Reduce, Dot, Layout };
+enum class OpGradient : uint8_t { None, Smooth, Piecewise, Layout };
+enum class OpDTypes : uint8_t { Any, Numeric, Floating };
+enum class OpCost : uint8_t { Free, Cheap, Expensive };
+// The functions of compiler/codegen/math/elementary.h.
+enum class Elementary : uint8_t { None, Sin, Cos, Exp, Log, Tanh, Sigmoid, Pow };
 
 std::string_view opName(OpCode op);
 OpCategory opCategory(OpCode op);
+OpGradient opGradient(OpCode op);
+OpDTypes opDTypes(OpCode op);
+OpCost opCost(OpCode op);
+Elementary opElementary(OpCode op);
+// Whether `op` takes operands of `dtype` (its DTypes column).
+bool opTakes(OpCode op, DType dtype);
 inline constexpr int kOpCount = 0
-#define ACCY_OP(e, name, cat, grad) +1
+#define ACCY_OP(e, name, cat, grad, dtypes, cost, fn) +1
 #include "compiler/tensor/ops.inc"
 #undef ACCY_OP
     ;

@@ -59,6 +59,20 @@ absl::Status unsupported(std::string_view op, DType dtype, std::string_view need
                    strCat(op, ": needs ", needs, " operands, got ", dtypeName(dtype)));
 }
 
+// The op table's DTypes column, checked against `dtype`.
+absl::Status checkTakes(const Node& node, DType dtype) {
+  if (opTakes(node.op, dtype)) return absl::OkStatus();
+  switch (opDTypes(node.op)) {
+    case OpDTypes::Any:
+      break;
+    case OpDTypes::Numeric:
+      return unsupported(opName(node.op), dtype, "numeric");
+    case OpDTypes::Floating:
+      return unsupported(opName(node.op), dtype, "f32 or f64");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status checkArity(const Node& node, size_t want) {
   if (node.operands.size() == want) return absl::OkStatus();
   return makeError(ErrorKind::kArityMismatch,
@@ -150,7 +164,7 @@ absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node) {
         out.axes = node.axes;
       } else if (node.op == OpCode::kIota) {
         ACCY_RETURN_IF_ERROR(checkAttrs(node, 1, 1));
-        if (node.dtype == DType::bool_) return unsupported(op, node.dtype, "numeric");
+        ACCY_RETURN_IF_ERROR(checkTakes(node, node.dtype));
         out.axes = {Axis{node.names[0], node.ints[0]}};
       } else {
         ACCY_RETURN_IF_ERROR(checkAttrs(node, 0, 0));
@@ -160,9 +174,7 @@ absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node) {
       ACCY_RETURN_IF_ERROR(checkArity(node, 1));
       ACCY_RETURN_IF_ERROR(checkAttrs(node, 0, 0));
       out = operand(0).spec();
-      const bool elementary = node.op != OpCode::kNeg && node.op != OpCode::kAbs;
-      if (elementary && !isFloating(out.dtype)) return unsupported(op, out.dtype, "f32 or f64");
-      if (out.dtype == DType::bool_) return unsupported(op, out.dtype, "numeric");
+      ACCY_RETURN_IF_ERROR(checkTakes(node, out.dtype));
       break;
     }
     case OpCategory::Binary:
@@ -172,10 +184,7 @@ absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node) {
       const Node& a = operand(0);
       const Node& b = operand(1);
       ACCY_RETURN_IF_ERROR(sameDType(op, a.dtype, b.dtype));
-      const bool ordering = node.op == OpCode::kMax || node.op == OpCode::kMin;
-      if (opCategory(node.op) == OpCategory::Binary && !ordering && a.dtype == DType::bool_) {
-        return unsupported(op, a.dtype, "numeric");
-      }
+      ACCY_RETURN_IF_ERROR(checkTakes(node, a.dtype));
       ACCY_ASSIGN_OR_RETURN(out.axes, broadcastAxes(op, a.axes, b.axes));
       out.dtype = opCategory(node.op) == OpCategory::Compare ? DType::bool_ : a.dtype;
       break;
@@ -207,8 +216,7 @@ absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node) {
                          strCat(op, ": name at least one axis to reduce"));
       }
       ACCY_RETURN_IF_ERROR(noDuplicates(op, node.names));
-      const bool ordering = node.op == OpCode::kReduceMax || node.op == OpCode::kReduceMin;
-      if (!ordering && a.dtype == DType::bool_) return unsupported(op, a.dtype, "numeric");
+      ACCY_RETURN_IF_ERROR(checkTakes(node, a.dtype));
       for (const auto& n : node.names) {
         if (!findAxis(a.axes, n)) return unknownAxis(op, n, a.axes);
       }
@@ -226,7 +234,7 @@ absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node) {
       const Node& a = operand(0);
       const Node& b = operand(1);
       ACCY_RETURN_IF_ERROR(sameDType(op, a.dtype, b.dtype));
-      if (a.dtype == DType::bool_) return unsupported(op, a.dtype, "numeric");
+      ACCY_RETURN_IF_ERROR(checkTakes(node, a.dtype));
       const std::string& k = node.names[0];
       if (!findAxis(a.axes, k)) return unknownAxis(op, k, a.axes, "left operand");
       if (!findAxis(b.axes, k)) return unknownAxis(op, k, b.axes, "right operand");
@@ -379,7 +387,13 @@ absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node) {
           }
           break;
         }
-        default:
+        case OpCode::kInput: case OpCode::kConstant: case OpCode::kIota: case OpCode::kNeg: case OpCode::kAbs:
+        case OpCode::kSin: case OpCode::kCos: case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt:
+        case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul:
+        case OpCode::kDiv: case OpCode::kMax: case OpCode::kMin: case OpCode::kPow: case OpCode::kLt:
+        case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq: case OpCode::kNe:
+        case OpCode::kWhere: case OpCode::kCast: case OpCode::kReduceSum: case OpCode::kReduceMax:
+        case OpCode::kReduceMin: case OpCode::kReduceMean: case OpCode::kReduceProd: case OpCode::kDot:
           return makeError(ErrorKind::kInvalidProgram, strCat(op, ": not a layout op"));
       }
       break;

@@ -23,9 +23,13 @@ bool int32VectorOp(OpCode op) {
     case OpCode::kMax: case OpCode::kMin: case OpCode::kWhere:
     case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq: case OpCode::kNe:
       return true;
-    default:
+#include "compiler/choir/lowered_op_cases.inc"
+    case OpCode::kSin: case OpCode::kCos: case OpCode::kExp: case OpCode::kLog:
+    case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kDiv: case OpCode::kPow:
+    case OpCode::kCast:
       return false;
   }
+  return false;  // not reached: the switch covers every op
 }
 
 // Whether every value in `e` has the dtype `lane` (f32, f64, or i32 under

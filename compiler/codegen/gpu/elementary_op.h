@@ -15,24 +15,25 @@ namespace accy::gpu {
 template <class O>
 std::optional<typename O::Vec> elementaryOp(O& o, choir::OpCode op, const typename O::Vec& x,
                                             const typename O::Vec& y) {
-  switch (op) {
-    case choir::OpCode::kSin:
+  switch (tensor::opElementary(op)) {
+    case tensor::Elementary::Sin:
       return math::sinOf(o, x);
-    case choir::OpCode::kCos:
+    case tensor::Elementary::Cos:
       return math::cosOf(o, x);
-    case choir::OpCode::kExp:
+    case tensor::Elementary::Exp:
       return math::expOf(o, x);
-    case choir::OpCode::kLog:
+    case tensor::Elementary::Log:
       return math::logOf(o, x);
-    case choir::OpCode::kTanh:
+    case tensor::Elementary::Tanh:
       return math::tanhOf(o, x);
-    case choir::OpCode::kSigmoid:
+    case tensor::Elementary::Sigmoid:
       return math::sigmoidOf(o, x);
-    case choir::OpCode::kPow:
+    case tensor::Elementary::Pow:
       return math::powOf(o, x, y);
-    default:
+    case tensor::Elementary::None:
       return std::nullopt;
   }
+  return std::nullopt;
 }
 
 }  // namespace accy::gpu

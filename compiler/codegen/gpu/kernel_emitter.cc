@@ -640,7 +640,7 @@ Value KernelEmitter::op(OpCode o, DType d, DType arg, const std::vector<Value>& 
       return t_.select(d, a[0], a[1], a[2]);
     case OpCode::kCast:
       return convert(a[0], arg, d);
-    default:
+#include "compiler/choir/lowered_op_cases.inc"
       break;
   }
   if (error_.ok()) error_ = unimplemented(strCat("op ", tensor::opName(o), " in kernel ", k_.name));
@@ -678,7 +678,11 @@ Value KernelEmitter::binary(OpCode o, DType d, Value x, Value y) {
     }
     case OpCode::kPow:
       return flt ? transcendental(o, d, x, y) : intPow(d, x, y);
-    default:
+#include "compiler/choir/lowered_op_cases.inc"
+    case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos:
+    case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid:
+    case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq:
+    case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast:
       break;
   }
   if (error_.ok()) error_ = unimplemented(strCat("binary op ", tensor::opName(o)));

@@ -61,7 +61,11 @@ class SourceTarget : public Target {
         return let(d, strCat(one, " / (", one, " + ", prefix, "exp(-", n(x), "))"));
       case OpCode::kPow:
         return let(d, strCat(prefix, "pow(", n(x), ", ", n(y), ")"));
-      default:
+#include "compiler/choir/lowered_op_cases.inc"
+      case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSqrt: case OpCode::kAdd:
+      case OpCode::kSub: case OpCode::kMul: case OpCode::kDiv: case OpCode::kMax: case OpCode::kMin:
+      case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq:
+      case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast:
         return 0;
     }
     return let(d, strCat(prefix, name, "(", n(x), ")"));

@@ -242,9 +242,14 @@ class PtxTarget final : public gpu::Target {
         const std::string sum = emitText(RegClass::kF32, "add.rn.f32 %d, ", one, ", ", e);
         return handle(emitText(RegClass::kF32, "div.rn.f32 %d, ", one, ", ", sum));
       }
-      default:
+#include "compiler/choir/lowered_op_cases.inc"
+      case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSqrt: case OpCode::kAdd:
+      case OpCode::kSub: case OpCode::kMul: case OpCode::kDiv: case OpCode::kMax: case OpCode::kMin:
+      case OpCode::kPow: case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe:
+      case OpCode::kEq: case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast:
         return 0;
     }
+    return 0;  // not reached: the switch covers every op
   }
 
   // --- indices --------------------------------------------------------------

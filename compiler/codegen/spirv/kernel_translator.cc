@@ -198,9 +198,14 @@ class SpirvTarget final : public gpu::Target {
         const uint32_t ex = glsl(type, kExp, {b_.value(op::FNegate, type, {x})});
         return b_.value(op::FDiv, type, {one, b_.value(op::FAdd, type, {one, ex})});
       }
-      default:
+#include "compiler/choir/lowered_op_cases.inc"
+      case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSqrt: case OpCode::kAdd:
+      case OpCode::kSub: case OpCode::kMul: case OpCode::kDiv: case OpCode::kMax: case OpCode::kMin:
+      case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq:
+      case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast:
         return 0;
     }
+    return 0;  // not reached: the switch covers every op
   }
 
   // --- indices: u32 ----------------------------------------------------------

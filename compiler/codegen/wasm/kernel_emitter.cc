@@ -60,9 +60,14 @@ uint32_t i32x4Op(OpCode op) {
       return simd::kI32x4MaxS;
     case OpCode::kMin:
       return simd::kI32x4MinS;
-    default:
+#include "compiler/choir/lowered_op_cases.inc"
+    case OpCode::kSin: case OpCode::kCos: case OpCode::kExp: case OpCode::kLog:
+    case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kDiv: case OpCode::kPow:
+    case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq:
+    case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast:
       return 0;
   }
+  return 0;  // not reached: the switch covers every op
 }
 
 // Scalar loads and stores of each dtype, with their natural alignment
@@ -228,7 +233,11 @@ bool KernelEmitter::vectorizable(const ExprRef& e, int var, DType lane) const {
             case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul: case OpCode::kNeg: case OpCode::kAbs:
             case OpCode::kMax: case OpCode::kMin:
               break;
-            default:
+#include "compiler/choir/lowered_op_cases.inc"
+            case OpCode::kSin: case OpCode::kCos: case OpCode::kExp: case OpCode::kLog:
+            case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kDiv:
+            case OpCode::kPow: case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe:
+            case OpCode::kEq: case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast:
               ok = false;
           }
         }
@@ -501,7 +510,11 @@ absl::StatusOr<uint32_t> KernelEmitter::op(const Expr& e, const std::vector<uint
       f_.op(wide ? k64[i] : k32[i]);
       return keep(ValType::kI32);
     }
-    default:
+#include "compiler/choir/lowered_op_cases.inc"
+    case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos:
+    case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid:
+    case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul: case OpCode::kDiv: case OpCode::kMax:
+    case OpCode::kMin: case OpCode::kPow:
       break;
   }
   if (isFloat(e.dtype)) return floatOp(e, a, mode.vector);
@@ -541,7 +554,11 @@ absl::StatusOr<uint32_t> KernelEmitter::floatOp(const Expr& e, const std::vector
       return o.max(a[0], a[1]);
     case OpCode::kMin:
       return o.min(a[0], a[1]);
-    default:
+#include "compiler/choir/lowered_op_cases.inc"
+    case OpCode::kSin: case OpCode::kCos: case OpCode::kExp: case OpCode::kLog:
+    case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kPow: case OpCode::kLt: case OpCode::kLe:
+    case OpCode::kGt: case OpCode::kGe: case OpCode::kEq: case OpCode::kNe: case OpCode::kWhere:
+    case OpCode::kCast:
       break;
   }
   if (std::optional<uint32_t> r = gpu::elementaryOp(o, e.op, a[0], a.size() > 1 ? a[1] : a[0])) return *r;
@@ -698,7 +715,11 @@ absl::StatusOr<uint32_t> KernelEmitter::intOp(const Expr& e, const std::vector<u
       r = result;
       break;
     }
-    default:
+#include "compiler/choir/lowered_op_cases.inc"
+    case OpCode::kSin: case OpCode::kCos: case OpCode::kExp: case OpCode::kLog:
+    case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kLt: case OpCode::kLe:
+    case OpCode::kGt: case OpCode::kGe: case OpCode::kEq: case OpCode::kNe: case OpCode::kWhere:
+    case OpCode::kCast:
       return unimplemented(strCat("op ", tensor::opName(e.op), " on ", tensor::dtypeName(e.dtype)));
   }
   (void)arg;
@@ -790,7 +811,12 @@ uint32_t KernelEmitter::combine(OpCode combiner, DType dtype, uint32_t acc, uint
       case OpCode::kMin:
         r = o.min(acc, x);
         break;
-      default:
+#include "compiler/choir/lowered_op_cases.inc"
+      case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos:
+      case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid:
+      case OpCode::kAdd: case OpCode::kSub: case OpCode::kDiv: case OpCode::kPow: case OpCode::kLt:
+      case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq: case OpCode::kNe:
+      case OpCode::kWhere: case OpCode::kCast:
         r = o.add(acc, x);
         break;
     }
@@ -814,7 +840,12 @@ uint32_t KernelEmitter::combine(OpCode combiner, DType dtype, uint32_t acc, uint
       f_.get(x);
       f_.op(wide ? op::kI64Mul : op::kI32Mul);
       break;
-    default:
+#include "compiler/choir/lowered_op_cases.inc"
+    case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos:
+    case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid:
+    case OpCode::kAdd: case OpCode::kSub: case OpCode::kDiv: case OpCode::kPow: case OpCode::kLt:
+    case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq: case OpCode::kNe:
+    case OpCode::kWhere: case OpCode::kCast:
       f_.get(acc);
       f_.get(x);
       f_.op(wide ? op::kI64Add : op::kI32Add);

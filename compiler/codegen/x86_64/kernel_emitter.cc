@@ -60,9 +60,14 @@ Cmp cmpOf(OpCode op) {
       return Cmp::kGe;
     case OpCode::kEq:
       return Cmp::kEq;
-    default:
+#include "compiler/choir/lowered_op_cases.inc"
+    case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos:
+    case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid:
+    case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul: case OpCode::kDiv: case OpCode::kMax:
+    case OpCode::kMin: case OpCode::kPow: case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast:
       return Cmp::kNe;
   }
+  return Cmp::kNe;  // not reached: the switch covers every op
 }
 
 absl::Status unimplemented(std::string_view what) {
@@ -988,7 +993,9 @@ absl::StatusOr<KernelEmitter::Val> KernelEmitter::floatOp(const Expr& e, const s
     case OpCode::kPow:
       v.v = emitPow(s, a[0].v, a[1].v);
       return v;
-    default:
+#include "compiler/choir/lowered_op_cases.inc"
+    case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe:
+    case OpCode::kEq: case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast:
       break;
   }
   return unimplemented(strCat("floating ", tensor::opName(e.op)));
@@ -1019,7 +1026,11 @@ absl::StatusOr<KernelEmitter::Val> KernelEmitter::intOp(const Expr& e, const std
       case OpCode::kEq:
         cc_.sete(r.r8());
         break;
-      default:
+#include "compiler/choir/lowered_op_cases.inc"
+      case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos:
+      case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid:
+      case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul: case OpCode::kDiv: case OpCode::kMax:
+      case OpCode::kMin: case OpCode::kPow: case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast:
         cc_.setne(r.r8());
         break;
     }
@@ -1096,7 +1107,11 @@ absl::StatusOr<KernelEmitter::Val> KernelEmitter::intOp(const Expr& e, const std
       sext32(r, t);
       return v;
     }
-    default:
+#include "compiler/choir/lowered_op_cases.inc"
+    case OpCode::kSin: case OpCode::kCos: case OpCode::kExp: case OpCode::kLog:
+    case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kLt: case OpCode::kLe:
+    case OpCode::kGt: case OpCode::kGe: case OpCode::kEq: case OpCode::kNe: case OpCode::kWhere:
+    case OpCode::kCast:
       break;
   }
   return unimplemented(strCat(tensor::dtypeName(t), " ", tensor::opName(e.op)));
@@ -1258,7 +1273,12 @@ void KernelEmitter::combine(OpCode combiner, DType dtype, Val& acc, const Val& x
       case OpCode::kMin:
         s.min(acc.v, acc.v, x.v);
         return;
-      default:
+#include "compiler/choir/lowered_op_cases.inc"
+      case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos:
+      case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid:
+      case OpCode::kAdd: case OpCode::kSub: case OpCode::kDiv: case OpCode::kPow: case OpCode::kLt:
+      case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq: case OpCode::kNe:
+      case OpCode::kWhere: case OpCode::kCast:
         s.add(acc.v, acc.v, x.v);
         return;
     }
@@ -1275,7 +1295,12 @@ void KernelEmitter::combine(OpCode combiner, DType dtype, Val& acc, const Val& x
       cc_.cmp(acc.g, x.g);
       cc_.cmovg(acc.g, x.g);
       break;
-    default:
+#include "compiler/choir/lowered_op_cases.inc"
+    case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos:
+    case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid:
+    case OpCode::kAdd: case OpCode::kSub: case OpCode::kDiv: case OpCode::kPow: case OpCode::kLt:
+    case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq: case OpCode::kNe:
+    case OpCode::kWhere: case OpCode::kCast:
       cc_.add(acc.g, x.g);
       break;
   }
