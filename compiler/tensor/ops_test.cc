@@ -351,7 +351,9 @@ TEST(OpTable, DerivedColumns) {
       EXPECT_EQ(opCost(op), OpCost::Free) << opName(op);
       EXPECT_EQ(opGradient(op), OpGradient::Layout) << opName(op);
     }
-    if (opCategory(op) == OpCategory::Compare) EXPECT_EQ(opGradient(op), OpGradient::None) << opName(op);
+    if (opCategory(op) == OpCategory::Compare) {
+      EXPECT_EQ(opGradient(op), OpGradient::None) << opName(op);
+    }
   }
   EXPECT_EQ(opElementary(OpCode::kSin), Elementary::Sin);
   EXPECT_EQ(opElementary(OpCode::kPow), Elementary::Pow);

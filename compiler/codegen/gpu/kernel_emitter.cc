@@ -108,6 +108,7 @@ absl::StatusOr<EmittedKernel> KernelEmitter::run(ProductEngine* engine, bool for
       break;
   }
   ACCY_RETURN_IF_ERROR(error_);
+  ACCY_RETURN_IF_ERROR(sem_.status());
   ACCY_RETURN_IF_ERROR(t_.status());
   EmittedKernel out;
   out.nest = nest_;
@@ -593,7 +594,8 @@ absl::StatusOr<Value> KernelEmitter::expr(const ExprRef& e) {
         ACCY_ASSIGN_OR_RETURN(Value av, expr(x));
         a.push_back(av);
       }
-      v = op(e->op, e->dtype, e->args.empty() ? e->dtype : e->args[0]->dtype, a);
+      v = sem_.op(e->op, e->dtype, e->args.empty() ? e->dtype : e->args[0]->dtype, a);
+      ACCY_RETURN_IF_ERROR(sem_.status());
       break;
     }
   }
@@ -603,177 +605,5 @@ absl::StatusOr<Value> KernelEmitter::expr(const ExprRef& e) {
   cse_log_.push_back(key);
   return v;
 }
-
-Value KernelEmitter::op(OpCode o, DType d, DType arg, const std::vector<Value>& a) {
-  switch (o) {
-    case OpCode::kAdd:
-    case OpCode::kSub:
-    case OpCode::kMul:
-    case OpCode::kDiv:
-    case OpCode::kMax:
-    case OpCode::kMin:
-    case OpCode::kPow:
-      return binary(o, d, a[0], a[1]);
-    case OpCode::kNeg:
-      return t_.negate(d, a[0]);
-    case OpCode::kAbs:
-      if (tensor::isFloating(d)) return t_.absFloat(d, a[0]);
-      // Wrapping: abs(INT_MIN) = INT_MIN.
-      return t_.select(d, t_.compare(Cmp::kLt, d, a[0], t_.constant(d, 0)), t_.negate(d, a[0]), a[0]);
-    case OpCode::kSqrt:
-      return t_.sqrt(d, a[0]);
-    case OpCode::kSin:
-    case OpCode::kCos:
-    case OpCode::kExp:
-    case OpCode::kLog:
-    case OpCode::kTanh:
-    case OpCode::kSigmoid:
-      return transcendental(o, d, a[0], 0);
-    case OpCode::kLt:
-    case OpCode::kLe:
-    case OpCode::kGt:
-    case OpCode::kGe:
-    case OpCode::kEq:
-    case OpCode::kNe:
-      return compare(o, arg, a[0], a[1]);
-    case OpCode::kWhere:
-      return t_.select(d, a[0], a[1], a[2]);
-    case OpCode::kCast:
-      return convert(a[0], arg, d);
-#include "compiler/choir/lowered_op_cases.inc"
-      break;
-  }
-  if (error_.ok()) error_ = unimplemented(strCat("op ", tensor::opName(o), " in kernel ", k_.name));
-  return 0;
-}
-
-Value KernelEmitter::binary(OpCode o, DType d, Value x, Value y) {
-  const bool flt = tensor::isFloating(d);
-  switch (o) {
-    case OpCode::kAdd:
-      return t_.arith(Arith::kAdd, d, x, y);
-    case OpCode::kSub:
-      return t_.arith(Arith::kSub, d, x, y);
-    case OpCode::kMul:
-      return t_.arith(Arith::kMul, d, x, y);
-    case OpCode::kDiv: {
-      if (flt) return t_.arith(Arith::kDiv, d, x, y);
-      // x / 0 = 0 and x / -1 = -x (wrapping), as on every backend; the
-      // divisor given to the machine's division is never 0 or -1.
-      const Value zero = t_.constant(d, 0), one = t_.constant(d, 1), minus_one = t_.constant(d, -1);
-      const Value is_zero = t_.compare(Cmp::kEq, d, y, zero), is_m1 = t_.compare(Cmp::kEq, d, y, minus_one);
-      const Value safe = t_.select(d, t_.logicOr(is_zero, is_m1), one, y);
-      const Value q = t_.arith(Arith::kDiv, d, x, safe);
-      return t_.select(d, is_zero, zero, t_.select(d, is_m1, t_.negate(d, x), q));
-    }
-    case OpCode::kMax:
-    case OpCode::kMin: {
-      const bool mx = o == OpCode::kMax;
-      if (d == DType::bool_) return mx ? t_.logicOr(x, y) : t_.logicAnd(x, y);
-      if (!flt) return t_.select(d, t_.compare(mx ? Cmp::kGt : Cmp::kLt, d, x, y), x, y);
-      // NaN in either operand gives NaN: x >= y picks x, a NaN y fails the
-      // comparison and is picked, a NaN x is picked last.
-      const Value chosen = t_.select(d, t_.compare(mx ? Cmp::kGe : Cmp::kLe, d, x, y), x, y);
-      return t_.select(d, t_.isNan(d, x), x, chosen);
-    }
-    case OpCode::kPow:
-      return flt ? transcendental(o, d, x, y) : intPow(d, x, y);
-#include "compiler/choir/lowered_op_cases.inc"
-    case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos:
-    case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid:
-    case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq:
-    case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast:
-      break;
-  }
-  if (error_.ok()) error_ = unimplemented(strCat("binary op ", tensor::opName(o)));
-  return 0;
-}
-
-// Exact mode: the algorithms of compiler/codegen/math/elementary.h over the
-// target's ops; fast mode: the target's approximation where it has one.
-Value KernelEmitter::transcendental(OpCode o, DType d, Value x, Value y) {
-  if (!tensor::isFloating(d)) {
-    if (error_.ok()) error_ = unimplemented(strCat(tensor::opName(o), " on ", tensor::dtypeName(d)));
-    return 0;
-  }
-  if (t_.desc().mode == ArithmeticMode::kFast) {
-    if (const Value v = t_.fastMath(o, d, x, y); v != 0) return v;
-  }
-  return t_.exactMath(o, d, x, y);
-}
-
-Value KernelEmitter::compare(OpCode o, DType d, Value x, Value y) {
-  static constexpr std::pair<OpCode, Cmp> kCmps[] = {{OpCode::kLt, Cmp::kLt}, {OpCode::kLe, Cmp::kLe},
-                                                     {OpCode::kGt, Cmp::kGt}, {OpCode::kGe, Cmp::kGe},
-                                                     {OpCode::kEq, Cmp::kEq}, {OpCode::kNe, Cmp::kNe}};  // NaN != NaN
-  const auto* found = std::find_if(std::begin(kCmps), std::end(kCmps), [&](const auto& p) { return p.first == o; });
-  if (found == std::end(kCmps)) {
-    if (error_.ok()) error_ = unimplemented(strCat("compare ", tensor::opName(o)));
-    return 0;
-  }
-  const Cmp c = found->second;
-  if (d == DType::bool_) {
-    // Compare bools as 0/1 integers.
-    const Value one = t_.constant(DType::i32, 1), zero = t_.constant(DType::i32, 0);
-    return t_.compare(c, DType::i32, t_.select(DType::i32, x, one, zero), t_.select(DType::i32, y, one, zero));
-  }
-  return t_.compare(c, d, x, y);
-}
-
-// Integer pow of docs/SEMANTICS.md (compiler/tensor/scalar_ops.cc's intPow):
-// a negative exponent gives 1 for base 1, +-1 for base -1 (by the exponent's
-// parity), 0 otherwise; else square-and-multiply, wrapping in the dtype's
-// width:  r = 1; b = base; e = exponent;
-//         while (e > 0) { if (e & 1) r *= b; b *= b; e >>= 1; }
-Value KernelEmitter::intPow(DType d, Value base, Value exponent) {
-  const Value zero = t_.constant(d, 0), one = t_.constant(d, 1), minus_one = t_.constant(d, -1);
-  const Value r = t_.variable(d, one), b = t_.variable(d, base), e = t_.variable(d, exponent);
-  const absl::Status looped = t_.loopWhile(
-      [&]() { return t_.compare(Cmp::kGt, d, t_.read(d, e), zero); },
-      [&]() {
-        const Value ev = t_.read(d, e), rv = t_.read(d, r), bv = t_.read(d, b);
-        const Value odd = t_.compare(Cmp::kNe, d, t_.bitAnd(d, ev, one), zero);
-        const Value next_r = t_.select(d, odd, t_.arith(Arith::kMul, d, rv, bv), rv);
-        const Value next_b = t_.arith(Arith::kMul, d, bv, bv);
-        const Value next_e = t_.shiftRight(d, ev, 1);
-        t_.write(d, r, next_r);
-        t_.write(d, b, next_b);
-        t_.write(d, e, next_e);
-        return absl::OkStatus();
-      },
-      /*max_trips=*/d == DType::i64 ? 63 : 31);
-  if (!looped.ok() && error_.ok()) error_ = looped;
-  const Value positive = t_.read(d, r);
-  // Negative exponents (the loop ran no step).
-  const Value even = t_.compare(Cmp::kEq, d, t_.bitAnd(d, exponent, one), zero);
-  const Value for_minus_one = t_.select(d, even, one, minus_one);
-  Value negative = t_.select(d, t_.compare(Cmp::kEq, d, base, minus_one), for_minus_one, zero);
-  negative = t_.select(d, t_.compare(Cmp::kEq, d, base, one), one, negative);
-  return t_.select(d, t_.compare(Cmp::kLt, d, exponent, zero), negative, positive);
-}
-
-// Cast semantics of docs/SEMANTICS.md.
-Value KernelEmitter::convert(Value v, DType from, DType to) {
-  if (from == to) return v;
-  if (to == DType::bool_) return t_.compare(Cmp::kNe, from, v, t_.constant(from, 0));  // NaN != 0
-  if (from == DType::bool_) return t_.select(to, v, t_.constant(to, 1), t_.constant(to, 0));
-  if (!tensor::isFloating(from) || tensor::isFloating(to)) return t_.convert(from, to, v);
-  // Float to integer: NaN -> 0, saturating at the range, else truncation
-  // (of a value made finite and in range first).
-  const bool i64 = to == DType::i64;
-  const double lo = i64 ? -9223372036854775808.0 : -2147483648.0;
-  const double hi = i64 ? 9223372036854775808.0 : 2147483648.0;
-  const Value too_low = t_.compare(Cmp::kLt, from, v, t_.constant(from, lo));
-  const Value too_high = t_.compare(Cmp::kGe, from, v, t_.constant(from, hi));
-  const Value nan = t_.isNan(from, v);
-  const Value out_of_range = t_.logicOr(t_.logicOr(too_low, too_high), nan);
-  const Value safe = t_.select(from, out_of_range, t_.constant(from, 0), v);
-  Value r = t_.convert(from, to, safe);
-  r = t_.select(to, too_low, t_.constant(to, lo), r);
-  r = t_.select(to, too_high, t_.constant(to, i64 ? 9223372036854775807.0 : 2147483647.0), r);
-  return t_.select(to, nan, t_.constant(to, 0), r);
-}
-
-Value KernelEmitter::identity(OpCode combiner, DType d) { return t_.constant(d, choir::combinerIdentity(combiner, d)); }
 
 }  // namespace accy::gpu

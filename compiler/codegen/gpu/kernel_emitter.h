@@ -70,7 +70,7 @@ struct EmittedKernel {
 class KernelEmitter {
  public:
   KernelEmitter(Target& target, const choir::Module& module, const choir::Kernel& kernel)
-      : t_(target), m_(module), k_(kernel) {}
+      : t_(target), m_(module), k_(kernel), sem_(target, target.desc().name + " emitter") {}
 
   // `engine` (may be null) multiplies tiled products; `wide` forces 64-bit
   // indices where the target has them (for tests).
@@ -101,17 +101,14 @@ class KernelEmitter {
 
   // Values.
   absl::StatusOr<Value> expr(const choir::ExprRef& e);
-  Value op(OpCode op, DType d, DType arg, const std::vector<Value>& a);
-  Value binary(OpCode op, DType d, Value x, Value y);
-  Value transcendental(OpCode op, DType d, Value x, Value y);
-  Value compare(OpCode op, DType d, Value x, Value y);
-  Value intPow(DType d, Value base, Value exponent);
-  Value convert(Value v, DType from, DType to);
-  Value identity(OpCode combiner, DType d);
+  Value binary(OpCode op, DType d, Value x, Value y) { return sem_.binary(op, d, x, y); }
+  Value convert(Value v, DType from, DType to) { return sem_.convert(v, from, to); }
+  Value identity(OpCode combiner, DType d) { return sem_.identity(combiner, d); }
 
   Target& t_;
   const choir::Module& m_;
   const choir::Kernel& k_;
+  codegen::OpSemantics<Target> sem_;  // what every op means
   choir::GpuNest nest_;
   int64_t wg_ = 1;
   int64_t launched_ = 1;

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "compiler/choir/ir.h"
 #include "compiler/choir/passes/gpu_map.h"
 #include "compiler/codegen/arithmetic_mode.h"
+#include "compiler/codegen/semantics/op_semantics.h"
 
 namespace accy::gpu {
 
@@ -38,12 +40,12 @@ using codegen::ArithmeticMode;
 using Value = uint32_t;
 
 // Primitive arithmetic. On integers kDiv is the machine's signed division;
-// the emitter never gives it a divisor of 0 or -1 (docs/SEMANTICS.md's
-// rules are the emitter's).
-enum class Arith : uint8_t { kAdd, kSub, kMul, kDiv };
+// the op semantics never give it a divisor of 0 or -1 (docs/SEMANTICS.md's
+// rules are compiler/codegen/semantics/op_semantics.h's).
+using codegen::Arith;
 // Comparisons giving a bool. On floats every one is ordered (false with a
 // NaN operand) except kNe, which is unordered (true with a NaN operand).
-enum class Cmp : uint8_t { kLt, kLe, kGt, kGe, kEq, kNe };
+using codegen::Cmp;
 
 // How a tree reduction finishes combining a workgroup's values.
 enum class Subgroups : uint8_t {
@@ -116,6 +118,7 @@ struct KernelPlan {
 
 class Target {
  public:
+  using Value = gpu::Value;
   using Body = std::function<absl::Status()>;
   using IndexBody = std::function<absl::Status(Value)>;
 
@@ -150,6 +153,12 @@ class Target {
   // Fast mode (ArithmeticMode::kFast): the target's built-in approximation
   // of `op` on `d`, or 0 where it has none (the exact sequence is used).
   virtual Value fastMath(OpCode op, DType d, Value x, Value y) = 0;
+  // The same, as op_semantics.h asks for it.
+  bool fastMode() const { return desc().mode == ArithmeticMode::kFast; }
+  std::optional<Value> fastForm(OpCode op, DType d, Value x, Value y) {
+    const Value v = fastMath(op, d, x, y);
+    return v == 0 ? std::nullopt : std::optional<Value>(v);
+  }
 
   // --- indices: unsigned, 32-bit or 64-bit as KernelPlan::wide says ------
   virtual Value index(int64_t v) = 0;

@@ -17,7 +17,7 @@
 #include "base/status_macros.h"
 #include "base/strings.h"
 #include "compiler/choir/pipeline.h"
-#include "compiler/codegen/gpu/elementary_op.h"
+#include "compiler/codegen/semantics/op_semantics.h"
 #include "compiler/codegen/gpu/gpu_program.h"
 #include "compiler/codegen/gpu/kernel_emitter.h"
 #include "compiler/codegen/gpu/source_target.h"
@@ -247,7 +247,7 @@ class MslTarget final : public gpu::SourceTarget {
 
   Value exactMath(OpCode op, DType, Value x, Value y) override {
     MslOps o(w_);
-    if (std::optional<std::string> v = gpu::elementaryOp(o, op, n(x), y != 0 ? n(y) : n(x))) return handle(*v);
+    if (std::optional<std::string> v = codegen::elementaryOf(o, op, n(x), y != 0 ? n(y) : n(x))) return handle(*v);
     fail(makeError(ErrorKind::kUnimplemented, strCat("MSL emitter: op ", tensor::opName(op))));
     return x;
   }

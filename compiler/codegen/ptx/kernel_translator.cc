@@ -14,7 +14,7 @@
 #include "base/status_macros.h"
 #include "base/strings.h"
 #include "compiler/choir/passes/gpu_map.h"
-#include "compiler/codegen/gpu/elementary_op.h"
+#include "compiler/codegen/semantics/op_semantics.h"
 #include "compiler/codegen/gpu/kernel_emitter.h"
 #include "compiler/codegen/math/elementary.h"
 #include "compiler/codegen/ptx/emitter.h"
@@ -209,7 +209,7 @@ class PtxTarget final : public gpu::Target {
 
   Value exactMath(OpCode op, DType d, Value x, Value y) override {
     PtxOps o(e_, d == DType::f64);
-    if (std::optional<std::string> v = gpu::elementaryOp(o, op, n(x), y != 0 ? n(y) : n(x))) return handle(*v);
+    if (std::optional<std::string> v = codegen::elementaryOf(o, op, n(x), y != 0 ? n(y) : n(x))) return handle(*v);
     fail(makeError(ErrorKind::kUnimplemented, strCat("PTX emitter: op ", tensor::opName(op))));
     return x;
   }

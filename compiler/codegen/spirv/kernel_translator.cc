@@ -7,7 +7,7 @@
 #include <map>
 
 #include "compiler/choir/passes/gpu_map.h"
-#include "compiler/codegen/gpu/elementary_op.h"
+#include "compiler/codegen/semantics/op_semantics.h"
 #include "compiler/codegen/gpu/kernel_emitter.h"
 #include "compiler/codegen/math/elementary.h"
 #include "compiler/codegen/spirv/module_builder.h"
@@ -171,7 +171,7 @@ class SpirvTarget final : public gpu::Target {
     }
     if (f64) b_.capability(11 /* Int64 */);
     SpirvOps ops(b_, scalarType(d), f64 ? b_.typeInt(64, false) : u32_, f64);
-    if (std::optional<uint32_t> v = gpu::elementaryOp(ops, o, x, y != 0 ? y : x)) return *v;
+    if (std::optional<uint32_t> v = codegen::elementaryOf(ops, o, x, y != 0 ? y : x)) return *v;
     fail(unimplemented(strCat("op ", tensor::opName(o))));
     return x;
   }

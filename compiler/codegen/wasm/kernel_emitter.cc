@@ -8,7 +8,7 @@
 #include "base/strings.h"
 #include "compiler/choir/printer.h"
 #include "compiler/choir/rewrite.h"
-#include "compiler/codegen/gpu/elementary_op.h"
+#include "compiler/codegen/semantics/op_semantics.h"
 #include "compiler/tensor/scalar_ops.h"
 
 namespace accy::wasm {
@@ -42,33 +42,202 @@ uint64_t constantBits(double v, DType dtype) {
   return dtype == DType::i64 ? bits : (bits & 0xffffffffu);
 }
 
-// The i32x4 instruction of an op on i32 lanes (the combiners included), or
-// 0 when there is none.
-uint32_t i32x4Op(OpCode op) {
-  switch (op) {
-    case OpCode::kNeg:
-      return simd::kI32x4Neg;
-    case OpCode::kAbs:
-      return simd::kI32x4Abs;
-    case OpCode::kAdd:
-      return simd::kI32x4Add;
-    case OpCode::kSub:
-      return simd::kI32x4Sub;
-    case OpCode::kMul:
-      return simd::kI32x4Mul;
-    case OpCode::kMax:
-      return simd::kI32x4MaxS;
-    case OpCode::kMin:
-      return simd::kI32x4MinS;
-#include "compiler/choir/lowered_op_cases.inc"
-    case OpCode::kSin: case OpCode::kCos: case OpCode::kExp: case OpCode::kLog:
-    case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kDiv: case OpCode::kPow:
-    case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq:
-    case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast:
-      return 0;
+// The primitives of op_semantics.h on WebAssembly: every value is a local
+// (an i32, i64, f32 or f64, or a v128 of lanes in a vector loop, where a
+// bool is a lane mask). What a vector loop cannot hold (i64 lanes, casts,
+// integer division) is refused; the vectorizer does not make such loops.
+class Primitives {
+ public:
+  using Value = uint32_t;
+  Primitives(FunctionBody& f, ConstantPool& pool, bool vector) : f_(f), pool_(pool), vector_(vector) {}
+  const absl::Status& status() const { return error_; }
+
+  Value constant(DType d, double v) {
+    const double c = tensor::convertValue(v, DType::f64, d);
+    if (vector_) {
+      if (d == DType::i64) return fail("an i64 value in a vector loop");
+      const uint64_t bits = d == DType::bool_ ? (c != 0 ? 0xffffffffu : 0) : constantBits(c, d);
+      return pool_.get(ValType::kV128, bits, isWide(d) ? 64 : 32);
+    }
+    return pool_.get(valType(d), constantBits(c, d), isWide(d) ? 64 : 32);
   }
-  return 0;  // not reached: the switch covers every op
-}
+  Value arith(codegen::Arith a, DType d, Value x, Value y) {
+    const int k = static_cast<int>(a);
+    if (isFloat(d)) {
+      WasmOps o = ops(d);
+      switch (a) {
+        case codegen::Arith::kAdd:
+          return o.add(x, y);
+        case codegen::Arith::kSub:
+          return o.sub(x, y);
+        case codegen::Arith::kMul:
+          return o.mul(x, y);
+        case codegen::Arith::kDiv:
+          return o.div(x, y);
+      }
+    }
+    if (vector_) {
+      static constexpr uint32_t kV[] = {simd::kI32x4Add, simd::kI32x4Sub, simd::kI32x4Mul, 0};
+      if (d != DType::i32 || kV[k] == 0) return fail(strCat(tensor::dtypeName(d), " division in a vector loop"));
+      return simdBinary(kV[k], x, y);
+    }
+    static constexpr uint8_t k32[] = {op::kI32Add, op::kI32Sub, op::kI32Mul, op::kI32DivS};
+    static constexpr uint8_t k64[] = {op::kI64Add, op::kI64Sub, op::kI64Mul, op::kI64DivS};
+    return binary(d == DType::i64 ? k64[k] : k32[k], x, y, valType(d));
+  }
+  Value negate(DType d, Value x) {
+    if (isFloat(d)) return ops(d).neg(x);
+    if (vector_) return simdUnary(simd::kI32x4Neg, x, d);
+    return arith(codegen::Arith::kSub, d, constant(d, 0), x);
+  }
+  Value absFloat(DType d, Value x) { return ops(d).abs(x); }
+  Value sqrt(DType d, Value x) { return ops(d).sqrt(x); }
+  Value compare(codegen::Cmp c, DType d, Value x, Value y) {
+    const int i = static_cast<int>(c);
+    if (isFloat(d)) return ops(d).cmp(static_cast<math::Cmp>(i), x, y);
+    if (vector_) {
+      if (d != DType::i32) return fail(strCat(tensor::dtypeName(d), " comparison in a vector loop"));
+      static constexpr uint32_t kV[] = {simd::kI32x4LtS, simd::kI32x4LeS, simd::kI32x4GtS,
+                                        simd::kI32x4GeS, simd::kI32x4Eq,  simd::kI32x4Ne};
+      return simdBinary(kV[i], x, y);
+    }
+    static constexpr uint8_t k32[] = {op::kI32LtS, op::kI32LeS, op::kI32GtS, op::kI32GeS, op::kI32Eq, op::kI32Ne};
+    static constexpr uint8_t k64[] = {op::kI64LtS, op::kI64LeS, op::kI64GtS, op::kI64GeS, op::kI64Eq, op::kI64Ne};
+    return binary(d == DType::i64 ? k64[i] : k32[i], x, y, ValType::kI32);
+  }
+  Value isNan(DType d, Value x) { return ops(d).cmp(math::Cmp::kNe, x, x); }
+  Value select(DType d, Value c, Value t, Value f) {
+    f_.get(t);
+    f_.get(f);
+    f_.get(c);
+    if (vector_) {
+      f_.simdOp(simd::kBitSelect);
+      return keep(ValType::kV128);
+    }
+    f_.op(op::kSelect);
+    return keep(valType(d));
+  }
+  Value logicAnd(Value x, Value y) { return vector_ ? simdBinary(simd::kAnd, x, y) : binary(op::kI32And, x, y, ValType::kI32); }
+  Value logicOr(Value x, Value y) { return vector_ ? simdBinary(simd::kOr, x, y) : binary(op::kI32Or, x, y, ValType::kI32); }
+  Value bitAnd(DType d, Value x, Value y) {
+    if (vector_) return fail("integer bit operations in a vector loop");
+    return binary(d == DType::i64 ? op::kI64And : op::kI32And, x, y, valType(d));
+  }
+  Value shiftRight(DType d, Value x, int n) {
+    if (vector_) return fail("integer shifts in a vector loop");
+    f_.get(x);
+    if (d == DType::i64) {
+      f_.i64Const(n);
+      f_.op(op::kI64ShrS);
+    } else {
+      f_.i32Const(n);
+      f_.op(op::kI32ShrS);
+    }
+    return keep(valType(d));
+  }
+  Value convert(DType from, DType to, Value v) {
+    if (vector_) return fail("a cast in a vector loop");
+    f_.get(v);
+    switch (to) {
+      case DType::i32:
+        if (from == DType::i64) f_.op(op::kI32WrapI64);
+        if (from == DType::f32) f_.fcOp(fc::kI32TruncSatF32S);
+        if (from == DType::f64) f_.fcOp(fc::kI32TruncSatF64S);
+        break;
+      case DType::i64:
+        if (from == DType::i32) f_.op(op::kI64ExtendI32S);
+        if (from == DType::f32) f_.fcOp(fc::kI64TruncSatF32S);
+        if (from == DType::f64) f_.fcOp(fc::kI64TruncSatF64S);
+        break;
+      case DType::f32:
+        if (from == DType::i32) f_.op(op::kF32ConvertI32S);
+        // Through f64, as the evaluator rounds (once to f64, then to f32).
+        if (from == DType::i64) f_.op(op::kF64ConvertI64S), f_.op(op::kF32DemoteF64);
+        if (from == DType::f64) f_.op(op::kF32DemoteF64);
+        break;
+      case DType::f64:
+        if (from == DType::i32) f_.op(op::kF64ConvertI32S);
+        if (from == DType::i64) f_.op(op::kF64ConvertI64S);
+        if (from == DType::f32) f_.op(op::kF64PromoteF32);
+        break;
+      case DType::bool_:
+        return fail("a conversion to bool as a primitive");
+    }
+    return keep(valType(to));
+  }
+  // trunc_sat has exactly the cast's meaning: NaN to 0, saturating.
+  Value truncateSaturating(DType from, DType to, Value v) { return convert(from, to, v); }
+  Value intMax(DType d, Value x, Value y) { return vector_ ? simdBinary(simd::kI32x4MaxS, x, y) : pick(codegen::Cmp::kGt, d, x, y); }
+  Value intMin(DType d, Value x, Value y) { return vector_ ? simdBinary(simd::kI32x4MinS, x, y) : pick(codegen::Cmp::kLt, d, x, y); }
+
+  Value variable(DType d, Value init) {
+    const uint32_t var = f_.local(valType(d));
+    f_.get(init);
+    f_.set(var);
+    return var;
+  }
+  Value read(DType, Value var) { return var; }
+  void write(DType, Value var, Value v) {
+    f_.get(v);
+    f_.set(var);
+  }
+  absl::Status loopWhile(const std::function<Value()>& cond, const std::function<absl::Status()>& body, int64_t) {
+    f_.block();
+    f_.loop();
+    const Value c = cond();
+    f_.get(c);
+    f_.op(op::kI32Eqz);
+    f_.op(op::kBrIf), f_.u32(1);
+    ACCY_RETURN_IF_ERROR(body());
+    f_.op(op::kBr), f_.u32(0);
+    f_.end();
+    f_.end();
+    return absl::OkStatus();
+  }
+  Value exactMath(OpCode o, DType d, Value x, Value y) {
+    WasmOps w = ops(d);
+    if (std::optional<uint32_t> r = codegen::elementaryOf(w, o, x, y)) return *r;
+    return fail(strCat("op ", tensor::opName(o)));
+  }
+  bool fastMode() const { return false; }
+  std::optional<Value> fastForm(OpCode, DType, Value, Value) { return std::nullopt; }
+
+ private:
+  WasmOps ops(DType d) { return WasmOps(f_, pool_, d == DType::f64, vector_); }
+  Value keep(ValType t) {
+    const uint32_t r = f_.local(t);
+    f_.set(r);
+    return r;
+  }
+  Value binary(uint8_t opcode, Value x, Value y, ValType t) {
+    f_.get(x);
+    f_.get(y);
+    f_.op(opcode);
+    return keep(t);
+  }
+  Value simdBinary(uint32_t opcode, Value x, Value y) {
+    f_.get(x);
+    f_.get(y);
+    f_.simdOp(opcode);
+    return keep(ValType::kV128);
+  }
+  Value simdUnary(uint32_t opcode, Value x, DType d) {
+    if (d != DType::i32) return fail(strCat(tensor::dtypeName(d), " lanes in a vector loop"));
+    f_.get(x);
+    f_.simdOp(opcode);
+    return keep(ValType::kV128);
+  }
+  Value pick(codegen::Cmp c, DType d, Value x, Value y) { return select(d, compare(c, d, x, y), x, y); }
+  Value fail(std::string what) {
+    if (error_.ok()) error_ = unimplemented(what);
+    return pool_.get(vector_ ? ValType::kV128 : ValType::kI32, 0, 32);
+  }
+
+  FunctionBody& f_;
+  ConstantPool& pool_;
+  bool vector_;
+  absl::Status error_;
+};
 
 // Scalar loads and stores of each dtype, with their natural alignment
 // (log2 bytes); bools are one byte.
@@ -464,322 +633,17 @@ absl::StatusOr<uint32_t> KernelEmitter::expr(const ExprRef& e, const Mode& mode)
 }
 
 absl::StatusOr<uint32_t> KernelEmitter::op(const Expr& e, const std::vector<uint32_t>& a, const Mode& mode) {
-  const DType arg = e.args.empty() ? e.dtype : e.args[0]->dtype;
-  switch (e.op) {
-    case OpCode::kCast:
-      if (mode.vector) return unimplemented("cast in a vector loop");
-      return cast(a[0], arg, e.dtype);
-    case OpCode::kWhere: {
-      f_.get(a[1]);
-      f_.get(a[2]);
-      f_.get(a[0]);
-      if (mode.vector) {
-        f_.simdOp(simd::kBitSelect);
-        return keep(ValType::kV128);
-      }
-      f_.op(op::kSelect);
-      return keep(valType(e.dtype));
-    }
-    case OpCode::kLt:
-    case OpCode::kLe:
-    case OpCode::kGt:
-    case OpCode::kGe:
-    case OpCode::kEq:
-    case OpCode::kNe: {
-      if (isFloat(arg)) {
-        WasmOps o(f_, pool_, arg == DType::f64, mode.vector);
-        static constexpr math::Cmp kCmp[] = {math::Cmp::kLt, math::Cmp::kLe, math::Cmp::kGt,
-                                             math::Cmp::kGe, math::Cmp::kEq, math::Cmp::kNe};
-        return o.cmp(kCmp[static_cast<int>(e.op) - static_cast<int>(OpCode::kLt)], a[0], a[1]);
-      }
-      const int i = static_cast<int>(e.op) - static_cast<int>(OpCode::kLt);
-      if (mode.vector) {
-        if (arg != DType::i32) return unimplemented("i64 comparison in a vector loop");
-        static constexpr uint32_t kV[] = {simd::kI32x4LtS, simd::kI32x4LeS, simd::kI32x4GtS,
-                                          simd::kI32x4GeS, simd::kI32x4Eq,  simd::kI32x4Ne};
-        f_.get(a[0]);
-        f_.get(a[1]);
-        f_.simdOp(kV[i]);
-        return keep(ValType::kV128);
-      }
-      const bool wide = arg == DType::i64;
-      static constexpr uint8_t k32[] = {op::kI32LtS, op::kI32LeS, op::kI32GtS, op::kI32GeS, op::kI32Eq, op::kI32Ne};
-      static constexpr uint8_t k64[] = {op::kI64LtS, op::kI64LeS, op::kI64GtS, op::kI64GeS, op::kI64Eq, op::kI64Ne};
-      f_.get(a[0]);
-      f_.get(a[1]);
-      f_.op(wide ? k64[i] : k32[i]);
-      return keep(ValType::kI32);
-    }
-#include "compiler/choir/lowered_op_cases.inc"
-    case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos:
-    case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid:
-    case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul: case OpCode::kDiv: case OpCode::kMax:
-    case OpCode::kMin: case OpCode::kPow:
-      break;
-  }
-  if (isFloat(e.dtype)) return floatOp(e, a, mode.vector);
-  if (mode.vector) {
-    if (e.dtype == DType::i32) return int32VectorOp(e, a);
-    return unimplemented(strCat(tensor::dtypeName(e.dtype), " ", tensor::opName(e.op), " in a vector loop"));
-  }
-  return intOp(e, a, arg);
-}
-
-absl::StatusOr<uint32_t> KernelEmitter::int32VectorOp(const Expr& e, const std::vector<uint32_t>& a) {
-  const uint32_t opcode = i32x4Op(e.op);
-  if (opcode == 0) return unimplemented(strCat("i32 ", tensor::opName(e.op), " in a vector loop"));
-  for (uint32_t x : a) f_.get(x);
-  f_.simdOp(opcode);
-  return keep(ValType::kV128);
-}
-
-absl::StatusOr<uint32_t> KernelEmitter::floatOp(const Expr& e, const std::vector<uint32_t>& a, bool vector) {
-  WasmOps o(f_, pool_, e.dtype == DType::f64, vector);
-  switch (e.op) {
-    case OpCode::kNeg:
-      return o.neg(a[0]);
-    case OpCode::kAbs:
-      return o.abs(a[0]);
-    case OpCode::kSqrt:
-      return o.sqrt(a[0]);
-    case OpCode::kAdd:
-      return o.add(a[0], a[1]);
-    case OpCode::kSub:
-      return o.sub(a[0], a[1]);
-    case OpCode::kMul:
-      return o.mul(a[0], a[1]);
-    case OpCode::kDiv:
-      return o.div(a[0], a[1]);
-    case OpCode::kMax:
-      return o.max(a[0], a[1]);
-    case OpCode::kMin:
-      return o.min(a[0], a[1]);
-#include "compiler/choir/lowered_op_cases.inc"
-    case OpCode::kSin: case OpCode::kCos: case OpCode::kExp: case OpCode::kLog:
-    case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kPow: case OpCode::kLt: case OpCode::kLe:
-    case OpCode::kGt: case OpCode::kGe: case OpCode::kEq: case OpCode::kNe: case OpCode::kWhere:
-    case OpCode::kCast:
-      break;
-  }
-  if (std::optional<uint32_t> r = gpu::elementaryOp(o, e.op, a[0], a.size() > 1 ? a[1] : a[0])) return *r;
-  return unimplemented(strCat("op ", tensor::opName(e.op), " on ", tensor::dtypeName(e.dtype)));
-}
-
-absl::StatusOr<uint32_t> KernelEmitter::intOp(const Expr& e, const std::vector<uint32_t>& a, DType arg) {
-  const bool wide = e.dtype == DType::i64;
-  const ValType t = wide ? ValType::kI64 : ValType::kI32;
-  auto constant = [&](int64_t c) {
-    if (wide) {
-      f_.i64Const(c);
-    } else {
-      f_.i32Const(static_cast<int32_t>(c));
-    }
-  };
-  auto zeroMinus = [&](uint32_t x) {
-    constant(0);
-    f_.get(x);
-    f_.op(wide ? op::kI64Sub : op::kI32Sub);
-  };
-  uint32_t r = 0;
-  switch (e.op) {
-    case OpCode::kNeg:
-      zeroMinus(a[0]);
-      r = keep(t);
-      break;
-    case OpCode::kAbs:
-      zeroMinus(a[0]);
-      f_.get(a[0]);
-      f_.get(a[0]);
-      constant(0);
-      f_.op(wide ? op::kI64LtS : op::kI32LtS);
-      f_.op(op::kSelect);
-      r = keep(t);
-      break;
-    case OpCode::kAdd:
-    case OpCode::kSub:
-    case OpCode::kMul: {
-      f_.get(a[0]);
-      f_.get(a[1]);
-      const int k = e.op == OpCode::kAdd ? 0 : e.op == OpCode::kSub ? 1 : 2;
-      static constexpr uint8_t k32[] = {op::kI32Add, op::kI32Sub, op::kI32Mul};
-      static constexpr uint8_t k64[] = {op::kI64Add, op::kI64Sub, op::kI64Mul};
-      f_.op(wide ? k64[k] : k32[k]);
-      r = keep(t);
-      break;
-    }
-    case OpCode::kMax:
-    case OpCode::kMin:
-      f_.get(a[0]);
-      f_.get(a[1]);
-      f_.get(a[0]);
-      f_.get(a[1]);
-      f_.op(e.op == OpCode::kMax ? (wide ? op::kI64GtS : op::kI32GtS) : (wide ? op::kI64LtS : op::kI32LtS));
-      f_.op(op::kSelect);
-      r = keep(t);
-      break;
-    case OpCode::kDiv: {
-      // b == 0 gives 0 and b == -1 gives -a (wrapping); WebAssembly traps on
-      // both, so the division sees 1 there instead.
-      auto isConst = [&](uint32_t x, int64_t c) {
-        f_.get(x);
-        constant(c);
-        f_.op(wide ? op::kI64Eq : op::kI32Eq);
-      };
-      constant(1);
-      f_.get(a[1]);
-      isConst(a[1], 0);
-      isConst(a[1], -1);
-      f_.op(op::kI32Or);
-      f_.op(op::kSelect);
-      const uint32_t safe = keep(t);
-      f_.get(a[0]);
-      f_.get(safe);
-      f_.op(wide ? op::kI64DivS : op::kI32DivS);
-      const uint32_t q = keep(t);
-      zeroMinus(a[0]);
-      f_.get(q);
-      isConst(a[1], -1);
-      f_.op(op::kSelect);
-      constant(0);
-      isConst(a[1], 0);
-      f_.op(op::kI32Eqz);
-      f_.op(op::kSelect);
-      r = keep(t);
-      break;
-    }
-    case OpCode::kPow: {
-      // Exponentiation by squaring, wrapping; a negative exponent gives the
-      // truncated 1 / base^n: 1 for base 1, +-1 for base -1, else 0.
-      const uint32_t result = newLocal(t), b = newLocal(t), n = newLocal(t);
-      f_.get(a[0]);
-      f_.set(b);
-      f_.get(a[1]);
-      f_.set(n);
-      f_.get(n);
-      constant(0);
-      f_.op(wide ? op::kI64LtS : op::kI32LtS);
-      f_.ifThen();
-      {
-        constant(1);
-        // base == -1: n odd ? -1 : 1
-        constant(-1);
-        constant(1);
-        f_.get(n);
-        constant(1);
-        f_.op(wide ? op::kI64And : op::kI32And);
-        if (wide) f_.op(op::kI32WrapI64);
-        f_.op(op::kSelect);
-        constant(0);
-        f_.get(b);
-        constant(-1);
-        f_.op(wide ? op::kI64Eq : op::kI32Eq);
-        f_.op(op::kSelect);
-        f_.get(b);
-        constant(1);
-        f_.op(wide ? op::kI64Eq : op::kI32Eq);
-        f_.op(op::kSelect);
-        f_.set(result);
-      }
-      f_.op(op::kElse);
-      {
-        constant(1);
-        f_.set(result);
-        f_.block();
-        f_.loop();
-        f_.get(n);
-        f_.op(wide ? op::kI64Eqz : op::kI32Eqz);
-        f_.op(op::kBrIf), f_.u32(1);
-        f_.get(n);
-        constant(1);
-        f_.op(wide ? op::kI64And : op::kI32And);
-        if (wide) f_.op(op::kI32WrapI64);
-        f_.ifThen();
-        f_.get(result);
-        f_.get(b);
-        f_.op(wide ? op::kI64Mul : op::kI32Mul);
-        f_.set(result);
-        f_.end();
-        f_.get(b);
-        f_.get(b);
-        f_.op(wide ? op::kI64Mul : op::kI32Mul);
-        f_.set(b);
-        f_.get(n);
-        constant(1);
-        f_.op(wide ? op::kI64ShrS : op::kI32ShrS);
-        f_.set(n);
-        f_.op(op::kBr), f_.u32(0);
-        f_.end();
-        f_.end();
-      }
-      f_.end();
-      r = result;
-      break;
-    }
-#include "compiler/choir/lowered_op_cases.inc"
-    case OpCode::kSin: case OpCode::kCos: case OpCode::kExp: case OpCode::kLog:
-    case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kLt: case OpCode::kLe:
-    case OpCode::kGt: case OpCode::kGe: case OpCode::kEq: case OpCode::kNe: case OpCode::kWhere:
-    case OpCode::kCast:
-      return unimplemented(strCat("op ", tensor::opName(e.op), " on ", tensor::dtypeName(e.dtype)));
-  }
-  (void)arg;
-  if (e.dtype == DType::bool_) {  // wrapped to a bool: nonzero is true
-    f_.get(r);
-    f_.i32Const(0);
-    f_.op(op::kI32Ne);
-    r = keep(ValType::kI32);
-  }
-  return r;
+  Primitives p(f_, pool_, mode.vector);
+  codegen::OpSemantics<Primitives> sem(p, "wasm emitter");
+  const uint32_t v = sem.op(e.op, e.dtype, e.args.empty() ? e.dtype : e.args[0]->dtype, a);
+  ACCY_RETURN_IF_ERROR(p.status());
+  ACCY_RETURN_IF_ERROR(sem.status());
+  return v;
 }
 
 uint32_t KernelEmitter::cast(uint32_t a, DType from, DType to) {
-  if (from == to) return a;
-  if (from == DType::bool_ && to == DType::i32) return a;
-  f_.get(a);
-  switch (to) {
-    case DType::bool_:
-      switch (from) {
-        case DType::f32:
-          f_.f32Const(0);
-          f_.op(op::kF32Ne);
-          break;
-        case DType::f64:
-          f_.f64Const(0);
-          f_.op(op::kF64Ne);
-          break;
-        case DType::i64:
-          f_.i64Const(0);
-          f_.op(op::kI64Ne);
-          break;
-        default:
-          f_.i32Const(0);
-          f_.op(op::kI32Ne);
-          break;
-      }
-      break;
-    case DType::i32:
-      if (from == DType::i64) f_.op(op::kI32WrapI64);
-      if (from == DType::f32) f_.fcOp(fc::kI32TruncSatF32S);
-      if (from == DType::f64) f_.fcOp(fc::kI32TruncSatF64S);
-      break;
-    case DType::i64:
-      if (from == DType::i32 || from == DType::bool_) f_.op(op::kI64ExtendI32S);
-      if (from == DType::f32) f_.fcOp(fc::kI64TruncSatF32S);
-      if (from == DType::f64) f_.fcOp(fc::kI64TruncSatF64S);
-      break;
-    case DType::f32:
-      if (from == DType::i32 || from == DType::bool_) f_.op(op::kF32ConvertI32S);
-      // Through f64, as the evaluator rounds (once to f64, then to f32).
-      if (from == DType::i64) f_.op(op::kF64ConvertI64S), f_.op(op::kF32DemoteF64);
-      if (from == DType::f64) f_.op(op::kF32DemoteF64);
-      break;
-    case DType::f64:
-      if (from == DType::i32 || from == DType::bool_) f_.op(op::kF64ConvertI32S);
-      if (from == DType::i64) f_.op(op::kF64ConvertI64S);
-      if (from == DType::f32) f_.op(op::kF64PromoteF32);
-      break;
-  }
-  return keep(valType(to));
+  Primitives p(f_, pool_, false);
+  return codegen::OpSemantics<Primitives>(p, "wasm emitter").convert(a, from, to);
 }
 
 uint32_t KernelEmitter::identity(OpCode combiner, DType dtype, bool vector) {
@@ -791,66 +655,9 @@ uint32_t KernelEmitter::identity(OpCode combiner, DType dtype, bool vector) {
 }
 
 uint32_t KernelEmitter::combine(OpCode combiner, DType dtype, uint32_t acc, uint32_t x, bool vector) {
-  if (vector && dtype == DType::i32) {
-    f_.get(acc);
-    f_.get(x);
-    f_.simdOp(i32x4Op(combiner));
-    f_.set(acc);
-    return acc;
-  }
-  if (isFloat(dtype)) {
-    WasmOps o(f_, pool_, dtype == DType::f64, vector);
-    uint32_t r = 0;
-    switch (combiner) {
-      case OpCode::kMul:
-        r = o.mul(acc, x);
-        break;
-      case OpCode::kMax:
-        r = o.max(acc, x);
-        break;
-      case OpCode::kMin:
-        r = o.min(acc, x);
-        break;
-#include "compiler/choir/lowered_op_cases.inc"
-      case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos:
-      case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid:
-      case OpCode::kAdd: case OpCode::kSub: case OpCode::kDiv: case OpCode::kPow: case OpCode::kLt:
-      case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq: case OpCode::kNe:
-      case OpCode::kWhere: case OpCode::kCast:
-        r = o.add(acc, x);
-        break;
-    }
-    f_.get(r);
-    f_.set(acc);
-    return acc;
-  }
-  const bool wide = dtype == DType::i64;
-  switch (combiner) {
-    case OpCode::kMax:
-    case OpCode::kMin:
-      f_.get(acc);
-      f_.get(x);
-      f_.get(acc);
-      f_.get(x);
-      f_.op(combiner == OpCode::kMax ? (wide ? op::kI64GtS : op::kI32GtS) : (wide ? op::kI64LtS : op::kI32LtS));
-      f_.op(op::kSelect);
-      break;
-    case OpCode::kMul:
-      f_.get(acc);
-      f_.get(x);
-      f_.op(wide ? op::kI64Mul : op::kI32Mul);
-      break;
-#include "compiler/choir/lowered_op_cases.inc"
-    case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos:
-    case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid:
-    case OpCode::kAdd: case OpCode::kSub: case OpCode::kDiv: case OpCode::kPow: case OpCode::kLt:
-    case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq: case OpCode::kNe:
-    case OpCode::kWhere: case OpCode::kCast:
-      f_.get(acc);
-      f_.get(x);
-      f_.op(wide ? op::kI64Add : op::kI32Add);
-      break;
-  }
+  Primitives p(f_, pool_, vector);
+  const uint32_t r = codegen::OpSemantics<Primitives>(p, "wasm emitter").binary(combiner, dtype, acc, x);
+  f_.get(r);
   f_.set(acc);
   return acc;
 }
@@ -942,24 +749,11 @@ absl::Status KernelEmitter::reduce(const Stmt& s) {
   }
   uint32_t result = acc;
   if (s.mean_count != 0) {
-    Expr div;
-    div.kind = ExprKind::kOp;
-    div.op = OpCode::kDiv;
-    div.dtype = dtype;
-    uint32_t n;
-    if (isFloat(dtype)) {
-      WasmOps o(f_, pool_, dtype == DType::f64, false);
-      n = o.num(static_cast<double>(s.mean_count));
-      ACCY_ASSIGN_OR_RETURN(result, floatOp(div, {acc, n}, false));
-    } else {
-      if (dtype == DType::i64) {
-        f_.i64Const(s.mean_count);
-      } else {
-        f_.i32Const(static_cast<int32_t>(s.mean_count));
-      }
-      n = keep(valType(dtype));
-      ACCY_ASSIGN_OR_RETURN(result, intOp(div, {acc, n}, dtype));
-    }
+    Primitives p(f_, pool_, false);
+    codegen::OpSemantics<Primitives> sem(p, "wasm emitter");
+    result = sem.binary(OpCode::kDiv, dtype, acc, p.constant(dtype, static_cast<double>(s.mean_count)));
+    ACCY_RETURN_IF_ERROR(p.status());
+    ACCY_RETURN_IF_ERROR(sem.status());
   } else if (dtype == DType::bool_ && s.combiner == OpCode::kAdd) {
     f_.get(acc);
     f_.i32Const(0);

@@ -49,10 +49,6 @@ class KernelEmitter {
 
   absl::StatusOr<uint32_t> expr(const choir::ExprRef& e, const Mode& mode);
   absl::StatusOr<uint32_t> op(const choir::Expr& e, const std::vector<uint32_t>& args, const Mode& mode);
-  absl::StatusOr<uint32_t> floatOp(const choir::Expr& e, const std::vector<uint32_t>& a, bool vector);
-  absl::StatusOr<uint32_t> intOp(const choir::Expr& e, const std::vector<uint32_t>& a, choir::DType arg);
-  // i32x4 lanes: add, sub, mul, neg, abs, max, min.
-  absl::StatusOr<uint32_t> int32VectorOp(const choir::Expr& e, const std::vector<uint32_t>& a);
   uint32_t cast(uint32_t a, choir::DType from, choir::DType to);
   // Whether every value of `e` runs in vector lanes of `var` of dtype `lane`
   // (f32x4, f64x2 or i32x4: what the vectorizer promises; checked so that

@@ -12,7 +12,7 @@
 #include "base/status_macros.h"
 #include "base/strings.h"
 #include "compiler/choir/pipeline.h"
-#include "compiler/codegen/gpu/elementary_op.h"
+#include "compiler/codegen/semantics/op_semantics.h"
 #include "compiler/codegen/gpu/gpu_program.h"
 #include "compiler/codegen/gpu/kernel_emitter.h"
 #include "compiler/codegen/gpu/source_target.h"
@@ -231,7 +231,7 @@ class WgslTarget final : public gpu::SourceTarget {
     WgslOps o(w_, "accy_opaque");
     const std::string a = o.fromFloat(n(x));
     const std::string b = y != 0 ? o.fromFloat(n(y)) : a;
-    if (std::optional<std::string> v = gpu::elementaryOp(o, op, a, b)) return handle(o.toFloat(*v));
+    if (std::optional<std::string> v = codegen::elementaryOf(o, op, a, b)) return handle(o.toFloat(*v));
     fail(makeError(ErrorKind::kUnimplemented, strCat("WGSL emitter: op ", tensor::opName(op))));
     return x;
   }

@@ -9,6 +9,7 @@
 #include "compiler/choir/rewrite.h"
 #include "compiler/codegen/x86_64/emitter.h"
 #include "compiler/codegen/x86_64/math.h"
+#include "compiler/codegen/semantics/op_semantics.h"
 #include "base/check.h"
 #include "base/errors.h"
 #include "compiler/tensor/scalar_ops.h"
@@ -48,33 +49,297 @@ bool fitsImm32(int64_t v) {
   return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
 }
 
-Cmp cmpOf(OpCode op) {
-  switch (op) {
-    case OpCode::kLt:
-      return Cmp::kLt;
-    case OpCode::kLe:
-      return Cmp::kLe;
-    case OpCode::kGt:
-      return Cmp::kGt;
-    case OpCode::kGe:
-      return Cmp::kGe;
-    case OpCode::kEq:
-      return Cmp::kEq;
-#include "compiler/choir/lowered_op_cases.inc"
-    case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos:
-    case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid:
-    case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul: case OpCode::kDiv: case OpCode::kMax:
-    case OpCode::kMin: case OpCode::kPow: case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast:
-      return Cmp::kNe;
-  }
-  return Cmp::kNe;  // not reached: the switch covers every op
-}
-
 absl::Status unimplemented(std::string_view what) {
   return makeError(ErrorKind::kUnimplemented, strCat("x86-64 emitter: ", what));
 }
 
 }  // namespace
+
+// The primitives of op_semantics.h on x86-64: floats in vector registers
+// (the loop's Simd in a vector loop, a scalar one otherwise), integers and
+// scalar bools in general registers (i32 held sign-extended to 64 bits),
+// the bools of a vector loop as masks. Integer values do not run in vector
+// loops (the vectorizer makes none on this target); what cannot be emitted
+// is refused with the first error kept.
+class KernelEmitter::Prims {
+ public:
+  using Value = Val;
+  Prims(KernelEmitter& e, const Mode& mode) : e_(e), cc_(e.cc_), mode_(mode) {}
+  const absl::Status& status() const { return error_; }
+
+  Value constant(DType d, double v) {
+    const double c = tensor::convertValue(v, DType::f64, d);
+    if (isFloat(d)) return vec(simd(d).constantValue(c));
+    if (mode_.vector) return fail(strCat(tensor::dtypeName(d), " constant in a vector loop"));
+    Val r;
+    r.g = cc_.newInt64("k");
+    cc_.mov(r.g, tensor::toInt64(c));
+    return r;
+  }
+  Value arith(codegen::Arith a, DType d, const Val& x, const Val& y) {
+    if (isFloat(d)) {
+      Simd& s = simd(d);
+      Val r = vec(s.newVec("arith"));
+      switch (a) {
+        case codegen::Arith::kAdd:
+          s.add(r.v, x.v, y.v);
+          break;
+        case codegen::Arith::kSub:
+          s.sub(r.v, x.v, y.v);
+          break;
+        case codegen::Arith::kMul:
+          s.mul(r.v, x.v, y.v);
+          break;
+        case codegen::Arith::kDiv:
+          s.div(r.v, x.v, y.v);
+          break;
+      }
+      return r;
+    }
+    if (!scalarInt(d)) return fail(strCat(tensor::dtypeName(d), " arithmetic in a vector loop"));
+    Val r;
+    r.g = cc_.newInt64("arith");
+    switch (a) {
+      case codegen::Arith::kAdd:
+        cc_.mov(r.g, x.g);
+        cc_.add(r.g, y.g);
+        break;
+      case codegen::Arith::kSub:
+        cc_.mov(r.g, x.g);
+        cc_.sub(r.g, y.g);
+        break;
+      case codegen::Arith::kMul:
+        cc_.mov(r.g, x.g);
+        cc_.imul(r.g, y.g);
+        break;
+      case codegen::Arith::kDiv: {  // never by 0 or -1
+        x86::Gp hi = cc_.newInt64("hi");
+        cc_.mov(r.g, x.g);
+        cc_.cqo(hi, r.g);
+        cc_.idiv(hi, r.g, y.g);
+        break;
+      }
+    }
+    e_.sext32(r.g, d);
+    return r;
+  }
+  Value negate(DType d, const Val& x) {
+    if (isFloat(d)) return floatUnary(d, &Simd::neg, x);
+    if (!scalarInt(d)) return fail("integer negation in a vector loop");
+    Val r;
+    r.g = cc_.newInt64("neg");
+    cc_.mov(r.g, x.g);
+    cc_.neg(r.g);
+    e_.sext32(r.g, d);
+    return r;
+  }
+  Value absFloat(DType d, const Val& x) { return floatUnary(d, &Simd::abs, x); }
+  Value sqrt(DType d, const Val& x) { return floatUnary(d, &Simd::sqrt, x); }
+  Value compare(codegen::Cmp c, DType d, const Val& x, const Val& y) {
+    if (isFloat(d)) return maskOrBool(d, simd(d).cmp(static_cast<Cmp>(c), x.v, y.v));
+    if (!scalarInt(d)) return fail("integer comparison in a vector loop");
+    Val r;
+    r.g = cc_.newInt64("cmp");
+    cc_.xor_(r.g.r32(), r.g.r32());
+    cc_.cmp(x.g, y.g);
+    switch (c) {
+      case codegen::Cmp::kLt:
+        cc_.setl(r.g.r8());
+        break;
+      case codegen::Cmp::kLe:
+        cc_.setle(r.g.r8());
+        break;
+      case codegen::Cmp::kGt:
+        cc_.setg(r.g.r8());
+        break;
+      case codegen::Cmp::kGe:
+        cc_.setge(r.g.r8());
+        break;
+      case codegen::Cmp::kEq:
+        cc_.sete(r.g.r8());
+        break;
+      case codegen::Cmp::kNe:
+        cc_.setne(r.g.r8());
+        break;
+    }
+    return r;
+  }
+  Value isNan(DType d, const Val& x) { return maskOrBool(d, simd(d).cmp(Cmp::kUnordered, x.v, x.v)); }
+  Value select(DType d, const Val& c, const Val& t, const Val& f) { return e_.select(c, t, f, d, mode_); }
+  Value logicAnd(const Val& x, const Val& y) { return logic(x, y, true); }
+  Value logicOr(const Val& x, const Val& y) { return logic(x, y, false); }
+  Value bitAnd(DType d, const Val& x, const Val& y) {
+    if (!scalarInt(d)) return fail("integer bit operations in a vector loop");
+    Val r;
+    r.g = cc_.newInt64("and");
+    cc_.mov(r.g, x.g);
+    cc_.and_(r.g, y.g);
+    return r;
+  }
+  Value shiftRight(DType d, const Val& x, int n) {
+    if (!scalarInt(d)) return fail("integer shifts in a vector loop");
+    Val r;
+    r.g = cc_.newInt64("sar");
+    cc_.mov(r.g, x.g);
+    cc_.sar(r.g, n);
+    return r;
+  }
+  Value convert(DType from, DType to, const Val& a) {
+    if (mode_.vector) return fail("cast in a vector loop");
+    const bool vex = e_.isa_ != Isa::kSse41;
+    if (isFloat(from) && isFloat(to)) {
+      Val r = vec(e_.scalarSimd(to).newVec("cvt"));
+      e_.scalarSimd(to).zero(r.v);
+      if (from == DType::f32) {
+        vex ? cc_.vcvtss2sd(r.v.xmm(), r.v.xmm(), a.v.xmm()) : cc_.cvtss2sd(r.v.xmm(), a.v.xmm());
+      } else {
+        vex ? cc_.vcvtsd2ss(r.v.xmm(), r.v.xmm(), a.v.xmm()) : cc_.cvtsd2ss(r.v.xmm(), a.v.xmm());
+      }
+      return r;
+    }
+    if (isFloat(from)) {  // a value made finite and in range: truncation
+      Val r;
+      r.g = cc_.newInt64("cvt");
+      const bool f32 = from == DType::f32;
+      if (to == DType::i64) {
+        f32 ? (vex ? cc_.vcvttss2si(r.g, a.v.xmm()) : cc_.cvttss2si(r.g, a.v.xmm()))
+            : (vex ? cc_.vcvttsd2si(r.g, a.v.xmm()) : cc_.cvttsd2si(r.g, a.v.xmm()));
+      } else {
+        f32 ? (vex ? cc_.vcvttss2si(r.g.r32(), a.v.xmm()) : cc_.cvttss2si(r.g.r32(), a.v.xmm()))
+            : (vex ? cc_.vcvttsd2si(r.g.r32(), a.v.xmm()) : cc_.cvttsd2si(r.g.r32(), a.v.xmm()));
+        cc_.movsxd(r.g, r.g.r32());
+      }
+      return r;
+    }
+    if (isFloat(to)) {  // from an integer held sign-extended in 64 bits
+      Val r = vec(e_.scalarSimd(to).newVec("cvt"));
+      e_.scalarSimd(to).zero(r.v);
+      if (to == DType::f32) {
+        vex ? cc_.vcvtsi2ss(r.v.xmm(), r.v.xmm(), a.g) : cc_.cvtsi2ss(r.v.xmm(), a.g);
+      } else {
+        vex ? cc_.vcvtsi2sd(r.v.xmm(), r.v.xmm(), a.g) : cc_.cvtsi2sd(r.v.xmm(), a.g);
+      }
+      return r;
+    }
+    Val r;
+    r.g = cc_.newInt64("cvt");
+    cc_.mov(r.g, a.g);
+    e_.sext32(r.g, to);
+    return r;
+  }
+  // maxps / minps: the first operand when greater (less), else the second.
+  Value greaterOrSecond(DType d, const Val& a, const Val& b) { return floatBinary(d, &Simd::maxRaw, a, b); }
+  Value lessOrSecond(DType d, const Val& a, const Val& b) { return floatBinary(d, &Simd::minRaw, a, b); }
+  Value intMax(DType d, const Val& x, const Val& y) { return pick(d, x, y, true); }
+  Value intMin(DType d, const Val& x, const Val& y) { return pick(d, x, y, false); }
+
+  Value variable(DType d, const Val& init) {
+    Val v = init;
+    if (isFloat(d)) {
+      v = vec(simd(d).newVec("var"));
+      simd(d).mov(v.v, init.v);
+    } else {
+      v.g = cc_.newInt64("var");
+      cc_.mov(v.g, init.g);
+    }
+    return v;
+  }
+  Value read(DType, const Val& var) { return var; }
+  void write(DType d, const Val& var, const Val& v) {
+    if (isFloat(d)) {
+      simd(d).mov(var.v, v.v);
+    } else {
+      cc_.mov(var.g, v.g);
+    }
+  }
+  absl::Status loopWhile(const std::function<Val()>& cond, const std::function<absl::Status()>& body, int64_t) {
+    if (mode_.vector) return unimplemented("a loop in a vector loop");
+    Label top = cc_.newLabel(), done = cc_.newLabel();
+    cc_.bind(top);
+    const Val c = cond();
+    cc_.test(c.g, c.g);
+    cc_.jz(done);
+    ACCY_RETURN_IF_ERROR(body());
+    cc_.jmp(top);
+    cc_.bind(done);
+    return absl::OkStatus();
+  }
+  Value exactMath(OpCode o, DType d, const Val& x, const Val& y) {
+    if (std::optional<x86::Vec> r = emitElementary(simd(d), o, x.v, y.v, e_.runtime_)) return vec(*r);
+    return fail(strCat("op ", tensor::opName(o)));
+  }
+  bool fastMode() const { return false; }
+  std::optional<Val> fastForm(OpCode, DType, const Val&, const Val&) { return std::nullopt; }
+
+ private:
+  Simd& simd(DType d) { return mode_.vector ? *mode_.simd : e_.scalarSimd(d); }
+  bool scalarInt(DType d) const { return !mode_.vector && !isFloat(d); }
+  static Val vec(x86::Vec v) {
+    Val r;
+    r.kind = Val::Kind::kVec;
+    r.v = v;
+    return r;
+  }
+  Val floatUnary(DType d, void (Simd::*op)(x86::Vec, x86::Vec), const Val& x) {
+    Simd& s = simd(d);
+    Val r = vec(s.newVec("un"));
+    (s.*op)(r.v, x.v);
+    return r;
+  }
+  Val floatBinary(DType d, void (Simd::*op)(x86::Vec, x86::Vec, x86::Vec), const Val& x, const Val& y) {
+    Simd& s = simd(d);
+    Val r = vec(s.newVec("bin"));
+    (s.*op)(r.v, x.v, y.v);
+    return r;
+  }
+  Val maskOrBool(DType d, const Mask& m) {
+    Val r;
+    if (mode_.vector) {
+      r.kind = Val::Kind::kMask;
+      r.m = m;
+    } else {
+      r.g = e_.maskToBool(m, simd(d));
+    }
+    return r;
+  }
+  Val logic(const Val& x, const Val& y, bool both) {
+    Val r;
+    if (mode_.vector) {
+      r.kind = Val::Kind::kMask;
+      r.m = both ? mode_.simd->maskAnd(x.m, y.m) : mode_.simd->maskOr(x.m, y.m);
+      return r;
+    }
+    r.g = cc_.newInt64(both ? "and" : "or");
+    cc_.mov(r.g, x.g);
+    both ? cc_.and_(r.g, y.g) : cc_.or_(r.g, y.g);
+    return r;
+  }
+  Val pick(DType d, const Val& x, const Val& y, bool greater) {
+    if (!scalarInt(d)) return fail("integer max and min in a vector loop");
+    Val r;
+    r.g = cc_.newInt64(greater ? "max" : "min");
+    cc_.mov(r.g, x.g);
+    cc_.cmp(x.g, y.g);
+    greater ? cc_.cmovl(r.g, y.g) : cc_.cmovg(r.g, y.g);
+    return r;
+  }
+  Val fail(std::string what) {
+    if (error_.ok()) error_ = unimplemented(what);
+    Val r;
+    if (mode_.vector) {
+      r.kind = Val::Kind::kVec;
+      r.v = mode_.simd->newVec("none");
+    } else {
+      r.g = cc_.newInt64("none");
+    }
+    return r;
+  }
+
+  KernelEmitter& e_;
+  x86::Compiler& cc_;
+  const Mode& mode_;
+  absl::Status error_;
+};
 
 KernelEmitter::KernelEmitter(x86::Compiler& cc, const choir::Module& module, Isa isa, int64_t stream_above)
     : cc_(cc),
@@ -902,219 +1167,13 @@ absl::StatusOr<KernelEmitter::Val> KernelEmitter::expr(const ExprRef& e, const M
 }
 
 absl::StatusOr<KernelEmitter::Val> KernelEmitter::op(const Expr& e, const std::vector<Val>& a,
-                                                     const std::vector<DType>& types,
-                                                     const Mode& mode) {
-  switch (tensor::opCategory(e.op)) {
-    case OpCategory::Unary:
-    case OpCategory::Binary:
-      if (isFloat(e.dtype)) return floatOp(e, a, mode.vector ? *mode.simd : scalarSimd(e.dtype));
-      if (mode.vector) return unimplemented(strCat(tensor::opName(e.op), " on integers in a vector loop"));
-      return intOp(e, a, e.dtype);
-    case OpCategory::Compare:
-      if (isFloat(types[0])) {
-        Simd& s = mode.vector ? *mode.simd : scalarSimd(types[0]);
-        Mask m = s.cmp(cmpOf(e.op), a[0].v, a[1].v);
-        Val v;
-        if (mode.vector) {
-          v.kind = Val::Kind::kMask;
-          v.m = m;
-        } else {
-          v.g = maskToBool(m, s);
-        }
-        return v;
-      }
-      if (mode.vector) return unimplemented("integer comparison in a vector loop");
-      return intOp(e, a, types[0]);
-    case OpCategory::Select:
-      return select(a[0], a[1], a[2], e.dtype, mode);
-    case OpCategory::Cast:
-      if (mode.vector) return unimplemented("cast in a vector loop");
-      return cast(a[0], types[0], e.dtype);
-    case OpCategory::Leaf:
-    case OpCategory::Reduce:
-    case OpCategory::Dot:
-    case OpCategory::Layout:
-      break;
-  }
-  return unimplemented(strCat("op ", tensor::opName(e.op), " is not a scalar op"));
-}
-
-absl::StatusOr<KernelEmitter::Val> KernelEmitter::floatOp(const Expr& e, const std::vector<Val>& a,
-                                                          Simd& s) {
-  Val v;
-  v.kind = Val::Kind::kVec;
-  v.v = s.newVec(std::string(tensor::opName(e.op)).c_str());
-  switch (e.op) {
-    case OpCode::kNeg:
-      s.neg(v.v, a[0].v);
-      return v;
-    case OpCode::kAbs:
-      s.abs(v.v, a[0].v);
-      return v;
-    case OpCode::kSqrt:
-      s.sqrt(v.v, a[0].v);
-      return v;
-    case OpCode::kSin:
-      v.v = emitSin(s, a[0].v, runtime_);
-      return v;
-    case OpCode::kCos:
-      v.v = emitCos(s, a[0].v, runtime_);
-      return v;
-    case OpCode::kExp:
-      v.v = emitExp(s, a[0].v);
-      return v;
-    case OpCode::kLog:
-      v.v = emitLog(s, a[0].v);
-      return v;
-    case OpCode::kTanh:
-      v.v = emitTanh(s, a[0].v);
-      return v;
-    case OpCode::kSigmoid:
-      v.v = emitSigmoid(s, a[0].v);
-      return v;
-    case OpCode::kAdd:
-      s.add(v.v, a[0].v, a[1].v);
-      return v;
-    case OpCode::kSub:
-      s.sub(v.v, a[0].v, a[1].v);
-      return v;
-    case OpCode::kMul:
-      s.mul(v.v, a[0].v, a[1].v);
-      return v;
-    case OpCode::kDiv:
-      s.div(v.v, a[0].v, a[1].v);
-      return v;
-    case OpCode::kMax:
-      s.max(v.v, a[0].v, a[1].v);
-      return v;
-    case OpCode::kMin:
-      s.min(v.v, a[0].v, a[1].v);
-      return v;
-    case OpCode::kPow:
-      v.v = emitPow(s, a[0].v, a[1].v);
-      return v;
-#include "compiler/choir/lowered_op_cases.inc"
-    case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe:
-    case OpCode::kEq: case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast:
-      break;
-  }
-  return unimplemented(strCat("floating ", tensor::opName(e.op)));
-}
-
-absl::StatusOr<KernelEmitter::Val> KernelEmitter::intOp(const Expr& e, const std::vector<Val>& a,
-                                                        DType t) {
-  Val v;
-  x86::Gp r = cc_.newInt64(std::string(tensor::opName(e.op)).c_str());
-  v.g = r;
-  const bool cmp_op = tensor::opCategory(e.op) == OpCategory::Compare;
-  if (cmp_op) {
-    cc_.xor_(r.r32(), r.r32());
-    cc_.cmp(a[0].g, a[1].g);
-    switch (e.op) {
-      case OpCode::kLt:
-        cc_.setl(r.r8());
-        break;
-      case OpCode::kLe:
-        cc_.setle(r.r8());
-        break;
-      case OpCode::kGt:
-        cc_.setg(r.r8());
-        break;
-      case OpCode::kGe:
-        cc_.setge(r.r8());
-        break;
-      case OpCode::kEq:
-        cc_.sete(r.r8());
-        break;
-#include "compiler/choir/lowered_op_cases.inc"
-      case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos:
-      case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid:
-      case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul: case OpCode::kDiv: case OpCode::kMax:
-      case OpCode::kMin: case OpCode::kPow: case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast:
-        cc_.setne(r.r8());
-        break;
-    }
-    return v;
-  }
-  switch (e.op) {
-    case OpCode::kNeg:
-      cc_.mov(r, a[0].g);
-      cc_.neg(r);
-      sext32(r, t);
-      return v;
-    case OpCode::kAbs:
-      cc_.mov(r, a[0].g);
-      cc_.neg(r);
-      cc_.cmovs(r, a[0].g);
-      sext32(r, t);
-      return v;
-    case OpCode::kAdd:
-      cc_.mov(r, a[0].g);
-      cc_.add(r, a[1].g);
-      sext32(r, t);
-      return v;
-    case OpCode::kSub:
-      cc_.mov(r, a[0].g);
-      cc_.sub(r, a[1].g);
-      sext32(r, t);
-      return v;
-    case OpCode::kMul:
-      cc_.mov(r, a[0].g);
-      cc_.imul(r, a[1].g);
-      sext32(r, t);
-      return v;
-    case OpCode::kMax:
-      cc_.mov(r, a[0].g);
-      cc_.cmp(a[0].g, a[1].g);
-      cc_.cmovl(r, a[1].g);
-      return v;
-    case OpCode::kMin:
-      cc_.mov(r, a[0].g);
-      cc_.cmp(a[0].g, a[1].g);
-      cc_.cmovg(r, a[1].g);
-      return v;
-    case OpCode::kDiv: {
-      // x / 0 = 0; x / -1 = -x (wrapping); otherwise truncating idiv.
-      Label zero = cc_.newLabel(), minus_one = cc_.newLabel(), done = cc_.newLabel();
-      cc_.test(a[1].g, a[1].g);
-      cc_.jz(zero);
-      cc_.cmp(a[1].g, -1);
-      cc_.je(minus_one);
-      x86::Gp lo = cc_.newInt64("lo"), hi = cc_.newInt64("hi");
-      cc_.mov(lo, a[0].g);
-      cc_.cqo(hi, lo);
-      cc_.idiv(hi, lo, a[1].g);
-      cc_.mov(r, lo);
-      cc_.jmp(done);
-      cc_.bind(zero);
-      cc_.xor_(r, r);
-      cc_.jmp(done);
-      cc_.bind(minus_one);
-      cc_.mov(r, a[0].g);
-      cc_.neg(r);
-      sext32(r, t);
-      cc_.bind(done);
-      return v;
-    }
-    case OpCode::kPow: {
-      x86::Gp fn = cc_.newIntPtr("pow_fn");
-      cc_.mov(fn, x86::qword_ptr(runtime_, kRtPowI64 * 8));
-      asmjit::InvokeNode* call;
-      cc_.invoke(&call, fn, asmjit::FuncSignatureT<int64_t, int64_t, int64_t>(asmjit::CallConvId::kHost));
-      call->setArg(0, a[0].g);
-      call->setArg(1, a[1].g);
-      call->setRet(0, r);
-      sext32(r, t);
-      return v;
-    }
-#include "compiler/choir/lowered_op_cases.inc"
-    case OpCode::kSin: case OpCode::kCos: case OpCode::kExp: case OpCode::kLog:
-    case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kLt: case OpCode::kLe:
-    case OpCode::kGt: case OpCode::kGe: case OpCode::kEq: case OpCode::kNe: case OpCode::kWhere:
-    case OpCode::kCast:
-      break;
-  }
-  return unimplemented(strCat(tensor::dtypeName(t), " ", tensor::opName(e.op)));
+                                                     const std::vector<DType>& types, const Mode& mode) {
+  Prims p(*this, mode);
+  codegen::OpSemantics<Prims> sem(p, "x86-64 emitter");
+  const Val v = sem.op(e.op, e.dtype, types.empty() ? e.dtype : types[0], a);
+  ACCY_RETURN_IF_ERROR(p.status());
+  ACCY_RETURN_IF_ERROR(sem.status());
+  return v;
 }
 
 KernelEmitter::Val KernelEmitter::select(const Val& c, const Val& t, const Val& f, DType type,
@@ -1148,96 +1207,12 @@ KernelEmitter::Val KernelEmitter::select(const Val& c, const Val& t, const Val& 
 }
 
 absl::StatusOr<KernelEmitter::Val> KernelEmitter::cast(const Val& a, DType from, DType to) {
-  Val v;
-  const bool vex = isa_ != Isa::kSse41;
-  if (from == to) return a;
-  if (isFloat(from)) {
-    if (isFloat(to)) {
-      Simd& s = scalarSimd(to);
-      v.kind = Val::Kind::kVec;
-      v.v = s.newVec("cvt");
-      s.zero(v.v);
-      if (from == DType::f32) {
-        vex ? cc_.vcvtss2sd(v.v.xmm(), v.v.xmm(), a.v.xmm()) : cc_.cvtss2sd(v.v.xmm(), a.v.xmm());
-      } else {
-        vex ? cc_.vcvtsd2ss(v.v.xmm(), v.v.xmm(), a.v.xmm()) : cc_.cvtsd2ss(v.v.xmm(), a.v.xmm());
-      }
-      return v;
-    }
-    Simd& s = scalarSimd(from);
-    x86::Vec zero = s.newVec("zero");
-    s.zero(zero);
-    const bool f32 = from == DType::f32;
-    auto ucomi = [&](x86::Vec x, x86::Vec y) {
-      if (f32) {
-        vex ? cc_.vucomiss(x.xmm(), y.xmm()) : cc_.ucomiss(x.xmm(), y.xmm());
-      } else {
-        vex ? cc_.vucomisd(x.xmm(), y.xmm()) : cc_.ucomisd(x.xmm(), y.xmm());
-      }
-    };
-    if (to == DType::bool_) {
-      // x != 0, NaN counting as true.
-      x86::Gp r = cc_.newInt64("b"), p = cc_.newInt64("p");
-      cc_.xor_(r.r32(), r.r32());
-      cc_.xor_(p.r32(), p.r32());
-      ucomi(a.v, zero);
-      cc_.setne(r.r8());
-      cc_.setp(p.r8());
-      cc_.or_(r.r32(), p.r32());
-      v.g = r;
-      return v;
-    }
-    // Truncate, saturate at the integer range, NaN -> 0.
-    const bool i64 = to == DType::i64;
-    x86::Gp r = cc_.newInt64("i");
-    if (i64) {
-      if (f32) {
-        vex ? cc_.vcvttss2si(r, a.v.xmm()) : cc_.cvttss2si(r, a.v.xmm());
-      } else {
-        vex ? cc_.vcvttsd2si(r, a.v.xmm()) : cc_.cvttsd2si(r, a.v.xmm());
-      }
-    } else {
-      if (f32) {
-        vex ? cc_.vcvttss2si(r.r32(), a.v.xmm()) : cc_.cvttss2si(r.r32(), a.v.xmm());
-      } else {
-        vex ? cc_.vcvttsd2si(r.r32(), a.v.xmm()) : cc_.cvttsd2si(r.r32(), a.v.xmm());
-      }
-      cc_.movsxd(r, r.r32());
-    }
-    x86::Vec limit = s.newVec("limit");
-    s.constant(limit, i64 ? 9223372036854775808.0 : 2147483648.0);
-    x86::Gp max = constantReg(cc_, i64 ? std::numeric_limits<int64_t>::max()
-                                       : std::numeric_limits<int32_t>::max());
-    ucomi(a.v, limit);
-    cc_.cmovae(r, max);  // CF=0: a >= limit (never for NaN)
-    x86::Gp z = constantReg(cc_, 0);
-    ucomi(a.v, a.v);
-    cc_.cmovp(r, z);  // unordered: NaN
-    v.g = r;
-    return v;
-  }
-  // From an integer or bool held sign-extended in 64 bits.
-  if (isFloat(to)) {
-    Simd& s = scalarSimd(to);
-    v.kind = Val::Kind::kVec;
-    v.v = s.newVec("cvt");
-    s.zero(v.v);
-    if (to == DType::f32) {
-      vex ? cc_.vcvtsi2ss(v.v.xmm(), v.v.xmm(), a.g) : cc_.cvtsi2ss(v.v.xmm(), a.g);
-    } else {
-      vex ? cc_.vcvtsi2sd(v.v.xmm(), v.v.xmm(), a.g) : cc_.cvtsi2sd(v.v.xmm(), a.g);
-    }
-    return v;
-  }
-  v.g = cc_.newInt64("cvt");
-  if (to == DType::bool_) {
-    cc_.xor_(v.g.r32(), v.g.r32());
-    cc_.test(a.g, a.g);
-    cc_.setne(v.g.r8());
-    return v;
-  }
-  cc_.mov(v.g, a.g);
-  sext32(v.g, to);
+  const Mode scalar;
+  Prims p(*this, scalar);
+  codegen::OpSemantics<Prims> sem(p, "x86-64 emitter");
+  const Val v = sem.convert(a, from, to);
+  ACCY_RETURN_IF_ERROR(p.status());
+  ACCY_RETURN_IF_ERROR(sem.status());
   return v;
 }
 
@@ -1260,51 +1235,19 @@ KernelEmitter::Val KernelEmitter::identity(OpCode combiner, DType dtype, Simd* s
   return v;
 }
 
+// acc = combiner(acc, x), in acc's registers (a loop-carried accumulator).
 void KernelEmitter::combine(OpCode combiner, DType dtype, Val& acc, const Val& x, Simd* simd) {
+  Mode mode;
+  mode.vector = simd != nullptr;
+  mode.simd = simd;
+  Prims p(*this, mode);
+  codegen::OpSemantics<Prims> sem(p, "x86-64 emitter");
+  const Val r = sem.binary(combiner, dtype, acc, x);
   if (isFloat(dtype)) {
-    Simd& s = simd ? *simd : scalarSimd(dtype);
-    switch (combiner) {
-      case OpCode::kMul:
-        s.mul(acc.v, acc.v, x.v);
-        return;
-      case OpCode::kMax:
-        s.max(acc.v, acc.v, x.v);
-        return;
-      case OpCode::kMin:
-        s.min(acc.v, acc.v, x.v);
-        return;
-#include "compiler/choir/lowered_op_cases.inc"
-      case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos:
-      case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid:
-      case OpCode::kAdd: case OpCode::kSub: case OpCode::kDiv: case OpCode::kPow: case OpCode::kLt:
-      case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq: case OpCode::kNe:
-      case OpCode::kWhere: case OpCode::kCast:
-        s.add(acc.v, acc.v, x.v);
-        return;
-    }
+    (simd ? *simd : scalarSimd(dtype)).mov(acc.v, r.v);
+  } else {
+    cc_.mov(acc.g, r.g);
   }
-  switch (combiner) {
-    case OpCode::kMul:
-      cc_.imul(acc.g, x.g);
-      break;
-    case OpCode::kMax:
-      cc_.cmp(acc.g, x.g);
-      cc_.cmovl(acc.g, x.g);
-      break;
-    case OpCode::kMin:
-      cc_.cmp(acc.g, x.g);
-      cc_.cmovg(acc.g, x.g);
-      break;
-#include "compiler/choir/lowered_op_cases.inc"
-    case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos:
-    case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid:
-    case OpCode::kAdd: case OpCode::kSub: case OpCode::kDiv: case OpCode::kPow: case OpCode::kLt:
-    case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq: case OpCode::kNe:
-    case OpCode::kWhere: case OpCode::kCast:
-      cc_.add(acc.g, x.g);
-      break;
-  }
-  sext32(acc.g, dtype);
 }
 
 absl::Status KernelEmitter::reduce(const Stmt& s) {
@@ -1396,20 +1339,12 @@ absl::Status KernelEmitter::reduce(const Stmt& s) {
     combine(s.combiner, dtype, acc, h, nullptr);
   }
   if (s.mean_count != 0) {
-    if (isFloat(dtype)) {
-      Simd& sc = scalarSimd(dtype);
-      x86::Vec n = sc.newVec("count");
-      sc.constant(n, static_cast<double>(s.mean_count));
-      sc.div(acc.v, acc.v, n);
-    } else {
-      Expr div;
-      div.kind = ExprKind::kOp;
-      div.op = OpCode::kDiv;
-      div.dtype = dtype;
-      Val n;
-      n.g = constantReg(cc_, s.mean_count);
-      ACCY_ASSIGN_OR_RETURN(acc, intOp(div, {acc, n}, dtype));
-    }
+    const Mode scalar;
+    Prims p(*this, scalar);
+    codegen::OpSemantics<Prims> sem(p, "x86-64 emitter");
+    acc = sem.binary(OpCode::kDiv, dtype, acc, p.constant(dtype, static_cast<double>(s.mean_count)));
+    ACCY_RETURN_IF_ERROR(p.status());
+    ACCY_RETURN_IF_ERROR(sem.status());
   }
   cse_.clear();
   storeScalar(dtype, address(s.buffer, s.index, Mode{}), acc);

@@ -84,11 +84,10 @@ class KernelEmitter {
   absl::StatusOr<Val> expr(const choir::ExprRef& e, const Mode& mode);
   absl::StatusOr<Val> op(const choir::Expr& e, const std::vector<Val>& args,
                          const std::vector<choir::DType>& arg_types, const Mode& mode);
-  absl::StatusOr<Val> floatOp(const choir::Expr& e, const std::vector<Val>& a, Simd& s);
-  absl::StatusOr<Val> intOp(const choir::Expr& e, const std::vector<Val>& a,
-                            choir::DType arg_type);
   absl::StatusOr<Val> cast(const Val& a, choir::DType from, choir::DType to);
   Val select(const Val& c, const Val& t, const Val& f, choir::DType type, const Mode& mode);
+  // The primitives compiler/codegen/semantics/op_semantics.h drives.
+  class Prims;
 
   // Row bases: base + (flat index without the inner variable) * size,
   // computed before an innermost loop for every access in its body.

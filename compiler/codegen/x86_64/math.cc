@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "compiler/codegen/math/elementary.h"
+#include "compiler/codegen/semantics/op_semantics.h"
 #include "compiler/codegen/x86_64/runtime.h"
 
 namespace accy::x64 {
@@ -232,6 +233,11 @@ Vec emitSigmoid(Simd& s, Vec a) {
 Vec emitPow(Simd& s, Vec a, Vec b) {
   Ops o(s);
   return math::powOf(o, a, b);
+}
+
+std::optional<Vec> emitElementary(Simd& s, tensor::OpCode op, Vec a, Vec b, x86::Gp runtime) {
+  Ops o(s, runtime);
+  return codegen::elementaryOf(o, op, a, b);
 }
 
 }  // namespace accy::x64

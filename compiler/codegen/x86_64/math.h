@@ -10,7 +10,10 @@
 #ifndef ACCY_COMPILER_CODEGEN_X86_64_MATH_H_
 #define ACCY_COMPILER_CODEGEN_X86_64_MATH_H_
 
+#include <optional>
+
 #include "compiler/codegen/x86_64/simd.h"
+#include "compiler/tensor/program.h"
 
 namespace accy::x64 {
 
@@ -25,6 +28,11 @@ asmjit::x86::Vec emitTanh(Simd& s, asmjit::x86::Vec a);
 asmjit::x86::Vec emitSigmoid(Simd& s, asmjit::x86::Vec a);
 // a^b with the C pow conventions for the cases listed in MATH_ACCURACY.md.
 asmjit::x86::Vec emitPow(Simd& s, asmjit::x86::Vec a, asmjit::x86::Vec b);
+// The elementary function of `op` (the op table's Elementary column) through
+// compiler/codegen/semantics/op_semantics.h's one dispatch; nullopt for an
+// op without one. `b` is pow's exponent.
+std::optional<asmjit::x86::Vec> emitElementary(Simd& s, tensor::OpCode op, asmjit::x86::Vec a, asmjit::x86::Vec b,
+                                               asmjit::x86::Gp runtime);
 
 }  // namespace accy::x64
 
