@@ -69,9 +69,9 @@ enum : uint32_t {
   kI32x4Mul = 0xb5, kI32x4MinS = 0xb6, kI32x4MaxS = 0xb8,
   kI64x2Shl = 0xcb, kI64x2ShrU = 0xcd, kI64x2Add = 0xce,
   kF32x4Abs = 0xe0, kF32x4Neg = 0xe1, kF32x4Sqrt = 0xe3, kF32x4Add = 0xe4, kF32x4Sub = 0xe5, kF32x4Mul = 0xe6,
-  kF32x4Div = 0xe7, kF32x4Min = 0xe8, kF32x4Max = 0xe9,
+  kF32x4Div = 0xe7, kF32x4Min = 0xe8, kF32x4Max = 0xe9, kF32x4Pmin = 0xea, kF32x4Pmax = 0xeb,
   kF64x2Abs = 0xec, kF64x2Neg = 0xed, kF64x2Sqrt = 0xef, kF64x2Add = 0xf0, kF64x2Sub = 0xf1, kF64x2Mul = 0xf2,
-  kF64x2Div = 0xf3, kF64x2Min = 0xf4, kF64x2Max = 0xf5,
+  kF64x2Div = 0xf3, kF64x2Min = 0xf4, kF64x2Max = 0xf5, kF64x2Pmin = 0xf6, kF64x2Pmax = 0xf7,
 };
 }  // namespace simd
 

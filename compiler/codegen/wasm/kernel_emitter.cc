@@ -167,6 +167,17 @@ class Primitives {
   }
   // trunc_sat has exactly the cast's meaning: NaN to 0, saturating.
   Value truncateSaturating(DType from, DType to, Value v) { return convert(from, to, v); }
+  // a > b ? a : b, b when unordered: pmax(b, a) = b < a ? a : b in lanes
+  // (one instruction), a select of a comparison in scalar code.
+  Value greaterOrSecond(DType d, Value a, Value b) {
+    if (!vector_) return select(d, compare(codegen::Cmp::kGt, d, a, b), a, b);
+    return simdBinary(d == DType::f64 ? simd::kF64x2Pmax : simd::kF32x4Pmax, b, a);
+  }
+  // a < b ? a : b, b when unordered: pmin(b, a) = a < b ? a : b.
+  Value lessOrSecond(DType d, Value a, Value b) {
+    if (!vector_) return select(d, compare(codegen::Cmp::kLt, d, a, b), a, b);
+    return simdBinary(d == DType::f64 ? simd::kF64x2Pmin : simd::kF32x4Pmin, b, a);
+  }
   Value intMax(DType d, Value x, Value y) { return vector_ ? simdBinary(simd::kI32x4MaxS, x, y) : pick(codegen::Cmp::kGt, d, x, y); }
   Value intMin(DType d, Value x, Value y) { return vector_ ? simdBinary(simd::kI32x4MinS, x, y) : pick(codegen::Cmp::kLt, d, x, y); }
 
