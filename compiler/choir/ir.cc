@@ -163,22 +163,14 @@ Stmt Stmt::store(int buffer, std::vector<Affine> index, ExprRef value) {
 
 double combinerIdentity(OpCode combiner, DType dtype) {
   const bool f = tensor::isFloating(dtype);
-  switch (combiner) {
-    case OpCode::kMul:
-      return 1;
-    case OpCode::kMax:
-      return f ? -HUGE_VAL : dtype == DType::i32 ? -2147483648.0 : dtype == DType::bool_ ? 0 : -9223372036854775808.0;
-    case OpCode::kMin:
-      return f ? HUGE_VAL : dtype == DType::i32 ? 2147483647.0 : dtype == DType::bool_ ? 1 : 9223372036854775807.0;
-#include "compiler/choir/lowered_op_cases.inc"
-    case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos:
-    case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid:
-    case OpCode::kAdd: case OpCode::kSub: case OpCode::kDiv: case OpCode::kPow: case OpCode::kLt:
-    case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq: case OpCode::kNe:
-    case OpCode::kWhere: case OpCode::kCast:
-      return 0;
+  if (combiner == OpCode::kMul) return 1;
+  if (combiner == OpCode::kMax) {
+    return f ? -HUGE_VAL : dtype == DType::i32 ? -2147483648.0 : dtype == DType::bool_ ? 0 : -9223372036854775808.0;
   }
-  return 0;  // not reached: the switch covers every op
+  if (combiner == OpCode::kMin) {
+    return f ? HUGE_VAL : dtype == DType::i32 ? 2147483647.0 : dtype == DType::bool_ ? 1 : 9223372036854775807.0;
+  }
+  return 0;  // kAdd
 }
 
 }  // namespace accy::choir

@@ -16,22 +16,20 @@ using IndexMap = std::map<std::string, Affine, std::less<>>;
 
 bool isView(const Node& n) {
   switch (n.op) {
-    case OpCode::kInput:
-    case OpCode::kConstant:
-    case OpCode::kIota:
-    case OpCode::kTranspose:
-    case OpCode::kRename:
-    case OpCode::kBroadcast:
-    case OpCode::kSlice:
+    case OpCode::kTranspose: case OpCode::kRename: case OpCode::kBroadcast: case OpCode::kSlice:
     case OpCode::kSplit:
+#define ACCY_CASES_Leaf 1
+#include "compiler/tensor/op_cases.inc"
       return true;
-    case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos: case OpCode::kExp:
-    case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kAdd:
-    case OpCode::kSub: case OpCode::kMul: case OpCode::kDiv: case OpCode::kMax: case OpCode::kMin:
-    case OpCode::kPow: case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe:
-    case OpCode::kEq: case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast: case OpCode::kReduceSum:
-    case OpCode::kReduceMax: case OpCode::kReduceMin: case OpCode::kReduceMean: case OpCode::kReduceProd:
-    case OpCode::kDot: case OpCode::kMerge: case OpCode::kConcat:
+    case OpCode::kMerge: case OpCode::kConcat:
+#define ACCY_CASES_Unary 1
+#define ACCY_CASES_Binary 1
+#define ACCY_CASES_Compare 1
+#define ACCY_CASES_Select 1
+#define ACCY_CASES_Cast 1
+#define ACCY_CASES_Reduce 1
+#define ACCY_CASES_Dot 1
+#include "compiler/tensor/op_cases.inc"
       return false;
   }
   return false;  // not reached: the switch covers every op
@@ -51,14 +49,16 @@ OpCode combinerOf(OpCode reduce) {
       return OpCode::kMin;
     case OpCode::kReduceProd:
       return OpCode::kMul;
-    case OpCode::kInput: case OpCode::kConstant: case OpCode::kIota: case OpCode::kNeg: case OpCode::kAbs:
-    case OpCode::kSin: case OpCode::kCos: case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt:
-    case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul:
-    case OpCode::kDiv: case OpCode::kMax: case OpCode::kMin: case OpCode::kPow: case OpCode::kLt:
-    case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq: case OpCode::kNe:
-    case OpCode::kWhere: case OpCode::kCast: case OpCode::kReduceSum: case OpCode::kReduceMean:
-    case OpCode::kDot: case OpCode::kTranspose: case OpCode::kRename: case OpCode::kBroadcast:
-    case OpCode::kSplit: case OpCode::kMerge: case OpCode::kSlice: case OpCode::kConcat:
+    case OpCode::kReduceSum: case OpCode::kReduceMean:
+#define ACCY_CASES_Leaf 1
+#define ACCY_CASES_Unary 1
+#define ACCY_CASES_Binary 1
+#define ACCY_CASES_Compare 1
+#define ACCY_CASES_Select 1
+#define ACCY_CASES_Cast 1
+#define ACCY_CASES_Dot 1
+#define ACCY_CASES_Layout 1
+#include "compiler/tensor/op_cases.inc"
       return OpCode::kAdd;
   }
   return OpCode::kAdd;  // not reached: the switch covers every op
@@ -186,13 +186,15 @@ class Lowering {
                               : at(a.name);
         }
         return access(src, inner);
-      case OpCode::kInput: case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos:
-      case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid:
-      case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul: case OpCode::kDiv: case OpCode::kMax:
-      case OpCode::kMin: case OpCode::kPow: case OpCode::kLt: case OpCode::kLe: case OpCode::kGt:
-      case OpCode::kGe: case OpCode::kEq: case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast:
-      case OpCode::kReduceSum: case OpCode::kReduceMax: case OpCode::kReduceMin: case OpCode::kReduceMean:
-      case OpCode::kReduceProd: case OpCode::kDot: case OpCode::kMerge: case OpCode::kConcat:
+      case OpCode::kInput: case OpCode::kMerge: case OpCode::kConcat:
+#define ACCY_CASES_Unary 1
+#define ACCY_CASES_Binary 1
+#define ACCY_CASES_Compare 1
+#define ACCY_CASES_Select 1
+#define ACCY_CASES_Cast 1
+#define ACCY_CASES_Reduce 1
+#define ACCY_CASES_Dot 1
+#include "compiler/tensor/op_cases.inc"
         break;
     }
     // Unreachable for validated programs: every other node has a buffer.

@@ -144,18 +144,9 @@ ACCY_VALUE_BINARY(eq, OpCode::kEq)
 ACCY_VALUE_BINARY(ne, OpCode::kNe)
 #undef ACCY_VALUE_BINARY
 
-#define ACCY_VALUE_UNARY(method, code) \
-  Value Value::method() const { return recordOp(makeNode(code), {*this}); }
-ACCY_VALUE_UNARY(neg, OpCode::kNeg)
-ACCY_VALUE_UNARY(abs, OpCode::kAbs)
-ACCY_VALUE_UNARY(sin, OpCode::kSin)
-ACCY_VALUE_UNARY(cos, OpCode::kCos)
-ACCY_VALUE_UNARY(exp, OpCode::kExp)
-ACCY_VALUE_UNARY(log, OpCode::kLog)
-ACCY_VALUE_UNARY(sqrt, OpCode::kSqrt)
-ACCY_VALUE_UNARY(tanh, OpCode::kTanh)
-ACCY_VALUE_UNARY(sigmoid, OpCode::kSigmoid)
-#undef ACCY_VALUE_UNARY
+#define ACCY_API_Unary(e, name) \
+  Value Value::name() const { return recordOp(makeNode(OpCode::e), {*this}); }
+#include "compiler/tensor/op_api.inc"
 
 #define ACCY_VALUE_REDUCE(method, code)                                                 \
   Value Value::method(std::string_view axis) const {                                    \

@@ -59,16 +59,11 @@ class Value {
   Value min(double o) const;
   Value pow(double o) const;
 
-  // Unary elementwise. sin..sigmoid need f32 or f64.
-  Value neg() const;
-  Value abs() const;
-  Value sin() const;
-  Value cos() const;
-  Value exp() const;
-  Value log() const;
-  Value sqrt() const;
-  Value tanh() const;
-  Value sigmoid() const;
+  // Unary elementwise, one per unary row of the op table (ops.inc): neg,
+  // abs, sin, cos, exp, log, sqrt, tanh, sigmoid, ...; the elementary ones
+  // need f32 or f64 (the DTypes column).
+#define ACCY_API_Unary(e, name) Value name() const;
+#include "compiler/tensor/op_api.inc"
 
   // Comparisons, giving bool.
   Value lt(const Value& o) const;
@@ -213,18 +208,9 @@ ACCY_FREE_BINARY(eq)
 ACCY_FREE_BINARY(ne)
 #undef ACCY_FREE_BINARY
 
-#define ACCY_FREE_UNARY(name) \
+#define ACCY_API_Unary(e, name) \
   inline Value name(const Value& a) { return a.name(); }
-ACCY_FREE_UNARY(neg)
-ACCY_FREE_UNARY(abs)
-ACCY_FREE_UNARY(sin)
-ACCY_FREE_UNARY(cos)
-ACCY_FREE_UNARY(exp)
-ACCY_FREE_UNARY(log)
-ACCY_FREE_UNARY(sqrt)
-ACCY_FREE_UNARY(tanh)
-ACCY_FREE_UNARY(sigmoid)
-#undef ACCY_FREE_UNARY
+#include "compiler/tensor/op_api.inc"
 
 #define ACCY_FREE_REDUCE(name)                                                           \
   inline Value name(const Value& a, std::string_view axis) { return a.name(axis); }     \

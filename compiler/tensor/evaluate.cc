@@ -182,14 +182,15 @@ class Evaluator {
         case OpCode::kReduceMin:
           out[r] = applyBinary(OpCode::kMin, node.dtype, out[r], v);
           break;
-        case OpCode::kInput: case OpCode::kConstant: case OpCode::kIota: case OpCode::kNeg: case OpCode::kAbs:
-        case OpCode::kSin: case OpCode::kCos: case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt:
-        case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul:
-        case OpCode::kDiv: case OpCode::kMax: case OpCode::kMin: case OpCode::kPow: case OpCode::kLt:
-        case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq: case OpCode::kNe:
-        case OpCode::kWhere: case OpCode::kCast: case OpCode::kDot: case OpCode::kTranspose:
-        case OpCode::kRename: case OpCode::kBroadcast: case OpCode::kSplit: case OpCode::kMerge:
-        case OpCode::kSlice: case OpCode::kConcat:
+#define ACCY_CASES_Leaf 1
+#define ACCY_CASES_Unary 1
+#define ACCY_CASES_Binary 1
+#define ACCY_CASES_Compare 1
+#define ACCY_CASES_Select 1
+#define ACCY_CASES_Cast 1
+#define ACCY_CASES_Dot 1
+#define ACCY_CASES_Layout 1
+#include "compiler/tensor/op_cases.inc"
           break;
       }
     });
@@ -267,15 +268,16 @@ class Evaluator {
           case OpCode::kSlice:
             if (ax.name == node.names[0]) return node.ints[0] + at(idx, ax.name) * node.ints[2];
             return at(idx, ax.name);
-          case OpCode::kInput: case OpCode::kConstant: case OpCode::kIota: case OpCode::kNeg:
-          case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos: case OpCode::kExp: case OpCode::kLog:
-          case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kAdd: case OpCode::kSub:
-          case OpCode::kMul: case OpCode::kDiv: case OpCode::kMax: case OpCode::kMin: case OpCode::kPow:
-          case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq:
-          case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast: case OpCode::kReduceSum:
-          case OpCode::kReduceMax: case OpCode::kReduceMin: case OpCode::kReduceMean:
-          case OpCode::kReduceProd: case OpCode::kDot: case OpCode::kTranspose: case OpCode::kBroadcast:
-          case OpCode::kConcat:  // transpose and broadcast: same names
+          case OpCode::kTranspose: case OpCode::kBroadcast: case OpCode::kConcat:
+#define ACCY_CASES_Leaf 1
+#define ACCY_CASES_Unary 1
+#define ACCY_CASES_Binary 1
+#define ACCY_CASES_Compare 1
+#define ACCY_CASES_Select 1
+#define ACCY_CASES_Cast 1
+#define ACCY_CASES_Reduce 1
+#define ACCY_CASES_Dot 1
+#include "compiler/tensor/op_cases.inc"
             return at(idx, ax.name);
         }
         return at(idx, ax.name);  // not reached: the switch covers every op

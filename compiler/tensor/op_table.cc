@@ -7,7 +7,7 @@ std::string_view opName(OpCode op) {
   switch (op) {
 #define ACCY_OP(e, name, cat, grad, dtypes, cost, fn) \
   case OpCode::e:                                    \
-    return name;
+    return #name;
 #include "compiler/tensor/ops.inc"
 #undef ACCY_OP
   }
@@ -58,15 +58,19 @@ OpCost opCost(OpCode op) {
   return OpCost::Cheap;
 }
 
-Elementary opElementary(OpCode op) {
+bool opIsElementary(OpCode op) {
+#define ACCY_ELEMENTARY_IS_No false
+#define ACCY_ELEMENTARY_IS_Fn(f) true
   switch (op) {
 #define ACCY_OP(e, name, cat, grad, dtypes, cost, fn) \
   case OpCode::e:                                    \
-    return Elementary::fn;
+    return ACCY_ELEMENTARY_IS_##fn;
 #include "compiler/tensor/ops.inc"
 #undef ACCY_OP
   }
-  return Elementary::None;
+#undef ACCY_ELEMENTARY_IS_No
+#undef ACCY_ELEMENTARY_IS_Fn
+  return false;
 }
 
 bool opTakes(OpCode op, DType dtype) {

@@ -34,15 +34,16 @@ std::string attributeText(const Node& node) {
     case OpCode::kConstant:
       parts.push_back(absl::StrFormat("value=%.17g", node.scalar));
       break;
-    case OpCode::kIota: case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos:
-    case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid:
-    case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul: case OpCode::kDiv: case OpCode::kMax:
-    case OpCode::kMin: case OpCode::kPow: case OpCode::kLt: case OpCode::kLe: case OpCode::kGt:
-    case OpCode::kGe: case OpCode::kEq: case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast:
-    case OpCode::kReduceSum: case OpCode::kReduceMax: case OpCode::kReduceMin: case OpCode::kReduceMean:
-    case OpCode::kReduceProd: case OpCode::kDot: case OpCode::kTranspose: case OpCode::kRename:
-    case OpCode::kBroadcast: case OpCode::kSplit: case OpCode::kMerge: case OpCode::kSlice:
-    case OpCode::kConcat:
+    case OpCode::kIota:
+#define ACCY_CASES_Unary 1
+#define ACCY_CASES_Binary 1
+#define ACCY_CASES_Compare 1
+#define ACCY_CASES_Select 1
+#define ACCY_CASES_Cast 1
+#define ACCY_CASES_Reduce 1
+#define ACCY_CASES_Dot 1
+#define ACCY_CASES_Layout 1
+#include "compiler/tensor/op_cases.inc"
       if (!node.names.empty()) {
         parts.push_back(strCat("axes=[", absl::StrJoin(node.names, ", "), "]"));
       }

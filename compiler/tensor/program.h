@@ -31,15 +31,15 @@ enum class OpCategory : uint8_t { Leaf, Unary, Binary, Compare, Select, Cast, Re
 enum class OpGradient : uint8_t { None, Smooth, Piecewise, Layout };
 enum class OpDTypes : uint8_t { Any, Numeric, Floating };
 enum class OpCost : uint8_t { Free, Cheap, Expensive };
-// The functions of compiler/codegen/math/elementary.h.
-enum class Elementary : uint8_t { None, Sin, Cos, Exp, Log, Tanh, Sigmoid, Pow };
 
 std::string_view opName(OpCode op);
 OpCategory opCategory(OpCode op);
 OpGradient opGradient(OpCode op);
 OpDTypes opDTypes(OpCode op);
 OpCost opCost(OpCode op);
-Elementary opElementary(OpCode op);
+// Whether the op computes a function of compiler/codegen/math/elementary.h
+// on floating operands (its Elementary column is Fn(...)).
+bool opIsElementary(OpCode op);
 // Whether `op` takes operands of `dtype` (its DTypes column).
 bool opTakes(OpCode op, DType dtype);
 inline constexpr int kOpCount = 0

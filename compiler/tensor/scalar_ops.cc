@@ -88,15 +88,15 @@ double applyUnary(OpCode op, DType dtype, double a) {
       return std::tanh(a);
     case OpCode::kSigmoid:
       return 1.0 / (1.0 + std::exp(-a));
-    case OpCode::kInput: case OpCode::kConstant: case OpCode::kIota:
-    case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul: case OpCode::kDiv:
-    case OpCode::kMax: case OpCode::kMin: case OpCode::kPow:
-    case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe:
-    case OpCode::kEq: case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast:
-    case OpCode::kReduceSum: case OpCode::kReduceMax: case OpCode::kReduceMin:
-    case OpCode::kReduceMean: case OpCode::kReduceProd: case OpCode::kDot:
-    case OpCode::kTranspose: case OpCode::kRename: case OpCode::kBroadcast:
-    case OpCode::kSplit: case OpCode::kMerge: case OpCode::kSlice: case OpCode::kConcat:
+#define ACCY_CASES_Leaf 1
+#define ACCY_CASES_Binary 1
+#define ACCY_CASES_Compare 1
+#define ACCY_CASES_Select 1
+#define ACCY_CASES_Cast 1
+#define ACCY_CASES_Reduce 1
+#define ACCY_CASES_Dot 1
+#define ACCY_CASES_Layout 1
+#include "compiler/tensor/op_cases.inc"
       break;
   }
   ACCY_CHECK(false, "applyUnary: %s is not a unary op", std::string(opName(op)).c_str());
@@ -138,14 +138,14 @@ double applyBinary(OpCode op, DType dtype, double a, double b) {
       return a == b;
     case OpCode::kNe:
       return a != b;
-    case OpCode::kInput: case OpCode::kConstant: case OpCode::kIota:
-    case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos:
-    case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh:
-    case OpCode::kSigmoid: case OpCode::kWhere: case OpCode::kCast:
-    case OpCode::kReduceSum: case OpCode::kReduceMax: case OpCode::kReduceMin:
-    case OpCode::kReduceMean: case OpCode::kReduceProd: case OpCode::kDot:
-    case OpCode::kTranspose: case OpCode::kRename: case OpCode::kBroadcast:
-    case OpCode::kSplit: case OpCode::kMerge: case OpCode::kSlice: case OpCode::kConcat:
+#define ACCY_CASES_Leaf 1
+#define ACCY_CASES_Unary 1
+#define ACCY_CASES_Select 1
+#define ACCY_CASES_Cast 1
+#define ACCY_CASES_Reduce 1
+#define ACCY_CASES_Dot 1
+#define ACCY_CASES_Layout 1
+#include "compiler/tensor/op_cases.inc"
       break;
   }
   ACCY_CHECK(false, "applyBinary: %s is not a binary op", std::string(opName(op)).c_str());

@@ -387,13 +387,15 @@ absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node) {
           }
           break;
         }
-        case OpCode::kInput: case OpCode::kConstant: case OpCode::kIota: case OpCode::kNeg: case OpCode::kAbs:
-        case OpCode::kSin: case OpCode::kCos: case OpCode::kExp: case OpCode::kLog: case OpCode::kSqrt:
-        case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul:
-        case OpCode::kDiv: case OpCode::kMax: case OpCode::kMin: case OpCode::kPow: case OpCode::kLt:
-        case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq: case OpCode::kNe:
-        case OpCode::kWhere: case OpCode::kCast: case OpCode::kReduceSum: case OpCode::kReduceMax:
-        case OpCode::kReduceMin: case OpCode::kReduceMean: case OpCode::kReduceProd: case OpCode::kDot:
+#define ACCY_CASES_Leaf 1
+#define ACCY_CASES_Unary 1
+#define ACCY_CASES_Binary 1
+#define ACCY_CASES_Compare 1
+#define ACCY_CASES_Select 1
+#define ACCY_CASES_Cast 1
+#define ACCY_CASES_Reduce 1
+#define ACCY_CASES_Dot 1
+#include "compiler/tensor/op_cases.inc"
           return makeError(ErrorKind::kInvalidProgram, strCat(op, ": not a layout op"));
       }
       break;

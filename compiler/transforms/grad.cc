@@ -102,15 +102,9 @@ class Reverse {
     auto x = [&](size_t k) { return v_[n.operands[k]]; };
     auto op = [&](size_t k) { return n.operands[k]; };
     switch (n.op) {
-      case OpCode::kInput:
-      case OpCode::kConstant:
-      case OpCode::kIota:
-      case OpCode::kLt:
-      case OpCode::kLe:
-      case OpCode::kGt:
-      case OpCode::kGe:
-      case OpCode::kEq:
-      case OpCode::kNe:
+#define ACCY_CASES_Leaf 1
+#define ACCY_CASES_Compare 1
+#include "compiler/tensor/op_cases.inc"
         return;
       case OpCode::kNeg:
         return add(op(0), -g);

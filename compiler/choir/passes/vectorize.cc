@@ -16,21 +16,28 @@ int lanesFor(const VectorizeOptions& o, DType lane, int64_t extent) {
   return bytes / size;
 }
 
-// The ops an i32 vector loop may hold (VectorizeOptions::int32).
-bool int32VectorOp(OpCode op) {
-  switch (op) {
-    case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul: case OpCode::kNeg: case OpCode::kAbs:
-    case OpCode::kMax: case OpCode::kMin: case OpCode::kWhere:
-    case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq: case OpCode::kNe:
-      return true;
-#include "compiler/choir/lowered_op_cases.inc"
-    case OpCode::kSin: case OpCode::kCos: case OpCode::kExp: case OpCode::kLog:
-    case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kDiv: case OpCode::kPow:
-    case OpCode::kCast:
+}  // namespace
+
+// Derived from the op table: the cheap elementwise ops of integer meaning
+// (no division, no loop, no cast).
+bool int32LaneOp(OpCode op) {
+  switch (tensor::opCategory(op)) {
+    case tensor::OpCategory::Unary:
+    case tensor::OpCategory::Binary:
+    case tensor::OpCategory::Compare:
+    case tensor::OpCategory::Select:
+      return tensor::opTakes(op, DType::i32) && tensor::opCost(op) == tensor::OpCost::Cheap;
+    case tensor::OpCategory::Leaf:
+    case tensor::OpCategory::Cast:
+    case tensor::OpCategory::Reduce:
+    case tensor::OpCategory::Dot:
+    case tensor::OpCategory::Layout:
       return false;
   }
-  return false;  // not reached: the switch covers every op
+  return false;
 }
+
+namespace {
 
 // Whether every value in `e` has the dtype `lane` (f32, f64, or i32 under
 // the ops above), comparisons aside, and every load walks `var` with stride
@@ -45,7 +52,7 @@ bool uniformLanes(const Module& m, const ExprRef& e, int var, DType* lane) {
     }
     const bool is_compare = x.kind == ExprKind::kOp &&
                             tensor::opCategory(x.op) == tensor::OpCategory::Compare;
-    if (*lane == DType::i32 && x.kind == ExprKind::kOp && !int32VectorOp(x.op)) {
+    if (*lane == DType::i32 && x.kind == ExprKind::kOp && !int32LaneOp(x.op)) {
       ok = false;
       return;
     }

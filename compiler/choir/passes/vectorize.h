@@ -7,6 +7,11 @@
 
 namespace accy::choir {
 
+// The ops an i32 vector loop may hold (VectorizeOptions::int32): add, sub,
+// mul, neg, abs, max, min, where and comparisons, derived from the op
+// table (cheap elementwise ops that take i32).
+bool int32LaneOp(OpCode op);
+
 struct VectorizeOptions {
   int vector_bytes = 16;  // the target's widest vector register
   // Also i32 loops whose values are i32 and whose ops are add, sub, mul,

@@ -40,34 +40,17 @@ class SourceTarget : public Target {
   // cos, exp, log, tanh, pow; sigmoid from exp (`one`: 1 as a float
   // literal). 0 for other ops.
   Value builtinMath(OpCode op, DType d, Value x, Value y, std::string_view prefix, std::string_view one) {
+    // The built-in forms; any other op keeps its exact sequence.
+    if (op == OpCode::kSigmoid) return let(d, strCat(one, " / (", one, " + ", prefix, "exp(-", n(x), "))"));
+    if (op == OpCode::kPow) return let(d, strCat(prefix, "pow(", n(x), ", ", n(y), ")"));
+    static constexpr std::pair<OpCode, const char*> kNames[] = {
+        {OpCode::kSin, "sin"}, {OpCode::kCos, "cos"}, {OpCode::kExp, "exp"},
+        {OpCode::kLog, "log"}, {OpCode::kTanh, "tanh"}};
     const char* name = nullptr;
-    switch (op) {
-      case OpCode::kSin:
-        name = "sin";
-        break;
-      case OpCode::kCos:
-        name = "cos";
-        break;
-      case OpCode::kExp:
-        name = "exp";
-        break;
-      case OpCode::kLog:
-        name = "log";
-        break;
-      case OpCode::kTanh:
-        name = "tanh";
-        break;
-      case OpCode::kSigmoid:
-        return let(d, strCat(one, " / (", one, " + ", prefix, "exp(-", n(x), "))"));
-      case OpCode::kPow:
-        return let(d, strCat(prefix, "pow(", n(x), ", ", n(y), ")"));
-#include "compiler/choir/lowered_op_cases.inc"
-      case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSqrt: case OpCode::kAdd:
-      case OpCode::kSub: case OpCode::kMul: case OpCode::kDiv: case OpCode::kMax: case OpCode::kMin:
-      case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq:
-      case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast:
-        return 0;
+    for (const auto& [o, n] : kNames) {
+      if (o == op) name = n;
     }
+    if (name == nullptr) return 0;
     return let(d, strCat(prefix, name, "(", n(x), ")"));
   }
 

@@ -222,34 +222,24 @@ class PtxTarget final : public gpu::Target {
       const std::string c = emitText(RegClass::kF32, "mov.f32 %d, ", f32Literal(k));
       return emitText(RegClass::kF32, "mul.rn.f32 %d, ", v, ", ", c);
     };
-    switch (op) {
-      case OpCode::kSin:
-        return handle(approx("sin.approx.f32", n(x)));
-      case OpCode::kCos:
-        return handle(approx("cos.approx.f32", n(x)));
-      case OpCode::kExp:
-        return handle(approx("ex2.approx.f32", scaled(n(x), kLog2E)));
-      case OpCode::kLog:
-        return handle(scaled(approx("lg2.approx.f32", n(x)), kLn2));
-      case OpCode::kTanh:
-        if (t_.sm < 75) return 0;
-        need(70, 75);
-        return handle(approx("tanh.approx.f32", n(x)));
-      case OpCode::kSigmoid: {
-        // 1 / (1 + 2^(-x log2 e)); the division is div.rn.
-        const std::string e = approx("ex2.approx.f32", scaled(n(x), -kLog2E));
-        const std::string one = emitText(RegClass::kF32, "mov.f32 %d, ", f32Literal(1.0f));
-        const std::string sum = emitText(RegClass::kF32, "add.rn.f32 %d, ", one, ", ", e);
-        return handle(emitText(RegClass::kF32, "div.rn.f32 %d, ", one, ", ", sum));
-      }
-#include "compiler/choir/lowered_op_cases.inc"
-      case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSqrt: case OpCode::kAdd:
-      case OpCode::kSub: case OpCode::kMul: case OpCode::kDiv: case OpCode::kMax: case OpCode::kMin:
-      case OpCode::kPow: case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe:
-      case OpCode::kEq: case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast:
-        return 0;
+    // The fast forms PTX has; any other op keeps its exact sequence.
+    if (op == OpCode::kSin) return handle(approx("sin.approx.f32", n(x)));
+    if (op == OpCode::kCos) return handle(approx("cos.approx.f32", n(x)));
+    if (op == OpCode::kExp) return handle(approx("ex2.approx.f32", scaled(n(x), kLog2E)));
+    if (op == OpCode::kLog) return handle(scaled(approx("lg2.approx.f32", n(x)), kLn2));
+    if (op == OpCode::kTanh) {
+      if (t_.sm < 75) return 0;
+      need(70, 75);
+      return handle(approx("tanh.approx.f32", n(x)));
     }
-    return 0;  // not reached: the switch covers every op
+    if (op == OpCode::kSigmoid) {
+      // 1 / (1 + 2^(-x log2 e)); the division is div.rn.
+      const std::string e = approx("ex2.approx.f32", scaled(n(x), -kLog2E));
+      const std::string one = emitText(RegClass::kF32, "mov.f32 %d, ", f32Literal(1.0f));
+      const std::string sum = emitText(RegClass::kF32, "add.rn.f32 %d, ", one, ", ", e);
+      return handle(emitText(RegClass::kF32, "div.rn.f32 %d, ", one, ", ", sum));
+    }
+    return 0;
   }
 
   // --- indices --------------------------------------------------------------

@@ -73,28 +73,32 @@ using tensor::OpCode;
 enum class Arith : uint8_t { kAdd, kSub, kMul, kDiv };
 enum class Cmp : uint8_t { kLt, kLe, kGt, kGe, kEq, kNe };
 
-// The elementary function of `op` from elementary.h over a target's math
-// ops type O; nullopt for an op without one. `y` is pow's exponent.
+// The elementary function of `op` (its Elementary column, Fn(f): f from
+// elementary.h) over a target's math ops type O; nullopt for an op without
+// one. `y` is pow's exponent; a unary function does not read it.
 template <class O>
 std::optional<typename O::Vec> elementaryOf(O& o, OpCode op, const typename O::Vec& x, const typename O::Vec& y) {
-  switch (tensor::opElementary(op)) {
-    case tensor::Elementary::Sin:
-      return math::sinOf(o, x);
-    case tensor::Elementary::Cos:
-      return math::cosOf(o, x);
-    case tensor::Elementary::Exp:
-      return math::expOf(o, x);
-    case tensor::Elementary::Log:
-      return math::logOf(o, x);
-    case tensor::Elementary::Tanh:
-      return math::tanhOf(o, x);
-    case tensor::Elementary::Sigmoid:
-      return math::sigmoidOf(o, x);
-    case tensor::Elementary::Pow:
-      return math::powOf(o, x, y);
-    case tensor::Elementary::None:
-      return std::nullopt;
+  using Vec = typename O::Vec;
+#define ACCY_ELEMENTARY_CALL_No std::nullopt
+#define ACCY_ELEMENTARY_CALL_Fn(f)                                      \
+  [&]() -> std::optional<Vec> {                                         \
+    if constexpr (requires { math::f(o, x, y); }) {                     \
+      return math::f(o, x, y);                                          \
+    } else {                                                            \
+      return math::f(o, x);                                             \
+    }                                                                   \
+  }()
+  switch (op) {
+#define ACCY_OP(e, name, cat, grad, dtypes, cost, fn) \
+  case OpCode::e:                                    \
+    return ACCY_ELEMENTARY_CALL_##fn;
+#include "compiler/tensor/ops.inc"
+#undef ACCY_OP
   }
+#undef ACCY_ELEMENTARY_CALL_No
+#undef ACCY_ELEMENTARY_CALL_Fn
+  (void)x;
+  (void)y;
   return std::nullopt;
 }
 
@@ -113,13 +117,8 @@ class OpSemantics {
   // `op` on `a`: `d` is the result's dtype, `arg` the first operand's.
   Value op(OpCode o, DType d, DType arg, std::span<const Value> a) {
     switch (o) {
-      case OpCode::kAdd:
-      case OpCode::kSub:
-      case OpCode::kMul:
-      case OpCode::kDiv:
-      case OpCode::kMax:
-      case OpCode::kMin:
-      case OpCode::kPow:
+#define ACCY_CASES_Binary 1
+#include "compiler/tensor/op_cases.inc"
         return binary(o, d, a[0], a[1]);
       case OpCode::kNeg:
         return p_.negate(d, a[0]);
@@ -130,25 +129,22 @@ class OpSemantics {
       case OpCode::kSqrt:
         if (!tensor::isFloating(d)) return refuse(o, d);
         return p_.sqrt(d, a[0]);
-      case OpCode::kSin:
-      case OpCode::kCos:
-      case OpCode::kExp:
-      case OpCode::kLog:
-      case OpCode::kTanh:
-      case OpCode::kSigmoid:
+#define ACCY_CASES_Unary 1
+#define ACCY_CASES_ELEMENTARY Yes
+#include "compiler/tensor/op_cases.inc"
         return elementary(o, d, a[0], a[0]);
-      case OpCode::kLt:
-      case OpCode::kLe:
-      case OpCode::kGt:
-      case OpCode::kGe:
-      case OpCode::kEq:
-      case OpCode::kNe:
+#define ACCY_CASES_Compare 1
+#include "compiler/tensor/op_cases.inc"
         return compare(cmpOf(o), arg, a[0], a[1]);
       case OpCode::kWhere:
         return p_.select(d, a[0], a[1], a[2]);
       case OpCode::kCast:
         return convert(a[0], arg, d);
-#include "compiler/choir/lowered_op_cases.inc"
+#define ACCY_CASES_Leaf 1
+#define ACCY_CASES_Reduce 1
+#define ACCY_CASES_Dot 1
+#define ACCY_CASES_Layout 1
+#include "compiler/tensor/op_cases.inc"
         break;
     }
     return refuse(o, d);
@@ -179,11 +175,15 @@ class OpSemantics {
         return minMax(o == OpCode::kMax, d, x, y);
       case OpCode::kPow:
         return flt ? elementary(o, d, x, y) : intPow(d, x, y);
-#include "compiler/choir/lowered_op_cases.inc"
-      case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos: case OpCode::kExp:
-      case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kLt:
-      case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq: case OpCode::kNe:
-      case OpCode::kWhere: case OpCode::kCast:
+#define ACCY_CASES_Leaf 1
+#define ACCY_CASES_Unary 1
+#define ACCY_CASES_Compare 1
+#define ACCY_CASES_Select 1
+#define ACCY_CASES_Cast 1
+#define ACCY_CASES_Reduce 1
+#define ACCY_CASES_Dot 1
+#define ACCY_CASES_Layout 1
+#include "compiler/tensor/op_cases.inc"
         break;
     }
     return refuse(o, d);
@@ -230,11 +230,15 @@ class OpSemantics {
       case OpCode::kEq:
         return Cmp::kEq;
       case OpCode::kNe:  // NaN != NaN
-#include "compiler/choir/lowered_op_cases.inc"
-      case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSin: case OpCode::kCos: case OpCode::kExp:
-      case OpCode::kLog: case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kAdd:
-      case OpCode::kSub: case OpCode::kMul: case OpCode::kDiv: case OpCode::kMax: case OpCode::kMin:
-      case OpCode::kPow: case OpCode::kWhere: case OpCode::kCast:
+#define ACCY_CASES_Leaf 1
+#define ACCY_CASES_Unary 1
+#define ACCY_CASES_Binary 1
+#define ACCY_CASES_Select 1
+#define ACCY_CASES_Cast 1
+#define ACCY_CASES_Reduce 1
+#define ACCY_CASES_Dot 1
+#define ACCY_CASES_Layout 1
+#include "compiler/tensor/op_cases.inc"
         return Cmp::kNe;
     }
     return Cmp::kNe;

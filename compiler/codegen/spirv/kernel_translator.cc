@@ -180,32 +180,19 @@ class SpirvTarget final : public gpu::Target {
   Value fastMath(OpCode o, DType d, Value x, Value y) override {
     if (d != DType::f32) return 0;
     const uint32_t type = scalarType(d);
-    switch (o) {
-      case OpCode::kSin:
-        return glsl(type, kSin, {x});
-      case OpCode::kCos:
-        return glsl(type, kCos, {x});
-      case OpCode::kExp:
-        return glsl(type, kExp, {x});
-      case OpCode::kLog:
-        return glsl(type, kLog, {x});
-      case OpCode::kTanh:
-        return glsl(type, kTanh, {x});
-      case OpCode::kPow:
-        return glsl(type, kPow, {x, y});
-      case OpCode::kSigmoid: {
-        const uint32_t one = constant(d, 1);
-        const uint32_t ex = glsl(type, kExp, {b_.value(op::FNegate, type, {x})});
-        return b_.value(op::FDiv, type, {one, b_.value(op::FAdd, type, {one, ex})});
-      }
-#include "compiler/choir/lowered_op_cases.inc"
-      case OpCode::kNeg: case OpCode::kAbs: case OpCode::kSqrt: case OpCode::kAdd:
-      case OpCode::kSub: case OpCode::kMul: case OpCode::kDiv: case OpCode::kMax: case OpCode::kMin:
-      case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe: case OpCode::kEq:
-      case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast:
-        return 0;
+    // The GLSL.std.450 forms; any other op keeps its exact sequence.
+    if (o == OpCode::kSin) return glsl(type, kSin, {x});
+    if (o == OpCode::kCos) return glsl(type, kCos, {x});
+    if (o == OpCode::kExp) return glsl(type, kExp, {x});
+    if (o == OpCode::kLog) return glsl(type, kLog, {x});
+    if (o == OpCode::kTanh) return glsl(type, kTanh, {x});
+    if (o == OpCode::kPow) return glsl(type, kPow, {x, y});
+    if (o == OpCode::kSigmoid) {
+      const uint32_t one = constant(d, 1);
+      const uint32_t ex = glsl(type, kExp, {b_.value(op::FNegate, type, {x})});
+      return b_.value(op::FDiv, type, {one, b_.value(op::FAdd, type, {one, ex})});
     }
-    return 0;  // not reached: the switch covers every op
+    return 0;
   }
 
   // --- indices: u32 ----------------------------------------------------------

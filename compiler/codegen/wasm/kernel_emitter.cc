@@ -7,6 +7,7 @@
 #include "base/status_macros.h"
 #include "base/strings.h"
 #include "compiler/choir/printer.h"
+#include "compiler/choir/passes/vectorize.h"
 #include "compiler/choir/rewrite.h"
 #include "compiler/codegen/semantics/op_semantics.h"
 #include "compiler/tensor/scalar_ops.h"
@@ -408,19 +409,7 @@ bool KernelEmitter::vectorizable(const ExprRef& e, int var, DType lane) const {
         if (x.op == OpCode::kCast) ok = false;
         // Bools only from comparing lane values.
         if (x.dtype != lane && !(x.dtype == DType::bool_ && x.args.size() == 2 && x.args[0]->dtype == lane)) ok = false;
-        if (lane == DType::i32 && x.dtype == DType::i32 && x.op != OpCode::kWhere) {
-          switch (x.op) {
-            case OpCode::kAdd: case OpCode::kSub: case OpCode::kMul: case OpCode::kNeg: case OpCode::kAbs:
-            case OpCode::kMax: case OpCode::kMin:
-              break;
-#include "compiler/choir/lowered_op_cases.inc"
-            case OpCode::kSin: case OpCode::kCos: case OpCode::kExp: case OpCode::kLog:
-            case OpCode::kSqrt: case OpCode::kTanh: case OpCode::kSigmoid: case OpCode::kDiv:
-            case OpCode::kPow: case OpCode::kLt: case OpCode::kLe: case OpCode::kGt: case OpCode::kGe:
-            case OpCode::kEq: case OpCode::kNe: case OpCode::kWhere: case OpCode::kCast:
-              ok = false;
-          }
-        }
+        if (lane == DType::i32 && x.dtype == DType::i32 && !choir::int32LaneOp(x.op)) ok = false;
         break;
     }
   });
