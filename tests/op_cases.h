@@ -58,6 +58,12 @@ inline std::vector<OpCase> opCases() {
       {"sqrt", [](Builder&, Args a) { return a[0].abs().sqrt(); }, -20, 20},
       {"tanh", [](Builder&, Args a) { return a[0].tanh(); }, -5, 5},
       {"sigmoid", [](Builder&, Args a) { return a[0].sigmoid(); }, -9, 9},
+      {"floor", [](Builder&, Args a) { return a[0].floor(); }, -5, 5},
+      {"ceil", [](Builder&, Args a) { return a[0].ceil(); }, -5, 5},
+      // Multiples of 1/2 (floor is exact): every tie, which goes to even.
+      {"round", [](Builder&, Args a) { return ((a[0] * 8).floor() * 0.5).round(); }, -5, 5},
+      {"log1p", [](Builder&, Args a) { return a[0].log1p(); }, -0.9, 3},
+      {"expm1", [](Builder&, Args a) { return a[0].expm1(); }, -5, 5},
       {"lt", [](Builder&, Args a) { return a[0].lt(a[1]); }, -2, 2, false},
       {"le", [](Builder&, Args a) { return a[0].le(a[1]); }, -2, 2, false},
       {"gt", [](Builder&, Args a) { return a[0].gt(a[1]); }, -2, 2, false},

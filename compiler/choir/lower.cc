@@ -22,13 +22,9 @@ bool isView(const Node& n) {
 #include "compiler/tensor/op_cases.inc"
       return true;
     case OpCode::kMerge: case OpCode::kConcat:
-#define ACCY_CASES_Unary 1
-#define ACCY_CASES_Binary 1
-#define ACCY_CASES_Compare 1
-#define ACCY_CASES_Select 1
-#define ACCY_CASES_Cast 1
-#define ACCY_CASES_Reduce 1
-#define ACCY_CASES_Dot 1
+#define ACCY_CASES_ALL
+#define ACCY_CASES_Leaf 0
+#define ACCY_CASES_Layout 0
 #include "compiler/tensor/op_cases.inc"
       return false;
   }
@@ -50,14 +46,8 @@ OpCode combinerOf(OpCode reduce) {
     case OpCode::kReduceProd:
       return OpCode::kMul;
     case OpCode::kReduceSum: case OpCode::kReduceMean:
-#define ACCY_CASES_Leaf 1
-#define ACCY_CASES_Unary 1
-#define ACCY_CASES_Binary 1
-#define ACCY_CASES_Compare 1
-#define ACCY_CASES_Select 1
-#define ACCY_CASES_Cast 1
-#define ACCY_CASES_Dot 1
-#define ACCY_CASES_Layout 1
+#define ACCY_CASES_ALL
+#define ACCY_CASES_Reduce 0
 #include "compiler/tensor/op_cases.inc"
       return OpCode::kAdd;
   }
@@ -187,13 +177,9 @@ class Lowering {
         }
         return access(src, inner);
       case OpCode::kInput: case OpCode::kMerge: case OpCode::kConcat:
-#define ACCY_CASES_Unary 1
-#define ACCY_CASES_Binary 1
-#define ACCY_CASES_Compare 1
-#define ACCY_CASES_Select 1
-#define ACCY_CASES_Cast 1
-#define ACCY_CASES_Reduce 1
-#define ACCY_CASES_Dot 1
+#define ACCY_CASES_ALL
+#define ACCY_CASES_Leaf 0
+#define ACCY_CASES_Layout 0
 #include "compiler/tensor/op_cases.inc"
         break;
     }

@@ -33,6 +33,7 @@ absl::StatusOr<executable::Executable> compileX86(const tensor::Program& program
   ACCY_ASSIGN_OR_RETURN(x64::CompileOptions o, deviceOf<x64::CompileOptions>(request, "x86_64", "x64::CompileOptions"));
   // kFast: the x86-64 target has only its accurate sequences.
   if (request.dump) o.dump = request.dump;
+  if (request.assembly != nullptr) o.assembly = request.assembly;
   return x64::compileProgram(program, o);
 }
 
@@ -96,30 +97,110 @@ absl::StatusOr<executable::Executable> compileReference(const tensor::Program& p
   return exe;
 }
 
+// --threads: the threads a launch may use (x86_64), or the workers a wasm
+// module is compiled for.
+absl::StatusOr<std::any> describeX86(const TargetFlags& given) {
+  if (!given.threads) return std::any();
+  x64::CompileOptions o;
+  o.threads = *given.threads;
+  return std::any(o);
+}
+
+absl::StatusOr<std::any> describeWasm(const TargetFlags& given) {
+  if (!given.threads) return std::any();
+  return std::any(wasm::TargetInfo{.threads = x64::resolveThreads(*given.threads)});
+}
+
+// --arch=sm_NN: a device of that compute capability, with the lowest PTX
+// ISA version its architecture needs. The messages are the command line's
+// own (no kind prefix): it prints them as they are.
+absl::StatusOr<std::any> describePtx(const TargetFlags& given) {
+  if (!given.arch) return std::any();
+  const std::string& arch = *given.arch;
+  // "sm_" and a number up to 999.
+  bool number = arch.rfind("sm_", 0) == 0 && arch.size() >= 5 && arch.size() <= 3 + 18;
+  int64_t sm = 0;
+  for (size_t i = 3; number && i < arch.size(); ++i) {
+    number = arch[i] >= '0' && arch[i] <= '9';
+    sm = sm * 10 + (arch[i] - '0');
+  }
+  if (!number || sm > 999) return absl::InvalidArgumentError(strCat("--arch '", arch, "' is not sm_NN (e.g. sm_90)"));
+  absl::StatusOr<ptx::PtxTarget> known = ptx::ptxTargetFor(static_cast<int>(sm));
+  if (!known.ok()) return absl::InvalidArgumentError(strCat("--arch: ", known.status().message()));
+  ptx::TargetInfo t;
+  t.sm = static_cast<int>(sm);
+  t.ptx_version = std::max(t.ptx_version, known->min_ptx_version);
+  return std::any(t);
+}
+
 const std::vector<TargetEntry>& all() {
   using M = ArithmeticMode;
+  using F = EmitForm;
   static const std::vector<TargetEntry> kTargets = {
-      {"x86_64", "x86-64 machine code run in the caller's process (SSE4.1, AVX2 or AVX-512)",
-       {"choir", "asm", "artifact"}, "", {M::kExact, M::kFast}, "cpu", false,
+      {.name = "x86_64",
+       .summary = "x86-64 machine code run in the caller's process (SSE4.1, AVX2 or AVX-512)",
+       .emits = {{"choir", F::kChoir}, {"asm", F::kAssembly}, {"artifact", F::kArtifact}},
+       .modes = {M::kExact, M::kFast},
+       .device = "cpu",
 #if defined(__x86_64__)
-       true,
+       .available = true,
 #else
-       false,
+       .available = false,
 #endif
-       compileX86},
-      {"spirv", "SPIR-V 1.3 compute modules for Vulkan", {"spirv", "artifact"}, "", {M::kExact, M::kFast}, "vulkan", true,
-       true, compileSpirv},
-      {"ptx", "PTX text for the CUDA Driver API", {"ptx", "choir"}, "ptx", {M::kExact, M::kFast, M::kTf32}, "cuda", true, true,
-       compilePtx},
-      {"wgsl", "WGSL modules for WebGPU, run in a web page by web/accy.js", {"wgsl", "artifact"}, "wgsl",
-       {M::kExact, M::kFast}, "browser", true, true, compileWgsl, wgsl::artifactJson},
-      {"msl", "Metal Shading Language kernels, compiled by Metal when loaded (checked here through tools/msl)",
-       {"msl", "artifact"}, "msl", {M::kExact, M::kFast}, "msl-shim", true, true, compileMsl, msl::artifactJson},
-      {"wasm", "a WebAssembly module with SIMD128, run by web/accy_wasm.js in node or a browser",
-       {"wasm", "wat", "artifact"}, "wasm", {M::kExact, M::kFast}, "node", false, true, compileWasm,
-       wasm::artifactJson},
-      {"reference", "the program itself, run by the reference evaluator (the null device)", {"artifact"}, "",
-       {M::kExact, M::kFast}, "null", false, true, compileReference},
+       .compile = compileX86,
+       .flags = {"--threads"},
+       .describe = describeX86},
+      {.name = "spirv",
+       .summary = "SPIR-V 1.3 compute modules for Vulkan",
+       .emits = {{"spirv", F::kKernelFiles, "spv"}, {"artifact", F::kArtifact}},
+       .modes = {M::kExact, M::kFast},
+       .device = "vulkan",
+       .gpu = true,
+       .compile = compileSpirv},
+      {.name = "ptx",
+       .summary = "PTX text for the CUDA Driver API",
+       .emits = {{"ptx", F::kCode}, {"choir", F::kChoir}},
+       .code_emit = "ptx",
+       .modes = {M::kExact, M::kFast, M::kTf32},
+       .device = "cuda",
+       .gpu = true,
+       .compile = compilePtx,
+       .flags = {"--arch"},
+       .describe = describePtx},
+      {.name = "wgsl",
+       .summary = "WGSL modules for WebGPU, run in a web page by web/accy.js",
+       .emits = {{"wgsl", F::kCode}, {"artifact", F::kArtifact}},
+       .code_emit = "wgsl",
+       .modes = {M::kExact, M::kFast},
+       .device = "browser",
+       .gpu = true,
+       .compile = compileWgsl,
+       .artifact = wgsl::artifactJson},
+      {.name = "msl",
+       .summary = "Metal Shading Language kernels, compiled by Metal when loaded (checked here through tools/msl)",
+       .emits = {{"msl", F::kCode}, {"artifact", F::kArtifact}},
+       .code_emit = "msl",
+       .modes = {M::kExact, M::kFast},
+       .device = "msl-shim",
+       .gpu = true,
+       .compile = compileMsl,
+       .artifact = msl::artifactJson},
+      {.name = "wasm",
+       .summary = "a WebAssembly module with SIMD128, run by web/accy_wasm.js in node or a browser",
+       .emits = {{"wasm", F::kModule}, {"wat", F::kWat}, {"artifact", F::kArtifact}},
+       .code_emit = "wasm",
+       .modes = {M::kExact, M::kFast},
+       .device = "node",
+       .compile = compileWasm,
+       .artifact = wasm::artifactJson,
+       .flags = {"--threads"},
+       .describe = describeWasm},
+      {.name = "reference",
+       .summary = "the program itself, run by the reference evaluator (the null device)",
+       .emits = {{"artifact", F::kArtifact}},
+       .modes = {M::kExact, M::kFast},
+       .device = "null",
+       .compile = compileReference},
   };
   return kTargets;
 }
@@ -167,13 +248,17 @@ absl::Status checkMode(std::string_view target, ArithmeticMode mode) {
                                                        " mode (targets with one: ", which, ")"));
 }
 
-absl::Status checkEmit(const TargetEntry& target, std::string_view emit) {
-  if (std::find(target.emits.begin(), target.emits.end(), emit) != target.emits.end()) return absl::OkStatus();
+absl::StatusOr<const Emit*> findEmit(const TargetEntry& target, std::string_view emit) {
+  for (const Emit& e : target.emits) {
+    if (e.name == emit) return &e;
+  }
   std::string emits;
-  for (std::string_view e : target.emits) strAppend(&emits, emits.empty() ? "" : ", ", e);
+  for (const Emit& e : target.emits) strAppend(&emits, emits.empty() ? "" : ", ", e.name);
   return makeError(ErrorKind::kInvalidArgument,
                    strCat("target ", target.name, " does not write --emit=", emit, " (it writes ", emits, ")"));
 }
+
+absl::Status checkEmit(const TargetEntry& target, std::string_view emit) { return findEmit(target, emit).status(); }
 
 absl::StatusOr<executable::Executable> compileFor(std::string_view target, const tensor::Program& program,
                                                   const CompileRequest& request) {

@@ -1,9 +1,10 @@
 // Targets as data: one entry per compile target (x86_64, spirv, ptx, wgsl,
 // msl, wasm, reference). What `Function::compile`, `accy compile`,
 // accyd's Compile, RemoteSession and every backend know about a target
-// (its name, what `accy compile --emit` writes for it, the arithmetic modes
-// it compiles, the device that runs it, how to compile for it) is read from
-// its entry; a refused mode has one message, written here.
+// (its name, what `accy compile --emit` writes for it and how, the
+// arithmetic modes it compiles, the command-line flags that describe its
+// device, the device that runs it, how to compile for it) is read from
+// its entry; a refused mode or --emit has one message, written here.
 //
 // Adding a target: its folder (compiler/codegen/<name>/), one entry in
 // targets.cc and its dependency in compiler/codegen/BUILD.bazel, and docs
@@ -12,6 +13,8 @@
 #define ACCY_COMPILER_CODEGEN_TARGETS_H_
 
 #include <any>
+#include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -35,15 +38,42 @@ struct CompileRequest {
   std::any device;
   // Sees the Choir module after each pass (choir/pipeline.h).
   choir::PassHook dump;
+  // When set, receives the target's assembly listing, for the targets
+  // that write one (an Emit of form kAssembly); others leave it as it is.
+  std::string* assembly = nullptr;
+};
+
+// How `accy compile` writes one --emit form of a target (tools/accy.cc,
+// docs/CLI.md): every form has one writer there, the same for every target.
+enum class EmitForm : uint8_t {
+  kChoir,        // the Choir module as the target's pipeline leaves it (text)
+  kAssembly,     // the target's assembly listing (CompileRequest::assembly; text)
+  kCode,         // the executable's code as it is (text)
+  kModule,       // the executable's code as it is: one binary module (needs -o)
+  kKernelFiles,  // each kernel's code, one binary file OUT.<k>.<suffix> each (needs -o)
+  kWat,          // the code, a WebAssembly module, as text (wabt's wasm2wat)
+  kArtifact,     // what `artifact` writes, or else a saved program (needs -o)
+};
+
+struct Emit {
+  std::string_view name;  // the --emit value
+  EmitForm form = EmitForm::kArtifact;
+  std::string_view suffix;  // kKernelFiles: the files' extension ("spv")
+};
+
+// The values of the target flags given on a command line (TargetEntry::flags).
+struct TargetFlags {
+  std::optional<int> threads;       // --threads: threads a launch may use, 0 for every hardware thread
+  std::optional<std::string> arch;  // --arch: the device's architecture, e.g. "sm_90"
 };
 
 struct TargetEntry {
   std::string_view name;     // --target, Executable::target, the wire's target
   std::string_view summary;  // one line, for help and docs
   // What `accy compile --emit` writes for it ("artifact": the serialized
-  // executable; "choir": the Choir module it translates).
-  std::vector<std::string_view> emits;
-  // The --emit form that is the executable's code as it is (text), if any.
+  // executable; "choir": the Choir module it translates), and how.
+  std::vector<Emit> emits;
+  // The --emit form that is the executable's code as it is, if any.
   std::string_view code_emit;
   std::vector<ArithmeticMode> modes;  // the modes it compiles
   // The backend that runs its artifacts, or "browser": a web page, through
@@ -56,6 +86,14 @@ struct TargetEntry {
   // What --emit=artifact writes; null: the executable as a saved program
   // (compiler/executable/saved_program.h), which accy run loads.
   absl::StatusOr<std::string> (*artifact)(const executable::Executable& exe) = nullptr;
+  // The command-line flags beyond those of every target that it takes
+  // ("--threads", "--arch"; `accy` refuses them for the other targets), and
+  // the device description (CompileRequest::device) their given values
+  // make: empty when none was given (the target's defaults stand), and
+  // InvalidArgument whose message names the flag for a value it cannot
+  // take. Null when it takes none.
+  std::vector<std::string_view> flags;
+  absl::StatusOr<std::any> (*describe)(const TargetFlags& given) = nullptr;
 };
 
 // Every target of this build, available or not, in a fixed order.
@@ -69,6 +107,9 @@ absl::StatusOr<const TargetEntry*> findTarget(std::string_view name);
 absl::Status checkMode(std::string_view target, ArithmeticMode mode);
 // OK when `target` writes `emit`; else InvalidArgument listing what it writes.
 absl::Status checkEmit(const TargetEntry& target, std::string_view emit);
+// The entry of `emit` in `target.emits`; InvalidArgument as checkEmit's
+// otherwise.
+absl::StatusOr<const Emit*> findEmit(const TargetEntry& target, std::string_view emit);
 // Compiles `program` for `target` (checking the mode first).
 absl::StatusOr<executable::Executable> compileFor(std::string_view target, const tensor::Program& program,
                                                   const CompileRequest& request);

@@ -182,14 +182,8 @@ class Evaluator {
         case OpCode::kReduceMin:
           out[r] = applyBinary(OpCode::kMin, node.dtype, out[r], v);
           break;
-#define ACCY_CASES_Leaf 1
-#define ACCY_CASES_Unary 1
-#define ACCY_CASES_Binary 1
-#define ACCY_CASES_Compare 1
-#define ACCY_CASES_Select 1
-#define ACCY_CASES_Cast 1
-#define ACCY_CASES_Dot 1
-#define ACCY_CASES_Layout 1
+#define ACCY_CASES_ALL
+#define ACCY_CASES_Reduce 0
 #include "compiler/tensor/op_cases.inc"
           break;
       }
@@ -269,14 +263,8 @@ class Evaluator {
             if (ax.name == node.names[0]) return node.ints[0] + at(idx, ax.name) * node.ints[2];
             return at(idx, ax.name);
           case OpCode::kTranspose: case OpCode::kBroadcast: case OpCode::kConcat:
-#define ACCY_CASES_Leaf 1
-#define ACCY_CASES_Unary 1
-#define ACCY_CASES_Binary 1
-#define ACCY_CASES_Compare 1
-#define ACCY_CASES_Select 1
-#define ACCY_CASES_Cast 1
-#define ACCY_CASES_Reduce 1
-#define ACCY_CASES_Dot 1
+#define ACCY_CASES_ALL
+#define ACCY_CASES_Layout 0
 #include "compiler/tensor/op_cases.inc"
             return at(idx, ax.name);
         }

@@ -35,14 +35,8 @@ std::string attributeText(const Node& node) {
       parts.push_back(absl::StrFormat("value=%.17g", node.scalar));
       break;
     case OpCode::kIota:
-#define ACCY_CASES_Unary 1
-#define ACCY_CASES_Binary 1
-#define ACCY_CASES_Compare 1
-#define ACCY_CASES_Select 1
-#define ACCY_CASES_Cast 1
-#define ACCY_CASES_Reduce 1
-#define ACCY_CASES_Dot 1
-#define ACCY_CASES_Layout 1
+#define ACCY_CASES_ALL
+#define ACCY_CASES_Leaf 0
 #include "compiler/tensor/op_cases.inc"
       if (!node.names.empty()) {
         parts.push_back(strCat("axes=[", absl::StrJoin(node.names, ", "), "]"));

@@ -88,14 +88,18 @@ double applyUnary(OpCode op, DType dtype, double a) {
       return std::tanh(a);
     case OpCode::kSigmoid:
       return 1.0 / (1.0 + std::exp(-a));
-#define ACCY_CASES_Leaf 1
-#define ACCY_CASES_Binary 1
-#define ACCY_CASES_Compare 1
-#define ACCY_CASES_Select 1
-#define ACCY_CASES_Cast 1
-#define ACCY_CASES_Reduce 1
-#define ACCY_CASES_Dot 1
-#define ACCY_CASES_Layout 1
+    case OpCode::kFloor:
+      return std::floor(a);
+    case OpCode::kCeil:
+      return std::ceil(a);
+    case OpCode::kRound:  // half to even (the default rounding mode)
+      return std::nearbyint(a);
+    case OpCode::kLog1p:
+      return std::log1p(a);
+    case OpCode::kExpm1:
+      return std::expm1(a);
+#define ACCY_CASES_ALL
+#define ACCY_CASES_Unary 0
 #include "compiler/tensor/op_cases.inc"
       break;
   }
@@ -138,13 +142,9 @@ double applyBinary(OpCode op, DType dtype, double a, double b) {
       return a == b;
     case OpCode::kNe:
       return a != b;
-#define ACCY_CASES_Leaf 1
-#define ACCY_CASES_Unary 1
-#define ACCY_CASES_Select 1
-#define ACCY_CASES_Cast 1
-#define ACCY_CASES_Reduce 1
-#define ACCY_CASES_Dot 1
-#define ACCY_CASES_Layout 1
+#define ACCY_CASES_ALL
+#define ACCY_CASES_Binary 0
+#define ACCY_CASES_Compare 0
 #include "compiler/tensor/op_cases.inc"
       break;
   }

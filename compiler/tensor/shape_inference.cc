@@ -387,14 +387,8 @@ absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node) {
           }
           break;
         }
-#define ACCY_CASES_Leaf 1
-#define ACCY_CASES_Unary 1
-#define ACCY_CASES_Binary 1
-#define ACCY_CASES_Compare 1
-#define ACCY_CASES_Select 1
-#define ACCY_CASES_Cast 1
-#define ACCY_CASES_Reduce 1
-#define ACCY_CASES_Dot 1
+#define ACCY_CASES_ALL
+#define ACCY_CASES_Layout 0
 #include "compiler/tensor/op_cases.inc"
           return makeError(ErrorKind::kInvalidProgram, strCat(op, ": not a layout op"));
       }

@@ -124,6 +124,14 @@ class Reverse {
         return add(op(0), g * (1.0 - z * z));
       case OpCode::kSigmoid:
         return add(op(0), g * z * (1.0 - z));
+      case OpCode::kFloor:  // piecewise constant: 0, also at the steps (as JAX)
+      case OpCode::kCeil:
+      case OpCode::kRound:
+        return add(op(0), g * 0.0);
+      case OpCode::kLog1p:
+        return add(op(0), g / (x(0) + 1.0));
+      case OpCode::kExpm1:  // exp(x) = expm1(x) + 1
+        return add(op(0), g * (z + 1.0));
       case OpCode::kAdd:
         add(op(0), g);
         return add(op(1), g);

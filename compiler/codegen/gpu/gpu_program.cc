@@ -33,4 +33,20 @@ void appendKernel(executable::Executable& exe, const choir::Kernel& k, std::span
   exe.launch_plan.steps.push_back(executable::LaunchStep{k.name, offset, workgroups, work, k.workgroup_size});
 }
 
+absl::StatusOr<executable::Executable> compileSourceProgram(const tensor::Program& program,
+                                                           int64_t max_workgroup_size, std::string target,
+                                                           std::string isa, const choir::PassHook& dump,
+                                                           const EmitKernelText& emit) {
+  choir::GpuMapOptions map;
+  map.max_workgroup_size = max_workgroup_size;
+  ACCY_ASSIGN_OR_RETURN(const choir::Module m, mapProgram(program, map, dump));
+  executable::Executable exe = gpuExecutable(std::move(target), std::move(isa), m, program);
+  for (const choir::Kernel& k : m.kernels) {
+    ACCY_ASSIGN_OR_RETURN(const KernelText kernel, emit(m, k));
+    appendKernel(exe, k, std::span(reinterpret_cast<const uint8_t*>(kernel.text.data()), kernel.text.size()),
+                 kernel.workgroups, kernel.work);
+  }
+  return exe;
+}
+
 }  // namespace accy::gpu

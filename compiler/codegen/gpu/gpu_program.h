@@ -6,6 +6,7 @@
 #define ACCY_COMPILER_CODEGEN_GPU_GPU_PROGRAM_H_
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
@@ -30,6 +31,23 @@ executable::Executable gpuExecutable(std::string target, std::string isa, const 
 // code starts).
 void appendKernel(executable::Executable& exe, const choir::Kernel& k, std::span<const uint8_t> code,
                   int64_t workgroups, int64_t work);
+
+// What a source target (MSL, WGSL) emits for one kernel: the emitter's
+// result and the kernel's source text.
+struct KernelText {
+  int64_t workgroups = 1;
+  int64_t work = 0;
+  std::string text;
+};
+using EmitKernelText = std::function<absl::StatusOr<KernelText>(const choir::Module&, const choir::Kernel&)>;
+
+// The one compile path of the source targets: the program mapped for a GPU
+// with workgroups of at most `max_workgroup_size`, an executable of
+// `target` and `isa`, and each kernel's text from `emit` appended in order.
+absl::StatusOr<executable::Executable> compileSourceProgram(const tensor::Program& program,
+                                                           int64_t max_workgroup_size, std::string target,
+                                                           std::string isa, const choir::PassHook& dump,
+                                                           const EmitKernelText& emit);
 
 }  // namespace accy::gpu
 

@@ -45,7 +45,7 @@ class SourceTarget : public Target {
     if (op == OpCode::kPow) return let(d, strCat(prefix, "pow(", n(x), ", ", n(y), ")"));
     static constexpr std::pair<OpCode, const char*> kNames[] = {
         {OpCode::kSin, "sin"}, {OpCode::kCos, "cos"}, {OpCode::kExp, "exp"},
-        {OpCode::kLog, "log"}, {OpCode::kTanh, "tanh"}};
+        {OpCode::kLog, "log"}, {OpCode::kTanh, "tanh"}, {OpCode::kFloor, "floor"}, {OpCode::kCeil, "ceil"}};
     const char* name = nullptr;
     for (const auto& [o, n] : kNames) {
       if (o == op) name = n;

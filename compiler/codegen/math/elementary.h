@@ -699,6 +699,58 @@ typename O::Vec powOf(O& o, typename O::Vec a, typename O::Vec b) {
   return o.select(unit, one, v);
 }
 
+// Rounding to integers from the one rounding primitive (to nearest even):
+// r = round(x) is off by at most one toward the wanted side, and exact
+// where |x| >= 2^mantissa_bits (every such float is an integer). Zeros keep
+// their sign (floor(-0) = -0, ceil(-0.5) = -0); NaN and infinities pass.
+template <class O>
+typename O::Vec floorOf(O& o, typename O::Vec a) {
+  using Vec = typename O::Vec;
+  Vec r = o.round(a);
+  return o.select(o.cmp(Cmp::kGt, r, a), o.sub(r, o.num(1.0)), r);
+}
+
+template <class O>
+typename O::Vec ceilOf(O& o, typename O::Vec a) {
+  using Vec = typename O::Vec;
+  Vec r = o.round(a);
+  return o.select(o.cmp(Cmp::kLt, r, a), o.add(r, o.num(1.0)), r);
+}
+
+template <class O>
+typename O::Vec roundOf(O& o, typename O::Vec a) {
+  return o.round(a);  // half to even
+}
+
+// log(1 + x) = log(u) * (x / (u - 1)), u = 1 + x rounded (Goldberg's
+// formula: the quotient corrects the rounding of u, so small x keep their
+// relative accuracy); u == 1 gives x itself (tiny x and +-0), +inf gives
+// +inf. x = -1 gives -inf and x < -1 NaN through log.
+template <class O>
+typename O::Vec log1pOf(O& o, typename O::Vec a) {
+  using Vec = typename O::Vec;
+  Vec one = o.num(1.0);
+  Vec u = o.add(one, a);
+  Vec r = o.mul(logOf(o, u), o.div(a, o.sub(u, one)));
+  r = o.select(o.cmp(Cmp::kEq, u, one), a, r);
+  return o.select(o.cmp(Cmp::kEq, a, o.num(kInf)), a, r);
+}
+
+// exp(x) - 1 = (u - 1) * (x / log(u)), u = exp(x) (Kahan's formula: the
+// quotient corrects the error of u near 1); u == 1 gives x (tiny x and
+// +-0), u - 1 == -1 gives -1 (x below the point where exp(x) is under half
+// an ulp of 1, -inf too), u = +inf gives +inf.
+template <class O>
+typename O::Vec expm1Of(O& o, typename O::Vec a) {
+  using Vec = typename O::Vec;
+  Vec one = o.num(1.0);
+  Vec u = expOf(o, a);
+  Vec m = o.sub(u, one);
+  Vec r = o.mul(m, o.div(a, logOf(o, u)));
+  r = o.select(o.cmp(Cmp::kEq, u, one), a, r);
+  r = o.select(o.cmp(Cmp::kEq, m, o.num(-1.0)), m, r);
+  return o.select(o.cmp(Cmp::kEq, u, o.num(kInf)), u, r);
+}
 
 }  // namespace accy::math
 

@@ -341,20 +341,14 @@ const char* storedType(tensor::DType d) { return d == DType::bool_ ? "uchar" : t
 
 absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& program, const TargetInfo& target,
                                                       const choir::PassHook& dump) {
-  choir::GpuMapOptions map;
-  map.max_workgroup_size = target.max_workgroup_size;
-  ACCY_ASSIGN_OR_RETURN(const choir::Module m, gpu::mapProgram(program, map, dump));
-  executable::Executable exe =
-      gpu::gpuExecutable("msl", target.mode == ArithmeticMode::kFast ? "metal-fast" : "metal", m, program);
-  for (const choir::Kernel& k : m.kernels) {
-    MslTarget t(m, k, target);
-    gpu::KernelEmitter emitter(t, m, k);
-    ACCY_ASSIGN_OR_RETURN(const gpu::EmittedKernel emitted, emitter.run());
-    const std::string text = t.source();
-    gpu::appendKernel(exe, k, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()), emitted.workgroups,
-                      emitted.work);
-  }
-  return exe;
+  return gpu::compileSourceProgram(
+      program, target.max_workgroup_size, "msl", target.mode == ArithmeticMode::kFast ? "metal-fast" : "metal", dump,
+      [&](const choir::Module& m, const choir::Kernel& k) -> absl::StatusOr<gpu::KernelText> {
+        MslTarget t(m, k, target);
+        gpu::KernelEmitter emitter(t, m, k);
+        ACCY_ASSIGN_OR_RETURN(const gpu::EmittedKernel emitted, emitter.run());
+        return gpu::KernelText{emitted.workgroups, emitted.work, t.source()};
+      });
 }
 
 }  // namespace accy::msl

@@ -227,6 +227,10 @@ class PtxTarget final : public gpu::Target {
     if (op == OpCode::kCos) return handle(approx("cos.approx.f32", n(x)));
     if (op == OpCode::kExp) return handle(approx("ex2.approx.f32", scaled(n(x), kLog2E)));
     if (op == OpCode::kLog) return handle(scaled(approx("lg2.approx.f32", n(x)), kLn2));
+    // Rounding to integers in one instruction (exact, as the composed form).
+    if (op == OpCode::kFloor) return handle(approx("cvt.rmi.f32.f32", n(x)));
+    if (op == OpCode::kCeil) return handle(approx("cvt.rpi.f32.f32", n(x)));
+    if (op == OpCode::kRound) return handle(approx("cvt.rni.f32.f32", n(x)));
     if (op == OpCode::kTanh) {
       if (t_.sm < 75) return 0;
       need(70, 75);

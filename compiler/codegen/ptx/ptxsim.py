@@ -430,7 +430,7 @@ def compile_instruction(text, ctx):
     if name == "cvt":
         types = [m for m in mods[1:] if re.fullmatch(r"[fsub]\d+|tf32", m)]
         to, frm = types[0], types[1]
-        rnd = [m for m in mods[1:] if m in ("rn", "rz", "rni", "rzi", "rna")]
+        rnd = [m for m in mods[1:] if m in ("rn", "rz", "rni", "rzi", "rmi", "rpi", "rna")]
         d, a = dest(ops[0]), reader(ops[1], ctx)
 
         def cvt(th):
@@ -442,6 +442,9 @@ def compile_instruction(text, ctx):
             if to in ("f32", "f64"):
                 if "rni" in rnd:
                     x = round_even(x)
+                elif rnd and rnd[0] in ("rmi", "rpi") and math.isfinite(x) and x != 0:
+                    # Integral rounding down or up; a zero result keeps x's sign.
+                    x = math.copysign(float(math.floor(x) if rnd[0] == "rmi" else math.ceil(x)), x)
                 elif frm not in ("f32", "f64"):
                     x = float(x)
                 d(th, enc(x, to))

@@ -175,14 +175,8 @@ class OpSemantics {
         return minMax(o == OpCode::kMax, d, x, y);
       case OpCode::kPow:
         return flt ? elementary(o, d, x, y) : intPow(d, x, y);
-#define ACCY_CASES_Leaf 1
-#define ACCY_CASES_Unary 1
-#define ACCY_CASES_Compare 1
-#define ACCY_CASES_Select 1
-#define ACCY_CASES_Cast 1
-#define ACCY_CASES_Reduce 1
-#define ACCY_CASES_Dot 1
-#define ACCY_CASES_Layout 1
+#define ACCY_CASES_ALL
+#define ACCY_CASES_Binary 0
 #include "compiler/tensor/op_cases.inc"
         break;
     }
@@ -230,14 +224,8 @@ class OpSemantics {
       case OpCode::kEq:
         return Cmp::kEq;
       case OpCode::kNe:  // NaN != NaN
-#define ACCY_CASES_Leaf 1
-#define ACCY_CASES_Unary 1
-#define ACCY_CASES_Binary 1
-#define ACCY_CASES_Select 1
-#define ACCY_CASES_Cast 1
-#define ACCY_CASES_Reduce 1
-#define ACCY_CASES_Dot 1
-#define ACCY_CASES_Layout 1
+#define ACCY_CASES_ALL
+#define ACCY_CASES_Compare 0
 #include "compiler/tensor/op_cases.inc"
         return Cmp::kNe;
     }

@@ -25,7 +25,9 @@ using choir::OpCode;
 using gpu::Value;
 
 // GLSL.std.450 instruction numbers.
-enum Glsl : uint32_t { kFAbs = 4, kSin = 13, kCos = 14, kExp = 27, kLog = 28, kSqrt = 31, kTanh = 21, kPow = 26 };
+enum Glsl : uint32_t {
+  kRoundEven = 2, kFAbs = 4, kFloor = 8, kCeil = 9, kSin = 13, kCos = 14, kExp = 27, kLog = 28, kSqrt = 31, kTanh = 21, kPow = 26
+};
 
 class SpirvTarget final : public gpu::Target {
  public:
@@ -187,6 +189,9 @@ class SpirvTarget final : public gpu::Target {
     if (o == OpCode::kLog) return glsl(type, kLog, {x});
     if (o == OpCode::kTanh) return glsl(type, kTanh, {x});
     if (o == OpCode::kPow) return glsl(type, kPow, {x, y});
+    if (o == OpCode::kFloor) return glsl(type, kFloor, {x});
+    if (o == OpCode::kCeil) return glsl(type, kCeil, {x});
+    if (o == OpCode::kRound) return glsl(type, kRoundEven, {x});
     if (o == OpCode::kSigmoid) {
       const uint32_t one = constant(d, 1);
       const uint32_t ex = glsl(type, kExp, {b_.value(op::FNegate, type, {x})});

@@ -305,26 +305,23 @@ class WgslTarget final : public gpu::SourceTarget {
 
 absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& program, const TargetInfo& target,
                                                       const choir::PassHook& dump) {
-  choir::GpuMapOptions map;
-  map.max_workgroup_size = target.max_workgroup_size;
-  ACCY_ASSIGN_OR_RETURN(const choir::Module m, gpu::mapProgram(program, map, dump));
-  executable::Executable exe =
-      gpu::gpuExecutable("wgsl", target.mode == ArithmeticMode::kFast ? "webgpu-fast" : "webgpu", m, program);
-  for (const choir::Kernel& k : m.kernels) {
-    WgslTarget t(m, k, target, false);
-    gpu::KernelEmitter emitter(t, m, k);
-    ACCY_ASSIGN_OR_RETURN(const gpu::EmittedKernel emitted, emitter.run());
-    std::string text = t.module();
-    if (target.subgroups && emitted.nest.form == choir::GpuForm::kTreeReduce) {
-      WgslTarget with(m, k, target, true);
-      gpu::KernelEmitter again(with, m, k);
-      ACCY_RETURN_IF_ERROR(again.run().status());
-      strAppend(&text, kSubgroupsMarker, with.module());
-    }
-    gpu::appendKernel(exe, k, std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()), emitted.workgroups,
-                      emitted.work);
-  }
-  return exe;
+  return gpu::compileSourceProgram(
+      program, target.max_workgroup_size, "wgsl", target.mode == ArithmeticMode::kFast ? "webgpu-fast" : "webgpu",
+      dump, [&](const choir::Module& m, const choir::Kernel& k) -> absl::StatusOr<gpu::KernelText> {
+        WgslTarget t(m, k, target, false);
+        gpu::KernelEmitter emitter(t, m, k);
+        ACCY_ASSIGN_OR_RETURN(const gpu::EmittedKernel emitted, emitter.run());
+        std::string text = t.module();
+        // Tree reductions carry a second module using subgroups, which the
+        // page takes where the device has them.
+        if (target.subgroups && emitted.nest.form == choir::GpuForm::kTreeReduce) {
+          WgslTarget with(m, k, target, true);
+          gpu::KernelEmitter again(with, m, k);
+          ACCY_RETURN_IF_ERROR(again.run().status());
+          strAppend(&text, kSubgroupsMarker, with.module());
+        }
+        return gpu::KernelText{emitted.workgroups, emitted.work, std::move(text)};
+      });
 }
 
 }  // namespace accy::wgsl

@@ -36,7 +36,7 @@ namespace {
 
 namespace x86 = asmjit::x86;
 
-enum class Fn : uint8_t { kSin, kCos, kExp, kLog, kTanh, kSigmoid, kPow };
+enum class Fn : uint8_t { kSin, kCos, kExp, kLog, kTanh, kSigmoid, kPow, kLog1p, kExpm1, kFloor, kCeil, kRound };
 
 const char* fnName(Fn fn) {
   switch (fn) {
@@ -54,8 +54,50 @@ const char* fnName(Fn fn) {
       return "sigmoid";
     case Fn::kPow:
       return "pow";
+    case Fn::kLog1p:
+      return "log1p";
+    case Fn::kExpm1:
+      return "expm1";
+    case Fn::kFloor:
+      return "floor";
+    case Fn::kCeil:
+      return "ceil";
+    case Fn::kRound:
+      return "round";
   }
   return "?";
+}
+
+// The op of the functions reached through the one elementary dispatch
+// (emitElementary); the others have emit functions of their own.
+tensor::OpCode opOf(Fn fn) {
+  switch (fn) {
+    case Fn::kLog1p:
+      return tensor::OpCode::kLog1p;
+    case Fn::kExpm1:
+      return tensor::OpCode::kExpm1;
+    case Fn::kFloor:
+      return tensor::OpCode::kFloor;
+    case Fn::kCeil:
+      return tensor::OpCode::kCeil;
+    case Fn::kRound:
+      return tensor::OpCode::kRound;
+    case Fn::kSin:
+      return tensor::OpCode::kSin;
+    case Fn::kCos:
+      return tensor::OpCode::kCos;
+    case Fn::kExp:
+      return tensor::OpCode::kExp;
+    case Fn::kLog:
+      return tensor::OpCode::kLog;
+    case Fn::kTanh:
+      return tensor::OpCode::kTanh;
+    case Fn::kSigmoid:
+      return tensor::OpCode::kSigmoid;
+    case Fn::kPow:
+      return tensor::OpCode::kPow;
+  }
+  return tensor::OpCode::kSin;
 }
 
 struct Config {
@@ -183,6 +225,12 @@ class Kernel {
         return s.mov(d, emitSigmoid(s, a));
       case Fn::kPow:
         return s.mov(d, emitPow(s, a, b));
+      case Fn::kLog1p:
+      case Fn::kExpm1:
+      case Fn::kFloor:
+      case Fn::kCeil:
+      case Fn::kRound:
+        return s.mov(d, *emitElementary(s, opOf(fn), a, b, runtime));
     }
   }
 
@@ -213,6 +261,16 @@ Ref<T> reference(Fn fn, Ref<T> a, Ref<T> b) {
       return 1 / (1 + std::exp(-a));
     case Fn::kPow:
       return std::pow(a, b);
+    case Fn::kLog1p:
+      return std::log1p(a);
+    case Fn::kExpm1:
+      return std::expm1(a);
+    case Fn::kFloor:
+      return std::floor(a);
+    case Fn::kCeil:
+      return std::ceil(a);
+    case Fn::kRound:
+      return std::nearbyint(a);
   }
   return 0;
 }
@@ -351,6 +409,13 @@ double bound(Fn fn) {
       return 3;
     case Fn::kPow:
       return 2.5;
+    case Fn::kLog1p:
+    case Fn::kExpm1:
+      return 3;
+    case Fn::kFloor:
+    case Fn::kCeil:
+    case Fn::kRound:
+      return 0;  // exact
   }
   return 0;
 }
@@ -446,6 +511,36 @@ void testSigmoid() {
   checkUnary<T>(Fn::kSigmoid, v, bound(Fn::kSigmoid));
 }
 
+template <typename T>
+void testLog1p() {
+  // x > -1: tiny and huge magnitudes, densely near 0 and near -1.
+  std::vector<T> v;
+  addBitSpread<T>(v, std::numeric_limits<T>::denorm_min(), std::numeric_limits<T>::max(), 2 * density<T>(), false);
+  addBitSpread<T>(v, std::numeric_limits<T>::denorm_min(), T(1), density<T>(), false);
+  for (size_t i = 0, n = v.size(); i < n; ++i) {
+    if (v[i] < T(1)) v.push_back(-v[i]);
+  }
+  addLinear<T>(v, -0.999, 1, density<T>());
+  checkUnary<T>(Fn::kLog1p, v, bound(Fn::kLog1p));
+}
+template <typename T>
+void testExpm1() {
+  std::vector<T> v = everywhereInputs<T>(kF32<T> ? 110.0 : 750.0);
+  addLinear<T>(v, -1, 1, density<T>());
+  addLinear<T>(v, -1e-3, 1e-3, density<T>());
+  checkUnary<T>(Fn::kExpm1, v, bound(Fn::kExpm1));
+}
+template <typename T>
+void testRounding() {
+  std::vector<T> v = everywhereInputs<T>(20.0);
+  for (int k = -40; k <= 40; ++k) {  // the halves, where round ties to even
+    v.push_back(T(k * 0.5));
+    v.push_back(std::nextafter(T(k * 0.5), T(-100)));
+    v.push_back(std::nextafter(T(k * 0.5), T(100)));
+  }
+  for (Fn fn : {Fn::kFloor, Fn::kCeil, Fn::kRound}) checkUnary<T>(fn, v, bound(fn));
+}
+
 // a in (0, 1e4], |b log a| <= kPowLogMax: a spread over the bit patterns and
 // b = y / log a for y uniform; also a near 1 with large b and integral b.
 template <typename T>
@@ -528,6 +623,12 @@ TEST(MathF64, Log) { testLog<double>(); }
 TEST(MathF64, Tanh) { testTanh<double>(); }
 TEST(MathF64, Sigmoid) { testSigmoid<double>(); }
 TEST(MathF64, Pow) { testPow<double>(); }
+TEST(MathF32, Log1p) { testLog1p<float>(); }
+TEST(MathF64, Log1p) { testLog1p<double>(); }
+TEST(MathF32, Expm1) { testExpm1<float>(); }
+TEST(MathF64, Expm1) { testExpm1<double>(); }
+TEST(MathF32, FloorCeilRound) { testRounding<float>(); }
+TEST(MathF64, FloorCeilRound) { testRounding<double>(); }
 
 // ---------------------------------------------------------------------------
 // Special values: exact, with the sign of zeros and infinities.
@@ -645,6 +746,42 @@ std::vector<Special> specialsFor(bool f32) {
       // Ordinary values (within the accuracy bound).
       {Fn::kPow, 2, 10, 1024},
       {Fn::kPow, 9, 0.5, 3},
+
+      {Fn::kLog1p, kNaN, 1, kNaN},
+      {Fn::kLog1p, kInf, 1, kInf},
+      {Fn::kLog1p, -kInf, 1, kNaN},
+      {Fn::kLog1p, 0.0, 1, 0.0},
+      {Fn::kLog1p, -0.0, 1, -0.0},
+      {Fn::kLog1p, -1, 1, -kInf},
+      {Fn::kLog1p, -2, 1, kNaN},
+      {Fn::kLog1p, 1e-30, 1, 1e-30},
+      {Fn::kLog1p, -1e-30, 1, -1e-30},
+
+      {Fn::kExpm1, kNaN, 1, kNaN},
+      {Fn::kExpm1, kInf, 1, kInf},
+      {Fn::kExpm1, -kInf, 1, -1},
+      {Fn::kExpm1, 0.0, 1, 0.0},
+      {Fn::kExpm1, -0.0, 1, -0.0},
+      {Fn::kExpm1, huge_exp, 1, kInf},
+      {Fn::kExpm1, -1e30, 1, -1},
+      {Fn::kExpm1, 1e-30, 1, 1e-30},
+      {Fn::kExpm1, -1e-30, 1, -1e-30},
+
+      {Fn::kFloor, kNaN, 1, kNaN},
+      {Fn::kFloor, -kInf, 1, -kInf},
+      {Fn::kFloor, -0.0, 1, -0.0},
+      {Fn::kFloor, -0.5, 1, -1},
+      {Fn::kFloor, 0.5, 1, 0.0},
+      {Fn::kCeil, kInf, 1, kInf},
+      {Fn::kCeil, -0.5, 1, -0.0},
+      {Fn::kCeil, 0.5, 1, 1},
+      {Fn::kCeil, -0.0, 1, -0.0},
+      {Fn::kRound, 0.5, 1, 0.0},
+      {Fn::kRound, 1.5, 1, 2},
+      {Fn::kRound, 2.5, 1, 2},
+      {Fn::kRound, -0.5, 1, -0.0},
+      {Fn::kRound, -kInf, 1, -kInf},
+      {Fn::kRound, kNaN, 1, kNaN},
   };
 }
 
@@ -662,7 +799,8 @@ void checkSpecials() {
   asmjit::JitRuntime rt;
   const std::vector<Special> specials = specialsFor(kF32<T>);
   for (const Config& c : allConfigs()) {
-    for (Fn fn : {Fn::kSin, Fn::kCos, Fn::kExp, Fn::kLog, Fn::kTanh, Fn::kSigmoid, Fn::kPow}) {
+    for (Fn fn : {Fn::kSin, Fn::kCos, Fn::kExp, Fn::kLog, Fn::kTanh, Fn::kSigmoid, Fn::kPow, Fn::kLog1p,
+                  Fn::kExpm1, Fn::kFloor, Fn::kCeil, Fn::kRound}) {
       std::vector<T> a, b;
       std::vector<double> want;
       for (const Special& s : specials) {
@@ -698,7 +836,8 @@ void checkInputsKept() {
   addLinear<T>(a, -20, 20, 63);
   addLinear<T>(b, 3, -3, 63);
   for (const Config& c : allConfigs()) {
-    for (Fn fn : {Fn::kSin, Fn::kCos, Fn::kExp, Fn::kLog, Fn::kTanh, Fn::kSigmoid, Fn::kPow}) {
+    for (Fn fn : {Fn::kSin, Fn::kCos, Fn::kExp, Fn::kLog, Fn::kTanh, Fn::kSigmoid, Fn::kPow, Fn::kLog1p,
+                  Fn::kExpm1, Fn::kFloor, Fn::kCeil, Fn::kRound}) {
       Kernel<T> first(rt, c, fn, Mode::kFirstInput);
       Kernel<T> second(rt, c, fn, Mode::kSecondInput);
       ASSERT_TRUE(first.ok() && second.ok());
@@ -905,6 +1044,7 @@ TEST(MathF32, Exhaustive) { checkExhaustive({Fn::kExp, Fn::kLog, Fn::kTanh, Fn::
 TEST(MathF32, ExhaustiveTanhLarge) { checkExhaustive({Fn::kTanh}, 0.5f, 10.0f); }
 // Every finite float, the exact reduction beyond 8192 included.
 TEST(MathF32, ExhaustiveTrig) { checkExhaustive({Fn::kSin, Fn::kCos}); }
+TEST(MathF32, ExhaustiveLog1pExpm1) { checkExhaustive({Fn::kLog1p, Fn::kExpm1}); }
 
 }  // namespace
 }  // namespace accy::x64
