@@ -58,6 +58,7 @@ inline std::vector<OpCase> opCases() {
       {"sqrt", [](Builder&, Args a) { return a[0].abs().sqrt(); }, -20, 20},
       {"tanh", [](Builder&, Args a) { return a[0].tanh(); }, -5, 5},
       {"sigmoid", [](Builder&, Args a) { return a[0].sigmoid(); }, -9, 9},
+      {"erf", [](Builder&, Args a) { return a[0].erf(); }, -4.5, 4.5},
       {"floor", [](Builder&, Args a) { return a[0].floor(); }, -5, 5},
       {"ceil", [](Builder&, Args a) { return a[0].ceil(); }, -5, 5},
       // Multiples of 1/2 (floor is exact): every tie, which goes to even.

@@ -88,6 +88,8 @@ double applyUnary(OpCode op, DType dtype, double a) {
       return std::tanh(a);
     case OpCode::kSigmoid:
       return 1.0 / (1.0 + std::exp(-a));
+    case OpCode::kErf:
+      return std::erf(a);
     case OpCode::kFloor:
       return std::floor(a);
     case OpCode::kCeil:

@@ -124,6 +124,8 @@ class Reverse {
         return add(op(0), g * (1.0 - z * z));
       case OpCode::kSigmoid:
         return add(op(0), g * z * (1.0 - z));
+      case OpCode::kErf:  // 2 / sqrt(pi) * exp(-x^2)
+        return add(op(0), g * (x(0) * x(0)).neg().exp() * 1.1283791670955126);
       case OpCode::kFloor:  // piecewise constant: 0, also at the steps (as JAX)
       case OpCode::kCeil:
       case OpCode::kRound:

@@ -27,6 +27,7 @@
 #include <cstring>
 #include <limits>
 #include <span>
+#include <vector>
 
 namespace accy::math {
 
@@ -84,6 +85,33 @@ inline constexpr double kTanhF64[] = {
     -0.008863234338748284,   0.0035921142223555623, -0.0014557272091690959, 0.0005894566158556033,
     -0.00023702398046040682, 9.157829768025825e-05, -3.020586355882922e-05, 6.050148845089078e-06};
 inline constexpr double kTanhSmall = 0.625;
+
+// erf (tools/math/fit_erf.py, docs/MATH_ACCURACY.md): erf(x) = x + x S1(x^2)
+// for |x| < kErfSmallBound; 1 - exp(L(|x| - c)) on the tail's intervals, L
+// fitting log erfc there; 1 from kErfOneBound, where erf rounds to 1.
+inline constexpr double kErfSmallBoundF32 = 0.84375;
+inline constexpr double kErfOneBoundF32 = 3.921875;
+inline constexpr double kErfSmallF32[] = {0.12837916612625122,  -0.37612593173980713,   0.11282911896705627,
+                                          -0.026809535920619965, 0.0050618816167116165, -0.00063749635592103004};
+inline constexpr double kErfTailStartsF32[] = {0.84375};
+inline constexpr double kErfTailCentersF32[] = {1.125};
+inline constexpr double kErfTailF32[] = {-2.1927287578582764,   -2.851616382598877,    -0.85779052972793579,
+                                         -0.036848787218332291, 0.0088600842282176018, -0.0017647269414737821,
+                                         0.00021262990776449442};
+inline constexpr double kErfSmallBoundF64 = 1;
+inline constexpr double kErfOneBoundF64 = 5.9375;
+inline constexpr double kErfSmallF64[] = {
+    0.12837916709551259,    -0.37612638903183865,  0.11283791670955329,    -0.02686617064460475,
+    0.005223977616757359,   -0.00085483263820597063, 0.0001205530578940241, -1.4924926468340139e-05,
+    1.644956688352445e-06,  -1.6223635550446846e-07, 1.3781016112784433e-08, -7.9023364889690254e-10};
+inline constexpr double kErfTailStartsF64[] = {1};
+inline constexpr double kErfTailCentersF64[] = {1.25};
+inline constexpr double kErfTailF64[] = {
+    -2.5626536619221256,    -3.0677239416692372,    -0.87081016405880551,   -0.032687008682896035,
+    0.0077919616130214565,  -0.0016069509548120088, 0.0002467839590014415,  -1.0041729168759417e-05,
+    -1.0830479414769847e-05, 5.1660790940112589e-06, -1.4469312467860016e-06, 2.5523167065750267e-07,
+    -8.3091507997704245e-09, -1.2505465749779401e-08, 4.8752177766717454e-09, -9.8828425979500497e-10,
+    1.1243551489765319e-10, -5.6544394155112609e-12};
 
 // Cody-Waite pieces of pi/2: every piece but the last has few enough bits
 // that j * piece is exact for the quadrant counts j of the documented range
@@ -166,6 +194,11 @@ struct LaneMath {
   // tanh clamps |x| to tanh_max, beyond which tanh rounds to 1 (and e^(2x)
   // stays finite).
   double tanh_max;
+  // erf (erfOf): below erf_small_bound x + x S1(x^2); the tail from the
+  // starts of its intervals (the first is erf_small_bound) with centers and
+  // polynomials of one length, concatenated; 1 from erf_one_bound.
+  double erf_small_bound, erf_one_bound;
+  std::span<const double> erf_small_poly, erf_tail_starts, erf_tail_centers, erf_tail_poly;
 };
 
 inline const LaneMath kF32 = {
@@ -195,6 +228,12 @@ inline const LaneMath kF32 = {
     .two_over_pi_scale = kTwoOverPiScaleF32,
     .two_over_pi = kTwoOverPiF32,
     .tanh_max = 9.5,
+    .erf_small_bound = kErfSmallBoundF32,
+    .erf_one_bound = kErfOneBoundF32,
+    .erf_small_poly = kErfSmallF32,
+    .erf_tail_starts = kErfTailStartsF32,
+    .erf_tail_centers = kErfTailCentersF32,
+    .erf_tail_poly = kErfTailF32,
 };
 
 inline const LaneMath kF64 = {
@@ -224,6 +263,12 @@ inline const LaneMath kF64 = {
     .two_over_pi_scale = kTwoOverPiScaleF64,
     .two_over_pi = kTwoOverPiF64,
     .tanh_max = 20.0,
+    .erf_small_bound = kErfSmallBoundF64,
+    .erf_one_bound = kErfOneBoundF64,
+    .erf_small_poly = kErfSmallF64,
+    .erf_tail_starts = kErfTailStartsF64,
+    .erf_tail_centers = kErfTailCentersF64,
+    .erf_tail_poly = kErfTailF64,
 };
 
 // An unevaluated sum hi + lo with |lo| <= ulp(hi) / 2.
@@ -750,6 +795,40 @@ typename O::Vec expm1Of(O& o, typename O::Vec a) {
   r = o.select(o.cmp(Cmp::kEq, u, one), a, r);
   r = o.select(o.cmp(Cmp::kEq, m, o.num(-1.0)), m, r);
   return o.select(o.cmp(Cmp::kEq, u, o.num(kInf)), u, r);
+}
+
+// erf: an odd polynomial near 0, 1 - exp(L(|x| - c)) beyond (L fits
+// log erfc on each interval of the tail), 1 from where erf rounds to 1; the
+// sign of x put back last. The tail's coefficients are picked per lane, one
+// select per interval and coefficient, so one Horner loop serves every lane.
+template <class O>
+typename O::Vec erfOf(O& o, typename O::Vec x) {
+  using Vec = typename O::Vec;
+  using Mask = typename O::Mask;
+  const LaneMath& c = o.c();
+  Vec a = o.abs(x);
+  Vec z = o.mul(x, x);
+  // |x| < erf_small_bound: x + x S1(z).
+  Vec small = o.fma(x, o.horner(z, c.erf_small_poly), x);
+  // The tail on |x|.
+  const size_t intervals = c.erf_tail_centers.size();
+  const size_t n = c.erf_tail_poly.size() / intervals;
+  std::vector<Mask> in;  // in[k - 1]: |x| at least the start of interval k
+  for (size_t k = 1; k < intervals; ++k) in.push_back(o.cmp(Cmp::kGe, a, o.num(c.erf_tail_starts[k])));
+  auto pick = [&](auto value_of) {
+    Vec v = o.num(value_of(size_t{0}));
+    for (size_t k = 1; k < intervals; ++k) v = o.select(in[k - 1], o.num(value_of(k)), v);
+    return v;
+  };
+  Vec t = o.sub(a, pick([&](size_t k) { return c.erf_tail_centers[k]; }));
+  Vec p = pick([&](size_t k) { return c.erf_tail_poly[k * n + n - 1]; });
+  for (size_t j = n - 1; j-- > 0;) p = o.fma(p, t, pick([&](size_t k) { return c.erf_tail_poly[k * n + j]; }));
+  Vec one = o.num(1.0);
+  Vec tail = o.sub(one, expOf(o, p));
+  tail = o.select(o.cmp(Cmp::kGe, a, o.num(c.erf_one_bound)), one, tail);  // +inf too
+  tail = orAnd(o, tail, x, o.bits(c.sign_mask));
+  // NaN fails the comparison and takes the tail, which keeps it NaN.
+  return o.select(o.cmp(Cmp::kLt, a, o.num(c.erf_small_bound)), small, tail);
 }
 
 }  // namespace accy::math

@@ -36,7 +36,7 @@ namespace {
 
 namespace x86 = asmjit::x86;
 
-enum class Fn : uint8_t { kSin, kCos, kExp, kLog, kTanh, kSigmoid, kPow, kLog1p, kExpm1, kFloor, kCeil, kRound };
+enum class Fn : uint8_t { kSin, kCos, kExp, kLog, kTanh, kSigmoid, kPow, kErf, kLog1p, kExpm1, kFloor, kCeil, kRound };
 
 const char* fnName(Fn fn) {
   switch (fn) {
@@ -54,6 +54,8 @@ const char* fnName(Fn fn) {
       return "sigmoid";
     case Fn::kPow:
       return "pow";
+    case Fn::kErf:
+      return "erf";
     case Fn::kLog1p:
       return "log1p";
     case Fn::kExpm1:
@@ -72,6 +74,8 @@ const char* fnName(Fn fn) {
 // (emitElementary); the others have emit functions of their own.
 tensor::OpCode opOf(Fn fn) {
   switch (fn) {
+    case Fn::kErf:
+      return tensor::OpCode::kErf;
     case Fn::kLog1p:
       return tensor::OpCode::kLog1p;
     case Fn::kExpm1:
@@ -225,6 +229,7 @@ class Kernel {
         return s.mov(d, emitSigmoid(s, a));
       case Fn::kPow:
         return s.mov(d, emitPow(s, a, b));
+      case Fn::kErf:
       case Fn::kLog1p:
       case Fn::kExpm1:
       case Fn::kFloor:
@@ -261,6 +266,8 @@ Ref<T> reference(Fn fn, Ref<T> a, Ref<T> b) {
       return 1 / (1 + std::exp(-a));
     case Fn::kPow:
       return std::pow(a, b);
+    case Fn::kErf:
+      return std::erf(a);
     case Fn::kLog1p:
       return std::log1p(a);
     case Fn::kExpm1:
@@ -409,6 +416,8 @@ double bound(Fn fn) {
       return 3;
     case Fn::kPow:
       return 2.5;
+    case Fn::kErf:
+      return 2;
     case Fn::kLog1p:
     case Fn::kExpm1:
       return 3;
@@ -511,6 +520,13 @@ void testSigmoid() {
   checkUnary<T>(Fn::kSigmoid, v, bound(Fn::kSigmoid));
 }
 
+template <typename T>
+void testErf() {
+  std::vector<T> v = everywhereInputs<T>(7.0);
+  addLinear<T>(v, -1, 1, density<T>());
+  addLinear<T>(v, 0.5, 1.5, density<T>());  // the joins of the two forms
+  checkUnary<T>(Fn::kErf, v, bound(Fn::kErf));
+}
 template <typename T>
 void testLog1p() {
   // x > -1: tiny and huge magnitudes, densely near 0 and near -1.
@@ -623,6 +639,8 @@ TEST(MathF64, Log) { testLog<double>(); }
 TEST(MathF64, Tanh) { testTanh<double>(); }
 TEST(MathF64, Sigmoid) { testSigmoid<double>(); }
 TEST(MathF64, Pow) { testPow<double>(); }
+TEST(MathF32, Erf) { testErf<float>(); }
+TEST(MathF64, Erf) { testErf<double>(); }
 TEST(MathF32, Log1p) { testLog1p<float>(); }
 TEST(MathF64, Log1p) { testLog1p<double>(); }
 TEST(MathF32, Expm1) { testExpm1<float>(); }
@@ -747,6 +765,15 @@ std::vector<Special> specialsFor(bool f32) {
       {Fn::kPow, 2, 10, 1024},
       {Fn::kPow, 9, 0.5, 3},
 
+      {Fn::kErf, kNaN, 1, kNaN},
+      {Fn::kErf, kInf, 1, 1},
+      {Fn::kErf, -kInf, 1, -1},
+      {Fn::kErf, 0.0, 1, 0.0},
+      {Fn::kErf, -0.0, 1, -0.0},
+      {Fn::kErf, 10, 1, 1},
+      {Fn::kErf, -10, 1, -1},
+      {Fn::kErf, 1e-30, 1, 1.1283791670955126e-30},
+
       {Fn::kLog1p, kNaN, 1, kNaN},
       {Fn::kLog1p, kInf, 1, kInf},
       {Fn::kLog1p, -kInf, 1, kNaN},
@@ -799,8 +826,8 @@ void checkSpecials() {
   asmjit::JitRuntime rt;
   const std::vector<Special> specials = specialsFor(kF32<T>);
   for (const Config& c : allConfigs()) {
-    for (Fn fn : {Fn::kSin, Fn::kCos, Fn::kExp, Fn::kLog, Fn::kTanh, Fn::kSigmoid, Fn::kPow, Fn::kLog1p,
-                  Fn::kExpm1, Fn::kFloor, Fn::kCeil, Fn::kRound}) {
+    for (Fn fn : {Fn::kSin, Fn::kCos, Fn::kExp, Fn::kLog, Fn::kTanh, Fn::kSigmoid, Fn::kPow, Fn::kErf,
+                  Fn::kLog1p, Fn::kExpm1, Fn::kFloor, Fn::kCeil, Fn::kRound}) {
       std::vector<T> a, b;
       std::vector<double> want;
       for (const Special& s : specials) {
@@ -836,8 +863,8 @@ void checkInputsKept() {
   addLinear<T>(a, -20, 20, 63);
   addLinear<T>(b, 3, -3, 63);
   for (const Config& c : allConfigs()) {
-    for (Fn fn : {Fn::kSin, Fn::kCos, Fn::kExp, Fn::kLog, Fn::kTanh, Fn::kSigmoid, Fn::kPow, Fn::kLog1p,
-                  Fn::kExpm1, Fn::kFloor, Fn::kCeil, Fn::kRound}) {
+    for (Fn fn : {Fn::kSin, Fn::kCos, Fn::kExp, Fn::kLog, Fn::kTanh, Fn::kSigmoid, Fn::kPow, Fn::kErf,
+                  Fn::kLog1p, Fn::kExpm1, Fn::kFloor, Fn::kCeil, Fn::kRound}) {
       Kernel<T> first(rt, c, fn, Mode::kFirstInput);
       Kernel<T> second(rt, c, fn, Mode::kSecondInput);
       ASSERT_TRUE(first.ok() && second.ok());
@@ -901,6 +928,7 @@ int parity(Fn fn) {
   switch (fn) {
     case Fn::kSin:
     case Fn::kTanh:
+    case Fn::kErf:
       return -1;
     case Fn::kCos:
       return 1;
@@ -1044,7 +1072,7 @@ TEST(MathF32, Exhaustive) { checkExhaustive({Fn::kExp, Fn::kLog, Fn::kTanh, Fn::
 TEST(MathF32, ExhaustiveTanhLarge) { checkExhaustive({Fn::kTanh}, 0.5f, 10.0f); }
 // Every finite float, the exact reduction beyond 8192 included.
 TEST(MathF32, ExhaustiveTrig) { checkExhaustive({Fn::kSin, Fn::kCos}); }
-TEST(MathF32, ExhaustiveLog1pExpm1) { checkExhaustive({Fn::kLog1p, Fn::kExpm1}); }
+TEST(MathF32, ExhaustiveErfLog1pExpm1) { checkExhaustive({Fn::kErf, Fn::kLog1p, Fn::kExpm1}); }
 
 }  // namespace
 }  // namespace accy::x64
