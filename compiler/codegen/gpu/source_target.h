@@ -107,6 +107,13 @@ class SourceTarget : public Target {
     w_.close();
     return absl::OkStatus();
   }
+  // Counted loops: `counted` with the language's step (stepBy) and doubling.
+  absl::Status strided(Value start, Value limit, Value step, const IndexBody& body, int64_t) override {
+    return counted(start, limit, body, stepBy(n(step)));
+  }
+  absl::Status doubling(Value start, Value limit, const IndexBody& body, int64_t) override {
+    return counted(start, limit, body, doubled());
+  }
   absl::Status when(Value cond, const Body& body) override {
     w_.open(strCat("if (", n(cond), ")"));
     ACCY_RETURN_IF_ERROR(body());
@@ -121,6 +128,11 @@ class SourceTarget : public Target {
   virtual const char* indexType() const = 0;
   virtual std::string indexLiteral(int64_t v) const = 0;
   virtual const char* loopHead() const = 0;
+  // for (x = start; x < limit; x <advance>) body(x), `advance` from stepBy
+  // (by a step) or doubled().
+  virtual absl::Status counted(Value start, Value limit, const IndexBody& body, const std::string& advance) = 0;
+  virtual std::string stepBy(const std::string& step) const = 0;
+  virtual std::string doubled() const = 0;
   // A bool value as it is stored, and a stored bool as a value.
   virtual std::string storedBool(const std::string& value) const = 0;
   virtual std::string readBool(const std::string& stored) const = 0;

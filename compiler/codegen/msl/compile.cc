@@ -268,15 +268,6 @@ class MslTarget final : public gpu::SourceTarget {
 
   void barrier() override { w_.line("threadgroup_barrier(mem_flags::mem_threadgroup);"); }
 
-  // --- control flow -------------------------------------------------------------
-
-  absl::Status strided(Value start, Value limit, Value step, const IndexBody& body, int64_t) override {
-    return counted(start, limit, body, strCat(" += ", n(step)));
-  }
-  absl::Status doubling(Value start, Value limit, const IndexBody& body, int64_t) override {
-    return counted(start, limit, body, " <<= 1");
-  }
-
   // --- SIMD groups (Subgroups::kRuntime) ---------------------------------------
 
   Value shuffleDown(DType d, Value v, Value offset, int64_t) override {
@@ -317,8 +308,9 @@ class MslTarget final : public gpu::SourceTarget {
   static std::string wrapping(DType d, const std::string& unsigned_expr) {
     return strCat("as_type<", typeOf(d), ">(", unsignedOf(d), "(", unsigned_expr, "))");
   }
-  // for (x = start; x < limit; x <advance>) body(x)
-  absl::Status counted(Value start, Value limit, const IndexBody& body, const std::string& advance) {
+  std::string stepBy(const std::string& step) const override { return strCat(" += ", step); }
+  std::string doubled() const override { return " <<= 1"; }
+  absl::Status counted(Value start, Value limit, const IndexBody& body, const std::string& advance) override {
     const std::string x = strCat("x", ++loops_);
     w_.open(strCat("for (", wide_ ? "ulong " : "uint ", x, " = ", n(start), "; ", x, " < ", n(limit), "; ", x, advance,
                    ")"));

@@ -252,15 +252,6 @@ class WgslTarget final : public gpu::SourceTarget {
 
   void barrier() override { w_.line("workgroupBarrier();"); }
 
-  // --- control flow -------------------------------------------------------------
-
-  absl::Status strided(Value start, Value limit, Value step, const IndexBody& body, int64_t) override {
-    return counted(start, limit, body, strCat(" + ", n(step)));
-  }
-  absl::Status doubling(Value start, Value limit, const IndexBody& body, int64_t) override {
-    return counted(start, limit, body, " << 1u");
-  }
-
   // Subgroups::kRuntimeLanes (the subgroups variant): bools move as u32.
   Value shuffleDown(DType d, Value v, Value offset, int64_t) override {
     if (d == DType::bool_) {
@@ -282,8 +273,10 @@ class WgslTarget final : public gpu::SourceTarget {
   const char* loopHead() const override { return "loop"; }
   std::string storedBool(const std::string& value) const override { return strCat("select(0u, 1u, ", value, ")"); }
   std::string readBool(const std::string& stored) const override { return strCat(stored, " != 0u"); }
+  std::string stepBy(const std::string& step) const override { return strCat(" + ", step); }
+  std::string doubled() const override { return " << 1u"; }
   // for (x = start; x < limit; x = x <advance>) body(x)
-  absl::Status counted(Value start, Value limit, const IndexBody& body, const std::string& advance) {
+  absl::Status counted(Value start, Value limit, const IndexBody& body, const std::string& advance) override {
     const std::string x = w_.var("u32", n(start));
     w_.open("loop");
     w_.line(strCat("if (", x, " >= ", n(limit), ") { break; }"));
