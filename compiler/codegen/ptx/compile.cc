@@ -4,7 +4,7 @@
 
 #include "compiler/choir/pipeline.h"
 #include "compiler/choir/verifier.h"
-#include "compiler/codegen/ptx/kernel_translator.h"
+#include "compiler/codegen/ptx/target.h"
 #include "compiler/codegen/ptx/pipeline.h"
 #include "base/errors.h"
 #include "base/status_macros.h"

@@ -1,5 +1,5 @@
 // PTX text for one `.entry` body: virtual registers of five classes,
-// labels, instructions. The translator (kernel_translator.cc) and the math
+// labels, instructions. The target (target.cc) and the math
 // ops (ptx_ops.h) write through it; declarations are produced last, when
 // the register counts are known.
 #ifndef ACCY_COMPILER_CODEGEN_PTX_EMITTER_H_

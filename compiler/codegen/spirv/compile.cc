@@ -2,7 +2,7 @@
 
 #include "compiler/choir/pipeline.h"
 #include "compiler/codegen/gpu/gpu_program.h"
-#include "compiler/codegen/spirv/kernel_translator.h"
+#include "compiler/codegen/spirv/target.h"
 #include "base/status_macros.h"
 
 namespace accy::spirv {

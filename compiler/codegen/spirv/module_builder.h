@@ -1,6 +1,6 @@
 // A SPIR-V binary module builder: ids, the logical sections in the order
 // the specification requires, and deduplicated types and constants. It
-// knows nothing about Choir; kernel_translator.cc uses it.
+// knows nothing about Choir; target.cc uses it.
 #ifndef ACCY_COMPILER_CODEGEN_SPIRV_MODULE_BUILDER_H_
 #define ACCY_COMPILER_CODEGEN_SPIRV_MODULE_BUILDER_H_
 

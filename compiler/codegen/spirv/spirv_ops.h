@@ -1,5 +1,5 @@
 // The ops type of compiler/codegen/math/elementary.h over SPIR-V SSA ids
-// (kernel_translator.cc instantiates the exact-mode elementary functions
+// (target.cc instantiates the exact-mode elementary functions
 // with it).
 #ifndef ACCY_COMPILER_CODEGEN_SPIRV_SPIRV_OPS_H_
 #define ACCY_COMPILER_CODEGEN_SPIRV_SPIRV_OPS_H_

@@ -2,7 +2,7 @@
 // virtual registers, the primitives as PTX instructions, the `.entry`
 // framing, and tensor cores (mma.sync) as the tiled product's engine in
 // mode tf32.
-#include "compiler/codegen/ptx/kernel_translator.h"
+#include "compiler/codegen/ptx/target.h"
 
 #include <algorithm>
 #include <cctype>

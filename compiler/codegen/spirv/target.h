@@ -1,7 +1,8 @@
-// One GPU-mapped Choir kernel -> one SPIR-V module (see compile.h for the
+// SPIR-V as a target of the one GPU kernel emitter (compiler/codegen/gpu):
+// one GPU-mapped Choir kernel -> one SPIR-V module (see compile.h for the
 // executable layout and passes/gpu_map.h for the mapping it follows).
-#ifndef ACCY_COMPILER_CODEGEN_SPIRV_KERNEL_TRANSLATOR_H_
-#define ACCY_COMPILER_CODEGEN_SPIRV_KERNEL_TRANSLATOR_H_
+#ifndef ACCY_COMPILER_CODEGEN_SPIRV_TARGET_H_
+#define ACCY_COMPILER_CODEGEN_SPIRV_TARGET_H_
 
 #include <cstdint>
 #include <vector>
@@ -22,4 +23,4 @@ absl::StatusOr<TranslatedKernel> translateKernel(const choir::Module& module, co
 
 }  // namespace accy::spirv
 
-#endif  // ACCY_COMPILER_CODEGEN_SPIRV_KERNEL_TRANSLATOR_H_
+#endif  // ACCY_COMPILER_CODEGEN_SPIRV_TARGET_H_

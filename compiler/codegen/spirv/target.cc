@@ -1,4 +1,4 @@
-#include "compiler/codegen/spirv/kernel_translator.h"
+#include "compiler/codegen/spirv/target.h"
 
 #include <algorithm>
 #include <cmath>

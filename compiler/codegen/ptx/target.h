@@ -1,8 +1,8 @@
-// One GPU-mapped Choir kernel -> one PTX `.visible .entry` (see compile.h
-// for the executable layout and passes/gpu_map.h for the four forms it
-// implements).
-#ifndef ACCY_COMPILER_CODEGEN_PTX_KERNEL_TRANSLATOR_H_
-#define ACCY_COMPILER_CODEGEN_PTX_KERNEL_TRANSLATOR_H_
+// PTX as a target of the one GPU kernel emitter (compiler/codegen/gpu): one
+// GPU-mapped Choir kernel -> one `.visible .entry` (see compile.h for the
+// executable layout and passes/gpu_map.h for the four forms it implements).
+#ifndef ACCY_COMPILER_CODEGEN_PTX_TARGET_H_
+#define ACCY_COMPILER_CODEGEN_PTX_TARGET_H_
 
 #include <cstdint>
 #include <string>
@@ -37,4 +37,4 @@ absl::StatusOr<TranslatedKernel> translateKernel(const choir::Module& module, co
 
 }  // namespace accy::ptx
 
-#endif  // ACCY_COMPILER_CODEGEN_PTX_KERNEL_TRANSLATOR_H_
+#endif  // ACCY_COMPILER_CODEGEN_PTX_TARGET_H_
