@@ -3,7 +3,7 @@
  * Link `//:accy_c` (static) or load `//client:libaccy_c.so` (shared).
  *
  * This header compiles as C11 and as C++. It is a thin layer over the
- * in-process C++ session (client/session.h) and uses the same status numbers.
+ * in-process C++ session (runtime/session.h) and uses the same status numbers.
  *
  * Contract
  * --------

@@ -8,6 +8,7 @@
 #ifndef ACCY_BACKENDS_BACKEND_H_
 #define ACCY_BACKENDS_BACKEND_H_
 
+#include <any>
 #include <cstddef>
 #include <memory>
 #include <span>
@@ -18,7 +19,6 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "compiler/codegen/arithmetic_mode.h"
-#include "compiler/codegen/targets.h"
 #include "compiler/executable/executable.h"
 #include "compiler/tensor/program.h"
 
@@ -42,17 +42,13 @@ struct DeviceInfo {
   std::string unavailable_reason;    // when !available: what is missing
 };
 
-// The arithmetic modes (compiler/codegen/arithmetic_mode.h). A mode the
-// target does not compile (kTf32 on any target but "ptx") fails with the
-// registry's InvalidArgument (codegen::checkMode, compiler/codegen/targets.h);
-// a dot kernel that cannot use tf32 fails naming why.
-using codegen::ArithmeticMode;
-using codegen::arithmeticModeName;
-using codegen::checkMode;
-using codegen::parseArithmeticMode;
-
 struct CompileOptions {
-  ArithmeticMode mode = ArithmeticMode::kExact;
+  // The arithmetic mode (compiler/codegen/arithmetic_mode.h). A mode the
+  // target does not compile (kTf32 on any target but "ptx") fails with the
+  // target registry's InvalidArgument (codegen::checkMode,
+  // compiler/codegen/targets.h); a dot kernel that cannot use tf32 fails
+  // naming why.
+  codegen::ArithmeticMode mode = codegen::ArithmeticMode::kExact;
 };
 
 struct BackendOptions {
@@ -85,6 +81,13 @@ class Backend {
   virtual absl::StatusOr<std::shared_ptr<void>> registerHostMemory(void* /*data*/, size_t /*size*/) const {
     return std::shared_ptr<void>();
   }
+  // The description of this device that compile() hands its target
+  // (codegen::CompileRequest::device in compiler/codegen/targets.h: the
+  // device's limits and features, e.g. an spirv::TargetInfo), for callers
+  // that compile for the device through the target registry themselves
+  // (accy compile). Empty (the target's defaults) where the device has
+  // nothing to describe (the default) or is unavailable.
+  virtual std::any deviceDescription() const { return std::any(); }
   // OK while the device can run launches; otherwise why it cannot (a GPU
   // left in a sticky error state, a lost device), which every launch then
   // reports too. accyd turns it into the device's health status.

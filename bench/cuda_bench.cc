@@ -25,6 +25,7 @@
 #include "backends/cuda/cuda_device.h"
 #include "backends/cuda/cuda_program.h"
 #include "bench/bench_util.h"
+#include "compiler/codegen/arithmetic_mode.h"
 
 namespace tensor = accy::tensor;
 namespace cuda = accy::cuda;
@@ -133,7 +134,7 @@ bool timed(benchmark::State& state, F body) {
 template <typename F>
 bool runAccy(benchmark::State& state, const std::vector<tensor::Spec>& specs, F fn,
              const std::vector<std::vector<float>>& inputs, std::vector<float>* result,
-             accy::backends::ArithmeticMode mode = accy::backends::ArithmeticMode::kExact) {
+             accy::codegen::ArithmeticMode mode = accy::codegen::ArithmeticMode::kExact) {
   if (!ready(state)) return false;
   auto p = tensor::define("bench", specs, fn);
   if (!ok(state, p, "define")) return false;
@@ -254,7 +255,7 @@ void setFlops(benchmark::State& state) {
   state.counters["TFLOP/s"] = benchmark::Counter(2.0 * kM * kM * kM * state.iterations() / 1e12, benchmark::Counter::kIsRate);
 }
 
-void accyDot(benchmark::State& state, accy::backends::ArithmeticMode mode, double relative) {
+void accyDot(benchmark::State& state, accy::codegen::ArithmeticMode mode, double relative) {
   std::vector<float> c;
   if (!runAccy(
           state, dotSpecs(), [](tensor::Builder&, std::span<const tensor::Value> a) { return a[0].dot(a[1], "k"); },
@@ -265,8 +266,8 @@ void accyDot(benchmark::State& state, accy::backends::ArithmeticMode mode, doubl
   setFlops(state);
 }
 
-void BM_Cuda_Dot_F32(benchmark::State& state) { accyDot(state, accy::backends::ArithmeticMode::kExact, 1e-5); }
-void BM_Cuda_Dot_Tf32(benchmark::State& state) { accyDot(state, accy::backends::ArithmeticMode::kTf32, 4e-3); }
+void BM_Cuda_Dot_F32(benchmark::State& state) { accyDot(state, accy::codegen::ArithmeticMode::kExact, 1e-5); }
+void BM_Cuda_Dot_Tf32(benchmark::State& state) { accyDot(state, accy::codegen::ArithmeticMode::kTf32, 4e-3); }
 
 // Row-major C = A B as column-major C^T = B^T A^T.
 void cublasDot(benchmark::State& state, cublasMath_t math, double relative) {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "client/session.h"
+#include "runtime/session.h"
 #include "compiler/tensor/program.h"
 
 namespace {

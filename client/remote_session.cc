@@ -18,7 +18,10 @@
 #include "base/errors.h"
 #include "absl/strings/match.h"
 #include "base/strings.h"
-#include "server/channel.h"
+#include "compiler/codegen/arithmetic_mode.h"
+#include "compiler/codegen/targets.h"
+#include "runtime/channel.h"
+#include "runtime/statuses.h"
 
 namespace accy::client {
 
@@ -57,14 +60,13 @@ struct RemoteCore {
     return statusError(number, st.error_message());
   }
 
-  // The accy status of a session status number and the daemon's message.
+  // The accy status of a session status number and the daemon's message:
+  // the number's kind (runtime/statuses.inc), or launch_failed for ok or a
+  // number no status has.
   static absl::Status statusError(int number, std::string message) {
-    static constexpr ErrorKind kinds[] = {ErrorKind::kNone,           ErrorKind::kInvalidProgram,
-                                          ErrorKind::kUnsupportedVersion, ErrorKind::kInvalidHandle,
-                                          ErrorKind::kInvalidBuffer,  ErrorKind::kTooManyPrograms,
-                                          ErrorKind::kOutOfMemory,    ErrorKind::kCompileFailed,
-                                          ErrorKind::kLaunchFailed};
-    const ErrorKind kind = number > 0 && number <= 8 ? kinds[number] : ErrorKind::kLaunchFailed;
+    const std::optional<session::Status> status = session::statusNumbered(number);
+    const ErrorKind kind =
+        status.has_value() && *status != session::Status::ok ? session::kindOf(*status) : ErrorKind::kLaunchFailed;
     // The daemon's message already starts with the kind's name.
     const std::string prefix = strCat(errorKindName(kind), ": ");
     if (message.rfind(prefix, 0) == 0) message = message.substr(prefix.size());
@@ -294,8 +296,8 @@ absl::StatusOr<session::Handle> RemoteSession::compileRemote(std::string_view wi
   req.set_session_id(core_->id());
   req.set_program(std::string(wire));
   req.set_target(std::string(target));
-  if (options.mode != backends::ArithmeticMode::kExact) {
-    (*req.mutable_options())["mode"] = backends::arithmeticModeName(options.mode);
+  if (options.mode != codegen::ArithmeticMode::kExact) {
+    (*req.mutable_options())["mode"] = codegen::arithmeticModeName(options.mode);
   }
   grpc::Status st = core_->stub->Compile(&ctx, req, &reply);
   if (!st.ok()) return fail(RemoteCore::toStatus(st, ctx, ErrorKind::kCompileFailed));

@@ -25,7 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "backends/backend.h"
-#include "client/session.h"
+#include "runtime/session.h"
 
 namespace accy::v1 {
 class ServerInfoReply;
@@ -53,7 +53,7 @@ struct RemoteOptions {
   // Keep the lease alive from a background thread.
   bool keep_alive = true;
   // On a unix: target, invoke through the daemon's invoke channel (shared
-  // memory and futex doorbells, server/channel.h) rather than gRPC where
+  // memory and futex doorbells, runtime/channel.h) rather than gRPC where
   // the invoke allows it (outputs given, at most 64 buffers, inline bytes
   // that fit `channel_bytes`); a daemon that refuses the channel leaves
   // every invoke on gRPC (invokeChannel() says why).

@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_format.h"
 #include "base/errors.h"
+#include "compiler/codegen/arithmetic_mode.h"
 #include "compiler/executable/codec.h"
 #include "base/status_macros.h"
 #include "base/stop.h"
@@ -278,7 +279,7 @@ absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> CompileCache::get
     const tensor::Program& program, std::string_view wire, const backends::Backend& backend,
     const std::string& target, const backends::CompileOptions& options, std::string* level) {
   const std::string key =
-      keyFor(wire, strCat(backend.info().name, "/", target), strCat("mode=", backends::arithmeticModeName(options.mode)));
+      keyFor(wire, strCat(backend.info().name, "/", target), strCat("mode=", codegen::arithmeticModeName(options.mode)));
   std::promise<Loaded> promise;
   auto abandoned = std::make_shared<std::atomic<bool>>(false);
   bool disk_enabled = false;

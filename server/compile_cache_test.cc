@@ -20,6 +20,7 @@
 #include "accy/accy.h"
 #include "base/stop.h"
 #include "backends/cpu/cpu_device.h"
+#include "compiler/codegen/arithmetic_mode.h"
 #include "compiler/executable/codec.h"
 #include "examples/tone/tone.h"
 #include "gmock/gmock.h"
@@ -143,8 +144,8 @@ TEST(CompileCache, DiskIsKeptUnderItsByteBound) {
   tiny.disk_max_bytes = 1;
   CompileCache cache(tiny, stamped("a"));
   std::string level;
-  ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", {.mode = backends::ArithmeticMode::kExact}, &level).ok());
-  ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", {.mode = backends::ArithmeticMode::kFast}, &level).ok());
+  ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", {.mode = codegen::ArithmeticMode::kExact}, &level).ok());
+  ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", {.mode = codegen::ArithmeticMode::kFast}, &level).ok());
   EXPECT_EQ(cache.stats().disk_entries, 0u);  // every entry is over a 1-byte bound
   std::filesystem::remove_all(dir);
 }
@@ -267,7 +268,7 @@ TEST(CompileCache, MemoryKeepsTheMostRecentlyUsedUnderItsByteBound) {
   // Room for two programs of this size, not three.
   o.memory_max_bytes = static_cast<int64_t>((*one)->executable().code.size()) * 2 + 2000;
   CompileCache cache(o, executable::BuildRecord{});
-  const backends::CompileOptions exact{}, fast{.mode = backends::ArithmeticMode::kFast};
+  const backends::CompileOptions exact{}, fast{.mode = codegen::ArithmeticMode::kFast};
   const std::string other_wire = f.wire + " ";  // another key, the same program
   ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", exact, &level).ok());       // A
   ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", fast, &level).ok());        // B

@@ -36,7 +36,7 @@
 
 #include "absl/strings/numbers.h"
 #include "backends/registry.h"
-#include "client/session.h"
+#include "runtime/session.h"
 #include "compiler/executable/build_record.h"
 #include "compiler/tensor/program.h"
 #include "server/compile_cache.h"

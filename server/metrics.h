@@ -19,7 +19,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "client/session.h"
+#include "runtime/session.h"
 #include "server/compile_cache.h"
 #include "server/service.h"
 

@@ -17,9 +17,11 @@
 #include "base/errors.h"
 #include "base/stop.h"
 #include "base/strings.h"
+#include "compiler/codegen/arithmetic_mode.h"
 #include "compiler/codegen/targets.h"
 #include "compiler/wire/wire.h"
-#include "server/channel.h"
+#include "runtime/channel.h"
+#include "runtime/statuses.h"
 
 namespace accy::server {
 
@@ -53,27 +55,15 @@ struct AccydService::ClientSession {
 };
 
 grpc::StatusCode grpcCodeOf(session::Status s) {
+  // Each status's code is its row's in runtime/statuses.inc; out_of_memory
+  // is RESOURCE_EXHAUSTED, not UNAVAILABLE: retry policies take that for a
+  // passing fault and would send the same request again.
   switch (s) {
-    case session::Status::ok:
-      return grpc::StatusCode::OK;
-    case session::Status::invalid_program:
-      return grpc::StatusCode::INVALID_ARGUMENT;
-    case session::Status::unsupported_version:
-      return grpc::StatusCode::FAILED_PRECONDITION;
-    case session::Status::invalid_handle:
-      return grpc::StatusCode::NOT_FOUND;
-    case session::Status::invalid_buffer:
-      return grpc::StatusCode::OUT_OF_RANGE;
-    case session::Status::too_many_programs:
-      return grpc::StatusCode::RESOURCE_EXHAUSTED;
-    case session::Status::out_of_memory:
-      // Not UNAVAILABLE: retry policies take that for a passing fault and
-      // would send the same request again.
-      return grpc::StatusCode::RESOURCE_EXHAUSTED;
-    case session::Status::compile_failed:
-      return grpc::StatusCode::INTERNAL;
-    case session::Status::launch_failed:
-      return grpc::StatusCode::ABORTED;
+#define ACCY_STATUS(name, number, kind, grpc_code) \
+  case session::Status::name:                      \
+    return grpc::StatusCode::grpc_code;
+#include "runtime/statuses.inc"
+#undef ACCY_STATUS
   }
   return grpc::StatusCode::UNKNOWN;
 }
@@ -447,14 +437,14 @@ grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRe
   if (absl::StatusOr<const codegen::TargetEntry*> entry = codegen::findTarget(target); !entry.ok()) {
     return finish(ctx, reply, entry.status());
   }
-  // Options: "mode" = exact | fast | tf32 (backends::ArithmeticMode).
+  // Options: "mode" = exact | fast | tf32 (codegen::ArithmeticMode).
   backends::CompileOptions options;
   for (const auto& [key, value] : req->options()) {
     if (key != "mode") {
       return finish(ctx, reply, makeError(ErrorKind::kInvalidArgument,
                                           strCat("accyd: unknown compile option '", quoted(key), "' (known: mode)")));
     }
-    auto mode = backends::parseArithmeticMode(value);
+    auto mode = codegen::parseArithmeticMode(value);
     if (!mode.ok()) return finish(ctx, reply, mode.status());
     options.mode = *mode;
   }

@@ -21,7 +21,7 @@
 
 #include "accy/v1/accyd.grpc.pb.h"
 #include "backends/backend.h"
-#include "client/session.h"
+#include "runtime/session.h"
 #include "server/compile_cache.h"
 #include "server/regions.h"
 
@@ -52,7 +52,7 @@ struct Limits {
   int64_t max_compile_nodes = int64_t{1} << 16;
   bool check_numerics = false;                     // NaN/inf outputs fail the run
   // How long a session's channel worker spins on its mailbox after a
-  // request before it sleeps on the futex (server/channel.h).
+  // request before it sleeps on the futex (runtime/channel.h).
   int64_t channel_spin_us = 50;
 };
 

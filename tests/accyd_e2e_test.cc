@@ -30,7 +30,8 @@
 #include "accy/version.h"
 #include "accy/v1/accyd.grpc.pb.h"
 #include "client/remote_session.h"
-#include "server/channel.h"
+#include "compiler/codegen/arithmetic_mode.h"
+#include "runtime/channel.h"
 #include "tests/accyd_daemon.h"
 #include "tests/grpc_health.h"
 #include "examples/tone/tone.h"
@@ -293,7 +294,7 @@ TEST(Accyd, SharedMemoryBuffersAndBoundsChecks) {
   EXPECT_THAT(gst.error_message(), HasSubstr("outside region"));
 }
 
-// The invoke channel (server/channel.h) serves RemoteSession's invokes:
+// The invoke channel (runtime/channel.h) serves RemoteSession's invokes:
 // bytes copied into its data area and references into shared buffers, the
 // three tone tests' results, and failures with the same status numbers as
 // gRPC.
@@ -1508,7 +1509,7 @@ TEST(Accyd, ArithmeticModesAreCompileOptions) {
   const std::string wire8 = wire::encode(*tensor::define("mismatch", toneSpecs(8), tone::mismatch));
   session::CompileInfo exact_info, fast_info;
   auto exact = s->compile(wire8, "spirv", &exact_info);
-  auto fast = s->compile(wire8, "spirv", &fast_info, {.mode = backends::ArithmeticMode::kFast});
+  auto fast = s->compile(wire8, "spirv", &fast_info, {.mode = codegen::ArithmeticMode::kFast});
   ASSERT_TRUE(exact.ok() && fast.ok()) << exact.status() << fast.status();
   EXPECT_EQ(fast_info.cache_level, "");  // not the exact program's entry
   const tone::Samples data = tone::samples();
@@ -1517,15 +1518,15 @@ TEST(Accyd, ArithmeticModesAreCompileOptions) {
   for (int g = 0; g < 8; ++g) EXPECT_NEAR(tone::referenceMismatch(f8[g]), v8[g], 1e-3);  // GLSL.std.450 sin
   // A mode the target cannot honour is a failed compile (status
   // compile_failed), as the original has it, with the reason.
-  auto tf32 = s->compile(wire8, "spirv", nullptr, {.mode = backends::ArithmeticMode::kTf32});
+  auto tf32 = s->compile(wire8, "spirv", nullptr, {.mode = codegen::ArithmeticMode::kTf32});
   EXPECT_EQ(session::statusOf(tf32.status()), session::Status::compile_failed);
   EXPECT_THAT(tf32.status().message(), ::testing::HasSubstr("target spirv has no tf32 mode"));
   // The daemon's cpu device, and the in-process CPU path, say the same.
   auto remote_cpu = RemoteSession::connect(probe.target(), no_local);
   ASSERT_TRUE(remote_cpu.ok()) << remote_cpu.status();
-  auto cpu_tf32 = (*remote_cpu)->compile(wire8, "x86_64", nullptr, {.mode = backends::ArithmeticMode::kTf32});
+  auto cpu_tf32 = (*remote_cpu)->compile(wire8, "x86_64", nullptr, {.mode = codegen::ArithmeticMode::kTf32});
   EXPECT_THAT(cpu_tf32.status().message(), ::testing::HasSubstr("target x86_64 has no tf32 mode"));
-  auto local_tf32 = s->compile(wire8, "x86_64", nullptr, {.mode = backends::ArithmeticMode::kTf32});
+  auto local_tf32 = s->compile(wire8, "x86_64", nullptr, {.mode = codegen::ArithmeticMode::kTf32});
   EXPECT_THAT(local_tf32.status().message(), ::testing::HasSubstr("target x86_64 has no tf32 mode"));
   // A target the registry does not know is refused naming the build's
   // targets, and leaves the session as it was: it still compiles for spirv.
@@ -1535,7 +1536,7 @@ TEST(Accyd, ArithmeticModesAreCompileOptions) {
   // shim is a check, not a device) is refused naming the served ones.
   auto unserved = s->compile(wire8, "msl", nullptr);
   EXPECT_THAT(unserved.status().message(), ::testing::HasSubstr("target 'msl' is not served here"));
-  auto again = s->compile(wire8, "spirv", nullptr, {.mode = backends::ArithmeticMode::kFast});
+  auto again = s->compile(wire8, "spirv", nullptr, {.mode = codegen::ArithmeticMode::kFast});
   ASSERT_TRUE(again.ok()) << again.status();
   ASSERT_TRUE(s->invoke(*again, {bytes(f8), bytes(data.time), bytes(data.sample)}, {writableBytes(v8)}).ok());
   for (int g = 0; g < 8; ++g) EXPECT_NEAR(tone::referenceMismatch(f8[g]), v8[g], 1e-3);

@@ -26,6 +26,8 @@
 #include "backends/vulkan/vulkan_backend.h"
 #include "base/errors.h"
 #include "base/strings.h"
+#include "compiler/codegen/arithmetic_mode.h"
+#include "compiler/codegen/targets.h"
 #include "compiler/tensor/evaluate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -240,13 +242,13 @@ TEST_P(BackendContract, CompilesOnlyItsTarget) {
 }
 
 TEST_P(BackendContract, Tf32IsForPtxOnly) {
-  absl::StatusOr<Executable> exe = backend().compile(axpb(), target(), CompileOptions{ArithmeticMode::kTf32});
+  absl::StatusOr<Executable> exe = backend().compile(axpb(), target(), CompileOptions{codegen::ArithmeticMode::kTf32});
   if (target() == "ptx") {
     EXPECT_TRUE(exe.ok()) << exe.status();  // no dot: nothing runs on tensor cores
     return;
   }
   EXPECT_EQ(errorKind(exe.status()), ErrorKind::kInvalidArgument) << exe.status();
-  EXPECT_EQ(exe.status().message(), codegen::checkMode(target(), ArithmeticMode::kTf32).message());
+  EXPECT_EQ(exe.status().message(), codegen::checkMode(target(), codegen::ArithmeticMode::kTf32).message());
 }
 
 TEST_P(BackendContract, LaunchesFromFourThreadsAtOnce) {

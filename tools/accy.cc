@@ -8,16 +8,21 @@
 //   accy compile FILE --dump-after=PASS [--target=...] [target options] [-o OUT]
 //   accy run FILE [--input N=IN.npy ...] [--output N=OUT.npy ...] [--threads=K] [--target=T] [--mode=M]
 //
-// FILE is a wire-encoded program (compiler/wire/wire.h). Exit status: 0 on
-// success, 1 when a valid program fails to compile or run, 2 for a bad
-// invocation or a bad input file (the message says which and why).
-// docs/CLI.md has examples.
+// FILE is a wire-encoded program (compiler/wire/wire.h). Every target takes
+// the same path, read from its entry in the target registry
+// (compiler/codegen/targets.h): what it emits and how each form is written,
+// its modes, the flags that describe its device, the device that runs it.
+// Exit status: 0 on success, 1 when a valid program fails to compile or
+// run, 2 for a bad invocation or a bad input file (the message says which
+// and why). docs/CLI.md has examples.
 #include <algorithm>
+#include <any>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -27,28 +32,24 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "accy/cpu.h"
-#include "backends/vulkan/vulkan_backend.h"
-#include "compiler/choir/pipeline.h"
-#include "compiler/choir/printer.h"
-#include "compiler/codegen/ptx/compile.h"
-#include "compiler/codegen/ptx/pipeline.h"
-#include "compiler/codegen/spirv/compile.h"
-#include "compiler/codegen/wasm/compile.h"
-#include "backends/registry.h"
-#include "compiler/codegen/targets.h"
 #include "accy/version.h"
-#include "compiler/executable/build_record.h"
-#include "compiler/executable/saved_program.h"
-#include "tools/msl/shim.h"
-#include "tools/webgpu/page_backend.h"
-#include "tools/webgpu/page_runner.h"
-#include "compiler/codegen/x86_64/compile.h"
-#include "compiler/tensor/program.h"
+#include "backends/backend.h"
+#include "backends/registry.h"
 #include "base/errors.h"
 #include "base/strings.h"
+#include "compiler/choir/pipeline.h"
+#include "compiler/choir/printer.h"
+#include "compiler/codegen/arithmetic_mode.h"
+#include "compiler/codegen/targets.h"
+#include "compiler/executable/build_record.h"
+#include "compiler/executable/saved_program.h"
+#include "compiler/tensor/program.h"
 #include "compiler/wire/wire.h"
 #include "tools/files.h"
+#include "tools/msl/shim.h"
 #include "tools/npy.h"
+#include "tools/webgpu/page_backend.h"
+#include "tools/webgpu/page_runner.h"
 
 namespace accy::cli {
 namespace {
@@ -57,6 +58,9 @@ namespace tensor = accy::tensor;
 
 constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
+
+// --target when none is given: this CPU.
+constexpr char kDefaultTarget[] = "x86_64";
 
 constexpr char kUsage[] =
     R"(usage: accy <command> FILE [options]
@@ -303,81 +307,6 @@ std::optional<Failure> writeSaved(const Args& args, const executable::Executable
   return std::nullopt;
 }
 
-// accy compile FILE --target=spirv --emit=spirv|artifact -o OUT: SPIR-V for
-// the Vulkan device here (its limits and features), or Vulkan 1.1 defaults
-// when there is none. --emit=spirv writes one module per kernel, OUT.<k>.spv.
-std::optional<Failure> compileSpirv(const Args& args, bool fast, PassDump* dump) {
-  const std::optional<std::string> emit = single(args, "--emit");
-  if (dump == nullptr && (!emit || (*emit != "spirv" && *emit != "artifact"))) {
-    return usageError("compile: --target=spirv takes --emit=spirv or --emit=artifact");
-  }
-  std::optional<std::string> out = single(args, "-o");
-  if (!out) out = single(args, "--out");
-  if (dump == nullptr && !out) return usageError(strCat("compile: --emit=", *emit, " needs -o OUT"));
-  absl::StatusOr<tensor::Program> program = loadProgram(args.file);
-  if (!program.ok()) return inputError(messageOf(program.status()));
-  std::unique_ptr<backends::Backend> vulkan = backends::makeVulkanBackend(backends::BackendOptions{});
-  spirv::TargetInfo info = backends::vulkanTargetInfo(*vulkan);
-  info.mode = fast ? backends::ArithmeticMode::kFast : backends::ArithmeticMode::kExact;
-  absl::StatusOr<executable::Executable> exe =
-      spirv::compileProgram(*program, info, dump != nullptr ? dump->hook() : choir::PassHook());
-  if (dump != nullptr) return dump->finish(args, out, exe.status());
-  if (!exe.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(exe.status())));
-  if (*emit == "artifact") return writeSaved(args, *exe, *out);
-  const auto& steps = exe->launch_plan.steps;
-  for (size_t k = 0; k < steps.size(); ++k) {
-    const uint64_t end = k + 1 < steps.size() ? steps[k + 1].entry_offset : exe->code.size();
-    const std::string path = strCat(*out, ".", k, ".spv");
-    const std::string bytes(reinterpret_cast<const char*>(exe->code.data() + steps[k].entry_offset),
-                            end - steps[k].entry_offset);
-    if (absl::Status st = files::writeFile(path, bytes); !st.ok()) return inputError(messageOf(st));
-    std::printf("wrote %s: kernel %s, %zu bytes, %lld workgroups\n", path.c_str(), steps[k].kernel.c_str(),
-                bytes.size(), static_cast<long long>(steps[k].parallel_extent));
-  }
-  return std::nullopt;
-}
-
-// accy compile FILE --target=ptx --emit=ptx|choir [--arch=sm_NN]
-// [--mode=exact|fast|tf32] [-o OUT]: the PTX module (compiler/codegen/ptx)
-// for a device of that compute capability, assuming a driver that accepts
-// the PTX ISA the architecture needs (the module's .version is the lowest
-// its instructions need), or the GPU-mapped Choir module it translates.
-std::optional<Failure> compilePtx(const Args& args, PassDump* dump) {
-  const std::optional<std::string> emit = single(args, "--emit");
-  if (dump == nullptr && (!emit || (*emit != "ptx" && *emit != "choir"))) {
-    return usageError("compile: --target=ptx takes --emit=ptx or --emit=choir");
-  }
-  if (single(args, "--threads")) return usageError("compile: --threads is for --target=x86_64");
-  if (single(args, "-o") && single(args, "--out")) return usageError("compile: give -o or --out, not both");
-  std::optional<std::string> out = single(args, "-o");
-  if (!out) out = single(args, "--out");
-  ptx::TargetInfo target;
-  if (const std::optional<std::string> arch = single(args, "--arch")) {
-    const std::optional<int64_t> sm =
-        arch->rfind("sm_", 0) == 0 ? parseCount(std::string_view(*arch).substr(3), 999) : std::nullopt;
-    if (!sm || arch->size() < 5) return usageError(strCat("compile: --arch '", *arch, "' is not sm_NN (e.g. sm_90)"));
-    target.sm = static_cast<int>(*sm);
-  }
-  absl::StatusOr<ptx::PtxTarget> arch = ptx::ptxTargetFor(target.sm);
-  if (!arch.ok()) return usageError(strCat("compile: --arch: ", messageOf(arch.status())));
-  target.ptx_version = std::max(target.ptx_version, arch->min_ptx_version);
-  const absl::StatusOr<ptx::ArithmeticMode> mode =
-      codegen::parseArithmeticMode(single(args, "--mode").value_or("exact"));
-  if (!mode.ok()) return usageError(strCat("compile: ", messageOf(mode.status())));
-  target.mode = *mode;
-  absl::StatusOr<tensor::Program> program = loadProgram(args.file);
-  if (!program.ok()) return inputError(messageOf(program.status()));
-  if (dump != nullptr) return dump->finish(args, out, ptx::gpuModule(*program, target, dump->hook()).status());
-  if (*emit == "choir") {
-    absl::StatusOr<choir::Module> m = ptx::gpuModule(*program, target);
-    if (!m.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(m.status())));
-    return writeText(out, choir::toText(*m));
-  }
-  absl::StatusOr<executable::Executable> exe = ptx::compileProgram(*program, target);
-  if (!exe.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(exe.status())));
-  return writeText(out, std::string(exe->code.begin(), exe->code.end()));
-}
-
 // The text form of a wasm module, by wabt's wasm2wat.
 absl::StatusOr<std::string> watOf(const std::vector<uint8_t>& module) {
   if (std::system("wasm2wat --version > /dev/null 2>&1") != 0) {
@@ -396,69 +325,137 @@ absl::StatusOr<std::string> watOf(const std::vector<uint8_t>& module) {
   return wat;
 }
 
-// accy compile FILE --target=T --emit=E [-o OUT] for a target without a
-// case of its own here (reference, and targets to come): the registry's
-// compile function; E is `artifact` (a saved program, or the target's own
-// artifact when it has one) or the entry's
-// code_emit (the code as it is, text).
-std::optional<Failure> compileArtifact(const Args& args, const codegen::TargetEntry& target,
-                                       backends::ArithmeticMode mode, const std::optional<std::string>& emit,
-                                       PassDump* dump) {
-  const bool wasm = target.name == "wasm";
-  if (single(args, "--threads") && !wasm) return usageError("compile: --threads is for --target=x86_64 or wasm");
-  if (dump == nullptr) {
-    if (!emit) return usageError(strCat("compile: --target=", target.name, " needs --emit"));
-    if (absl::Status st = codegen::checkEmit(target, *emit); !st.ok()) {
-      return usageError(strCat("compile: ", messageOf(st)));
+// The flags that describe a target's device (TargetEntry::flags) and the
+// commands that take them.
+constexpr std::string_view kCompileTargetFlags[] = {"--threads", "--arch"};
+constexpr std::string_view kRunTargetFlags[] = {"--threads"};
+
+// "x86_64 or wasm": the targets whose entry takes `flag`.
+std::string targetsTaking(std::string_view flag) {
+  std::vector<std::string_view> names;
+  for (const codegen::TargetEntry& t : codegen::targets()) {
+    if (contains(t.flags, flag)) names.push_back(t.name);
+  }
+  std::string text;
+  for (size_t i = 0; i < names.size(); ++i) {
+    strAppend(&text, i == 0 ? "" : i + 1 == names.size() ? " or " : ", ", names[i]);
+  }
+  return text;
+}
+
+// Refuses each of `flags` given on the command line that `target` does not take.
+std::optional<Failure> refuseFlags(std::string_view command, const Args& args, const codegen::TargetEntry& target,
+                                   std::span<const std::string_view> flags) {
+  for (std::string_view flag : flags) {
+    if (single(args, std::string(flag)) && !contains(target.flags, flag)) {
+      return usageError(strCat(command, ": ", flag, " is for --target=", targetsTaking(flag)));
     }
-    if (*emit != "artifact" && *emit != target.code_emit && !(wasm && *emit == "wat")) {
-      return usageError(strCat("compile: --emit=", *emit, " for target ", target.name, " has no writer here"));
-    }
   }
-  if (single(args, "-o") && single(args, "--out")) return usageError("compile: give -o or --out, not both");
-  std::optional<std::string> out = single(args, "-o");
-  if (!out) out = single(args, "--out");
-  const bool artifact_out = emit && *emit == "artifact";
-  if (dump == nullptr && artifact_out && !out) return usageError("compile: --emit=artifact needs -o OUT");
-  absl::StatusOr<tensor::Program> program = loadProgram(args.file);
-  if (!program.ok()) return inputError(messageOf(program.status()));
-  codegen::CompileRequest request{.mode = mode};
-  if (dump != nullptr) request.dump = dump->hook();
-  if (wasm && single(args, "--threads")) {
-    absl::StatusOr<int> threads = threadsOption(args);
-    if (!threads.ok()) return usageError(strCat("compile: ", messageOf(threads.status())));
-    request.device = wasm::TargetInfo{.mode = mode, .threads = x64::resolveThreads(*threads)};
-  }
-  if (wasm && emit && *emit == "wasm" && !out && dump == nullptr) {
-    return usageError("compile: --emit=wasm writes a binary module: give -o OUT");
-  }
-  absl::StatusOr<executable::Executable> exe = target.compile(*program, request);
-  if (dump != nullptr) return dump->finish(args, out, exe.status());
-  if (!exe.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(exe.status())));
-  if (wasm && *emit == "wasm") {
-    if (absl::Status st = files::writeFile(*out, std::string(exe->code.begin(), exe->code.end())); !st.ok()) {
-      return inputError(messageOf(st));
-    }
-    return std::nullopt;
-  }
-  if (wasm && *emit == "wat") {
-    // For reading: wabt's wasm2wat, when installed.
-    absl::StatusOr<std::string> wat = watOf(exe->code);
-    if (!wat.ok()) return runError(strCat("compile: --emit=wat: ", messageOf(wat.status())));
-    return writeText(out, *wat);
-  }
-  if (!artifact_out) return writeText(out, std::string(exe->code.begin(), exe->code.end()));  // code_emit
-  if (target.artifact == nullptr) return writeSaved(args, *exe, *out);
-  absl::StatusOr<std::string> written = target.artifact(*exe);
-  if (!written.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(written.status())));
-  const std::string bytes = *std::move(written);
-  if (absl::Status st = files::writeFile(*out, bytes); !st.ok()) return inputError(messageOf(st));
-  std::printf("wrote %s: %zu bytes (%s, %s, %zu kernels)\n", out->c_str(), bytes.size(), exe->target.c_str(),
-              exe->isa.c_str(), exe->launch_plan.steps.size());
   return std::nullopt;
 }
 
-// accy compile FILE --emit=... [--target=...] [--threads=K] [-o OUT]
+// The device description `target` gets from the flags given (empty when
+// none was given, or it takes none).
+absl::StatusOr<std::any> describeDevice(const codegen::TargetEntry& target, const codegen::TargetFlags& given) {
+  if (target.describe == nullptr) return std::any();
+  return target.describe(given);
+}
+
+// The description of this machine's device for `target` (for spirv, the
+// Vulkan device's limits and features), or empty (the target's defaults)
+// where there is none.
+std::any localDevice(const codegen::TargetEntry& target) {
+  absl::StatusOr<std::vector<std::unique_ptr<backends::Backend>>> device =
+      backends::selectBackends({std::string(target.device)}, backends::BackendOptions{});
+  if (!device.ok()) return std::any();
+  return device->front()->deviceDescription();
+}
+
+// Why a form cannot do without -o (the end of its refusal), or null for
+// text, which goes to stdout.
+const char* withoutOutput(codegen::EmitForm form) {
+  switch (form) {
+    case codegen::EmitForm::kModule:
+      return "writes a binary module: give -o OUT";
+    case codegen::EmitForm::kKernelFiles:
+    case codegen::EmitForm::kArtifact:
+      return "needs -o OUT";
+    case codegen::EmitForm::kChoir:
+    case codegen::EmitForm::kAssembly:
+    case codegen::EmitForm::kCode:
+    case codegen::EmitForm::kWat:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+// Compiles `program` for `target` and writes `emit` in its form (to `out`,
+// or stdout for text without it).
+std::optional<Failure> writeEmit(const Args& args, const codegen::TargetEntry& target, const codegen::Emit& emit,
+                                 const tensor::Program& program, codegen::CompileRequest request,
+                                 const std::optional<std::string>& out) {
+  using F = codegen::EmitForm;
+  // The Choir module as the pipeline's last pass leaves it: what
+  // --dump-after of that pass prints.
+  PassDump last_pass;
+  if (emit.form == F::kChoir) {
+    last_pass.pass = choir::pipelinePasses(target.gpu).back();
+    request.dump = last_pass.hook();
+  }
+  std::string assembly;
+  if (emit.form == F::kAssembly) request.assembly = &assembly;
+  const absl::StatusOr<executable::Executable> exe = codegen::compileFor(target.name, program, request);
+  if (emit.form != F::kChoir && !exe.ok()) {
+    return runError(strCat(args.file, ": compile failed: ", messageOf(exe.status())));
+  }
+  switch (emit.form) {
+    case F::kChoir:
+      return last_pass.finish(args, out, exe.status());
+    case F::kAssembly:
+      return writeText(out, assembly);
+    case F::kCode:
+      return writeText(out, std::string(exe->code.begin(), exe->code.end()));
+    case F::kModule:
+      if (absl::Status st = files::writeFile(*out, std::string(exe->code.begin(), exe->code.end())); !st.ok()) {
+        return inputError(messageOf(st));
+      }
+      return std::nullopt;
+    case F::kKernelFiles: {
+      const auto& steps = exe->launch_plan.steps;
+      for (size_t k = 0; k < steps.size(); ++k) {
+        const uint64_t end = k + 1 < steps.size() ? steps[k + 1].entry_offset : exe->code.size();
+        const std::string path = strCat(*out, ".", k, ".", emit.suffix);
+        const std::string bytes(reinterpret_cast<const char*>(exe->code.data() + steps[k].entry_offset),
+                                end - steps[k].entry_offset);
+        if (absl::Status st = files::writeFile(path, bytes); !st.ok()) return inputError(messageOf(st));
+        std::printf("wrote %s: kernel %s, %zu bytes, %lld workgroups\n", path.c_str(), steps[k].kernel.c_str(),
+                    bytes.size(), static_cast<long long>(steps[k].parallel_extent));
+      }
+      return std::nullopt;
+    }
+    case F::kWat: {
+      absl::StatusOr<std::string> wat = watOf(exe->code);
+      if (!wat.ok()) return runError(strCat("compile: --emit=", emit.name, ": ", messageOf(wat.status())));
+      return writeText(out, *wat);
+    }
+    case F::kArtifact: {
+      if (target.artifact == nullptr) return writeSaved(args, *exe, *out);
+      absl::StatusOr<std::string> written = target.artifact(*exe);
+      if (!written.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(written.status())));
+      const std::string bytes = *std::move(written);
+      if (absl::Status st = files::writeFile(*out, bytes); !st.ok()) return inputError(messageOf(st));
+      std::printf("wrote %s: %zu bytes (%s, %s, %zu kernels)\n", out->c_str(), bytes.size(), exe->target.c_str(),
+                  exe->isa.c_str(), exe->launch_plan.steps.size());
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+// accy compile FILE --target=T --emit=E | --dump-after=PASS [target flags]
+// [--mode=M] [-o OUT], for every target alike from its registry entry
+// (compiler/codegen/targets.h): its passes, what it writes and how, its
+// modes, the flags that describe its device.
 std::optional<Failure> compile(std::span<const std::string> argv) {
   Args args;
   const OptionTable table{
@@ -468,9 +465,7 @@ std::optional<Failure> compile(std::span<const std::string> argv) {
     std::fputs(kUsage, stdout);
     return std::nullopt;
   }
-  // The target's registry entry (compiler/codegen/targets.h): its passes,
-  // what it writes, its modes.
-  const std::string target = single(args, "--target").value_or("x86_64");
+  const std::string target = single(args, "--target").value_or(kDefaultTarget);
   const absl::StatusOr<const codegen::TargetEntry*> entry = codegen::findTarget(target);
   if (!entry.ok()) return inputError(strCat("compile: ", messageOf(entry.status())));
   // --dump-after=PASS: the Choir module after that pass instead of --emit.
@@ -486,56 +481,53 @@ std::optional<Failure> compile(std::span<const std::string> argv) {
     dump.emplace();
     dump->pass = *pass;
   }
-  PassDump* dump_ptr = dump ? &*dump : nullptr;
-  if (target == "ptx") return compilePtx(args, dump_ptr);
-  if (single(args, "--arch")) return usageError("compile: --arch is for --target=ptx");
-  // --mode: exact (default) or fast; tf32 exists only for ptx.
-  const std::string mode_name = single(args, "--mode").value_or("exact");
-  const absl::StatusOr<backends::ArithmeticMode> mode = backends::parseArithmeticMode(mode_name);
+  if (auto f = refuseFlags("compile", args, **entry, kCompileTargetFlags)) return f;
+  // --mode: exact (default), fast, or tf32 where the target has it.
+  const absl::StatusOr<codegen::ArithmeticMode> mode =
+      codegen::parseArithmeticMode(single(args, "--mode").value_or("exact"));
   if (!mode.ok()) return usageError(strCat("compile: ", messageOf(mode.status())));
   if (absl::Status st = codegen::checkMode(target, *mode); !st.ok()) {
     return runError(strCat(args.file, ": compile failed: ", messageOf(st)));
   }
-  if (target == "spirv") return compileSpirv(args, *mode == backends::ArithmeticMode::kFast, dump_ptr);
-  const std::optional<std::string> emit = single(args, "--emit");
-  if (target != "x86_64") return compileArtifact(args, **entry, *mode, emit, dump_ptr);
-  if (dump_ptr != nullptr) {
-    absl::StatusOr<int> threads = threadsOption(args);
-    if (!threads.ok()) return usageError(strCat("compile: ", messageOf(threads.status())));
-    std::optional<std::string> out = single(args, "-o");
-    if (!out) out = single(args, "--out");
-    absl::StatusOr<tensor::Program> program = loadProgram(args.file);
-    if (!program.ok()) return inputError(messageOf(program.status()));
-    x64::CompileOptions o;
-    o.threads = *threads;
-    o.dump = dump_ptr->hook();
-    return dump_ptr->finish(args, out, x64::compileProgram(*program, o).status());
-  }
-  if (!emit) return usageError("compile: --emit=choir|asm|artifact is required (or --dump-after=PASS)");
-  if (*emit != "choir" && *emit != "asm" && *emit != "artifact") {
-    return usageError(strCat("compile: unknown --emit '", *emit, "' (choir, asm or artifact)"));
+  const codegen::Emit* emit = nullptr;
+  if (!dump) {
+    const std::optional<std::string> name = single(args, "--emit");
+    if (!name) {
+      std::string names;
+      for (const codegen::Emit& e : (*entry)->emits) strAppend(&names, names.empty() ? "" : "|", e.name);
+      return usageError(strCat("compile: --emit=", names, " is required (or --dump-after=PASS)"));
+    }
+    absl::StatusOr<const codegen::Emit*> found = codegen::findEmit(**entry, *name);
+    if (!found.ok()) return usageError(strCat("compile: ", messageOf(found.status())));
+    emit = *found;
   }
   if (single(args, "-o") && single(args, "--out")) return usageError("compile: give -o or --out, not both");
   std::optional<std::string> out = single(args, "-o");
   if (!out) out = single(args, "--out");
-  if (*emit == "artifact" && !out) return usageError("compile: --emit=artifact needs -o OUT");
-  absl::StatusOr<int> threads = threadsOption(args);
-  if (!threads.ok()) return usageError(strCat("compile: ", messageOf(threads.status())));
-
+  if (const char* need = emit != nullptr && !out ? withoutOutput(emit->form) : nullptr) {
+    return usageError(strCat("compile: --emit=", emit->name, " ", need));
+  }
+  codegen::TargetFlags given;
+  if (single(args, "--threads")) {
+    absl::StatusOr<int> threads = threadsOption(args);
+    if (!threads.ok()) return usageError(strCat("compile: ", messageOf(threads.status())));
+    given.threads = *threads;
+  }
+  given.arch = single(args, "--arch");
+  absl::StatusOr<std::any> device = describeDevice(**entry, given);
+  if (!device.ok()) return usageError(strCat("compile: ", messageOf(device.status())));
   absl::StatusOr<tensor::Program> program = loadProgram(args.file);
   if (!program.ok()) return inputError(messageOf(program.status()));
-  const tensor::CpuOptions options{.threads = *threads};
-  if (*emit == "choir" || *emit == "asm") {
-    absl::StatusOr<std::string> text =
-        *emit == "choir" ? tensor::choirText(*program, options) : tensor::cpuAssembly(*program, options);
-    if (!text.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(text.status())));
-    return writeText(out, *text);
+  // The device the flags describe, with the target's defaults for the
+  // rest; a target without flags compiles for this machine's device for
+  // it where there is one.
+  codegen::CompileRequest request{.mode = *mode, .device = *std::move(device)};
+  if ((*entry)->flags.empty()) request.device = localDevice(**entry);
+  if (dump) {
+    request.dump = dump->hook();
+    return dump->finish(args, out, codegen::compileFor(target, *program, request).status());
   }
-  x64::CompileOptions o;
-  o.threads = *threads;
-  absl::StatusOr<executable::Executable> exe = x64::compileProgram(*program, o);
-  if (!exe.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(exe.status())));
-  return writeSaved(args, *exe, *out);
+  return writeEmit(args, **entry, *emit, *program, std::move(request), out);
 }
 
 // Parses "N=PATH" for --input/--output with N below `count`.
@@ -563,64 +555,77 @@ std::vector<int64_t> extentsOf(const tensor::Spec& spec) {
   return shape;
 }
 
-// Compiles `program` for `target` and runs it on the machine's device for
-// it: in process (x86_64), a backend (vulkan, cuda, null), a headless
-// Chromium page (wgsl, docs/WEB.md), or the MSL shim (msl, docs/GPU.md).
-std::optional<Failure> runOn(const Args& args, const codegen::TargetEntry& target, backends::ArithmeticMode mode,
-                             int threads, const tensor::Program* program, const executable::Executable* restored,
-                             std::span<const std::span<const std::byte>> in, std::span<const std::span<std::byte>> out) {
+// The devices of this tool that are not library backends
+// (backends/registry.h), by the name a target's entry gives its device:
+// WGSL in a headless Chromium page (docs/WEB.md), WebAssembly in node
+// through the runtime web pages use (web/accy_wasm.js), and the MSL shim (a
+// check of the MSL emitter on this CPU, tools/msl/shim.h, not a Metal
+// device). Each works in a temporary directory.
+struct ToolDevice {
+  std::string_view name;
+  std::unique_ptr<backends::Backend> (*make)(const codegen::TargetEntry& target, const std::string& dir);
+};
+const ToolDevice kToolDevices[] = {
+    {"browser",
+     [](const codegen::TargetEntry& target, const std::string& dir) -> std::unique_ptr<backends::Backend> {
+       return std::make_unique<webgpu::PageBackend>(std::string(target.name), std::string(target.device),
+                                                    [dir] { return webgpu::PageRunner::open(dir); });
+     }},
+    {"node",
+     [](const codegen::TargetEntry&, const std::string& dir) -> std::unique_ptr<backends::Backend> {
+       return webgpu::nodeBackend(dir);
+     }},
+    {"msl-shim",
+     [](const codegen::TargetEntry&, const std::string& dir) -> std::unique_ptr<backends::Backend> {
+       return std::make_unique<mslshim::ShimBackend>(dir);
+     }},
+};
+
+// Compiles `program` for `target` (or takes the restored executable) and
+// runs it on this machine's device for it: a backend of the registry (cpu
+// in process, vulkan, cuda, null) or one of the tool's devices above. The
+// compile is for the device the flags given describe, or else for the
+// device's own description.
+std::optional<Failure> runOn(const Args& args, const codegen::TargetEntry& target, codegen::ArithmeticMode mode,
+                             const codegen::TargetFlags& given, const tensor::Program* program,
+                             const executable::Executable* restored, std::span<const std::span<const std::byte>> in,
+                             std::span<const std::span<std::byte>> out) {
   auto failed = [&](const absl::Status& st) { return runError(strCat(args.file, ": run failed: ", messageOf(st))); };
-  auto compileFailed = [&](const absl::Status& st) {
-    return runError(strCat(args.file, ": compile failed: ", messageOf(st)));
-  };
-  if (target.name == "x86_64") {
-    absl::StatusOr<tensor::CpuExecutable> exe =
-        restored != nullptr ? tensor::CpuExecutable::load(*restored, tensor::CpuOptions{.threads = threads})
-                            : tensor::CpuExecutable::compile(*program, tensor::CpuOptions{.threads = threads});
-    if (!exe.ok()) return restored != nullptr ? failed(exe.status()) : compileFailed(exe.status());
-    if (absl::Status st = exe->launch(in, out); !st.ok()) return failed(st);
-    return std::nullopt;
-  }
-  // Compile (or take the restored executable), load and launch on a backend.
-  auto runOn = [&](const backends::Backend& backend) -> std::optional<Failure> {
-    absl::StatusOr<executable::Executable> exe =
-        restored != nullptr ? *restored : backend.compile(*program, std::string(target.name), {mode});
-    if (!exe.ok()) return compileFailed(exe.status());
-    absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> loaded = backend.load(*std::move(exe));
-    if (!loaded.ok()) return failed(loaded.status());
-    if (absl::Status st = (*loaded)->launch(in, out); !st.ok()) return failed(st);
-    return std::nullopt;
-  };
-  // The page runner and the MSL shim work in a temporary directory.
   struct TempDir {
     char path[32] = "/tmp/accy-run-XXXXXX";
-    bool made = mkdtemp(path) != nullptr;
+    bool made = false;
     ~TempDir() {
       if (made) std::filesystem::remove_all(path);
     }
-  };
-  if (target.device == "browser") {
-    const TempDir dir;
+  } dir;
+  std::unique_ptr<backends::Backend> device;
+  for (const ToolDevice& d : kToolDevices) {
+    if (d.name != target.device) continue;
+    dir.made = mkdtemp(dir.path) != nullptr;
     if (!dir.made) return runError("run: cannot make a temporary directory");
-    const std::string path = dir.path;
-    return runOn(webgpu::PageBackend("wgsl", "browser", [path] { return webgpu::PageRunner::open(path); }));
+    device = d.make(target, dir.path);
   }
-  if (target.device == "node") {
-    // WebAssembly in node, through the runtime web pages use (web/accy_wasm.js).
-    const TempDir dir;
-    if (!dir.made) return runError("run: cannot make a temporary directory");
-    return runOn(*webgpu::nodeBackend(dir.path));
+  if (device == nullptr) {
+    absl::StatusOr<std::vector<std::unique_ptr<backends::Backend>>> chosen = backends::selectBackends(
+        {std::string(target.device)}, backends::BackendOptions{.threads = given.threads.value_or(0)});
+    if (!chosen.ok()) return failed(chosen.status());
+    device = std::move(chosen->front());
   }
-  if (target.device == "msl-shim") {
-    // A check of the MSL emitter on this CPU (tools/msl/shim.h), not a Metal device.
-    const TempDir dir;
-    if (!dir.made) return runError("run: cannot make a temporary directory");
-    return runOn(mslshim::ShimBackend(dir.path));
+  absl::StatusOr<executable::Executable> exe;
+  if (restored != nullptr) {
+    exe = *restored;
+  } else {
+    absl::StatusOr<std::any> described = describeDevice(target, given);
+    if (!described.ok()) return usageError(strCat("run: ", messageOf(described.status())));
+    codegen::CompileRequest request{.mode = mode, .device = *std::move(described)};
+    if (!request.device.has_value()) request.device = device->deviceDescription();
+    exe = codegen::compileFor(target.name, *program, request);
+    if (!exe.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(exe.status())));
   }
-  absl::StatusOr<std::vector<std::unique_ptr<backends::Backend>>> device =
-      backends::selectBackends({std::string(target.device)}, backends::BackendOptions{});
-  if (!device.ok()) return failed(device.status());
-  return runOn(*device->front());
+  absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> loaded = device->load(*std::move(exe));
+  if (!loaded.ok()) return failed(loaded.status());
+  if (absl::Status st = (*loaded)->launch(in, out); !st.ok()) return failed(st);
+  return std::nullopt;
 }
 
 // Whether `path` starts like a saved program (ACCYSAVED1).
@@ -644,12 +649,14 @@ std::optional<Failure> run(std::span<const std::string> argv) {
   if (!threads.ok()) return usageError(strCat("run: ", messageOf(threads.status())));
   // --target: any target this machine can run (its registry entry names
   // the device); --mode: the arithmetic mode.
-  const std::string target = single(args, "--target").value_or("x86_64");
+  const std::string target = single(args, "--target").value_or(kDefaultTarget);
   const absl::StatusOr<const codegen::TargetEntry*> entry = codegen::findTarget(target);
   if (!entry.ok()) return inputError(strCat("run: ", messageOf(entry.status())));
-  if (target != "x86_64" && single(args, "--threads")) return usageError("run: --threads is for --target=x86_64");
-  const absl::StatusOr<backends::ArithmeticMode> mode =
-      backends::parseArithmeticMode(single(args, "--mode").value_or("exact"));
+  if (auto f = refuseFlags("run", args, **entry, kRunTargetFlags)) return f;
+  codegen::TargetFlags given;
+  if (single(args, "--threads")) given.threads = *threads;
+  const absl::StatusOr<codegen::ArithmeticMode> mode =
+      codegen::parseArithmeticMode(single(args, "--mode").value_or("exact"));
   if (!mode.ok()) return usageError(strCat("run: ", messageOf(mode.status())));
   if (absl::Status st = codegen::checkMode(target, *mode); !st.ok()) {
     return runError(strCat(args.file, ": compile failed: ", messageOf(st)));
@@ -717,7 +724,7 @@ std::optional<Failure> run(std::span<const std::string> argv) {
   for (const npy::Array& a : inputs) in_views.emplace_back(a.data);
   std::vector<std::span<std::byte>> out_views;
   for (std::vector<std::byte>& o : outputs) out_views.emplace_back(o);
-  if (std::optional<Failure> f = runOn(args, *run_target, *mode, *threads, program ? &*program : nullptr,
+  if (std::optional<Failure> f = runOn(args, *run_target, *mode, given, program ? &*program : nullptr,
                                        restored ? &*restored : nullptr, in_views, out_views)) {
     return f;
   }

@@ -79,8 +79,9 @@ grep -qx "ret" "$WORK/tone.s" 2>/dev/null || fail "-o tone.s has no line 'ret'"
 # tools/saved_artifact_test.sh checks both kinds of build.
 expect 2 "target msl does not write --emit=asm (it writes msl, artifact)" -- "$ACCY" compile "$WIRE" --target=msl --emit=asm
 expect 2 "target cuda is not available in this build (available: x86_64, spirv, ptx, wgsl, msl, wasm, reference)" -- "$ACCY" compile "$WIRE" --target cuda --emit=asm
-# A target without a case of its own in the tool (reference) compiles
-# through its registry entry; --emit and --mode are checked against it.
+# Every target compiles through its registry entry (reference as x86_64):
+# --emit, --mode and the device flags are checked against it, refused with
+# the entry's one message.
 expect 2 "target reference does not write --emit=asm (it writes artifact)" -- "$ACCY" compile "$WIRE" --target=reference --emit=asm -o "$WORK/x"
 expect 1 "target reference has no tf32 mode" -- "$ACCY" compile "$WIRE" --target=reference --mode=tf32 --emit=artifact -o "$WORK/x"
 # WGSL: the modules as text, and the JSON artifact a page runs (docs/WEB.md).
@@ -93,8 +94,9 @@ expect 0 "(msl, metal, " -- "$ACCY" compile "$WIRE" --target=msl --emit=artifact
 expect 0 "accy-msl-1" -- cat "$WORK/tone_msl.json"
 expect 0 "(msl, metal-fast, " -- "$ACCY" compile "$WIRE" --target=msl --mode=fast --emit=artifact -o "$WORK/fast_msl.json"
 expect 0 '"math_mode": "fast"' -- cat "$WORK/fast_msl.json"
-expect 2 "unknown --emit 'llvm'" -- "$ACCY" compile "$WIRE" --emit=llvm
+expect 2 "target x86_64 does not write --emit=llvm (it writes choir, asm, artifact)" -- "$ACCY" compile "$WIRE" --emit=llvm
 expect 2 "--emit=choir|asm|artifact is required" -- "$ACCY" compile "$WIRE"
+expect 2 "--emit=spirv|artifact is required (or --dump-after=PASS)" -- "$ACCY" compile "$WIRE" --target=spirv
 expect 2 "--emit=artifact needs -o" -- "$ACCY" compile "$WIRE" --emit=artifact
 expect 2 "--emit needs a value" -- "$ACCY" compile "$WIRE" --emit
 expect 2 "--threads" -- "$ACCY" compile "$WIRE" --emit=asm --threads=many
@@ -227,7 +229,9 @@ expect 0 "kernel k7_sum" -- "$ACCY" compile "$WIRE" --target=spirv --emit=spirv 
 if command -v spirv-val >/dev/null; then
   expect 0 "" -- spirv-val --target-env vulkan1.1 "$WORK/tone.0.spv"
 fi
-expect 2 "takes --emit=spirv or --emit=artifact" -- "$ACCY" compile "$WIRE" --target=spirv --emit=asm
+expect 2 "target spirv does not write --emit=asm (it writes spirv, artifact)" -- "$ACCY" compile "$WIRE" --target=spirv --emit=asm
+expect 2 "--emit=spirv needs -o OUT" -- "$ACCY" compile "$WIRE" --target=spirv --emit=spirv
+expect 2 "--threads is for --target=x86_64 or wasm" -- "$ACCY" compile "$WIRE" --target=spirv --threads=2 --emit=spirv -o "$WORK/x"
 
 # PTX for CUDA: the module text (assembled when ptxas is here), the mapped
 # Choir module, and the usage errors.
@@ -241,7 +245,8 @@ PTXAS=$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)
 if [ -x "$PTXAS" ]; then
   expect 0 "" -- "$PTXAS" -arch=sm_75 "$WORK/tone.ptx" -o "$WORK/tone.cubin"
 fi
-expect 2 "takes --emit=ptx or --emit=choir" -- "$ACCY" compile "$WIRE" --target=ptx --emit=asm
+expect 2 "target ptx does not write --emit=asm (it writes ptx, choir)" -- "$ACCY" compile "$WIRE" --target=ptx --emit=asm
+expect 2 "--threads is for --target=x86_64 or wasm" -- "$ACCY" compile "$WIRE" --target=ptx --threads=2 --emit=ptx
 expect 2 "--arch 'gfx90' is not sm_NN" -- "$ACCY" compile "$WIRE" --target=ptx --arch=gfx90 --emit=ptx
 expect 2 "sm_60 is not supported" -- "$ACCY" compile "$WIRE" --target=ptx --arch=sm_60 --emit=ptx
 expect 2 "unknown arithmetic mode 'turbo'" -- "$ACCY" compile "$WIRE" --target=ptx --mode=turbo --emit=ptx

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backends/cpu/cpu_backend.h"
+#include "compiler/codegen/targets.h"
 #include "compiler/codegen/x86_64/compile.h"
 #include "base/errors.h"
 #include "base/status_macros.h"
@@ -30,7 +31,7 @@ class CpuBackend final : public Backend {
     if (target != "x86_64") {
       return makeError(ErrorKind::kCompileFailed, "cpu backend: no target " + target + "; it compiles x86_64");
     }
-    ACCY_RETURN_IF_ERROR(checkMode(target, options.mode));
+    ACCY_RETURN_IF_ERROR(codegen::checkMode(target, options.mode));
     // kFast: the x86-64 target has only its accurate sequences.
     // Large kernels get a parallel loop even for one thread: a launch runs
     // it in pieces where its caller may ask it to stop (base/stop.h:

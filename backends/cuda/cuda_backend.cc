@@ -6,6 +6,7 @@
 #include "base/errors.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
+#include "compiler/codegen/targets.h"
 
 namespace accy::backends {
 namespace {
@@ -48,7 +49,7 @@ class CudaBackend final : public Backend {
     if (target != "ptx") {
       return makeError(ErrorKind::kCompileFailed, "cuda backend: no target " + target + "; it compiles ptx");
     }
-    ACCY_RETURN_IF_ERROR(checkMode(target, options.mode));
+    ACCY_RETURN_IF_ERROR(codegen::checkMode(target, options.mode));
     ACCY_RETURN_IF_ERROR(requireDevice());
     return codegen::compileFor(target, program, codegen::CompileRequest{.mode = options.mode, .device = target_});
   }
@@ -74,6 +75,8 @@ class CudaBackend final : public Backend {
     if (device_ != nullptr) return absl::OkStatus();
     return makeError(ErrorKind::kUnimplemented, strCat("device cuda is not available: ", info_.unavailable_reason));
   }
+
+  std::any deviceDescription() const override { return device_ != nullptr ? std::any(target_) : std::any(); }
 
   const ptx::TargetInfo& targetInfo() const { return target_; }
   const std::string& deviceName() const { return device_name_; }

@@ -7,6 +7,7 @@
 #include "base/errors.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
+#include "compiler/codegen/targets.h"
 #include "compiler/tensor/evaluate.h"
 #include "compiler/wire/wire.h"
 

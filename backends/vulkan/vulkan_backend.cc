@@ -7,6 +7,7 @@
 #include "base/errors.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
+#include "compiler/codegen/targets.h"
 
 namespace accy::backends {
 namespace {
@@ -50,7 +51,7 @@ class VulkanBackend final : public Backend {
     if (target != "spirv") {
       return makeError(ErrorKind::kCompileFailed, "vulkan backend: no target " + target + "; it compiles spirv");
     }
-    ACCY_RETURN_IF_ERROR(checkMode(target, options.mode));
+    ACCY_RETURN_IF_ERROR(codegen::checkMode(target, options.mode));
     ACCY_RETURN_IF_ERROR(requireDevice());
     return codegen::compileFor(target, program, codegen::CompileRequest{.mode = options.mode, .device = target_});
   }
@@ -61,6 +62,8 @@ class VulkanBackend final : public Backend {
                           vulkan::VulkanProgram::load(device_, std::move(exe)));
     return std::shared_ptr<const LoadedProgram>(std::move(loaded));
   }
+
+  std::any deviceDescription() const override { return device_ != nullptr ? std::any(target_) : std::any(); }
 
   const spirv::TargetInfo& targetInfo() const { return target_; }
   const std::string& deviceName() const { return device_name_; }

@@ -50,7 +50,7 @@ enum class EmitForm : uint8_t {
   kAssembly,     // the target's assembly listing (CompileRequest::assembly; text)
   kCode,         // the executable's code as it is (text)
   kModule,       // the executable's code as it is: one binary module (needs -o)
-  kKernelFiles,  // each kernel's code, one binary file OUT.<k>.<suffix> each (needs -o)
+  kKernelFiles,  // each kernel's code as a binary file, OUT.<k>.<suffix> (needs -o)
   kWat,          // the code, a WebAssembly module, as text (wabt's wasm2wat)
   kArtifact,     // what `artifact` writes, or else a saved program (needs -o)
 };
@@ -77,7 +77,8 @@ struct TargetEntry {
   std::string_view code_emit;
   std::vector<ArithmeticMode> modes;  // the modes it compiles
   // The backend that runs its artifacts, or "browser": a web page, through
-  // web/accy.js (wgsl); "msl-shim": the CPU check of tools/msl (msl).
+  // web/accy.js (wgsl); "node": node, through web/accy_wasm.js (wasm);
+  // "msl-shim": the CPU check of tools/msl (msl).
   std::string_view device;
   bool gpu = false;                   // mapped onto workgroups (choir::pipelinePasses(true))
   bool available = true;              // compiled into this build for this host
@@ -86,12 +87,12 @@ struct TargetEntry {
   // What --emit=artifact writes; null: the executable as a saved program
   // (compiler/executable/saved_program.h), which accy run loads.
   absl::StatusOr<std::string> (*artifact)(const executable::Executable& exe) = nullptr;
-  // The command-line flags beyond those of every target that it takes
-  // ("--threads", "--arch"; `accy` refuses them for the other targets), and
-  // the device description (CompileRequest::device) their given values
-  // make: empty when none was given (the target's defaults stand), and
+  // The command-line flags, beyond those every target takes, that describe
+  // its device ("--threads", "--arch"; `accy` refuses them for the other
+  // targets), and the description (CompileRequest::device) made of the
+  // values given: empty when none was given (the target's defaults stand),
   // InvalidArgument whose message names the flag for a value it cannot
-  // take. Null when it takes none.
+  // take. Empty and null for a target without such flags.
   std::vector<std::string_view> flags;
   absl::StatusOr<std::any> (*describe)(const TargetFlags& given) = nullptr;
 };

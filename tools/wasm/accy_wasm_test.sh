@@ -2,7 +2,8 @@
 # `accy run --target=wasm` on programs no test has seen (random programs
 # from fresh seeds, printed to reproduce a failure; f32 and f64), run in node
 # and through the reference evaluator, the outputs compared with the
-# conformance tolerances; and `accy compile --target=wasm` writing each form:
+# conformance tolerances, and once with --threads=2; and `accy compile
+# --target=wasm` writing each form:
 # the module (passing wasm-validate), its text (wasm2wat) and the artifact.
 set -uo pipefail
 
@@ -41,8 +42,19 @@ for run in "$base" "$((base + 1))" "$((base + 2))" "$((base + 3)) f64"; do
   echo "seed $seed ${dtype:-f32}: $(grep -c '^output' "$dir/wasm.txt") outputs match the evaluator"
 done
 
-# Each form accy compile writes.
+# --threads: the module compiled for two workers runs to the same outputs.
 dir="$WORK/seed$base"
+inputs=$("$RANDOM_WIRE" write "$base" "$dir")
+mkdir -p "$dir/threads"
+(cd "$dir/threads" && "$ACCY" run ../program.wire $inputs --target=wasm --threads=2) \
+  >"$dir/threads.txt" 2>&1 || fail "seed $base: wasm run --threads=2: $(cat "$dir/threads.txt")"
+for expected in "$dir"/ref/out*.npy; do
+  checks=$((checks + 1))
+  "$RANDOM_WIRE" compare "$dir/threads/$(basename "$expected")" "$expected" ||
+    fail "seed $base: $(basename "$expected") from --target=wasm --threads=2 differs from the evaluator's"
+done
+
+# Each form accy compile writes.
 checks=$((checks + 1))
 if "$ACCY" compile "$dir/program.wire" --target=wasm --emit=wasm -o "$WORK/p.wasm"; then
   if command -v wasm-validate >/dev/null 2>&1; then

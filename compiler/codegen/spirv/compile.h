@@ -41,7 +41,7 @@ struct TargetInfo {
   uint32_t subgroup_size = 0;         // 0 when compute subgroup shuffles (shuffle-relative) are unavailable
   // kFast uses GLSL.std.450 for f32 transcendentals; kExact (the default)
   // emits accurate instruction sequences. kTf32 is for NVIDIA tensor cores:
-  // callers refuse it before compiling (backends::tf32NeedsCuda).
+  // callers refuse it before compiling (codegen::checkMode).
   ArithmeticMode mode = ArithmeticMode::kExact;
   // Tile sum-of-products kernels (dot) through workgroup memory
   // (passes/gpu_map.h); off only to measure what tiling buys.

@@ -7,9 +7,10 @@
 // refused with InvalidHandle from then on. Runs use the caller's buffers in
 // place (compiled programs never write their inputs, so no input is ever
 // copied). Every failure is one of eight kinds with a number fixed forever
-// (Status). A Session is not thread-safe: use one per thread, or lock.
-#ifndef ACCY_CLIENT_SESSION_H_
-#define ACCY_CLIENT_SESSION_H_
+// (Status, runtime/statuses.h). A Session is not thread-safe: use one per
+// thread, or lock.
+#ifndef ACCY_RUNTIME_SESSION_H_
+#define ACCY_RUNTIME_SESSION_H_
 
 #include <array>
 #include <cstddef>
@@ -28,29 +29,11 @@
 #include "accy/cpu.h"
 #include "backends/backend.h"
 #include "compiler/tensor/program.h"
+#include "runtime/statuses.h"
 
 namespace accy::session {
 
 inline constexpr uint32_t kMaxPrograms = 64;
-
-// Fixed forever; the C ABI (accy/accy_c.h) uses the same numbers.
-enum class Status : uint32_t {
-  ok = 0,
-  invalid_program = 1,
-  unsupported_version = 2,
-  invalid_handle = 3,
-  invalid_buffer = 4,
-  too_many_programs = 5,
-  out_of_memory = 6,
-  compile_failed = 7,
-  launch_failed = 8,
-};
-
-// The number of a status a Session call returned (each carries one of the
-// eight kinds). Statuses from elsewhere map by absl code: ok to ok,
-// ResourceExhausted to out_of_memory, anything else to compile_failed.
-Status statusOf(const absl::Status& status);
-const char* statusName(Status status);
 
 struct Handle {
   uint32_t index = 0;
@@ -146,4 +129,4 @@ class Session {
 
 }  // namespace accy::session
 
-#endif  // ACCY_CLIENT_SESSION_H_
+#endif  // ACCY_RUNTIME_SESSION_H_

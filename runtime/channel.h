@@ -17,8 +17,8 @@
 // mailbox before checking it, and makes every check of Invoke (session,
 // handle, region bounds, sizes, budgets), with the same status numbers.
 // docs/ACCYD.md "Invoke channel".
-#ifndef ACCY_SERVER_CHANNEL_H_
-#define ACCY_SERVER_CHANNEL_H_
+#ifndef ACCY_RUNTIME_CHANNEL_H_
+#define ACCY_RUNTIME_CHANNEL_H_
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -53,7 +53,7 @@ struct Request {
 };
 
 struct Reply {
-  uint32_t status;  // the session status number (0 ok, 1..8)
+  uint32_t status;  // the session status number (runtime/statuses.inc; 0 is ok)
   uint32_t message_bytes;
   uint64_t run_micros;
   char message[kMaxMessage];
@@ -126,4 +126,4 @@ inline void publish(uint32_t& word, uint32_t value, const uint32_t& waiting) {
 
 }  // namespace accy::channel
 
-#endif  // ACCY_SERVER_CHANNEL_H_
+#endif  // ACCY_RUNTIME_CHANNEL_H_

@@ -1,7 +1,7 @@
 // The session module's behaviour, after the original: handles with
 // generations, descriptors, in-place runs, and each of the eight failure
 // statuses produced by a real case and asserted by number.
-#include "client/session.h"
+#include "runtime/session.h"
 
 #include <cstring>
 

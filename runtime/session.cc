@@ -1,10 +1,9 @@
-#include "client/session.h"
+#include "runtime/session.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "backends/cpu/cpu_device.h"
-#include "compiler/codegen/x86_64/compile.h"
 #include "base/errors.h"
 #include "compiler/tensor/evaluate.h"
 #include "base/status_macros.h"
@@ -22,30 +21,6 @@ struct Session::Entry {
 
 namespace {
 
-ErrorKind kindOf(Status s) {
-  switch (s) {
-    case Status::ok:
-      return ErrorKind::kNone;
-    case Status::invalid_program:
-      return ErrorKind::kInvalidProgram;
-    case Status::unsupported_version:
-      return ErrorKind::kUnsupportedVersion;
-    case Status::invalid_handle:
-      return ErrorKind::kInvalidHandle;
-    case Status::invalid_buffer:
-      return ErrorKind::kInvalidBuffer;
-    case Status::too_many_programs:
-      return ErrorKind::kTooManyPrograms;
-    case Status::out_of_memory:
-      return ErrorKind::kOutOfMemory;
-    case Status::compile_failed:
-      return ErrorKind::kCompileFailed;
-    case Status::launch_failed:
-      return ErrorKind::kLaunchFailed;
-  }
-  return ErrorKind::kNone;
-}
-
 std::vector<Descriptor> describe(const std::vector<tensor::Spec>& specs) {
   std::vector<Descriptor> out;
   for (const tensor::Spec& s : specs) {
@@ -56,55 +31,6 @@ std::vector<Descriptor> describe(const std::vector<tensor::Spec>& specs) {
 }
 
 }  // namespace
-
-Status statusOf(const absl::Status& status) {
-  if (status.ok()) return Status::ok;
-  switch (errorKind(status)) {
-    case ErrorKind::kInvalidProgram:
-      return Status::invalid_program;
-    case ErrorKind::kUnsupportedVersion:
-      return Status::unsupported_version;
-    case ErrorKind::kInvalidHandle:
-      return Status::invalid_handle;
-    case ErrorKind::kInvalidBuffer:
-      return Status::invalid_buffer;
-    case ErrorKind::kTooManyPrograms:
-      return Status::too_many_programs;
-    case ErrorKind::kOutOfMemory:
-      return Status::out_of_memory;
-    case ErrorKind::kCompileFailed:
-      return Status::compile_failed;
-    case ErrorKind::kLaunchFailed:
-      return Status::launch_failed;
-    default:
-      return status.code() == absl::StatusCode::kResourceExhausted ? Status::out_of_memory
-                                                                     : Status::compile_failed;
-  }
-}
-
-const char* statusName(Status s) {
-  switch (s) {
-    case Status::ok:
-      return "ok";
-    case Status::invalid_program:
-      return "invalid_program";
-    case Status::unsupported_version:
-      return "unsupported_version";
-    case Status::invalid_handle:
-      return "invalid_handle";
-    case Status::invalid_buffer:
-      return "invalid_buffer";
-    case Status::too_many_programs:
-      return "too_many_programs";
-    case Status::out_of_memory:
-      return "out_of_memory";
-    case Status::compile_failed:
-      return "compile_failed";
-    case Status::launch_failed:
-      return "launch_failed";
-  }
-  return "?";
-}
 
 Session::Session(const SessionOptions& options) : options_(options) {}
 Session::~Session() = default;
