@@ -150,18 +150,5 @@ TEST(Session, EveryFailureStatusByNumber) {
   }
 }
 
-TEST(Session, StatusNumbersAreFixed) {
-  EXPECT_EQ(static_cast<uint32_t>(Status::ok), 0u);
-  EXPECT_EQ(static_cast<uint32_t>(Status::invalid_program), 1u);
-  EXPECT_EQ(static_cast<uint32_t>(Status::unsupported_version), 2u);
-  EXPECT_EQ(static_cast<uint32_t>(Status::invalid_handle), 3u);
-  EXPECT_EQ(static_cast<uint32_t>(Status::invalid_buffer), 4u);
-  EXPECT_EQ(static_cast<uint32_t>(Status::too_many_programs), 5u);
-  EXPECT_EQ(static_cast<uint32_t>(Status::out_of_memory), 6u);
-  EXPECT_EQ(static_cast<uint32_t>(Status::compile_failed), 7u);
-  EXPECT_EQ(static_cast<uint32_t>(Status::launch_failed), 8u);
-  EXPECT_EQ(statusOf(absl::OkStatus()), Status::ok);
-}
-
 }  // namespace
 }  // namespace accy::session
