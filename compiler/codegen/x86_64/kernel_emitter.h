@@ -1,21 +1,35 @@
-// Emits one Choir kernel as one asmjit function (see emitter.h for the ABI).
+// Emits one Choir kernel as one asmjit function (see emitter.h for the ABI):
+// the CPU loop-nest walker (compiler/codegen/cpu/loop_walker.h) over x86-64
+// primitives. This header declares the primitives; kernel_emitter.cc holds
+// them, blocked_product.cc the register-blocked matrix product and
+// stream_stores.cc the choice and alignment of non-temporal stores.
 #ifndef ACCY_COMPILER_CODEGEN_X86_64_KERNEL_EMITTER_H_
 #define ACCY_COMPILER_CODEGEN_X86_64_KERNEL_EMITTER_H_
 
 #include <asmjit/x86.h>
 
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "compiler/choir/ir.h"
-#include "compiler/choir/value_numbering.h"
+#include "compiler/codegen/cpu/loop_walker.h"
 #include "compiler/codegen/x86_64/simd.h"
 
 namespace accy::x64 {
 
-class KernelEmitter {
+// An emitted scalar or vector value: floats in vector registers, integers
+// and scalar bools in general registers, vector bools as masks.
+struct Val {
+  enum class Kind { kVec, kGp, kMask } kind = Kind::kGp;
+  asmjit::x86::Vec v;
+  asmjit::x86::Gp g;
+  Mask m;
+};
+
+class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, Val, asmjit::x86::Gp> {
  public:
   // Vectorized stores to contiguous outputs of more than `stream_above`
   // bytes are non-temporal (-1: never).
@@ -24,48 +38,70 @@ class KernelEmitter {
   // Emits `kernel` as a function whose entry is bound to `entry`.
   absl::Status emit(const choir::Kernel& kernel, asmjit::Label* entry);
 
+  // The primitives the walker and op_semantics.h drive (loop_walker.h
+  // lists them). In a vector loop, floats run in the lanes of `vsimd_`.
+  class Prims;
+  struct OpenLoop {
+    asmjit::x86::Gp i, limit;
+    int64_t step = 1;
+    asmjit::Label top, done;
+  };
+  asmjit::x86::Gp newIndex() { return cc_.newInt64("i"); }
+  void zeroIndex(asmjit::x86::Gp i) { cc_.xor_(i, i); }
+  void setIndex(asmjit::x86::Gp i, asmjit::x86::Gp from) { cc_.mov(i, from); }
+  asmjit::x86::Gp constantIndex(int64_t v);
+  asmjit::x86::Gp limitLess(asmjit::x86::Gp limit, int64_t k);
+  asmjit::x86::Gp begin() const { return begin_; }
+  asmjit::x86::Gp end() const { return end_; }
+  OpenLoop openLoop(asmjit::x86::Gp i, asmjit::x86::Gp limit, int64_t step);
+  void closeLoop(const OpenLoop& l);
+  absl::Status checkLoop(const choir::LoopHeader&) { return absl::OkStatus(); }
+
+  void preloadBuffer(int buffer);
+  asmjit::x86::Gp computeRowBase(int buffer, const choir::Affine& rest);
+  Val scalarLoad(const choir::Expr& load, const Mode& mode);
+  Val vectorLoad(const choir::Expr& load, int key, const Mode& mode);
+  void storeValue(int buffer, const std::vector<choir::Affine>& index, const Val& v, const Mode& mode);
+
+  Prims prims(const Mode& mode);
+  const char* emitterName() const { return "x86-64 emitter"; }
+  bool contractsMultiplyAdd(choir::DType dtype) const;
+  Val multiplyAdd(choir::DType dtype, const Val& a, const Val& b, const Val& c, const Mode& mode);
+  Val indexValue(const choir::Affine& a);
+  choir::DType indexDType() const { return choir::DType::i64; }
+  Val accumulator(choir::OpCode combiner, choir::DType dtype, bool vector);
+  void assign(choir::DType dtype, const Val& var, const Val& v, bool vector);
+  void combineLanes(choir::OpCode combiner, choir::DType dtype, const Val& lanes, Val& acc);
+
+  int storeWidth(const choir::Stmt& loop, bool parallel) const;
+  Mode beginVectorStore(const choir::Stmt& loop, int width, const Mode& lanes);
+  absl::Status alignStream(const choir::Stmt& loop, asmjit::x86::Gp i, asmjit::x86::Gp limit, int width,
+                           const Mode& scalar);
+  void endVectorStore(const Mode& lanes);
+  void beginScalarStore() { beginHoist({&scalar32_, &scalar64_}); }
+  void endScalarStore() { endHoist(); }
+  int reduceWidth(const choir::Stmt& reduce) const;
+  void beginReduce(choir::DType dtype, int width);
+  void beginReduceBody(const choir::Stmt&, const Mode&) { beginHoist({vsimd_, &scalar32_, &scalar64_}); }
+  void endReduceBody() { endHoist(); }
+  std::optional<absl::Status> specialLoop(const choir::Stmt& loop, bool outermost);
+
  private:
-  // An emitted scalar or vector value: floats in vector registers, integers
-  // and scalar bools in general registers, vector bools as masks.
-  struct Val {
-    enum class Kind { kVec, kGp, kMask } kind = Kind::kGp;
-    asmjit::x86::Vec v;
-    asmjit::x86::Gp g;
-    Mask m;
-  };
-
-  // Where an expression is evaluated: scalar, or `simd` lanes of the
-  // innermost loop variable `inner_var` held in `inner`.
-  struct Mode {
-    bool vector = false;
-    Simd* simd = nullptr;  // vector mode only
-    int inner_var = -1;
-    asmjit::x86::Gp inner;
-    bool stream = false;  // vector stores are non-temporal (and aligned)
-    // The inner variable's value is `inner` + offset (a copy of an unrolled
-    // loop body, addressed by displacement instead of moving `inner`).
-    int64_t offset = 0;
-  };
   // Whether the vectorized store loop `l` writes a contiguous output larger
-  // than the last-level cache: its stores then bypass the caches.
+  // than the last-level cache: its stores then bypass the caches
+  // (stream_stores.cc).
   bool streams(const choir::Stmt& l) const;
-
-  absl::Status stmts(const std::vector<choir::Stmt>& body, bool outermost);
-  absl::Status loop(const choir::Stmt& s, bool outermost);
-  absl::Status innermostStore(const choir::Stmt& loop_stmt, bool outermost);
-  absl::Status store(const choir::Stmt& s, const Mode& mode);
-  absl::Status reduce(const choir::Stmt& s);
 
   // A matrix product in the accumulate-in-output form loop_order.cc makes:
   //   for i { for j: C[i, j] = 0;  for k { for j: C[i, j] = C[i, j] + A[i, k] * B[k, j] } }
   // (any affine indices with these strides; j vectorized). Emitted
-  // register-blocked: a block of rows times a block of vectors of columns
-  // accumulates in registers over the whole k loop, each B vector loaded
-  // once per k for every row of the block, each A element broadcast once
-  // per k for every vector. Column blocks run outermost, so one block of B
-  // stays in cache while every row block of this launch's rows uses it.
-  // The order of additions per element is the unblocked one, so results
-  // are identical.
+  // register-blocked (blocked_product.cc): a block of rows times a block of
+  // vectors of columns accumulates in registers over the whole k loop, each
+  // B vector loaded once per k for every row of the block, each A element
+  // broadcast once per k for every vector. Column blocks run outermost, so
+  // one block of B stays in cache while every row block of this launch's
+  // rows uses it. The order of additions per element is the unblocked one,
+  // so results are identical.
   struct Product {
     const choir::Stmt* k_loop = nullptr;
     const choir::Stmt* j_loop = nullptr;  // the vectorized loop under k
@@ -81,19 +117,7 @@ class KernelEmitter {
   bool matchProduct(const choir::Stmt& i_loop, Product* p) const;
   absl::Status blockedProduct(const choir::Stmt& i_loop, const Product& p, bool outermost);
 
-  absl::StatusOr<Val> expr(const choir::ExprRef& e, const Mode& mode);
-  absl::StatusOr<Val> op(const choir::Expr& e, const std::vector<Val>& args,
-                         const std::vector<choir::DType>& arg_types, const Mode& mode);
-  absl::StatusOr<Val> cast(const Val& a, choir::DType from, choir::DType to);
   Val select(const Val& c, const Val& t, const Val& f, choir::DType type, const Mode& mode);
-  // The primitives compiler/codegen/semantics/op_semantics.h drives.
-  class Prims;
-
-  // Row bases: base + (flat index without the inner variable) * size,
-  // computed before an innermost loop for every access in its body.
-  void prepareRowBases(const choir::ExprRef& e, int inner_var);
-  void prepareRowBases(const choir::Stmt& s, int inner_var);
-  asmjit::x86::Gp rowBase(int buffer, const choir::Affine& rest);
   asmjit::x86::Mem address(int buffer, const std::vector<choir::Affine>& index, const Mode& mode);
   asmjit::x86::Gp affineValue(const choir::Affine& a);
   asmjit::x86::Gp bufferBase(int buffer);
@@ -104,27 +128,22 @@ class KernelEmitter {
   int loopWidth(int width, choir::DType dtype, const choir::ExprRef& value) const;
   Val loadScalar(choir::DType dtype, const asmjit::x86::Mem& m);
   void storeScalar(choir::DType dtype, const asmjit::x86::Mem& m, const Val& v);
-  void combine(choir::OpCode combiner, choir::DType dtype, Val& acc, const Val& v, Simd* simd);
-  Val identity(choir::OpCode combiner, choir::DType dtype, Simd* simd);
   asmjit::x86::Gp maskToBool(const Mask& m, Simd& s);
   void sext32(asmjit::x86::Gp r, choir::DType dtype);
 
+  // Preheader of the innermost loop being emitted; shared by every Simd.
+  void beginHoist(std::initializer_list<Simd*> simds);
+  void endHoist();
+
   asmjit::x86::Compiler& cc_;
-  const choir::Module& m_;
   Isa isa_;
   int64_t stream_above_;
   Simd scalar32_;
   Simd scalar64_;
+  std::optional<Simd> loop_simd_;  // the lanes of the innermost loop
+  Simd* vsimd_ = nullptr;          // the lanes vector values run in
   asmjit::x86::Gp buffers_, begin_, end_, runtime_;
   std::map<int, asmjit::x86::Gp> base_;
-  std::map<int, asmjit::x86::Gp> vars_;
-  std::map<std::string, asmjit::x86::Gp> rows_;  // valid inside one innermost loop
-  bool rows_active_ = false;
-  choir::ValueNumbering numbers_;                 // the CSE keys, for the whole module
-  absl::flat_hash_map<int, Val> cse_;             // one evaluation point
-  // Preheader of the innermost loop being emitted; shared by every Simd.
-  void beginHoist(std::initializer_list<Simd*> simds);
-  void endHoist();
   Hoist hoist_;
   std::vector<Simd*> hoisting_;
 };

@@ -1,0 +1,470 @@
+// The CPU targets' one walk of a Choir kernel: statements, counted loops,
+// innermost store loops (vector lanes, then a scalar tail), reductions
+// (four vector accumulators over an unrolled step, a vector step, a scalar
+// tail, the lanes combined at the end), row bases cached per innermost loop,
+// values numbered and evaluated once per point, and every op given its
+// meaning by compiler/codegen/semantics/op_semantics.h. The x86-64 emitter
+// and the WebAssembly emitter derive from it (as the GPU targets share
+// compiler/codegen/gpu/kernel_emitter over gpu::Target) and supply
+// primitives only: how an index, a load, a store, a loop and a value are
+// written in their instruction set.
+//
+// Loop nests are walked without recursion per axis: a reduction's domain
+// opens its loops in a row and closes them in reverse (a kernel's own loop
+// statements recurse once per nesting level of the statement tree, which
+// the language bounds; docs/LIMITS.md).
+//
+// A target T derives from LoopWalker<T, Value, Index> (Value: an emitted
+// value, Index: an integer variable holding a loop counter, a limit or a
+// row base) and provides, as members the walker calls:
+//
+//   Loops
+//     Index newIndex();                       a fresh counter
+//     void zeroIndex(Index i);                i = 0
+//     void setIndex(Index i, Index from);     i = from
+//     Index constantIndex(int64_t v);         a fresh index holding v
+//     Index limitLess(Index limit, int64_t k);  a fresh index: limit - k
+//     Index begin(), end();                   this launch's share of the
+//                                             outermost parallel loop
+//     OpenLoop openLoop(Index i, Index limit, int64_t step);
+//     void closeLoop(const OpenLoop&);
+//         for (; i < limit; i += step) between the two
+//     absl::Status checkLoop(const choir::LoopHeader&);  refuse what the
+//         target cannot count (an extent past its index width)
+//   Memory
+//     void preloadBuffer(int buffer);         every buffer a kernel names,
+//                                             before its first statement
+//     Index computeRowBase(int buffer, const choir::Affine& rest);
+//         the address (or offset) of buffer[rest] for a cached row base
+//     Value scalarLoad(const choir::Expr& load, const Mode&);
+//     Value vectorLoad(const choir::Expr& load, int key, const Mode&);
+//         key: the load's value number (a broadcast is loaded once per loop)
+//     void storeValue(int buffer, const std::vector<choir::Affine>& index,
+//                     const Value& v, const Mode&);
+//   Values
+//     using Prims = ...;   the primitives op_semantics.h drives
+//     Prims prims(const Mode&);
+//     const char* emitterName();             "x86-64 emitter"
+//     bool contractsMultiplyAdd(choir::DType);  add(mul(a, b), c) as one
+//         fused multiply-add
+//     Value multiplyAdd(choir::DType, const Value& a, const Value& b,
+//                       const Value& c, const Mode&);
+//     Value indexValue(const choir::Affine&);  an index expression's value,
+//     choir::DType indexDType();               held in this dtype
+//     Value accumulator(choir::OpCode combiner, choir::DType, bool vector);
+//         a fresh variable holding the combiner's identity
+//     void assign(choir::DType, const Value& var, const Value& v, bool vector);
+//     void combineLanes(choir::OpCode combiner, choir::DType, const Value& lanes,
+//                       Value& acc);  acc = combiner over acc and every lane
+//   Schedules: how wide each innermost loop runs (1: scalar), and what the
+//   target does around its loops (hoisting, broadcasts, streaming)
+//     int storeWidth(const choir::Stmt& loop, bool parallel);
+//     Mode beginVectorStore(const choir::Stmt& loop, int width, const Mode& lanes);
+//         returns the lanes' mode (stream set for non-temporal stores)
+//     absl::Status alignStream(const choir::Stmt& loop, Index i, Index limit,
+//                              int width, const Mode& scalar);
+//         scalar iterations until the output is aligned (stream only)
+//     void endVectorStore(const Mode& lanes);
+//     void beginScalarStore(); void endScalarStore();
+//     int reduceWidth(const choir::Stmt& reduce);
+//     void beginReduce(choir::DType, int width);
+//     void beginReduceBody(const choir::Stmt& reduce, const Mode& lanes);
+//     void endReduceBody();
+//     std::optional<absl::Status> specialLoop(const choir::Stmt& loop, bool outermost);
+//         a loop the target emits its own way (x86-64's blocked product), or
+//         nullopt
+#ifndef ACCY_COMPILER_CODEGEN_CPU_LOOP_WALKER_H_
+#define ACCY_COMPILER_CODEGEN_CPU_LOOP_WALKER_H_
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "base/errors.h"
+#include "base/status_macros.h"
+#include "base/strings.h"
+#include "compiler/choir/ir.h"
+#include "compiler/choir/rewrite.h"
+#include "compiler/choir/value_numbering.h"
+#include "compiler/choir/work.h"
+#include "compiler/codegen/semantics/op_semantics.h"
+
+namespace accy::codegen::cpu {
+
+// Where an expression is evaluated: one point (scalar), or the lanes of the
+// innermost loop variable `inner_var`, whose value is `inner` + `offset`
+// (a copy of an unrolled step addresses its lanes by displacement).
+template <class Index>
+struct Mode {
+  bool vector = false;
+  int inner_var = -1;
+  Index inner{};
+  int64_t offset = 0;
+  bool stream = false;  // vector stores are non-temporal (and aligned)
+};
+
+// A row base: a buffer and the flat index without the inner variable.
+struct RowKey {
+  int buffer = 0;
+  choir::Affine rest;
+  friend bool operator==(const RowKey& a, const RowKey& b) { return a.buffer == b.buffer && a.rest == b.rest; }
+  template <typename H>
+  friend H AbslHashValue(H h, const RowKey& k) {
+    h = H::combine(std::move(h), k.buffer, k.rest.constant, k.rest.terms.size());
+    for (const choir::Affine::Term& t : k.rest.terms) h = H::combine(std::move(h), t.var, t.coeff);
+    return h;
+  }
+};
+
+// A reduction's vector step is unrolled into this many independent
+// accumulators, when its value has at most kUnrollNodes nodes (each copy is
+// code to emit and to allocate registers for: a long fused chain already
+// has enough independent work per lane for the core to overlap steps).
+inline constexpr int kUnroll = 4;
+inline constexpr int kUnrollNodes = 32;
+
+template <class T, class Value, class Index>
+class LoopWalker {
+ public:
+  using Mode = cpu::Mode<Index>;
+
+ protected:
+  explicit LoopWalker(const choir::Module& module) : m_(module) {}
+
+  // Preloads every buffer `kernel` names, then emits its statements.
+  absl::Status walk(const choir::Kernel& kernel) {
+    std::set<int> used;
+    choir::visitStmts(kernel.body, [&](const choir::Stmt& s) {
+      if (s.buffer >= 0) used.insert(s.buffer);
+      if (s.value) {
+        choir::visitExpr(s.value, [&](const choir::Expr& e) {
+          if (e.kind == choir::ExprKind::kLoad) used.insert(e.buffer);
+        });
+      }
+    });
+    for (int b : used) self().preloadBuffer(b);
+    return stmts(kernel.body, /*outermost=*/true);
+  }
+
+  absl::Status stmts(const std::vector<choir::Stmt>& body, bool outermost) {
+    for (const choir::Stmt& s : body) {
+      switch (s.kind) {
+        case choir::StmtKind::kLoop:
+          ACCY_RETURN_IF_ERROR(loop(s, outermost));
+          break;
+        case choir::StmtKind::kStore:
+          cse_.clear();
+          ACCY_RETURN_IF_ERROR(store(s, Mode{}));
+          break;
+        case choir::StmtKind::kReduce:
+          ACCY_RETURN_IF_ERROR(reduce(s));
+          break;
+        case choir::StmtKind::kBarrier:
+          return unimplemented("workgroup barriers have no CPU form");
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // for (i = start; i < limit; i += step) body
+  template <typename Body>
+  absl::Status counted(Index i, Index limit, int64_t step, Body&& body) {
+    const auto open = self().openLoop(i, limit, step);
+    ACCY_RETURN_IF_ERROR(body());
+    self().closeLoop(open);
+    return absl::OkStatus();
+  }
+
+  absl::Status loop(const choir::Stmt& s, bool outermost) {
+    switch (s.loop.tag) {
+      case choir::LoopTag::kGpuBlock:
+      case choir::LoopTag::kGpuThread:
+        return unimplemented(strCat("loop i", s.loop.var, " is mapped to a GPU dimension"));
+      case choir::LoopTag::kSerial:
+      case choir::LoopTag::kUnrolled:
+      case choir::LoopTag::kVectorized:
+      case choir::LoopTag::kCpuParallel:
+        break;
+    }
+    ACCY_RETURN_IF_ERROR(self().checkLoop(s.loop));
+    if (s.body.size() == 1 && s.body[0].kind == choir::StmtKind::kStore) return innermostStore(s, outermost);
+    if (std::optional<absl::Status> special = self().specialLoop(s, outermost)) return *special;
+    const Index i = self().newIndex();
+    vars_[s.loop.var] = i;
+    const Index limit = startLoop(s, i, outermost && s.loop.tag == choir::LoopTag::kCpuParallel);
+    return counted(i, limit, 1, [&] { return stmts(s.body, false); });
+  }
+
+  // The innermost loop of a store: vectors of the target's width, then the
+  // scalar tail (unless the extent is known to be whole vectors).
+  absl::Status innermostStore(const choir::Stmt& l, bool outermost) {
+    const choir::Stmt& st = l.body[0];
+    const Index i = self().newIndex();
+    vars_[l.loop.var] = i;
+    const bool parallel = outermost && l.loop.tag == choir::LoopTag::kCpuParallel;
+    const Index limit = startLoop(l, i, parallel);
+    beginRows();
+    prepareRows(st, l.loop.var);
+    const Mode scalar{false, l.loop.var, i};
+    const int width = self().storeWidth(l, parallel);
+    auto step = [&](const Mode& mode) {
+      return [&] {
+        cse_.clear();
+        return store(st, mode);
+      };
+    };
+    if (width > 1) {
+      const Mode lanes = self().beginVectorStore(l, width, Mode{true, l.loop.var, i});
+      if (lanes.stream) ACCY_RETURN_IF_ERROR(self().alignStream(l, i, limit, width, scalar));
+      const Index vlimit = self().limitLess(limit, width - 1);
+      ACCY_RETURN_IF_ERROR(counted(i, vlimit, width, step(lanes)));
+      if (parallel || lanes.stream || l.loop.extent % width != 0) {
+        ACCY_RETURN_IF_ERROR(counted(i, limit, 1, step(scalar)));
+      }
+      self().endVectorStore(lanes);
+    } else {
+      self().beginScalarStore();
+      ACCY_RETURN_IF_ERROR(counted(i, limit, 1, step(scalar)));
+      self().endScalarStore();
+    }
+    endRows();
+    return absl::OkStatus();
+  }
+
+  absl::Status store(const choir::Stmt& s, const Mode& mode) {
+    ACCY_ASSIGN_OR_RETURN(const Value v, expr(s.value, mode));
+    self().storeValue(s.buffer, s.index, v, mode);
+    return absl::OkStatus();
+  }
+
+  // A reduction into one element: the domain's loops opened outermost
+  // first; the innermost runs kUnroll accumulators over unrolled vector
+  // steps, then single vector steps, then scalar steps (each only where the
+  // known extent leaves iterations for it).
+  absl::Status reduce(const choir::Stmt& s) {
+    const choir::DType dtype = m_.buffers[s.buffer].dtype;
+    Value acc = self().accumulator(s.combiner, dtype, false);
+    const int width = self().reduceWidth(s);
+    const bool vectorized = width > 1;
+    self().beginReduce(dtype, width);
+    std::vector<Value> vacc;
+    if (vectorized) {
+      for (int u = 0; u < kUnroll; ++u) vacc.push_back(self().accumulator(s.combiner, dtype, true));
+    }
+    using OpenLoop = decltype(self().openLoop(Index{}, Index{}, 1));
+    std::vector<OpenLoop> open;
+    for (size_t d = 0; d + 1 < s.domain.size(); ++d) {
+      const choir::LoopHeader& h = s.domain[d];
+      ACCY_RETURN_IF_ERROR(self().checkLoop(h));
+      const Index i = self().newIndex();
+      vars_[h.var] = i;
+      self().zeroIndex(i);
+      const Index limit = self().constantIndex(h.extent);
+      open.push_back(self().openLoop(i, limit, 1));
+    }
+    const choir::LoopHeader& h = s.domain.back();
+    ACCY_RETURN_IF_ERROR(self().checkLoop(h));
+    const Index i = self().newIndex();
+    vars_[h.var] = i;
+    self().zeroIndex(i);
+    beginRows();
+    prepareRows(s.value, h.var);
+    const Mode scalar{false, h.var, i};
+    const Mode lanes{true, h.var, i};
+    self().beginReduceBody(s, lanes);
+    auto combineAt = [&](const Mode& mode, Value& into) -> absl::Status {
+      cse_.clear();
+      ACCY_ASSIGN_OR_RETURN(const Value x, expr(s.value, mode));
+      combine(s.combiner, dtype, into, x, mode.vector);
+      return absl::OkStatus();
+    };
+    const bool unroll = vectorized && h.extent >= kUnroll * width && choir::exprSize(s.value) <= kUnrollNodes;
+    const int64_t after_unroll = unroll ? h.extent % (kUnroll * width) : h.extent;
+    if (unroll) {
+      const Index ulimit = self().constantIndex(h.extent - (kUnroll * width - 1));
+      ACCY_RETURN_IF_ERROR(counted(i, ulimit, kUnroll * width, [&]() -> absl::Status {
+        for (int u = 0; u < kUnroll; ++u) {
+          Mode copy = lanes;
+          copy.offset = int64_t{u} * width;
+          ACCY_RETURN_IF_ERROR(combineAt(copy, vacc[u]));
+        }
+        return absl::OkStatus();
+      }));
+    }
+    if (vectorized && after_unroll >= width) {
+      const Index vlimit = self().constantIndex(h.extent - (width - 1));
+      ACCY_RETURN_IF_ERROR(counted(i, vlimit, width, [&] { return combineAt(lanes, vacc[0]); }));
+    }
+    if (!vectorized || h.extent % width != 0) {
+      ACCY_RETURN_IF_ERROR(
+          counted(i, self().constantIndex(h.extent), 1, [&] { return combineAt(scalar, acc); }));
+    }
+    self().endReduceBody();
+    endRows();
+    for (size_t d = open.size(); d-- > 0;) self().closeLoop(open[d]);
+    if (vectorized) {
+      for (int u = 1; u < kUnroll; ++u) combine(s.combiner, dtype, vacc[0], vacc[u], true);
+      self().combineLanes(s.combiner, dtype, vacc[0], acc);
+    }
+    Value result = acc;
+    if (s.mean_count != 0 || (dtype == choir::DType::bool_ && s.combiner == choir::OpCode::kAdd)) {
+      const Mode point;
+      auto p = self().prims(point);
+      OpSemantics<decltype(p)> sem(p, self().emitterName());
+      if (s.mean_count != 0) {
+        result = sem.binary(choir::OpCode::kDiv, dtype, acc, p.constant(dtype, static_cast<double>(s.mean_count)));
+      } else {  // a count of trues is true when not 0
+        result = p.compare(Cmp::kNe, choir::DType::i32, acc, p.constant(choir::DType::i32, 0));
+      }
+      ACCY_RETURN_IF_ERROR(p.status());
+      ACCY_RETURN_IF_ERROR(sem.status());
+    }
+    cse_.clear();
+    self().storeValue(s.buffer, s.index, result, Mode{});
+    return absl::OkStatus();
+  }
+
+  // acc = combiner(acc, x), in acc's variable (a loop-carried accumulator).
+  void combine(choir::OpCode combiner, choir::DType dtype, Value& acc, const Value& x, bool vector) {
+    Mode mode;
+    mode.vector = vector;
+    auto p = self().prims(mode);
+    const Value r = OpSemantics<decltype(p)>(p, self().emitterName()).binary(combiner, dtype, acc, x);
+    self().assign(dtype, acc, r, vector);
+  }
+
+  absl::StatusOr<Value> expr(const choir::ExprRef& e, const Mode& mode) {
+    choir::countWork();  // a caller's stop check is asked as emitting goes (choir/work.h)
+    const int key = numbers_.number(e);
+    if (auto it = cse_.find(key); it != cse_.end()) return it->second;
+    Value v{};
+    switch (e->kind) {
+      case choir::ExprKind::kLoad:
+        v = mode.vector ? self().vectorLoad(*e, key, mode) : self().scalarLoad(*e, mode);
+        break;
+      case choir::ExprKind::kConstant: {
+        auto p = self().prims(mode);
+        v = p.constant(e->dtype, e->constant);
+        ACCY_RETURN_IF_ERROR(p.status());
+        break;
+      }
+      case choir::ExprKind::kIndex: {
+        if (mode.vector) return unimplemented("index values in a vector loop");
+        const Value iv = self().indexValue(e->index[0]);
+        const Mode point;
+        auto p = self().prims(point);
+        OpSemantics<decltype(p)> sem(p, self().emitterName());
+        v = sem.convert(iv, self().indexDType(), e->dtype);
+        ACCY_RETURN_IF_ERROR(p.status());
+        ACCY_RETURN_IF_ERROR(sem.status());
+        break;
+      }
+      case choir::ExprKind::kOp: {
+        // add(mul(a, b), c) in floating point: one fused multiply-add where
+        // the target contracts (one rounding instead of two).
+        if (e->op == choir::OpCode::kAdd && self().contractsMultiplyAdd(e->dtype)) {
+          for (int side = 0; side < 2; ++side) {
+            const choir::ExprRef& m = e->args[side];
+            if (m->kind != choir::ExprKind::kOp || m->op != choir::OpCode::kMul) continue;
+            if (cse_.contains(numbers_.number(m))) continue;
+            ACCY_ASSIGN_OR_RETURN(const Value a, expr(m->args[0], mode));
+            ACCY_ASSIGN_OR_RETURN(const Value b, expr(m->args[1], mode));
+            ACCY_ASSIGN_OR_RETURN(const Value c, expr(e->args[1 - side], mode));
+            v = self().multiplyAdd(e->dtype, a, b, c, mode);
+            cse_[key] = v;
+            return v;
+          }
+        }
+        std::vector<Value> args;
+        args.reserve(e->args.size());
+        for (const choir::ExprRef& a : e->args) {
+          ACCY_ASSIGN_OR_RETURN(const Value av, expr(a, mode));
+          args.push_back(av);
+        }
+        auto p = self().prims(mode);
+        OpSemantics<decltype(p)> sem(p, self().emitterName());
+        v = sem.op(e->op, e->dtype, e->args.empty() ? e->dtype : e->args[0]->dtype, args);
+        ACCY_RETURN_IF_ERROR(p.status());
+        ACCY_RETURN_IF_ERROR(sem.status());
+        break;
+      }
+    }
+    cse_[key] = v;
+    return v;
+  }
+
+  // Starts counter `i` of loop `l`: at this launch's share when `parallel`,
+  // else at 0. Returns its limit.
+  Index startLoop(const choir::Stmt& l, Index i, bool parallel) {
+    if (parallel) {
+      self().setIndex(i, self().begin());
+      return self().end();
+    }
+    self().zeroIndex(i);
+    return self().constantIndex(l.loop.extent);
+  }
+
+  // Row bases: base + (flat index without the inner variable) * size,
+  // computed before an innermost loop for every access in its body and
+  // reused for each access inside it.
+  void beginRows() {
+    rows_.clear();
+    rows_active_ = true;
+  }
+  void endRows() {
+    rows_active_ = false;
+    rows_.clear();
+  }
+  Index rowBase(int buffer, const choir::Affine& rest) {
+    if (rows_active_) {
+      if (auto it = rows_.find(RowKey{buffer, rest}); it != rows_.end()) return it->second;
+    }
+    const Index r = self().computeRowBase(buffer, rest);
+    if (rows_active_) rows_.emplace(RowKey{buffer, rest}, r);
+    return r;
+  }
+  // The flat index of buffer[index] split into the inner variable's
+  // coefficient and the rest (the whole index when there is no inner
+  // variable).
+  std::pair<choir::Affine, int64_t> splitIndex(int buffer, const std::vector<choir::Affine>& index,
+                                               int inner_var) const {
+    choir::Affine flat = choir::flatIndex(m_.buffers[buffer], index);
+    if (inner_var < 0) return {std::move(flat), 0};
+    const int64_t c = flat.coeffOf(inner_var);
+    return {choir::add(flat, choir::Affine::var(inner_var, -c)), c};
+  }
+  void prepareRows(const choir::ExprRef& e, int inner_var) {
+    choir::visitExpr(e, [&](const choir::Expr& x) {
+      if (x.kind == choir::ExprKind::kLoad) rowBase(x.buffer, splitIndex(x.buffer, x.index, inner_var).first);
+    });
+  }
+  void prepareRows(const choir::Stmt& s, int inner_var) {
+    if (s.value) prepareRows(s.value, inner_var);
+    if (s.kind == choir::StmtKind::kStore) rowBase(s.buffer, splitIndex(s.buffer, s.index, inner_var).first);
+  }
+
+  absl::Status unimplemented(std::string_view what) {
+    return makeError(ErrorKind::kUnimplemented, strCat(self().emitterName(), ": ", what));
+  }
+
+  const choir::Module& m_;
+  std::map<int, Index> vars_;  // loop variable -> its counter
+  absl::flat_hash_map<RowKey, Index, absl::Hash<RowKey>> rows_;  // valid inside one innermost loop
+  bool rows_active_ = false;
+  choir::ValueNumbering numbers_;         // the CSE keys, for the whole module
+  absl::flat_hash_map<int, Value> cse_;  // one evaluation point
+
+ private:
+  T& self() { return static_cast<T&>(*this); }
+};
+
+}  // namespace accy::codegen::cpu
+
+#endif  // ACCY_COMPILER_CODEGEN_CPU_LOOP_WALKER_H_

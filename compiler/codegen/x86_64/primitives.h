@@ -1,0 +1,334 @@
+// The x86-64 primitives op_semantics.h drives (KernelEmitter::Prims), and
+// the small facts about dtypes every file of the emitter uses. Included by
+// the emitter's .cc files only.
+#ifndef ACCY_COMPILER_CODEGEN_X86_64_PRIMITIVES_H_
+#define ACCY_COMPILER_CODEGEN_X86_64_PRIMITIVES_H_
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "base/errors.h"
+#include "base/status_macros.h"
+#include "base/strings.h"
+#include "compiler/codegen/semantics/op_semantics.h"
+#include "compiler/codegen/x86_64/kernel_emitter.h"
+#include "compiler/codegen/x86_64/math.h"
+#include "compiler/tensor/scalar_ops.h"
+
+namespace accy::x64 {
+
+inline Lane laneOf(choir::DType d) { return d == choir::DType::f64 ? Lane::kF64 : Lane::kF32; }
+inline bool isFloat(choir::DType d) { return d == choir::DType::f32 || d == choir::DType::f64; }
+// log2 of the element size: the scale of an indexed address.
+inline int shiftOf(choir::DType d) {
+  switch (tensor::dtypeSize(d)) {
+    case 8:
+      return 3;
+    case 4:
+      return 2;
+    default:
+      return 0;
+  }
+}
+inline bool fitsImm32(int64_t v) {
+  return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
+}
+inline absl::Status notEmitted(std::string_view what) {
+  return makeError(ErrorKind::kUnimplemented, strCat("x86-64 emitter: ", what));
+}
+
+// The primitives of op_semantics.h on x86-64: floats in vector registers
+// (the loop's Simd in a vector loop, a scalar one otherwise), integers and
+// scalar bools in general registers (i32 held sign-extended to 64 bits),
+// the bools of a vector loop as masks. Integer values do not run in vector
+// loops (the vectorizer makes none on this target); what cannot be emitted
+// is refused with the first error kept.
+class KernelEmitter::Prims {
+ public:
+  using Value = Val;
+  Prims(KernelEmitter& e, const Mode& mode) : e_(e), cc_(e.cc_), mode_(mode), vec_(mode.vector ? e.vsimd_ : nullptr) {}
+  const absl::Status& status() const { return error_; }
+
+  Value constant(choir::DType d, double v) {
+    const double c = tensor::convertValue(v, choir::DType::f64, d);
+    if (isFloat(d)) return vec(simd(d).constantValue(c));
+    if (mode_.vector) return fail(strCat(tensor::dtypeName(d), " constant in a vector loop"));
+    Val r;
+    r.g = cc_.newInt64("k");
+    cc_.mov(r.g, tensor::toInt64(c));
+    return r;
+  }
+  Value arith(codegen::Arith a, choir::DType d, const Val& x, const Val& y) {
+    if (isFloat(d)) {
+      Simd& s = simd(d);
+      Val r = vec(s.newVec("arith"));
+      switch (a) {
+        case codegen::Arith::kAdd:
+          s.add(r.v, x.v, y.v);
+          break;
+        case codegen::Arith::kSub:
+          s.sub(r.v, x.v, y.v);
+          break;
+        case codegen::Arith::kMul:
+          s.mul(r.v, x.v, y.v);
+          break;
+        case codegen::Arith::kDiv:
+          s.div(r.v, x.v, y.v);
+          break;
+      }
+      return r;
+    }
+    if (!scalarInt(d)) return fail(strCat(tensor::dtypeName(d), " arithmetic in a vector loop"));
+    Val r;
+    r.g = cc_.newInt64("arith");
+    switch (a) {
+      case codegen::Arith::kAdd:
+        cc_.mov(r.g, x.g);
+        cc_.add(r.g, y.g);
+        break;
+      case codegen::Arith::kSub:
+        cc_.mov(r.g, x.g);
+        cc_.sub(r.g, y.g);
+        break;
+      case codegen::Arith::kMul:
+        cc_.mov(r.g, x.g);
+        cc_.imul(r.g, y.g);
+        break;
+      case codegen::Arith::kDiv: {  // never by 0 or -1
+        asmjit::x86::Gp hi = cc_.newInt64("hi");
+        cc_.mov(r.g, x.g);
+        cc_.cqo(hi, r.g);
+        cc_.idiv(hi, r.g, y.g);
+        break;
+      }
+    }
+    e_.sext32(r.g, d);
+    return r;
+  }
+  Value negate(choir::DType d, const Val& x) {
+    if (isFloat(d)) return floatUnary(d, &Simd::neg, x);
+    if (!scalarInt(d)) return fail("integer negation in a vector loop");
+    Val r;
+    r.g = cc_.newInt64("neg");
+    cc_.mov(r.g, x.g);
+    cc_.neg(r.g);
+    e_.sext32(r.g, d);
+    return r;
+  }
+  Value absFloat(choir::DType d, const Val& x) { return floatUnary(d, &Simd::abs, x); }
+  Value sqrt(choir::DType d, const Val& x) { return floatUnary(d, &Simd::sqrt, x); }
+  Value compare(codegen::Cmp c, choir::DType d, const Val& x, const Val& y) {
+    if (isFloat(d)) return maskOrBool(d, simd(d).cmp(static_cast<Cmp>(c), x.v, y.v));
+    if (!scalarInt(d)) return fail("integer comparison in a vector loop");
+    Val r;
+    r.g = cc_.newInt64("cmp");
+    cc_.xor_(r.g.r32(), r.g.r32());
+    cc_.cmp(x.g, y.g);
+    switch (c) {
+      case codegen::Cmp::kLt:
+        cc_.setl(r.g.r8());
+        break;
+      case codegen::Cmp::kLe:
+        cc_.setle(r.g.r8());
+        break;
+      case codegen::Cmp::kGt:
+        cc_.setg(r.g.r8());
+        break;
+      case codegen::Cmp::kGe:
+        cc_.setge(r.g.r8());
+        break;
+      case codegen::Cmp::kEq:
+        cc_.sete(r.g.r8());
+        break;
+      case codegen::Cmp::kNe:
+        cc_.setne(r.g.r8());
+        break;
+    }
+    return r;
+  }
+  Value isNan(choir::DType d, const Val& x) { return maskOrBool(d, simd(d).cmp(Cmp::kUnordered, x.v, x.v)); }
+  Value select(choir::DType d, const Val& c, const Val& t, const Val& f) { return e_.select(c, t, f, d, mode_); }
+  Value logicAnd(const Val& x, const Val& y) { return logic(x, y, true); }
+  Value logicOr(const Val& x, const Val& y) { return logic(x, y, false); }
+  Value bitAnd(choir::DType d, const Val& x, const Val& y) {
+    if (!scalarInt(d)) return fail("integer bit operations in a vector loop");
+    Val r;
+    r.g = cc_.newInt64("and");
+    cc_.mov(r.g, x.g);
+    cc_.and_(r.g, y.g);
+    return r;
+  }
+  Value shiftRight(choir::DType d, const Val& x, int n) {
+    if (!scalarInt(d)) return fail("integer shifts in a vector loop");
+    Val r;
+    r.g = cc_.newInt64("sar");
+    cc_.mov(r.g, x.g);
+    cc_.sar(r.g, n);
+    return r;
+  }
+  Value convert(choir::DType from, choir::DType to, const Val& a) {
+    if (mode_.vector) return fail("cast in a vector loop");
+    const bool vex = e_.isa_ != Isa::kSse41;
+    if (isFloat(from) && isFloat(to)) {
+      Val r = vec(e_.scalarSimd(to).newVec("cvt"));
+      e_.scalarSimd(to).zero(r.v);
+      if (from == choir::DType::f32) {
+        vex ? cc_.vcvtss2sd(r.v.xmm(), r.v.xmm(), a.v.xmm()) : cc_.cvtss2sd(r.v.xmm(), a.v.xmm());
+      } else {
+        vex ? cc_.vcvtsd2ss(r.v.xmm(), r.v.xmm(), a.v.xmm()) : cc_.cvtsd2ss(r.v.xmm(), a.v.xmm());
+      }
+      return r;
+    }
+    if (isFloat(from)) {  // a value made finite and in range: truncation
+      Val r;
+      r.g = cc_.newInt64("cvt");
+      const bool f32 = from == choir::DType::f32;
+      if (to == choir::DType::i64) {
+        f32 ? (vex ? cc_.vcvttss2si(r.g, a.v.xmm()) : cc_.cvttss2si(r.g, a.v.xmm()))
+            : (vex ? cc_.vcvttsd2si(r.g, a.v.xmm()) : cc_.cvttsd2si(r.g, a.v.xmm()));
+      } else {
+        f32 ? (vex ? cc_.vcvttss2si(r.g.r32(), a.v.xmm()) : cc_.cvttss2si(r.g.r32(), a.v.xmm()))
+            : (vex ? cc_.vcvttsd2si(r.g.r32(), a.v.xmm()) : cc_.cvttsd2si(r.g.r32(), a.v.xmm()));
+        cc_.movsxd(r.g, r.g.r32());
+      }
+      return r;
+    }
+    if (isFloat(to)) {  // from an integer held sign-extended in 64 bits
+      Val r = vec(e_.scalarSimd(to).newVec("cvt"));
+      e_.scalarSimd(to).zero(r.v);
+      if (to == choir::DType::f32) {
+        vex ? cc_.vcvtsi2ss(r.v.xmm(), r.v.xmm(), a.g) : cc_.cvtsi2ss(r.v.xmm(), a.g);
+      } else {
+        vex ? cc_.vcvtsi2sd(r.v.xmm(), r.v.xmm(), a.g) : cc_.cvtsi2sd(r.v.xmm(), a.g);
+      }
+      return r;
+    }
+    Val r;
+    r.g = cc_.newInt64("cvt");
+    cc_.mov(r.g, a.g);
+    e_.sext32(r.g, to);
+    return r;
+  }
+  // maxps / minps: the first operand when greater (less), else the second.
+  Value greaterOrSecond(choir::DType d, const Val& a, const Val& b) { return floatBinary(d, &Simd::maxRaw, a, b); }
+  Value lessOrSecond(choir::DType d, const Val& a, const Val& b) { return floatBinary(d, &Simd::minRaw, a, b); }
+  Value intMax(choir::DType d, const Val& x, const Val& y) { return pick(d, x, y, true); }
+  Value intMin(choir::DType d, const Val& x, const Val& y) { return pick(d, x, y, false); }
+
+  Value variable(choir::DType d, const Val& init) {
+    Val v = init;
+    if (isFloat(d)) {
+      v = vec(simd(d).newVec("var"));
+      simd(d).mov(v.v, init.v);
+    } else {
+      v.g = cc_.newInt64("var");
+      cc_.mov(v.g, init.g);
+    }
+    return v;
+  }
+  Value read(choir::DType, const Val& var) { return var; }
+  void write(choir::DType d, const Val& var, const Val& v) {
+    if (isFloat(d)) {
+      simd(d).mov(var.v, v.v);
+    } else {
+      cc_.mov(var.g, v.g);
+    }
+  }
+  absl::Status loopWhile(const std::function<Val()>& cond, const std::function<absl::Status()>& body, int64_t) {
+    if (mode_.vector) return notEmitted("a loop in a vector loop");
+    asmjit::Label top = cc_.newLabel(), done = cc_.newLabel();
+    cc_.bind(top);
+    const Val c = cond();
+    cc_.test(c.g, c.g);
+    cc_.jz(done);
+    ACCY_RETURN_IF_ERROR(body());
+    cc_.jmp(top);
+    cc_.bind(done);
+    return absl::OkStatus();
+  }
+  Value exactMath(choir::OpCode o, choir::DType d, const Val& x, const Val& y) {
+    if (std::optional<asmjit::x86::Vec> r = emitElementary(simd(d), o, x.v, y.v, e_.runtime_)) return vec(*r);
+    return fail(strCat("op ", tensor::opName(o)));
+  }
+  bool fastMode() const { return false; }
+  std::optional<Val> fastForm(choir::OpCode, choir::DType, const Val&, const Val&) { return std::nullopt; }
+
+ private:
+  Simd& simd(choir::DType d) { return mode_.vector ? *vec_ : e_.scalarSimd(d); }
+  bool scalarInt(choir::DType d) const { return !mode_.vector && !isFloat(d); }
+  static Val vec(asmjit::x86::Vec v) {
+    Val r;
+    r.kind = Val::Kind::kVec;
+    r.v = v;
+    return r;
+  }
+  Val floatUnary(choir::DType d, void (Simd::*op)(asmjit::x86::Vec, asmjit::x86::Vec), const Val& x) {
+    Simd& s = simd(d);
+    Val r = vec(s.newVec("un"));
+    (s.*op)(r.v, x.v);
+    return r;
+  }
+  Val floatBinary(choir::DType d, void (Simd::*op)(asmjit::x86::Vec, asmjit::x86::Vec, asmjit::x86::Vec), const Val& x, const Val& y) {
+    Simd& s = simd(d);
+    Val r = vec(s.newVec("bin"));
+    (s.*op)(r.v, x.v, y.v);
+    return r;
+  }
+  Val maskOrBool(choir::DType d, const Mask& m) {
+    Val r;
+    if (mode_.vector) {
+      r.kind = Val::Kind::kMask;
+      r.m = m;
+    } else {
+      r.g = e_.maskToBool(m, simd(d));
+    }
+    return r;
+  }
+  Val logic(const Val& x, const Val& y, bool both) {
+    Val r;
+    if (mode_.vector) {
+      r.kind = Val::Kind::kMask;
+      r.m = both ? vec_->maskAnd(x.m, y.m) : vec_->maskOr(x.m, y.m);
+      return r;
+    }
+    r.g = cc_.newInt64(both ? "and" : "or");
+    cc_.mov(r.g, x.g);
+    both ? cc_.and_(r.g, y.g) : cc_.or_(r.g, y.g);
+    return r;
+  }
+  Val pick(choir::DType d, const Val& x, const Val& y, bool greater) {
+    if (!scalarInt(d)) return fail("integer max and min in a vector loop");
+    Val r;
+    r.g = cc_.newInt64(greater ? "max" : "min");
+    cc_.mov(r.g, x.g);
+    cc_.cmp(x.g, y.g);
+    greater ? cc_.cmovl(r.g, y.g) : cc_.cmovg(r.g, y.g);
+    return r;
+  }
+  Val fail(std::string what) {
+    if (error_.ok()) error_ = notEmitted(what);
+    Val r;
+    if (mode_.vector) {
+      r.kind = Val::Kind::kVec;
+      r.v = vec_->newVec("none");
+    } else {
+      r.g = cc_.newInt64("none");
+    }
+    return r;
+  }
+
+  KernelEmitter& e_;
+  asmjit::x86::Compiler& cc_;
+  const Mode mode_;
+  Simd* vec_;  // the lanes of a vector loop
+  absl::Status error_;
+};
+
+}  // namespace accy::x64
+
+#endif  // ACCY_COMPILER_CODEGEN_X86_64_PRIMITIVES_H_
