@@ -1,7 +1,6 @@
 #include "compiler/codegen/wasm/kernel_emitter.h"
 
 #include <functional>
-#include <set>
 
 #include "base/errors.h"
 #include "base/status_macros.h"
@@ -18,11 +17,8 @@ using choir::Affine;
 using choir::DType;
 using choir::Expr;
 using choir::ExprKind;
-using choir::ExprRef;
-using choir::LoopTag;
 using choir::OpCode;
 using choir::Stmt;
-using choir::StmtKind;
 
 namespace {
 
@@ -42,6 +38,9 @@ uint64_t constantBits(double v, DType dtype) {
   const uint64_t bits = static_cast<uint64_t>(tensor::toInt64(v));
   return dtype == DType::i64 ? bits : (bits & 0xffffffffu);
 }
+
+
+}  // namespace
 
 // The primitives of op_semantics.h on WebAssembly: every value is a local
 // (an i32, i64, f32 or f64, or a v128 of lanes in a vector loop, where a
@@ -251,6 +250,9 @@ class Primitives {
   absl::Status error_;
 };
 
+
+namespace {
+
 // Scalar loads and stores of each dtype, with their natural alignment
 // (log2 bytes); bools are one byte.
 struct MemoryOps {
@@ -290,7 +292,7 @@ ValType valType(DType d) {
   return ValType::kI32;
 }
 
-KernelEmitter::KernelEmitter(const choir::Module& module, FunctionBody& f) : m_(module), f_(f), pool_(f) {}
+KernelEmitter::KernelEmitter(const choir::Module& module, FunctionBody& f) : LoopWalker(module), f_(f), pool_(f) {}
 
 uint32_t KernelEmitter::keep(ValType t) {
   const uint32_t r = f_.local(t);
@@ -304,22 +306,7 @@ uint32_t KernelEmitter::i32Local(int64_t value) {
 }
 
 absl::Status KernelEmitter::emit(const choir::Kernel& kernel) {
-  // Every buffer the kernel touches: its address from the table, up front.
-  std::set<int> used;
-  choir::visitStmts(kernel.body, [&](const Stmt& s) {
-    if (s.buffer >= 0) used.insert(s.buffer);
-    if (s.value) {
-      choir::visitExpr(s.value, [&](const Expr& e) {
-        if (e.kind == ExprKind::kLoad) used.insert(e.buffer);
-      });
-    }
-  });
-  for (int b : used) {
-    f_.get(0);
-    f_.memory(op::kI32Load, 2, static_cast<uint64_t>(b) * 4);
-    base_[b] = keep(ValType::kI32);
-  }
-  ACCY_RETURN_IF_ERROR(stmts(kernel.body, /*outermost=*/true));
+  ACCY_RETURN_IF_ERROR(walk(kernel));
   // The constants go first.
   std::vector<uint8_t> body = std::move(f_.code());
   f_.code() = pool_.prologue();
@@ -327,69 +314,59 @@ absl::Status KernelEmitter::emit(const choir::Kernel& kernel) {
   return absl::OkStatus();
 }
 
-absl::Status KernelEmitter::stmts(const std::vector<Stmt>& body, bool outermost) {
-  for (const Stmt& s : body) {
-    switch (s.kind) {
-      case StmtKind::kLoop:
-        ACCY_RETURN_IF_ERROR(loop(s, outermost));
-        break;
-      case StmtKind::kStore:
-        cse_.clear();
-        ACCY_RETURN_IF_ERROR(store(s, Mode{}));
-        break;
-      case StmtKind::kReduce:
-        ACCY_RETURN_IF_ERROR(reduce(s));
-        break;
-      case StmtKind::kBarrier:
-        return unimplemented("workgroup barriers have no CPU form");
-    }
-  }
-  return absl::OkStatus();
+// Every buffer the kernel touches: its address from the table, up front.
+void KernelEmitter::preloadBuffer(int buffer) {
+  f_.get(0);
+  f_.memory(op::kI32Load, 2, static_cast<uint64_t>(buffer) * 4);
+  base_[buffer] = keep(ValType::kI32);
 }
 
-template <typename Body>
-absl::Status KernelEmitter::counted(uint32_t i, uint32_t limit, int64_t step, Body&& body) {
+void KernelEmitter::zeroIndex(uint32_t i) {
+  f_.i32Const(0);
+  f_.set(i);
+}
+
+void KernelEmitter::setIndex(uint32_t i, uint32_t from) {
+  f_.get(from);
+  f_.set(i);
+}
+
+uint32_t KernelEmitter::limitLess(uint32_t limit, int64_t k) {
+  f_.get(limit);
+  f_.i32Const(static_cast<int32_t>(k));
+  f_.op(op::kI32Sub);
+  return keep(ValType::kI32);
+}
+
+// block { if (i >= limit) break; loop { ...; i += step; if (i < limit) continue } }
+KernelEmitter::OpenLoop KernelEmitter::openLoop(uint32_t i, uint32_t limit, int64_t step) {
   f_.block();
   f_.get(i);
   f_.get(limit);
   f_.op(op::kI32GeS);
   f_.op(op::kBrIf), f_.u32(0);
   f_.loop();
-  ACCY_RETURN_IF_ERROR(body());
-  f_.get(i);
-  f_.i32Const(static_cast<int32_t>(step));
+  return OpenLoop{i, limit, step};
+}
+
+void KernelEmitter::closeLoop(const OpenLoop& l) {
+  f_.get(l.i);
+  f_.i32Const(static_cast<int32_t>(l.step));
   f_.op(op::kI32Add);
-  f_.tee(i);
-  f_.get(limit);
+  f_.tee(l.i);
+  f_.get(l.limit);
   f_.op(op::kI32LtS);
   f_.op(op::kBrIf), f_.u32(0);
   f_.end();
   f_.end();
+}
+
+absl::Status KernelEmitter::checkLoop(const choir::LoopHeader& h) {
+  if (h.extent > INT32_MAX) return unimplemented(strCat("loop i", h.var, " runs past 2^31 iterations"));
   return absl::OkStatus();
 }
 
-absl::Status KernelEmitter::loop(const Stmt& s, bool outermost) {
-  if (s.loop.tag == LoopTag::kGpuBlock || s.loop.tag == LoopTag::kGpuThread) {
-    return unimplemented(strCat("loop i", s.loop.var, " is mapped to a GPU dimension"));
-  }
-  if (s.loop.extent > INT32_MAX) return unimplemented(strCat("loop i", s.loop.var, " runs past 2^31 iterations"));
-  if (s.body.size() == 1 && s.body[0].kind == StmtKind::kStore) return innermostStore(s, outermost);
-  const uint32_t i = newLocal(ValType::kI32);
-  vars_[s.loop.var] = i;
-  uint32_t limit;
-  if (outermost && s.loop.tag == LoopTag::kCpuParallel) {
-    f_.get(begin_);
-    f_.set(i);
-    limit = end_;
-  } else {
-    f_.i32Const(0);
-    f_.set(i);
-    limit = i32Local(s.loop.extent);
-  }
-  return counted(i, limit, 1, [&] { return stmts(s.body, false); });
-}
-
-bool KernelEmitter::vectorizable(const ExprRef& e, int var, DType lane) const {
+bool KernelEmitter::vectorizable(const choir::ExprRef& e, int var, DType lane) const {
   if (!isFloat(lane) && lane != DType::i32) return false;
   bool ok = true;
   choir::visitExpr(e, [&](const Expr& x) {
@@ -416,66 +393,41 @@ bool KernelEmitter::vectorizable(const ExprRef& e, int var, DType lane) const {
   return ok;
 }
 
-absl::Status KernelEmitter::innermostStore(const Stmt& l, bool outermost) {
+int KernelEmitter::storeWidth(const Stmt& l, bool parallel) const {
   const Stmt& st = l.body[0];
   const DType dtype = m_.buffers[st.buffer].dtype;
-  const uint32_t i = newLocal(ValType::kI32);
-  vars_[l.loop.var] = i;
-  const bool parallel = outermost && l.loop.tag == LoopTag::kCpuParallel;
-  uint32_t limit;
-  if (parallel) {
-    f_.get(begin_);
-    f_.set(i);
-    limit = end_;
-  } else {
-    f_.i32Const(0);
-    f_.set(i);
-    limit = i32Local(l.loop.extent);
-  }
-  rows_.clear();
-  rows_active_ = true;
-  prepareRows(st, l.loop.var);
-  const Mode scalar{false, l.loop.var, i};
-  const bool vectorized = (l.loop.tag == LoopTag::kVectorized || (parallel && l.loop.vector_width > 1)) &&
+  const bool vectorized = (l.loop.tag == choir::LoopTag::kVectorized || (parallel && l.loop.vector_width > 1)) &&
                           choir::flatCoeff(m_.buffers[st.buffer], st.index, l.loop.var) == 1 &&
                           vectorizable(st.value, l.loop.var, dtype);
-  if (vectorized) {
-    const int lanes = lanesOf(dtype);
-    const Mode vec{true, l.loop.var, i};
-    broadcast_.clear();
-    prepareBroadcasts(st.value, vec, st.buffer);
-    f_.get(limit);
-    f_.i32Const(lanes - 1);
-    f_.op(op::kI32Sub);
-    const uint32_t vlimit = keep(ValType::kI32);
-    ACCY_RETURN_IF_ERROR(counted(i, vlimit, lanes, [&] {
-      cse_.clear();
-      return store(st, vec);
-    }));
-    broadcast_.clear();
-  }
-  if (!vectorized || parallel || l.loop.extent % lanesOf(dtype) != 0) {
-    ACCY_RETURN_IF_ERROR(counted(i, limit, 1, [&] {
-      cse_.clear();
-      return store(st, scalar);
-    }));
-  }
-  rows_active_ = false;
-  rows_.clear();
-  return absl::OkStatus();
+  return vectorized ? lanesOf(dtype) : 1;
 }
 
-absl::Status KernelEmitter::store(const Stmt& s, const Mode& mode) {
-  ACCY_ASSIGN_OR_RETURN(const uint32_t v, expr(s.value, mode));
+KernelEmitter::Mode KernelEmitter::beginVectorStore(const Stmt& l, int, const Mode& lanes) {
+  broadcast_.clear();
+  prepareBroadcasts(l.body[0].value, lanes, l.body[0].buffer);
+  return lanes;
+}
+
+int KernelEmitter::reduceWidth(const Stmt& s) const {
   const DType dtype = m_.buffers[s.buffer].dtype;
-  const uint64_t offset = pushAddress(s.buffer, s.index, mode);
+  const choir::LoopHeader& inner = s.domain.back();
+  return inner.tag == choir::LoopTag::kVectorized && vectorizable(s.value, inner.var, dtype) ? lanesOf(dtype) : 1;
+}
+
+void KernelEmitter::beginReduceBody(const Stmt& s, const Mode& lanes) {
+  if (reduce_width_ <= 1) return;
+  broadcast_.clear();
+  prepareBroadcasts(s.value, lanes, -1);
+}
+
+void KernelEmitter::storeValue(int buffer, const std::vector<Affine>& index, uint32_t v, const Mode& mode) {
+  const uint64_t offset = pushAddress(buffer, index, mode);
   if (mode.vector) {
     f_.get(v);
     f_.simdMemory(simd::kStore, 0, offset);
   } else {
-    storeScalar(dtype, offset, v);
+    storeScalar(m_.buffers[buffer].dtype, offset, v);
   }
-  return absl::OkStatus();
 }
 
 void KernelEmitter::pushAffine(const Affine& a) {
@@ -490,11 +442,7 @@ void KernelEmitter::pushAffine(const Affine& a) {
   }
 }
 
-uint32_t KernelEmitter::rowBase(int buffer, const Affine& rest) {
-  const std::string key = strCat(buffer, ":", choir::toText(rest));
-  if (rows_active_) {
-    if (auto it = rows_.find(key); it != rows_.end()) return it->second;
-  }
+uint32_t KernelEmitter::computeRowBase(int buffer, const Affine& rest) {
   const int64_t size = tensor::dtypeSize(m_.buffers[buffer].dtype);
   f_.get(base_.at(buffer));
   Affine scaled = choir::scale(rest, size);
@@ -503,17 +451,13 @@ uint32_t KernelEmitter::rowBase(int buffer, const Affine& rest) {
     pushAffine(scaled);
     f_.op(op::kI32Add);
   }
-  const uint32_t r = keep(ValType::kI32);
-  if (rows_active_) rows_[key] = r;
-  return r;
+  return keep(ValType::kI32);
 }
 
 uint64_t KernelEmitter::pushAddress(int buffer, const std::vector<Affine>& index, const Mode& mode) {
   const DType dtype = m_.buffers[buffer].dtype;
   const int64_t size = tensor::dtypeSize(dtype);
-  const Affine flat = choir::flatIndex(m_.buffers[buffer], index);
-  const int64_t c = mode.inner_var >= 0 ? flat.coeffOf(mode.inner_var) : 0;
-  const Affine rest = mode.inner_var >= 0 ? choir::add(flat, Affine::var(mode.inner_var, -c)) : flat;
+  const auto [rest, c] = splitIndex(buffer, index, mode.inner_var);
   f_.get(rowBase(buffer, rest));
   if (c != 0) {
     f_.get(mode.inner);
@@ -521,34 +465,20 @@ uint64_t KernelEmitter::pushAddress(int buffer, const std::vector<Affine>& index
     f_.op(op::kI32Mul);
     f_.op(op::kI32Add);
   }
-  // A negative constant part (never for in-bounds accesses of a lowered
-  // module, whose constants are offsets into the buffer) stays in the
-  // address.
-  if (rest.constant < 0) {
-    f_.i32Const(static_cast<int32_t>(rest.constant * size));
+  // The constant part, and the lanes of an unrolled copy (`offset` steps of
+  // the inner variable on), go in the instruction's offset; a negative one
+  // (never for in-bounds accesses of a lowered module, whose constants are
+  // offsets into the buffer) stays in the address.
+  const int64_t constant = (rest.constant + c * mode.offset) * size;
+  if (constant < 0) {
+    f_.i32Const(static_cast<int32_t>(constant));
     f_.op(op::kI32Add);
     return 0;
   }
-  return static_cast<uint64_t>(rest.constant * size);
+  return static_cast<uint64_t>(constant);
 }
 
-void KernelEmitter::prepareRows(const ExprRef& e, int inner_var) {
-  choir::visitExpr(e, [&](const Expr& x) {
-    if (x.kind != ExprKind::kLoad) return;
-    const Affine flat = choir::flatIndex(m_.buffers[x.buffer], x.index);
-    rowBase(x.buffer, choir::add(flat, Affine::var(inner_var, -flat.coeffOf(inner_var))));
-  });
-}
-
-void KernelEmitter::prepareRows(const Stmt& s, int inner_var) {
-  if (s.value) prepareRows(s.value, inner_var);
-  if (s.kind == StmtKind::kStore) {
-    const Affine flat = choir::flatIndex(m_.buffers[s.buffer], s.index);
-    rowBase(s.buffer, choir::add(flat, Affine::var(inner_var, -flat.coeffOf(inner_var))));
-  }
-}
-
-void KernelEmitter::prepareBroadcasts(const ExprRef& e, const Mode& mode, int stored_buffer) {
+void KernelEmitter::prepareBroadcasts(const choir::ExprRef& e, const Mode& mode, int stored_buffer) {
   if (e->kind == ExprKind::kLoad && e->buffer != stored_buffer &&
       choir::flatCoeff(m_.buffers[e->buffer], e->index, mode.inner_var) == 0) {
     const int key = numbers_.number(e);
@@ -558,7 +488,7 @@ void KernelEmitter::prepareBroadcasts(const ExprRef& e, const Mode& mode, int st
     broadcast_[key] = keep(ValType::kV128);
     return;
   }
-  for (const ExprRef& a : e->args) prepareBroadcasts(a, mode, stored_buffer);
+  for (const choir::ExprRef& a : e->args) prepareBroadcasts(a, mode, stored_buffer);
 }
 
 uint32_t KernelEmitter::load(DType dtype, uint64_t offset) {
@@ -573,80 +503,32 @@ void KernelEmitter::storeScalar(DType dtype, uint64_t offset, uint32_t v) {
   f_.memory(m.store, m.align, offset);
 }
 
-absl::StatusOr<uint32_t> KernelEmitter::expr(const ExprRef& e, const Mode& mode) {
-  choir::countWork();  // a caller's stop check is asked as emitting goes (choir/work.h)
-  const int key = numbers_.number(e);
-  if (auto it = cse_.find(key); it != cse_.end()) return it->second;
-  uint32_t v = 0;
-  switch (e->kind) {
-    case ExprKind::kLoad: {
-      if (mode.vector) {
-        if (auto it = broadcast_.find(key); it != broadcast_.end()) {
-          v = it->second;
-          break;
-        }
-        const int64_t c = choir::flatCoeff(m_.buffers[e->buffer], e->index, mode.inner_var);
-        const uint64_t offset = pushAddress(e->buffer, e->index, mode);
-        if (c == 0) {
-          f_.simdMemory(isWide(e->dtype) ? simd::kLoad64Splat : simd::kLoad32Splat, isWide(e->dtype) ? 3 : 2,
-                        offset);
-        } else {
-          f_.simdMemory(simd::kLoad, 0, offset);
-        }
-        v = keep(ValType::kV128);
-      } else {
-        const uint64_t offset = pushAddress(e->buffer, e->index, mode);
-        v = load(e->dtype, offset);
-      }
-      break;
-    }
-    case ExprKind::kConstant: {
-      const double c = tensor::convertValue(e->constant, DType::f64, e->dtype);
-      const int lane_bits = isWide(e->dtype) ? 64 : 32;
-      const uint64_t bits = e->dtype == DType::bool_ && mode.vector ? (c != 0 ? 0xffffffffu : 0)  // a mask
-                                                                    : constantBits(c, e->dtype);
-      if (mode.vector && isWide(e->dtype) && !isFloat(e->dtype)) {
-        return unimplemented("i64 constant in a vector loop");
-      }
-      v = pool_.get(mode.vector ? ValType::kV128 : valType(e->dtype), bits, lane_bits);
-      break;
-    }
-    case ExprKind::kIndex: {
-      if (mode.vector) return unimplemented("index values in a vector loop");
-      pushAffine(e->index[0]);
-      const uint32_t iv = keep(ValType::kI32);
-      v = cast(iv, DType::i32, e->dtype);
-      break;
-    }
-    case ExprKind::kOp: {
-      std::vector<uint32_t> args;
-      for (const ExprRef& a : e->args) {
-        ACCY_ASSIGN_OR_RETURN(const uint32_t av, expr(a, mode));
-        args.push_back(av);
-      }
-      ACCY_ASSIGN_OR_RETURN(v, op(*e, args, mode));
-      break;
-    }
+
+uint32_t KernelEmitter::scalarLoad(const Expr& e, const Mode& mode) {
+  const uint64_t offset = pushAddress(e.buffer, e.index, mode);
+  return load(e.dtype, offset);
+}
+
+uint32_t KernelEmitter::vectorLoad(const Expr& e, int key, const Mode& mode) {
+  if (auto it = broadcast_.find(key); it != broadcast_.end()) return it->second;
+  const int64_t c = choir::flatCoeff(m_.buffers[e.buffer], e.index, mode.inner_var);
+  const uint64_t offset = pushAddress(e.buffer, e.index, mode);
+  if (c == 0) {
+    f_.simdMemory(isWide(e.dtype) ? simd::kLoad64Splat : simd::kLoad32Splat, isWide(e.dtype) ? 3 : 2, offset);
+  } else {
+    f_.simdMemory(simd::kLoad, 0, offset);
   }
-  cse_[key] = v;
-  return v;
+  return keep(ValType::kV128);
 }
 
-absl::StatusOr<uint32_t> KernelEmitter::op(const Expr& e, const std::vector<uint32_t>& a, const Mode& mode) {
-  Primitives p(f_, pool_, mode.vector);
-  codegen::OpSemantics<Primitives> sem(p, "wasm emitter");
-  const uint32_t v = sem.op(e.op, e.dtype, e.args.empty() ? e.dtype : e.args[0]->dtype, a);
-  ACCY_RETURN_IF_ERROR(p.status());
-  ACCY_RETURN_IF_ERROR(sem.status());
-  return v;
+Primitives KernelEmitter::prims(const Mode& mode) { return Primitives(f_, pool_, mode.vector); }
+
+uint32_t KernelEmitter::indexValue(const Affine& a) {
+  pushAffine(a);
+  return keep(ValType::kI32);
 }
 
-uint32_t KernelEmitter::cast(uint32_t a, DType from, DType to) {
-  Primitives p(f_, pool_, false);
-  return codegen::OpSemantics<Primitives>(p, "wasm emitter").convert(a, from, to);
-}
-
-uint32_t KernelEmitter::identity(OpCode combiner, DType dtype, bool vector) {
+uint32_t KernelEmitter::accumulator(OpCode combiner, DType dtype, bool vector) {
   const uint64_t bits = constantBits(choir::combinerIdentity(combiner, dtype), dtype);
   const uint32_t c = pool_.get(vector ? ValType::kV128 : valType(dtype), bits, isWide(dtype) ? 64 : 32);
   // A fresh local: the accumulator changes, the pooled constant must not.
@@ -654,116 +536,20 @@ uint32_t KernelEmitter::identity(OpCode combiner, DType dtype, bool vector) {
   return keep(vector ? ValType::kV128 : valType(dtype));
 }
 
-uint32_t KernelEmitter::combine(OpCode combiner, DType dtype, uint32_t acc, uint32_t x, bool vector) {
-  Primitives p(f_, pool_, vector);
-  const uint32_t r = codegen::OpSemantics<Primitives>(p, "wasm emitter").binary(combiner, dtype, acc, x);
-  f_.get(r);
-  f_.set(acc);
-  return acc;
+void KernelEmitter::assign(DType, uint32_t var, uint32_t v, bool) {
+  f_.get(v);
+  f_.set(var);
 }
 
-absl::Status KernelEmitter::reduce(const Stmt& s) {
-  const DType dtype = m_.buffers[s.buffer].dtype;
-  const uint32_t acc = identity(s.combiner, dtype, false);
-  const choir::LoopHeader& inner = s.domain.back();
-  const bool vectorized = inner.tag == LoopTag::kVectorized && vectorizable(s.value, inner.var, dtype);
-  const int lanes = lanesOf(dtype);
-  constexpr int kUnroll = 4;
-  constexpr int kUnrollNodes = 32;
-  std::vector<uint32_t> vacc;
-  if (vectorized) {
-    for (int u = 0; u < kUnroll; ++u) vacc.push_back(identity(s.combiner, dtype, true));
+void KernelEmitter::combineLanes(OpCode combiner, DType dtype, uint32_t lanes, uint32_t& acc) {
+  for (int l = 0; l < lanesOf(dtype); ++l) {
+    f_.get(lanes);
+    f_.simdOp(dtype == DType::f64   ? simd::kF64x2ExtractLane
+              : dtype == DType::i32 ? simd::kI32x4ExtractLane
+                                    : simd::kF32x4ExtractLane);
+    f_.lane(static_cast<uint8_t>(l));
+    combine(combiner, dtype, acc, keep(valType(dtype)), false);
   }
-  std::function<absl::Status(size_t)> level = [&](size_t d) -> absl::Status {
-    const choir::LoopHeader& h = s.domain[d];
-    if (h.extent > INT32_MAX) return unimplemented(strCat("loop i", h.var, " runs past 2^31 iterations"));
-    const uint32_t i = newLocal(ValType::kI32);
-    vars_[h.var] = i;
-    f_.i32Const(0);
-    f_.set(i);
-    if (d + 1 < s.domain.size()) return counted(i, i32Local(h.extent), 1, [&] { return level(d + 1); });
-    rows_.clear();
-    rows_active_ = true;
-    prepareRows(s.value, h.var);
-    const Mode scalar{false, h.var, i};
-    const bool unroll = vectorized && h.extent >= kUnroll * lanes && choir::exprSize(s.value) <= kUnrollNodes;
-    const int64_t after_unroll = unroll ? h.extent % (kUnroll * lanes) : h.extent;
-    if (vectorized) {
-      const Mode vec{true, h.var, i};
-      broadcast_.clear();
-      prepareBroadcasts(s.value, vec, -1);
-      if (unroll) {
-        // Four independent accumulators: lanes u*lanes.. of each step read
-        // through a second index local.
-        const uint32_t j = newLocal(ValType::kI32);
-        const Mode vj{true, h.var, j};
-        ACCY_RETURN_IF_ERROR(counted(i, i32Local(h.extent - (kUnroll * lanes - 1)), kUnroll * lanes,
-                                     [&]() -> absl::Status {
-                                       for (int u = 0; u < kUnroll; ++u) {
-                                         cse_.clear();
-                                         f_.get(i);
-                                         if (u > 0) {
-                                           f_.i32Const(u * lanes);
-                                           f_.op(op::kI32Add);
-                                         }
-                                         f_.set(j);
-                                         ACCY_ASSIGN_OR_RETURN(const uint32_t x, expr(s.value, vj));
-                                         combine(s.combiner, dtype, vacc[u], x, true);
-                                       }
-                                       return absl::OkStatus();
-                                     }));
-      }
-      if (after_unroll >= lanes) {
-        ACCY_RETURN_IF_ERROR(counted(i, i32Local(h.extent - (lanes - 1)), lanes, [&]() -> absl::Status {
-          cse_.clear();
-          ACCY_ASSIGN_OR_RETURN(const uint32_t x, expr(s.value, vec));
-          combine(s.combiner, dtype, vacc[0], x, true);
-          return absl::OkStatus();
-        }));
-      }
-      broadcast_.clear();
-    }
-    if (!vectorized || h.extent % lanes != 0) {
-      ACCY_RETURN_IF_ERROR(counted(i, i32Local(h.extent), 1, [&]() -> absl::Status {
-        cse_.clear();
-        ACCY_ASSIGN_OR_RETURN(const uint32_t x, expr(s.value, scalar));
-        combine(s.combiner, dtype, acc, x, false);
-        return absl::OkStatus();
-      }));
-    }
-    rows_active_ = false;
-    rows_.clear();
-    return absl::OkStatus();
-  };
-  ACCY_RETURN_IF_ERROR(level(0));
-  if (vectorized) {
-    for (int u = 1; u < kUnroll; ++u) combine(s.combiner, dtype, vacc[0], vacc[u], true);
-    for (int l = 0; l < lanes; ++l) {
-      f_.get(vacc[0]);
-      f_.simdOp(dtype == DType::f64   ? simd::kF64x2ExtractLane
-                : dtype == DType::i32 ? simd::kI32x4ExtractLane
-                                      : simd::kF32x4ExtractLane);
-      f_.lane(static_cast<uint8_t>(l));
-      combine(s.combiner, dtype, acc, keep(valType(dtype)), false);
-    }
-  }
-  uint32_t result = acc;
-  if (s.mean_count != 0) {
-    Primitives p(f_, pool_, false);
-    codegen::OpSemantics<Primitives> sem(p, "wasm emitter");
-    result = sem.binary(OpCode::kDiv, dtype, acc, p.constant(dtype, static_cast<double>(s.mean_count)));
-    ACCY_RETURN_IF_ERROR(p.status());
-    ACCY_RETURN_IF_ERROR(sem.status());
-  } else if (dtype == DType::bool_ && s.combiner == OpCode::kAdd) {
-    f_.get(acc);
-    f_.i32Const(0);
-    f_.op(op::kI32Ne);
-    result = keep(ValType::kI32);
-  }
-  cse_.clear();
-  const uint64_t offset = pushAddress(s.buffer, s.index, Mode{});
-  storeScalar(dtype, offset, result);
-  return absl::OkStatus();
 }
 
 }  // namespace accy::wasm

@@ -14,17 +14,6 @@
 
 namespace accy::x64 {
 
-namespace x86 = asmjit::x86;
-using asmjit::Label;
-using choir::Affine;
-using choir::DType;
-using choir::Expr;
-using choir::ExprKind;
-using choir::LoopTag;
-using choir::OpCode;
-using choir::Stmt;
-using choir::StmtKind;
-
 namespace {
 
 // Register blocks of the product microkernel: rows x vectors of columns.

@@ -18,18 +18,6 @@
 
 namespace accy::x64 {
 
-namespace x86 = asmjit::x86;
-using asmjit::Label;
-using choir::Affine;
-using choir::DType;
-using choir::Expr;
-using choir::ExprKind;
-using choir::ExprRef;
-using choir::LoopTag;
-using choir::OpCode;
-using choir::Stmt;
-using choir::StmtKind;
-
 KernelEmitter::KernelEmitter(x86::Compiler& cc, const choir::Module& module, Isa isa, int64_t stream_above)
     : LoopWalker(module),
       cc_(cc),

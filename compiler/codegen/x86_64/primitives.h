@@ -22,6 +22,19 @@
 
 namespace accy::x64 {
 
+// The names every file of the emitter uses.
+namespace x86 = asmjit::x86;
+using asmjit::Label;
+using choir::Affine;
+using choir::DType;
+using choir::Expr;
+using choir::ExprKind;
+using choir::ExprRef;
+using choir::LoopTag;
+using choir::OpCode;
+using choir::Stmt;
+using choir::StmtKind;
+
 inline Lane laneOf(choir::DType d) { return d == choir::DType::f64 ? Lane::kF64 : Lane::kF32; }
 inline bool isFloat(choir::DType d) { return d == choir::DType::f32 || d == choir::DType::f64; }
 // log2 of the element size: the scale of an indexed address.

@@ -8,14 +8,6 @@
 
 namespace accy::x64 {
 
-namespace x86 = asmjit::x86;
-using asmjit::Label;
-using choir::Affine;
-using choir::DType;
-using choir::Expr;
-using choir::ExprKind;
-using choir::Stmt;
-
 bool KernelEmitter::streams(const Stmt& l) const {
   const Stmt& st = l.body[0];
   const choir::Buffer& out = m_.buffers[st.buffer];
