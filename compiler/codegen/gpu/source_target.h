@@ -14,14 +14,50 @@
 
 #include "base/status_macros.h"
 #include "base/strings.h"
+// What a source target's compile path uses with it: compileSourceProgram
+// and the kernel emitter that drives the target.
+#include "compiler/codegen/gpu/gpu_program.h"
+#include "compiler/codegen/gpu/kernel_emitter.h"
 #include "compiler/codegen/gpu/source_writer.h"
 #include "compiler/codegen/gpu/target.h"
+#include "compiler/tensor/scalar_ops.h"
 
 namespace accy::gpu {
 
 class SourceTarget : public Target {
  public:
-  SourceTarget(SourceWriter::Style style, const choir::Module& m) : w_(style), m_(m) {}
+  // What both languages' targets describe alike: the device's limits and
+  // the mode asked for; loops per domain axis and unrolled slices (faster
+  // for the shader compilers measured). The target adds its dtypes and
+  // subgroups.
+  SourceTarget(SourceWriter::Style style, const choir::Module& m, std::string name, int64_t max_workgroup_size,
+               int64_t max_workgroups, int64_t workgroup_memory, ArithmeticMode mode)
+      : w_(style), m_(m) {
+    desc_.name = std::move(name);
+    desc_.max_workgroup_size = max_workgroup_size;
+    desc_.max_workgroups = max_workgroups;
+    desc_.workgroup_memory_bytes = workgroup_memory;
+    desc_.mode = mode;
+    desc_.nested_domain_loops = true;
+    desc_.unrolled_slices = true;
+  }
+
+  const TargetDesc& desc() const override { return desc_; }
+
+  // Keeps the plan's workgroup size and buffers, then the target's start.
+  absl::Status begin(const KernelPlan& plan) override {
+    wg_ = plan.workgroup_size;
+    used_ = plan.used_buffers;
+    return start(plan);
+  }
+
+  // The number converted to the dtype: bools as the language's literals,
+  // the others written by `literal`.
+  Value constant(DType d, double v) override {
+    const double c = tensor::convertValue(v, DType::f64, d);
+    if (d == DType::bool_) return let(d, c != 0 ? "true" : "false");
+    return literal(d, c);
+  }
 
   Value compare(Cmp c, DType, Value a, Value b) override {
     static constexpr const char* kOps[] = {"<", "<=", ">", ">=", "==", "!="};
@@ -122,6 +158,10 @@ class SourceTarget : public Target {
   }
 
  protected:
+  // After begin() kept the plan: the builtins and the target's own state.
+  virtual absl::Status start(const KernelPlan& plan) = 0;
+  // A constant of a numeric dtype, already converted to it.
+  virtual Value literal(DType d, double c) = 0;
   // The language's name of a value's type, of the index type, an index
   // constant, and the head of an endless loop.
   virtual const char* typeName(DType d) const = 0;
@@ -147,6 +187,8 @@ class SourceTarget : public Target {
   SourceWriter w_;
   const choir::Module& m_;
   std::vector<std::pair<DType, int64_t>> shared_;  // the workgroup arrays: element dtype, count
+  TargetDesc desc_;
+  std::vector<int> used_;            // the buffers the kernel binds
   int64_t wg_ = 1;                   // invocations per workgroup
   Value lid_ = 0, group_ = 0, gid_ = 0;  // set by begin()
 };

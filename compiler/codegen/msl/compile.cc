@@ -14,15 +14,10 @@
 
 #include "absl/strings/str_format.h"
 #include "base/errors.h"
-#include "base/status_macros.h"
-#include "base/strings.h"
-#include "compiler/choir/pipeline.h"
-#include "compiler/codegen/semantics/op_semantics.h"
-#include "compiler/codegen/gpu/gpu_program.h"
-#include "compiler/codegen/gpu/kernel_emitter.h"
 #include "compiler/codegen/gpu/source_target.h"
 #include "compiler/codegen/math/elementary.h"
 #include "compiler/codegen/msl/artifact.h"
+#include "compiler/codegen/semantics/op_semantics.h"
 #include "compiler/tensor/scalar_ops.h"
 
 namespace accy::msl {
@@ -134,26 +129,17 @@ const char* unsignedOf(DType d) { return d == DType::i64 ? "ulong" : "uint"; }
 class MslTarget final : public gpu::SourceTarget {
  public:
   MslTarget(const choir::Module& m, const choir::Kernel& k, const TargetInfo& t)
-      : SourceTarget(Writer::Style::kTypeBefore, m), k_(k) {
-    desc_.name = "MSL";
-    desc_.max_workgroup_size = t.max_workgroup_size;
-    desc_.max_workgroups = t.max_workgroups;
-    desc_.workgroup_memory_bytes = t.workgroup_memory;
+      : SourceTarget(Writer::Style::kTypeBefore, m, "MSL", t.max_workgroup_size, t.max_workgroups, t.workgroup_memory,
+                     t.mode),
+        k_(k) {
     desc_.subgroups = t.simdgroups ? gpu::Subgroups::kRuntime : gpu::Subgroups::kNone;
     desc_.index64 = true;
     desc_.float64 = false;
     desc_.float64_needs = "a target with 64-bit floats (Metal has none)";
     desc_.int64 = true;
-    desc_.mode = t.mode;
-    desc_.nested_domain_loops = true;
-    desc_.unrolled_slices = true;
   }
 
-  const gpu::TargetDesc& desc() const override { return desc_; }
-
-  absl::Status begin(const gpu::KernelPlan& plan) override {
-    wg_ = plan.workgroup_size;
-    used_ = plan.used_buffers;
+  absl::Status start(const gpu::KernelPlan& plan) override {
     wide_ = plan.wide;
     lid_ = builtin("lid");
     group_ = builtin("wid");
@@ -200,8 +186,7 @@ class MslTarget final : public gpu::SourceTarget {
 
   // --- values ---------------------------------------------------------------
 
-  Value constant(DType d, double v) override {
-    const double c = tensor::convertValue(v, DType::f64, d);
+  Value literal(DType d, double c) override {
     switch (d) {
       case DType::f32:
         return let(d, f32Literal(static_cast<float>(c)));
@@ -214,9 +199,7 @@ class MslTarget final : public gpu::SourceTarget {
         return let(d, i > INT64_MIN ? strCat("long(", i, "l)")
                                     : absl::StrFormat("as_type<long>(0x%016xul)", static_cast<uint64_t>(i)));
       }
-      case DType::bool_:
-        return let(d, c != 0 ? "true" : "false");
-      default:
+      default:  // f64 is refused before any value is made
         return let(DType::f32, "0.0f");
     }
   }
@@ -320,11 +303,9 @@ class MslTarget final : public gpu::SourceTarget {
   }
 
   const choir::Kernel& k_;
-  gpu::TargetDesc desc_;
   bool wide_ = false;
   bool simd_ = false;
   int loops_ = 0;
-  std::vector<int> used_;
 };
 
 }  // namespace

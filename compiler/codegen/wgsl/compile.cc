@@ -9,14 +9,9 @@
 
 #include "absl/strings/str_format.h"
 #include "base/errors.h"
-#include "base/status_macros.h"
-#include "base/strings.h"
-#include "compiler/choir/pipeline.h"
-#include "compiler/codegen/semantics/op_semantics.h"
-#include "compiler/codegen/gpu/gpu_program.h"
-#include "compiler/codegen/gpu/kernel_emitter.h"
 #include "compiler/codegen/gpu/source_target.h"
 #include "compiler/codegen/math/elementary.h"
+#include "compiler/codegen/semantics/op_semantics.h"
 #include "compiler/tensor/scalar_ops.h"
 
 namespace accy::wgsl {
@@ -143,27 +138,19 @@ const char* storedAs(DType d) { return d == DType::bool_ ? "u32" : typeOf(d); }
 class WgslTarget final : public gpu::SourceTarget {
  public:
   WgslTarget(const choir::Module& m, const choir::Kernel& k, const TargetInfo& t, bool subgroups)
-      : SourceTarget(Writer::Style::kTypeAfter, m), k_(k), subgroups_(subgroups) {
-    desc_.name = "WGSL";
-    desc_.max_workgroup_size = t.max_workgroup_size;
-    desc_.max_workgroups = t.max_workgroups;
-    desc_.workgroup_memory_bytes = t.workgroup_memory;
+      : SourceTarget(Writer::Style::kTypeAfter, m, "WGSL", t.max_workgroup_size, t.max_workgroups, t.workgroup_memory,
+                     t.mode),
+        k_(k),
+        subgroups_(subgroups) {
     desc_.subgroups = subgroups ? gpu::Subgroups::kRuntimeLanes : gpu::Subgroups::kNone;
     desc_.index64 = false;
     desc_.float64 = false;
     desc_.float64_needs = "a target with 64-bit floats (WGSL has none)";
     desc_.int64 = false;
     desc_.int64_needs = "a target with 64-bit integers (WGSL has none)";
-    desc_.mode = t.mode;
-    desc_.nested_domain_loops = true;
-    desc_.unrolled_slices = true;
   }
 
-  const gpu::TargetDesc& desc() const override { return desc_; }
-
-  absl::Status begin(const gpu::KernelPlan& plan) override {
-    wg_ = plan.workgroup_size;
-    used_ = plan.used_buffers;
+  absl::Status start(const gpu::KernelPlan&) override {
     // A zero no compiler can know (buffers hold fewer than 2^31
     // elements): WgslOps' barrier against reassociation.
     w_.line(strCat("let accy_opaque: u32 = arrayLength(&buf", used_.front(), ") >> 31u;"));
@@ -196,20 +183,14 @@ class WgslTarget final : public gpu::SourceTarget {
     return text;
   }
 
-  // --- values ---------------------------------------------------------------
+  // --- values: numbers are f32 and i32 ---------------------------------------
 
-  Value constant(DType d, double v) override {
-    const double c = tensor::convertValue(v, DType::f64, d);
-    switch (d) {
-      case DType::f32:
-        return let(d, f32Literal(static_cast<float>(c)));
-      case DType::i32:
-        return let(d, absl::StrFormat("bitcast<i32>(0x%08xu)", static_cast<uint32_t>(tensor::toInt64(c))));
-      case DType::bool_:
-        return let(d, c != 0 ? "true" : "false");
-      default:
-        return let(DType::f32, "0.0");
+  Value literal(DType d, double c) override {
+    if (d == DType::i32) {
+      return let(d, absl::StrFormat("bitcast<i32>(0x%08xu)", static_cast<uint32_t>(tensor::toInt64(c))));
     }
+    // f64 and i64 are refused before any value is made.
+    return let(DType::f32, d == DType::f32 ? f32Literal(static_cast<float>(c)) : std::string("0.0"));
   }
   Value arith(gpu::Arith op, DType d, Value a, Value b) override {
     static constexpr const char* kOps[] = {"+", "-", "*", "/"};
@@ -290,8 +271,6 @@ class WgslTarget final : public gpu::SourceTarget {
 
   const choir::Kernel& k_;
   bool subgroups_;
-  gpu::TargetDesc desc_;
-  std::vector<int> used_;
 };
 
 }  // namespace
