@@ -42,7 +42,20 @@ class SpirvOps {
   Vec fma(Vec a, Vec b, Vec c) { return add(mul(a, b), c); }
   Vec neg(Vec a) { return b_.value(op::FNegate, f_, {a}); }
   Vec abs(Vec a) { return bitAnd(a, bits(~c().sign_mask & (f64_ ? ~uint64_t{0} : 0xffffffffu))); }
-  Vec round(Vec a) { return b_.value(op::ExtInst, f_, {b_.importGlsl(), 2 /* RoundEven */, a}); }
+  // To nearest, ties to even. f32 through GLSL's RoundEven. f64 by adding
+  // and subtracting 2^52 to |a| (the add rounds to nearest even, exactly
+  // where |a| < 2^52; larger values are integers already), then a's sign
+  // (round(-0.3) is -0): lavapipe's f64 RoundEven rounds ties up on x86-64
+  // hosts without AVX-512 (round(-1.5) gave -1 on an AMD EPYC with AVX2),
+  // and the IEEE additions give the same result on every device.
+  Vec round(Vec a) {
+    if (!f64_) return b_.value(op::ExtInst, f_, {b_.importGlsl(), 2 /* RoundEven */, a});
+    const Vec big = num(4503599627370496.0);  // 2^52
+    const Vec mag = abs(a);
+    const Vec near = sub(add(mag, big), big);
+    const Vec rounded = select(cmp(math::Cmp::kLt, mag, big), near, mag);
+    return bitOr(rounded, bitAnd(a, bits(c().sign_mask)));
+  }
   Vec minRaw(Vec a, Vec b) { return b_.value(op::Select, f_, {b_.value(op::FOrdLessThan, b_.typeBool(), {a, b}), a, b}); }
   Vec maxRaw(Vec a, Vec b) {
     return b_.value(op::Select, f_, {b_.value(op::FOrdGreaterThan, b_.typeBool(), {a, b}), a, b});

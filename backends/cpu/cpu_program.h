@@ -1,0 +1,47 @@
+// The CPU backend: runs x86-64 executables in the calling process, on the
+// caller's memory.
+//
+// An executable is loaded once (its code copied into fresh executable
+// memory and its plans validated) and launched any number of times, from
+// any number of threads at once: each launch has its own scratch for
+// temporaries. Inputs and outputs are the caller's buffers, used in place.
+#ifndef ACCY_BACKENDS_CPU_CPU_BACKEND_H_
+#define ACCY_BACKENDS_CPU_CPU_BACKEND_H_
+
+#include <cstddef>
+#include <memory>
+#include <span>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "backends/backend.h"
+#include "compiler/executable/executable.h"
+
+namespace accy::cpu {
+
+struct LoadedCode;
+
+class LoadedExecutable final : public backends::LoadedProgram {
+ public:
+  // Validates `exe` (InvalidProgram) and maps its code (OutOfMemory when
+  // the system refuses executable memory). Fails with Unimplemented on a
+  // host that is not x86-64 or lacks the ISA the code was built for.
+  static absl::StatusOr<LoadedExecutable> load(executable::Executable exe, int threads);
+
+  // Runs every kernel in order. Buffers: exactly the executable's input and
+  // output counts and byte sizes, aligned to their element size, outputs
+  // disjoint from each other and from the inputs; anything else fails with
+  // InvalidBuffer before any code runs.
+  absl::Status launch(absl::Span<const std::span<const std::byte>> inputs,
+                      absl::Span<const std::span<std::byte>> outputs) const override;
+
+  const executable::Executable& executable() const override;
+
+ private:
+  explicit LoadedExecutable(std::shared_ptr<const LoadedCode> code) : code_(std::move(code)) {}
+  std::shared_ptr<const LoadedCode> code_;
+};
+
+}  // namespace accy::cpu
+
+#endif  // ACCY_BACKENDS_CPU_CPU_BACKEND_H_
