@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_program.h"
 #include "compiler/codegen/x86_64/compile.h"
 #include "compiler/tensor/program.h"
 

@@ -1,6 +1,6 @@
 #include "backends/registry.h"
 
-#include "backends/cpu/cpu_device.h"
+#include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/null/null_backend.h"
 #include "backends/vulkan/vulkan_backend.h"

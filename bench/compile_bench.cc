@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "accy/accy.h"
-#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_program.h"
 #include "bench/bench_util.h"
 #include "bench/program_shapes.h"
 #include "compiler/choir/lower.h"

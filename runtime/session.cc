@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backends/cpu/cpu_device.h"
+#include "backends/cpu/cpu_backend.h"
 #include "base/errors.h"
 #include "compiler/tensor/evaluate.h"
 #include "base/status_macros.h"

@@ -19,7 +19,7 @@
 
 #include "accy/accy.h"
 #include "base/stop.h"
-#include "backends/cpu/cpu_device.h"
+#include "backends/cpu/cpu_backend.h"
 #include "compiler/codegen/arithmetic_mode.h"
 #include "compiler/executable/codec.h"
 #include "examples/tone/tone.h"

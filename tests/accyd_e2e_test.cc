@@ -1,7 +1,9 @@
 // End to end over a real accyd process: the original's three tone tests
 // through RemoteSession, every failure status through the daemon,
 // isolation, lease expiry, shared memory, reflection, many concurrent
-// clients, and a clean SIGTERM drain.
+// clients, and a clean SIGTERM drain. Over 900 lines: every case starts
+// and stops the same real daemon (tests/accyd_daemon.h) and shares its
+// client helpers; one binary keeps make test to one build of it.
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>

@@ -20,7 +20,7 @@
 
 #include "accy/accy.h"
 #include "backends/backend.h"
-#include "backends/cpu/cpu_device.h"
+#include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/null/null_backend.h"
 #include "backends/vulkan/vulkan_backend.h"

@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "accy/accy.h"
-#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_program.h"
 #include "compiler/choir/lower.h"
 #include "compiler/codegen/x86_64/emitter.h"
 #include "examples/tone/tone.h"

@@ -1,13 +1,17 @@
-// CPU backend conformance: every op and thousands of random programs,
-// compiled to x86-64 and run, against the reference evaluator; every
-// instruction set the host has.
+// CPU backend conformance: the device suite (tests/device_suite.h) on the
+// x86-64 device in process (the backend accyd's cpu device serves), and the
+// CPU's own cases: every op and thousands of random programs at every
+// instruction set the host has, misaligned outputs, thread counts, the
+// blocked product's remainders, streamed stores and the sum's bits.
 #include <cstring>
 #include <random>
 
 #include "accy/accy.h"
+#include "backends/cpu/cpu_program.h"
 #include "backends/cpu/cpu_backend.h"
 #include "compiler/codegen/x86_64/compile.h"
 #include "tests/conformance.h"
+#include "tests/device_suite.h"
 #include "tests/op_cases.h"
 #include "tests/random_programs.h"
 
@@ -51,6 +55,36 @@ using tensor::Value;
   }
   return ::testing::AssertionSuccess();
 }
+
+// The x86-64 device as the suite sees it: the backend's loads and launches,
+// programs compiled for the host's best ISA on two threads (parallel loops
+// split in two), the CPU's schedule (no workgroup forms).
+backends::Backend& cpuDevice() {
+  static std::unique_ptr<backends::Backend> b = backends::makeCpuBackend(backends::BackendOptions{});
+  return *b;
+}
+
+GpuUnderTest cpuUnderTest() {
+  GpuUnderTest g;
+  g.backend = &cpuDevice();
+  g.target = "x86_64";
+  g.compile_for_gpu = [](const tensor::Program& program) {
+    return x64::compileProgram(program, x64::CompileOptions{.threads = 2});
+  };
+  g.int64 = true;
+  g.float64 = true;
+  g.gpu_forms = false;
+  g.note = std::string("x86-64 in process, ") + x64::isaName(x64::detectIsa());
+  return g;
+}
+
+const bool registered = registerDeviceSuite({
+    .name = "x86_64",
+    .unavailable = [] { return cpuDevice().info().available ? std::string() : cpuDevice().info().unavailable_reason; },
+    .device = cpuUnderTest,
+    .refuses = {},
+    .leaves_out = {},
+});
 
 std::vector<x64::Isa> hostIsas() {
   std::vector<x64::Isa> isas = {x64::Isa::kSse41};

@@ -1,5 +1,5 @@
-// CUDA conformance on an NVIDIA GPU: the GPU conformance suite
-// (tests/gpu_conformance.h) compiled to PTX (exact mode) and run through the
+// CUDA conformance on an NVIDIA GPU: the device suite (tests/device_suite.h)
+// compiled to PTX (exact mode) and run through the
 // CUDA Driver API, plus `dot` in tf32 on tensor cores against a bound on
 // tf32's rounding. Skipped, with the reason, where no CUDA device is
 // available (every CI machine: there, ptx_test checks every module with
@@ -11,6 +11,7 @@
 #include "compiler/codegen/ptx/compile.h"
 #include "gtest/gtest.h"
 #include "tests/conformance.h"
+#include "tests/device_suite.h"
 #include "tests/gpu_conformance.h"
 
 namespace accy::testing {
@@ -48,42 +49,14 @@ TEST(CudaConformance, TheBackendSaysWhyItIsUnavailable) {
   EXPECT_EQ(errorKind(exe.status()), ErrorKind::kUnimplemented);
 }
 
-TEST(CudaConformance, EveryOp) {
-  SKIP_WITHOUT_CUDA();
-  checkEveryOp(gpu());
-}
-TEST(CudaConformance, IntegerPowEdgeCases) {
-  SKIP_WITHOUT_CUDA();
-  checkIntegerPowEdgeCases(gpu());
-}
-TEST(CudaConformance, BoolBuffersMixedWithNumbers) {
-  SKIP_WITHOUT_CUDA();
-  checkBoolBuffersMixedWithNumbers(gpu());
-}
-TEST(CudaConformance, TiledProducts) {
-  SKIP_WITHOUT_CUDA();
-  checkTiledProducts(gpu());
-}
-TEST(CudaConformance, TreeReductions) {
-  SKIP_WITHOUT_CUDA();
-  checkTreeReductions(gpu());
-}
-TEST(CudaConformance, ReductionsAsTheDeviceChooses) {
-  SKIP_WITHOUT_CUDA();
-  checkReductionsAsTheDeviceChooses(gpu());
-}
-TEST(CudaConformance, RandomPrograms) {
-  SKIP_WITHOUT_CUDA();
-  checkRandomPrograms(gpu());
-}
-TEST(CudaConformance, TransformedPrograms) {
-  SKIP_WITHOUT_CUDA();
-  checkTransformedPrograms(gpu());
-}
-TEST(CudaConformance, TheThreeToneTests) {
-  SKIP_WITHOUT_CUDA();
-  checkTheThreeToneTests(gpu());
-}
+// The device suite (tests/device_suite.h) on the CUDA device.
+const bool registered = registerDeviceSuite({
+    .name = "cuda",
+    .unavailable = [] { return cuda().info().available ? std::string() : "no CUDA device: " + cuda().info().unavailable_reason; },
+    .device = gpu,
+    .refuses = {},
+    .leaves_out = {},
+});
 
 // tf32 keeps 10 of f32's 23 mantissa bits in each operand (rounded to
 // nearest) and accumulates in f32: each product is off by at most about

@@ -1,4 +1,4 @@
-// The GPU conformance suite on the MSL target: every kernel compiled to MSL,
+// The device suite (tests/device_suite.h) on the MSL target: every kernel compiled to MSL,
 // compiled by clang++ against the shim's <metal_stdlib> (warnings as errors)
 // and run on CPU threads, each threadgroup's threads meeting at real
 // barriers (tools/msl/shim.h), against the reference evaluator with the
@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,9 @@
 #include "compiler/codegen/targets.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/device_suite.h"
 #include "tests/gpu_conformance.h"
+#include "tests/op_cases.h"
 #include "tools/msl/shim.h"
 
 namespace accy::testing {
@@ -58,34 +61,43 @@ tensor::Program sumOf(int64_t n) {
     GTEST_SKIP() << "clang++ not found (/usr/bin/clang++ or ACCY_CLANG): nothing to compile the MSL with"; \
   }
 
-TEST(MslConformance, TheGpuSuiteRunsThroughTheShim) {
+// The device suite (tests/device_suite.h) through the shim, SIMD-group
+// trees where the suite builds trees.
+const bool registered = registerDeviceSuite({
+    .name = "msl",
+    .unavailable = [] {
+      return mslshim::clangPath().empty() ? std::string("clang++ not found (/usr/bin/clang++ or ACCY_CLANG): nothing to "
+                                                        "compile the MSL with")
+                                          : std::string();
+    },
+    .device = [] { return gpu(); },
+    .refuses = {{tensor::DType::f64, "Metal has no 64-bit floats"}},
+    .leaves_out = {{Check::kReductionsAsTheDeviceChooses,
+                    "the shim runs each threadgroup's threads as CPU threads: 2^22-element reductions as the device "
+                    "would schedule them take minutes, and no Metal device chooses here (the other checks run the "
+                    "GPU forms)"}},
+});
+
+// Trees again, finishing in threadgroup memory only (the form for devices
+// without SIMD-group operations), and one with SIMD-group shuffles: both
+// meet at real barriers.
+TEST(MslConformance, TreeReductionsWithAndWithoutSimdGroups) {
   SKIP_WITHOUT_CLANG();
-  const GpuUnderTest g = gpu();
-  programsLeftOutForDTypes() = 0;
-  checkWholeSuite(g);
-  // Trees again, finishing in threadgroup memory only.
+  const mslshim::ShimStats before = mslshim::stats();
   checkTreeReductions(gpu(false));
+  const mslshim::ShimStats trees = mslshim::stats();
+  EXPECT_GT(trees.barriers, before.barriers);
+  EXPECT_EQ(trees.shuffles, before.shuffles) << "threadgroup-memory trees shuffled";
+  std::mt19937 rng(3);
+  const tensor::Program sum = sumOf(5000);
+  EXPECT_TRUE(runAndCompare(gpu(), sum, {randomBytes(sum.inputSpecs()[0], rng, -1, 1)}));
+  const mslshim::ShimStats st = mslshim::stats();
+  EXPECT_GT(st.shuffles, trees.shuffles) << "SIMD-group trees did not shuffle";
   std::printf("%d MSL programs compiled by clang++ through the shim and run (%.1f s in clang++)\n", shim().loads(),
               shim().compileSeconds());
-  std::printf("%d programs left out: they hold f64 values, which Metal does not have\n", programsLeftOutForDTypes());
-  const mslshim::ShimStats st = mslshim::stats();
   std::printf("%lld CPU threads ran as threadgroup threads; %lld barriers met, %lld SIMD-group shuffles\n",
               static_cast<long long>(st.threads), static_cast<long long>(st.barriers),
               static_cast<long long>(st.shuffles));
-  EXPECT_GT(shim().loads(), 500);
-  EXPECT_GT(st.barriers, 0);
-  EXPECT_GT(st.shuffles, 0);
-}
-
-// Metal has no f64: refused by name, with the op.
-TEST(MslConformance, Float64IsRefusedByName) {
-  const absl::StatusOr<tensor::Program> p = programWithFloat64();
-  ASSERT_TRUE(p.ok());
-  absl::StatusOr<executable::Executable> exe = msl::compileProgram(*p, msl::TargetInfo{});
-  ASSERT_FALSE(exe.ok());
-  EXPECT_EQ(errorKind(exe.status()), ErrorKind::kUnimplemented);
-  EXPECT_THAT(std::string(exe.status().message()), HasSubstr("f64 values need a target with 64-bit floats (Metal"));
-  EXPECT_THAT(std::string(exe.status().message()), HasSubstr("(op mul in kernel"));
 }
 
 // The artifact: each kernel's source, what the host binds, the math mode.

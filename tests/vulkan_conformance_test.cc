@@ -1,11 +1,11 @@
-// Vulkan conformance on a real device (Mesa's lavapipe in CI): the GPU
-// conformance suite (tests/gpu_conformance.h) compiled to SPIR-V (exact
+// Vulkan conformance on a real device (Mesa's lavapipe in CI): the device
+// suite (tests/device_suite.h) compiled to SPIR-V (exact
 // mode). Skipped, with the reason, where no Vulkan device is available;
 // nothing else is skipped.
 #include "backends/vulkan/vulkan_backend.h"
 #include "compiler/codegen/spirv/compile.h"
 #include "gtest/gtest.h"
-#include "tests/gpu_conformance.h"
+#include "tests/device_suite.h"
 
 namespace accy::testing {
 namespace {
@@ -31,45 +31,14 @@ GpuUnderTest gpu() {
   return g;
 }
 
-#define SKIP_WITHOUT_VULKAN()                                                                     \
-  if (!vulkan().info().available) GTEST_SKIP() << "no Vulkan device: " << vulkan().info().unavailable_reason
-
-TEST(VulkanConformance, EveryOp) {
-  SKIP_WITHOUT_VULKAN();
-  checkEveryOp(gpu());
-}
-TEST(VulkanConformance, IntegerPowEdgeCases) {
-  SKIP_WITHOUT_VULKAN();
-  checkIntegerPowEdgeCases(gpu());
-}
-TEST(VulkanConformance, BoolBuffersMixedWithNumbers) {
-  SKIP_WITHOUT_VULKAN();
-  checkBoolBuffersMixedWithNumbers(gpu());
-}
-TEST(VulkanConformance, TiledProducts) {
-  SKIP_WITHOUT_VULKAN();
-  checkTiledProducts(gpu());
-}
-TEST(VulkanConformance, TreeReductions) {
-  SKIP_WITHOUT_VULKAN();
-  checkTreeReductions(gpu());
-}
-TEST(VulkanConformance, ReductionsAsTheDeviceChooses) {
-  SKIP_WITHOUT_VULKAN();
-  checkReductionsAsTheDeviceChooses(gpu());
-}
-TEST(VulkanConformance, RandomPrograms) {
-  SKIP_WITHOUT_VULKAN();
-  checkRandomPrograms(gpu());
-}
-TEST(VulkanConformance, TransformedPrograms) {
-  SKIP_WITHOUT_VULKAN();
-  checkTransformedPrograms(gpu());
-}
-TEST(VulkanConformance, TheThreeToneTests) {
-  SKIP_WITHOUT_VULKAN();
-  checkTheThreeToneTests(gpu());
-}
+// The device suite (tests/device_suite.h) on the Vulkan device.
+const bool registered = registerDeviceSuite({
+    .name = "vulkan",
+    .unavailable = [] { return vulkan().info().available ? std::string() : "no Vulkan device: " + vulkan().info().unavailable_reason; },
+    .device = gpu,
+    .refuses = {},
+    .leaves_out = {},
+});
 
 }  // namespace
 }  // namespace accy::testing

@@ -145,6 +145,26 @@ int run() {
       if (batched.ok()) digest("mlp-grad-vmap", batched->program());
     }
   }
+  {
+    // bench/cpu_bench.cc's training step: a two-layer perceptron's loss
+    // (batch 256, 512 inputs, 512 tanh units, 10 classes) and its gradient.
+    const std::vector<tensor::Spec> specs = {tensor::spec(DType::f32, {{"b", 256}, {"i", 512}}),
+                                             tensor::spec(DType::f32, {{"b", 256}, {"c", 10}}),
+                                             tensor::spec(DType::f32, {{"i", 512}, {"h", 512}}),
+                                             tensor::spec(DType::f32, {{"h", 512}}),
+                                             tensor::spec(DType::f32, {{"h", 512}, {"c", 10}})};
+    auto loss = tensor::Function::define("perceptron", specs, [](tensor::Builder&, testing::Args v) {
+      const tensor::Value h = (v[0].dot(v[2], "i") + v[3]).tanh();
+      const tensor::Value logits = h.dot(v[4], "h");
+      const tensor::Value top = logits.max("c");
+      const tensor::Value lse = (logits - top).exp().sum("c").log() + top;
+      return (lse - (v[1] * logits).sum("c")).mean("b");
+    });
+    if (loss.ok()) {
+      auto step = loss->valueAndGrad({.wrt = {2, 3, 4}});
+      if (step.ok()) digest("perceptron-step", step->program());
+    }
+  }
   for (DType dtype : {DType::f32, DType::f64}) {
     for (uint32_t seed = 1; seed <= 60; ++seed) {
       testing::RandomOptions options;

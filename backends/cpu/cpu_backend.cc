@@ -1,8 +1,8 @@
-#include "backends/cpu/cpu_device.h"
+#include "backends/cpu/cpu_backend.h"
 
 #include <algorithm>
 
-#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_program.h"
 #include "compiler/codegen/targets.h"
 #include "compiler/codegen/x86_64/compile.h"
 #include "base/errors.h"

@@ -1,7 +1,7 @@
 // The CPU device behind the backend interface: x86-64 code run in the
 // calling process.
-#ifndef ACCY_BACKENDS_CPU_CPU_DEVICE_H_
-#define ACCY_BACKENDS_CPU_CPU_DEVICE_H_
+#ifndef ACCY_BACKENDS_CPU_CPU_BACKEND_H_
+#define ACCY_BACKENDS_CPU_CPU_BACKEND_H_
 
 #include <memory>
 
@@ -13,4 +13,4 @@ std::unique_ptr<Backend> makeCpuBackend(const BackendOptions& options);
 
 }  // namespace accy::backends
 
-#endif  // ACCY_BACKENDS_CPU_CPU_DEVICE_H_
+#endif  // ACCY_BACKENDS_CPU_CPU_BACKEND_H_

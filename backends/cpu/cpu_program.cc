@@ -1,4 +1,4 @@
-#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_program.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

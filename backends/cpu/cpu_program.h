@@ -1,12 +1,12 @@
-// The CPU backend: runs x86-64 executables in the calling process, on the
-// caller's memory.
+// An x86-64 executable loaded on the CPU device: run in the calling process,
+// on the caller's memory.
 //
 // An executable is loaded once (its code copied into fresh executable
 // memory and its plans validated) and launched any number of times, from
 // any number of threads at once: each launch has its own scratch for
 // temporaries. Inputs and outputs are the caller's buffers, used in place.
-#ifndef ACCY_BACKENDS_CPU_CPU_BACKEND_H_
-#define ACCY_BACKENDS_CPU_CPU_BACKEND_H_
+#ifndef ACCY_BACKENDS_CPU_CPU_PROGRAM_H_
+#define ACCY_BACKENDS_CPU_CPU_PROGRAM_H_
 
 #include <cstddef>
 #include <memory>
@@ -44,4 +44,4 @@ class LoadedExecutable final : public backends::LoadedProgram {
 
 }  // namespace accy::cpu
 
-#endif  // ACCY_BACKENDS_CPU_CPU_BACKEND_H_
+#endif  // ACCY_BACKENDS_CPU_CPU_PROGRAM_H_

@@ -82,8 +82,8 @@ absl_libs=$(grep -o '"-labsl_[a-z0-9_]*"' "$repo/third_party/system.BUILD" | tr 
 
 # --- the source lists ---------------------------------------------------------
 decode_roots="//compiler/wire:wire"
-all_roots="//compiler/wire:wire + //backends/cpu:cpu"
-service_roots="//server:server_lib + //backends/cpu:cpu_device + //client:remote_session + //compiler/tensor"
+all_roots="//compiler/wire:wire + //backends/cpu:cpu_runtime"
+service_roots="//server:server_lib + //backends/cpu + //client:remote_session + //compiler/tensor"
 service_srcs=""
 service_protos=""
 service_generated=""
@@ -150,7 +150,7 @@ if ! from_bazel; then
   echo "build_fuzzer: bazel query failed; using the fixed source list (it may be stale)" >&2
   decode_srcs=$(cd "$repo" && ls base/*.cc compiler/tensor/*.cc compiler/wire/wire.cc | grep -v '_test\.cc$')
   compile_srcs=$(cd "$repo" && ls compiler/choir/*.cc compiler/choir/passes/*.cc compiler/codegen/x86_64/*.cc \
-    compiler/executable/executable.cc backends/buffer_checks.cc backends/cpu/cpu_backend.cc \
+    compiler/executable/executable.cc backends/buffer_checks.cc backends/cpu/cpu_program.cc \
     backends/cpu/thread_pool.cc | grep -v '_test\.cc$')
   protos=accy/wire/v1/program.proto
 fi

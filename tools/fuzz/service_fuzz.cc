@@ -34,7 +34,7 @@
 #include "compiler/tensor/builder.h"
 #include "compiler/tensor/program.h"
 #include "compiler/wire/wire.h"
-#include "backends/cpu/cpu_device.h"
+#include "backends/cpu/cpu_backend.h"
 #include "client/remote_session.h"
 #include "runtime/channel.h"
 #include "runtime/statuses.h"

@@ -48,7 +48,7 @@
 #include "compiler/wire/wire.h"
 
 #ifndef ACCY_FUZZ_DECODE_ONLY
-#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_program.h"
 #include "compiler/codegen/x86_64/compile.h"
 #endif
 
