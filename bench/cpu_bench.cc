@@ -1,5 +1,7 @@
 // CPU benchmarks, each measured side by side with its references in one
-// run (see docs/PERFORMANCE.md for the figures and the command; the
+// run (one binary over 900 lines: every CPU row of docs/PERFORMANCE.md with
+// its references, so that one command measures them all alike; see
+// docs/PERFORMANCE.md for the figures and the command; the
 // references are built at -O3 -march=native in bench/references.cc, and
 // tools/bench.sh picks OpenBLAS's kernel for the CPU):
 //   - fused y = sin(a*x + b) * c over 2^24 f32: Accy (1 thread, all threads)
@@ -44,7 +46,7 @@
 #include <vector>
 
 #include "accy/accy.h"
-#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_program.h"
 #include "backends/cpu/thread_pool.h"
 #include "bench/bench_util.h"
 #include "bench/program_shapes.h"

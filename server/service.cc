@@ -1,3 +1,8 @@
+// The accyd gRPC service's handlers (service.h). One file of about 950
+// lines on purpose: every handler works under the same session table,
+// lease, identity check and status mapping, which are private to it; the
+// invoke channel (Channel, below) is the one piece with a life of its own,
+// and it is the invoke path's second form.
 #include "server/service.h"
 
 #include <malloc.h>
