@@ -51,7 +51,7 @@ struct Refusal {
 };
 
 struct DeviceSuite {
-  std::string name;  // "x86_64", "vulkan", "cuda-fake", ...
+  std::string name;  // "x86_64", "vulkan", "cuda_fake", ...: no "-" (a test filter reads it as "not")
   // Why the device cannot run here, or "" when it can. Asked per test.
   std::function<std::string()> unavailable;
   // The device under test (its backend made on first use).

@@ -72,10 +72,7 @@ const bool registered = registerDeviceSuite({
     },
     .device = [] { return gpu(); },
     .refuses = {{tensor::DType::f64, "Metal has no 64-bit floats"}},
-    .leaves_out = {{Check::kReductionsAsTheDeviceChooses,
-                    "the shim runs each threadgroup's threads as CPU threads: 2^22-element reductions as the device "
-                    "would schedule them take minutes, and no Metal device chooses here (the other checks run the "
-                    "GPU forms)"}},
+    .leaves_out = {},
 });
 
 // Trees again, finishing in threadgroup memory only (the form for devices

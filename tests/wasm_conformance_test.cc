@@ -95,9 +95,7 @@ const bool registered = registerDeviceSuite({
     .unavailable = withoutNodeOrWabt,
     .device = [] { return wasmUnderTest(); },
     .refuses = {},
-    .leaves_out = {{Check::kReductionsAsTheDeviceChooses,
-                    "2^22-element inputs cross into node as JSON, a minute per case; wasm's own reductions are "
-                    "the CPU schedule the other checks run"}},
+    .leaves_out = {},
 });
 
 TEST(WasmConformance, RandomF64ProgramsMatch) {

@@ -61,9 +61,7 @@ const bool registered = registerDeviceSuite({
     .unavailable = withoutChromium,
     .device = gpu,
     .refuses = {{tensor::DType::f64, "WGSL has no 64-bit floats"}, {tensor::DType::i64, "WGSL has no 64-bit integers"}},
-    .leaves_out = {{Check::kReductionsAsTheDeviceChooses,
-                    "2^22-element inputs cross into the page as JSON, minutes per case on SwiftShader; the other "
-                    "checks run the same kernels' forms"}},
+    .leaves_out = {},
 });
 
 // The plain modules (the fallback for adapters without subgroups), in the
