@@ -1,5 +1,4 @@
-// The GPU conformance suite, shared by every GPU backend (see
-// gpu_conformance.h).
+// The checks of the device conformance suite (gpu_conformance.h).
 #include "tests/gpu_conformance.h"
 
 #include <algorithm>
@@ -410,17 +409,6 @@ void checkTheThreeToneTests(const GpuUnderTest& gpu) {
   EXPECT_NEAR(3.0f, f8[2], 1e-6);
   EXPECT_NEAR(3.0f, f8[3], 1e-6);
   for (int g = 0; g < 8; ++g) EXPECT_NEAR(mismatch(f8[g]), value[g], 1e-3) << "the last step's value, guess " << g;
-}
-
-void checkWholeSuite(const GpuUnderTest& gpu) {
-  checkEveryOp(gpu);
-  checkIntegerPowEdgeCases(gpu);
-  checkBoolBuffersMixedWithNumbers(gpu);
-  checkTiledProducts(gpu);
-  checkTreeReductions(gpu);
-  checkRandomPrograms(gpu);
-  checkTransformedPrograms(gpu);
-  checkTheThreeToneTests(gpu);
 }
 
 std::string testDir(std::string_view sub) {

@@ -1,10 +1,12 @@
-// The GPU conformance suite, run by every GPU backend's test against the
-// reference evaluator with the tolerances of docs/CONFORMANCE.md: every op
-// (f32, f64, i32, bool, i64 where the device has it), integer pow's edge
-// cases, bool buffers mixed with numbers, tiled products, tree reductions,
-// random programs, transformed (batched, differentiated) random programs and the original's three tone tests. Programs are
-// compiled with the cooperative GPU forms on (what a GPU gets); the tone
-// tests go through the backend's own compile.
+// The checks of the device conformance suite (registered per device by
+// tests/device_suite.h), against the reference evaluator with the
+// tolerances of docs/CONFORMANCE.md: every op (f32, f64, i32, bool, i64
+// where the device has it), integer pow's edge cases, bool buffers mixed
+// with numbers, tiled products, tree reductions, random programs,
+// transformed (batched, differentiated) random programs and the original's
+// three tone tests. Programs are compiled with the device's compile_for_gpu
+// (the cooperative forms on, for a GPU); the tone tests and the reductions
+// as the device chooses go through the backend's own compile.
 #ifndef ACCY_TESTS_GPU_CONFORMANCE_H_
 #define ACCY_TESTS_GPU_CONFORMANCE_H_
 
@@ -70,9 +72,6 @@ void checkReductionsAsTheDeviceChooses(const GpuUnderTest& gpu);
 void checkRandomPrograms(const GpuUnderTest& gpu);
 void checkTransformedPrograms(const GpuUnderTest& gpu);
 void checkTheThreeToneTests(const GpuUnderTest& gpu);
-// Every check above in turn (but checkReductionsAsTheDeviceChooses): what a
-// device's test runs in one go.
-void checkWholeSuite(const GpuUnderTest& gpu);
 
 // A directory for the test's files: $TEST_TMPDIR (or /tmp), with `sub`
 // below it made when given.

@@ -46,7 +46,7 @@
 //     Prims prims(const Mode&);
 //     const char* emitterName();             "x86-64 emitter"
 //     bool contractsMultiplyAdd(choir::DType);  add(mul(a, b), c) as one
-//         fused multiply-add
+//         fused multiply-add (optional, with multiplyAdd: none without)
 //     Value multiplyAdd(choir::DType, const Value& a, const Value& b,
 //                       const Value& c, const Mode&);
 //     Value indexValue(const choir::Affine&);  an index expression's value,
@@ -63,16 +63,17 @@
 //         returns the lanes' mode (stream set for non-temporal stores)
 //     absl::Status alignStream(const choir::Stmt& loop, Index i, Index limit,
 //                              int width, const Mode& scalar);
-//         scalar iterations until the output is aligned (stream only)
+//         scalar iterations until the output is aligned (optional: a target
+//         without it never sets stream)
 //     void endVectorStore(const Mode& lanes);
-//     void beginScalarStore(); void endScalarStore();
+//     void beginScalarStore(); void endScalarStore();   (optional)
 //     int reduceWidth(const choir::Stmt& reduce);
 //     void beginReduce(choir::DType, int width);
 //     void beginReduceBody(const choir::Stmt& reduce, const Mode& lanes);
 //     void endReduceBody();
 //     std::optional<absl::Status> specialLoop(const choir::Stmt& loop, bool outermost);
 //         a loop the target emits its own way (x86-64's blocked product), or
-//         nullopt
+//         nullopt (optional)
 #ifndef ACCY_COMPILER_CODEGEN_CPU_LOOP_WALKER_H_
 #define ACCY_COMPILER_CODEGEN_CPU_LOOP_WALKER_H_
 
@@ -195,7 +196,9 @@ class LoopWalker {
     }
     ACCY_RETURN_IF_ERROR(self().checkLoop(s.loop));
     if (s.body.size() == 1 && s.body[0].kind == choir::StmtKind::kStore) return innermostStore(s, outermost);
-    if (std::optional<absl::Status> special = self().specialLoop(s, outermost)) return *special;
+    if constexpr (requires(T& t) { t.specialLoop(s, outermost); }) {
+      if (std::optional<absl::Status> special = self().specialLoop(s, outermost)) return *special;
+    }
     const Index i = self().newIndex();
     vars_[s.loop.var] = i;
     const Index limit = startLoop(s, i, outermost && s.loop.tag == choir::LoopTag::kCpuParallel);
@@ -222,7 +225,13 @@ class LoopWalker {
     };
     if (width > 1) {
       const Mode lanes = self().beginVectorStore(l, width, Mode{true, l.loop.var, i});
-      if (lanes.stream) ACCY_RETURN_IF_ERROR(self().alignStream(l, i, limit, width, scalar));
+      if (lanes.stream) {
+        if constexpr (requires(T& t) { t.alignStream(l, i, limit, width, scalar); }) {
+          ACCY_RETURN_IF_ERROR(self().alignStream(l, i, limit, width, scalar));
+        } else {
+          return absl::InternalError(strCat(self().emitterName(), ": streamed stores without alignStream"));
+        }
+      }
       const Index vlimit = self().limitLess(limit, width - 1);
       ACCY_RETURN_IF_ERROR(counted(i, vlimit, width, step(lanes)));
       if (parallel || lanes.stream || l.loop.extent % width != 0) {
@@ -230,9 +239,9 @@ class LoopWalker {
       }
       self().endVectorStore(lanes);
     } else {
-      self().beginScalarStore();
+      if constexpr (requires(T& t) { t.beginScalarStore(); }) self().beginScalarStore();
       ACCY_RETURN_IF_ERROR(counted(i, limit, 1, step(scalar)));
-      self().endScalarStore();
+      if constexpr (requires(T& t) { t.endScalarStore(); }) self().endScalarStore();
     }
     endRows();
     return absl::OkStatus();
@@ -369,17 +378,19 @@ class LoopWalker {
       case choir::ExprKind::kOp: {
         // add(mul(a, b), c) in floating point: one fused multiply-add where
         // the target contracts (one rounding instead of two).
-        if (e->op == choir::OpCode::kAdd && self().contractsMultiplyAdd(e->dtype)) {
-          for (int side = 0; side < 2; ++side) {
-            const choir::ExprRef& m = e->args[side];
-            if (m->kind != choir::ExprKind::kOp || m->op != choir::OpCode::kMul) continue;
-            if (cse_.contains(numbers_.number(m))) continue;
-            ACCY_ASSIGN_OR_RETURN(const Value a, expr(m->args[0], mode));
-            ACCY_ASSIGN_OR_RETURN(const Value b, expr(m->args[1], mode));
-            ACCY_ASSIGN_OR_RETURN(const Value c, expr(e->args[1 - side], mode));
-            v = self().multiplyAdd(e->dtype, a, b, c, mode);
-            cse_[key] = v;
-            return v;
+        if constexpr (requires(T& t, const Value& x) { t.multiplyAdd(e->dtype, x, x, x, mode); }) {
+          if (e->op == choir::OpCode::kAdd && self().contractsMultiplyAdd(e->dtype)) {
+            for (int side = 0; side < 2; ++side) {
+              const choir::ExprRef& m = e->args[side];
+              if (m->kind != choir::ExprKind::kOp || m->op != choir::OpCode::kMul) continue;
+              if (cse_.contains(numbers_.number(m))) continue;
+              ACCY_ASSIGN_OR_RETURN(const Value a, expr(m->args[0], mode));
+              ACCY_ASSIGN_OR_RETURN(const Value b, expr(m->args[1], mode));
+              ACCY_ASSIGN_OR_RETURN(const Value c, expr(e->args[1 - side], mode));
+              v = self().multiplyAdd(e->dtype, a, b, c, mode);
+              cse_[key] = v;
+              return v;
+            }
           }
         }
         std::vector<Value> args;

@@ -61,10 +61,8 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, uint32_t, u
 
   Primitives prims(const Mode& mode);
   const char* emitterName() const { return "wasm emitter"; }
-  // WebAssembly's SIMD128 has no fused multiply-add (relaxed SIMD's is not
-  // deterministic).
-  bool contractsMultiplyAdd(choir::DType) const { return false; }
-  uint32_t multiplyAdd(choir::DType, uint32_t, uint32_t, uint32_t, const Mode&) { return 0; }
+  // No multiplyAdd: SIMD128 has no fused multiply-add (relaxed SIMD's is
+  // not deterministic). No streamed stores, no loops of its own.
   uint32_t indexValue(const choir::Affine& a);
   choir::DType indexDType() const { return choir::DType::i32; }
   uint32_t accumulator(choir::OpCode combiner, choir::DType dtype, bool vector);
@@ -73,15 +71,11 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, uint32_t, u
 
   int storeWidth(const choir::Stmt& loop, bool parallel) const;
   Mode beginVectorStore(const choir::Stmt& loop, int width, const Mode& lanes);
-  absl::Status alignStream(const choir::Stmt&, uint32_t, uint32_t, int, const Mode&) { return absl::OkStatus(); }
   void endVectorStore(const Mode&) { broadcast_.clear(); }
-  void beginScalarStore() {}
-  void endScalarStore() {}
   int reduceWidth(const choir::Stmt& reduce) const;
   void beginReduce(choir::DType, int width) { reduce_width_ = width; }
   void beginReduceBody(const choir::Stmt& reduce, const Mode& lanes);
   void endReduceBody() { broadcast_.clear(); }
-  std::optional<absl::Status> specialLoop(const choir::Stmt&, bool) { return std::nullopt; }
 
  private:
   // Whether every value of `e` runs in vector lanes of `var` of dtype `lane`
