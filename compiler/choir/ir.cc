@@ -98,6 +98,33 @@ ExprRef makeLoad(DType dtype, int buffer, std::vector<Affine> index) {
   return e;
 }
 
+ExprRef bindLoad(const ExprRef& load, int var, ExprRef value) {
+  countWork();
+  auto e = std::make_shared<Expr>(*load);
+  e->bound.push_back(var);
+  e->args.push_back(std::move(value));
+  return e;
+}
+
+ExprRef clampIndex(ExprRef e, int64_t hi) {
+  if (e->dtype != DType::i64) e = makeOp(OpCode::kCast, DType::i64, {std::move(e)});
+  ExprRef low = makeOp(OpCode::kMax, DType::i64, {std::move(e), makeConstant(DType::i64, 0)});
+  return makeOp(OpCode::kMin, DType::i64, {std::move(low), makeConstant(DType::i64, static_cast<double>(hi))});
+}
+
+int64_t clampBound(const Expr& e) {
+  auto isConst = [](const ExprRef& x) { return x->kind == ExprKind::kConstant && x->dtype == DType::i64; };
+  if (e.kind != ExprKind::kOp || e.op != OpCode::kMin || e.dtype != DType::i64 || e.args.size() != 2) return -1;
+  const Expr& low = *e.args[0];
+  if (!isConst(e.args[1]) || low.kind != ExprKind::kOp || low.op != OpCode::kMax || low.dtype != DType::i64 ||
+      low.args.size() != 2 || !isConst(low.args[1]) || low.args[1]->constant != 0) {
+    return -1;
+  }
+  const double hi = e.args[1]->constant;
+  if (!(hi >= 0 && hi < 9.0e15)) return -1;
+  return static_cast<int64_t>(hi);
+}
+
 ExprRef makeConstant(DType dtype, double value) {
   countWork();
   auto e = std::make_shared<Expr>();

@@ -87,6 +87,14 @@ enum class ExprKind : uint8_t {
 struct Expr;
 using ExprRef = std::shared_ptr<const Expr>;
 
+// A load may read at positions that depend on data (take, pad): such a
+// load binds variables of its own, `bound[j]` to the value of `args[j]`
+// (evaluated first, in order), and its affine index may use them like loop
+// variables. Every bound value is a clamp, min(max(i64 e, 0), hi)
+// (clampIndex), so the variable ranges over [0, hi] like a loop of extent
+// hi + 1, and the verifier proves the access in bounds exactly as for
+// loops: no data makes a load leave its buffer. A load without bound
+// variables has no args.
 struct Expr {
   ExprKind kind = ExprKind::kConstant;
   DType dtype = DType::f32;
@@ -94,10 +102,17 @@ struct Expr {
   int buffer = -1;                // for kLoad
   std::vector<Affine> index;      // for kLoad: one per buffer dimension; kIndex: one
   double constant = 0;            // for kConstant
-  std::vector<ExprRef> args;      // for kOp
+  std::vector<ExprRef> args;      // for kOp; for kLoad, the values of `bound`
+  std::vector<int> bound;         // for kLoad: the variables args bind
 };
 
 ExprRef makeLoad(DType dtype, int buffer, std::vector<Affine> index);
+// A load that binds `var` to `value` (a clampIndex) on top of `load`'s own.
+ExprRef bindLoad(const ExprRef& load, int var, ExprRef value);
+// min(max(e as i64, 0), hi): an index clamped into [0, hi].
+ExprRef clampIndex(ExprRef e, int64_t hi);
+// The hi of a clampIndex expression, or -1 when `e` is not one.
+int64_t clampBound(const Expr& e);
 ExprRef makeConstant(DType dtype, double value);
 ExprRef makeIndex(DType dtype, Affine index);
 ExprRef makeOp(OpCode op, DType dtype, std::vector<ExprRef> args);

@@ -6,6 +6,7 @@
 #include "base/errors.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
+#include "compiler/tensor/scalar_ops.h"
 
 namespace accy::choir {
 namespace {
@@ -17,14 +18,15 @@ using IndexMap = std::map<std::string, Affine, std::less<>>;
 bool isView(const Node& n) {
   switch (n.op) {
     case OpCode::kTranspose: case OpCode::kRename: case OpCode::kBroadcast: case OpCode::kSlice:
-    case OpCode::kSplit:
+    case OpCode::kSplit: case OpCode::kPad: case OpCode::kWindow: case OpCode::kTake:
 #define ACCY_CASES_Leaf 1
 #include "compiler/tensor/op_cases.inc"
       return true;
-    case OpCode::kMerge: case OpCode::kConcat:
+    case OpCode::kMerge: case OpCode::kConcat: case OpCode::kScatterAdd:
 #define ACCY_CASES_ALL
 #define ACCY_CASES_Leaf 0
 #define ACCY_CASES_Layout 0
+#define ACCY_CASES_Index 0
 #include "compiler/tensor/op_cases.inc"
       return false;
   }
@@ -176,15 +178,89 @@ class Lowering {
                               : at(a.name);
         }
         return access(src, inner);
-      case OpCode::kInput: case OpCode::kMerge: case OpCode::kConcat:
+      case OpCode::kWindow:
+        for (const tensor::Axis& a : p_.nodes[src].axes) {
+          inner[a.name] = a.name == n.names[0]
+                              ? add(scale(at(a.name), n.ints[1]), scale(at(n.names[1]), n.ints[2]))
+                              : at(a.name);
+        }
+        return access(src, inner);
+      case OpCode::kPad: {
+        // Inside [before, before + extent) the operand at the position
+        // less `before`, clamped so the read stays inside whatever the
+        // position; outside, the value.
+        const std::string& axis = n.names[0];
+        const int64_t before = n.ints[0];
+        const int64_t extent = extentOf(p_.nodes[src].axes, axis);
+        const int v = m_.newVar();
+        for (const tensor::Axis& a : p_.nodes[src].axes) inner[a.name] = a.name == axis ? Affine::var(v) : at(a.name);
+        const ExprRef pos = makeIndex(DType::i64, at(axis));
+        const ExprRef read =
+            bindVar(access(src, inner), v, clampIndex(makeIndex(DType::i64, add(at(axis), Affine::constantOf(-before))),
+                                                      extent - 1));
+        const ExprRef value = makeConstant(n.dtype, tensor::convertValue(n.scalar, DType::f64, n.dtype));
+        const ExprRef low = makeOp(OpCode::kGe, DType::bool_, {pos, makeConstant(DType::i64, double(before))});
+        const ExprRef high = makeOp(OpCode::kLt, DType::bool_, {pos, makeConstant(DType::i64, double(before + extent))});
+        return makeOp(OpCode::kWhere, n.dtype, {low, makeOp(OpCode::kWhere, n.dtype, {high, read, value}), value});
+      }
+      case OpCode::kTake: {
+        // The operand at the index read from `indices`, clamped.
+        const std::string& axis = n.names[0];
+        const int32_t ind = n.operands[1];
+        IndexMap at_ind;
+        for (const tensor::Axis& a : p_.nodes[ind].axes) at_ind[a.name] = at(a.name);
+        const ExprRef index = clampIndex(access(ind, at_ind), extentOf(p_.nodes[src].axes, axis) - 1);
+        const int v = m_.newVar();
+        for (const tensor::Axis& a : p_.nodes[src].axes) inner[a.name] = a.name == axis ? Affine::var(v) : at(a.name);
+        return bindVar(access(src, inner), v, index);
+      }
+      case OpCode::kInput: case OpCode::kMerge: case OpCode::kConcat: case OpCode::kScatterAdd:
 #define ACCY_CASES_ALL
 #define ACCY_CASES_Leaf 0
 #define ACCY_CASES_Layout 0
+#define ACCY_CASES_Index 0
 #include "compiler/tensor/op_cases.inc"
         break;
     }
     // Unreachable for validated programs: every other node has a buffer.
     return makeConstant(n.dtype, 0);
+  }
+
+  static int64_t extentOf(const std::vector<tensor::Axis>& axes, const std::string& name) {
+    for (const tensor::Axis& a : axes) {
+      if (a.name == name) return a.extent;
+    }
+    return 0;
+  }
+
+  // `e` with variable `v` bound to `value`: every load whose index uses v
+  // binds it (bindLoad), and every index expression that uses it adds the
+  // value instead. Loads inside bound values are rewritten first.
+  ExprRef bindVar(const ExprRef& e, int v, const ExprRef& value) {
+    switch (e->kind) {
+      case ExprKind::kConstant:
+        return e;
+      case ExprKind::kIndex: {
+        const int64_t c = e->index[0].coeffOf(v);
+        if (c == 0) return e;
+        const ExprRef rest = makeIndex(DType::i64, add(e->index[0], Affine::var(v, -c)));
+        const ExprRef scaled = makeOp(OpCode::kMul, DType::i64, {value, makeConstant(DType::i64, double(c))});
+        ExprRef sum = makeOp(OpCode::kAdd, DType::i64, {rest, scaled});
+        return e->dtype == DType::i64 ? sum : makeOp(OpCode::kCast, e->dtype, {sum});
+      }
+      case ExprKind::kLoad:
+      case ExprKind::kOp: {
+        auto copy = std::make_shared<Expr>(*e);
+        for (ExprRef& a : copy->args) a = bindVar(a, v, value);
+        bool uses = false;
+        if (e->kind == ExprKind::kLoad) {
+          for (const Affine& a : e->index) uses = uses || a.uses(v);
+        }
+        if (uses) return bindLoad(copy, v, value);
+        return copy;
+      }
+    }
+    return e;
   }
 
   absl::Status lowerNode(int32_t id) {
@@ -277,11 +353,65 @@ class Lowering {
           return absl::OkStatus();
         }
         break;
+      case OpCategory::Index:
+        if (n.op == OpCode::kScatterAdd) return lowerScatterAdd(id);
+        break;
       case OpCategory::Leaf:
         break;
     }
     return makeError(ErrorKind::kUnimplemented,
                      strCat("lowering: no kernel form for ", tensor::opName(n.op)));
+  }
+
+  // scatter_add as a reduction: out[.., j, ..] = x[.., j, ..] + the sum,
+  // from 0 in the row-major order of the indices' own axes, of the updates
+  // whose index equals j (an index outside [0, extent) equals none: it is
+  // dropped). Every element is one sequence of additions in a fixed order:
+  // the same bits at every thread count. It reads each index once per
+  // element of the axis: O(elements of x times the indices' own axes).
+  absl::Status lowerScatterAdd(int32_t id) {
+    const Node& n = p_.nodes[id];
+    const std::string& axis = n.names[0];
+    const Node& x = p_.nodes[n.operands[0]];
+    const Node& ind = p_.nodes[n.operands[1]];
+    std::vector<tensor::Axis> own;
+    for (const tensor::Axis& a : ind.axes) {
+      if (extentOf(x.axes, a.name) == 0) own.push_back(a);
+    }
+    IndexMap idx;
+    auto loops = newLoops(n.axes, idx);
+    auto domain = newLoops(own, idx);
+    IndexMap at_ind;
+    for (const tensor::Axis& a : ind.axes) at_ind[a.name] = idx[a.name];
+    const ExprRef hit = makeOp(OpCode::kEq, DType::bool_,
+                               {access(n.operands[1], at_ind), makeIndex(ind.dtype, idx[axis])});
+    IndexMap at_upd;
+    for (const tensor::Axis& a : p_.nodes[n.operands[2]].axes) at_upd[a.name] = idx[a.name];
+    const ExprRef update = makeOp(OpCode::kWhere, n.dtype,
+                                  {hit, access(n.operands[2], at_upd), makeConstant(n.dtype, 0)});
+    const std::string name = strCat("k", id, "_scatter_add");
+    if (domain.empty()) {  // one index per element: no sum
+      emitNest(name, loops, Stmt::store(buffer_of_[id], indexFor(n.axes, idx),
+                                        makeOp(OpCode::kAdd, n.dtype, {access(n.operands[0], idx), update})));
+      return absl::OkStatus();
+    }
+    tensor::Node sums = n;
+    const int t = addBuffer(strCat("t", id, "_sums"), sums, BufferRole::kTemp, -1);
+    Stmt r;
+    r.kind = StmtKind::kReduce;
+    r.buffer = t;
+    r.index = indexFor(n.axes, idx);
+    r.domain = domain;
+    r.value = update;
+    r.combiner = OpCode::kAdd;
+    emitNest(strCat(name, "_sums"), loops, std::move(r));
+    IndexMap out_idx;
+    auto out_loops = newLoops(n.axes, out_idx);
+    emitNest(name, out_loops,
+             Stmt::store(buffer_of_[id], indexFor(n.axes, out_idx),
+                         makeOp(OpCode::kAdd, n.dtype,
+                                {access(n.operands[0], out_idx), makeLoad(n.dtype, t, indexFor(n.axes, out_idx))})));
+    return absl::OkStatus();
   }
 
   const tensor::Program& p_;

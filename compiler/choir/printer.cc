@@ -84,8 +84,13 @@ namespace {
 
 std::string exprText(const Module& m, const ExprRef& e) {
   switch (e->kind) {
-    case ExprKind::kLoad:
-      return strCat(m.buffers[e->buffer].name, indexText(e->index));
+    case ExprKind::kLoad: {
+      std::string text = strCat(m.buffers[e->buffer].name, indexText(e->index));
+      for (size_t j = 0; j < e->bound.size(); ++j) {
+        text += strCat(j == 0 ? " where " : ", ", "i", e->bound[j], " = ", toText(m, e->args[j]));
+      }
+      return e->bound.empty() ? text : strCat("(", text, ")");
+    }
     case ExprKind::kConstant:
       return absl::StrFormat("%g:%s", e->constant, tensor::dtypeName(e->dtype));
     case ExprKind::kIndex:

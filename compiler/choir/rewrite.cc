@@ -12,8 +12,14 @@ ExprRef substituteExpr(const ExprRef& e, const Substitution& s) {
 }
 
 ExprRef replaceLoads(const ExprRef& e, const std::function<ExprRef(const ExprRef&)>& f) {
-  if (e->kind == ExprKind::kLoad) return f(e);
+  if (e->kind == ExprKind::kLoad && e->args.empty()) return f(e);
   if (e->args.empty()) return e;
+  if (e->kind == ExprKind::kLoad) {  // the loads in its bound values first
+    countWork();
+    auto copy = std::make_shared<Expr>(*e);
+    for (ExprRef& a : copy->args) a = replaceLoads(a, f);
+    return f(copy);
+  }
   countWork();
   auto copy = std::make_shared<Expr>(*e);
   for (ExprRef& a : copy->args) a = replaceLoads(a, f);

@@ -40,6 +40,10 @@ int ValueNumbering::number(const ExprRef& e) {
     case ExprKind::kLoad:
       put<int32_t>(&key, e->buffer);
       for (const Affine& a : e->index) putAffine(&key, a);
+      for (size_t j = 0; j < e->bound.size(); ++j) {
+        put<int32_t>(&key, e->bound[j]);
+        put<int32_t>(&key, args[j]);
+      }
       break;
     case ExprKind::kConstant:
       put<double>(&key, e->constant);

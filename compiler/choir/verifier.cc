@@ -79,10 +79,28 @@ class Verifier {
   absl::Status expr(const ExprRef& e) {
     if (!e) return fail("missing expression");
     switch (e->kind) {
-      case ExprKind::kLoad:
-        ACCY_RETURN_IF_ERROR(access(e->buffer, e->index, "load"));
+      case ExprKind::kLoad: {
+        // Bound variables range over [0, hi] of their clamps, like loops;
+        // the access is then checked in bounds as for loop variables.
+        if (e->bound.size() != e->args.size()) return fail("load binds a different number of variables and values");
+        std::vector<std::pair<int, int64_t>> saved;
+        for (size_t j = 0; j < e->bound.size(); ++j) {
+          ACCY_RETURN_IF_ERROR(expr(e->args[j]));
+          const int64_t hi = clampBound(*e->args[j]);
+          if (hi < 0) return fail(strCat("load binds i", e->bound[j], " to a value that is not a clamped index"));
+          const int v = e->bound[j];
+          if (v < 0 || v >= m_.num_vars || bound_.contains(v)) {
+            return fail(strCat("load binds i", v, ", which is out of range or already bound"));
+          }
+          bound_[v] = hi + 1;
+          saved.emplace_back(v, hi);
+        }
+        absl::Status st = access(e->buffer, e->index, "load");
+        for (const auto& [v, hi] : saved) bound_.erase(v);
+        ACCY_RETURN_IF_ERROR(st);
         if (m_.buffers[e->buffer].dtype != e->dtype) return fail("load dtype differs from its buffer");
         return absl::OkStatus();
+      }
       case ExprKind::kConstant:
         return absl::OkStatus();
       case ExprKind::kIndex:
@@ -128,6 +146,7 @@ class Verifier {
       case tensor::OpCategory::Reduce:
       case tensor::OpCategory::Dot:
       case tensor::OpCategory::Layout:
+      case tensor::OpCategory::Index:
         return fail(strCat(tensor::opName(e->op), " is not a scalar op"));
     }
     return absl::OkStatus();

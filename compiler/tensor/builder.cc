@@ -1,6 +1,7 @@
 #include "compiler/tensor/builder.h"
 
 #include <atomic>
+#include <cmath>
 
 #include "base/strings.h"
 #include "base/errors.h"
@@ -177,6 +178,80 @@ Value Value::cast(DType dtype) const {
 
 Value Value::dot(const Value& o, std::string_view k) const {
   return recordOp(makeNode(OpCode::kDot, {std::string(k)}), {*this, o});
+}
+
+Value Value::dot(const Value& o, std::initializer_list<std::string_view> axes) const {
+  return recordOp(makeNode(OpCode::kDot, toStrings(axes)), {*this, o});
+}
+
+Value Value::dot(const Value& o, const std::vector<std::string>& axes) const {
+  return recordOp(makeNode(OpCode::kDot, axes), {*this, o});
+}
+
+namespace {
+
+// argmax and argmin, recorded as reductions and a compare: the extreme
+// along `axis`, the elements equal to it (NaN handled as the order says),
+// then the smallest iota among them.
+Value argExtreme(const Value& x, std::string_view axis, bool largest) {
+  const std::string_view op = largest ? "argmax" : "argmin";
+  Builder* b = x.builder();
+  if (b == nullptr) return Value();
+  if (!x.valid()) return x.add(x);  // records the operand's error
+  int64_t extent = 0;
+  for (const Axis& a : x.axes()) {
+    if (a.name == axis) extent = a.extent;
+  }
+  if (extent == 0) {
+    return b->poison(makeError(ErrorKind::kUnknownAxis, strCat(op, ": axis '", quoted(axis),
+                                                               "' is not an axis of the operand ",
+                                                               axesText(x.axes()))));
+  }
+  if (extent > int64_t{1} << 31) {
+    return b->poison(makeError(ErrorKind::kInvalidExtent,
+                               strCat(op, ": axis '", axis, "' has extent ", extent,
+                                      "; an i32 index reaches 2^31")));
+  }
+  Value hit;
+  if (isFloating(x.dtype())) {
+    Value nan = x.ne(x);
+    if (largest) {
+      hit = nan.max(axis).where(nan, x.eq(x.max(axis)));
+    } else {
+      Value finite_min = nan.where(b->constant(INFINITY, x.dtype()), x).min(axis);
+      hit = nan.min(axis).where(nan, x.eq(finite_min));
+    }
+  } else {
+    hit = x.eq(largest ? x.max(axis) : x.min(axis));
+  }
+  Value position = b->iota(axis, extent, DType::i32);
+  return hit.where(position, b->constant(static_cast<double>(extent), DType::i32)).min(axis);
+}
+
+}  // namespace
+
+Value Value::argmax(std::string_view axis) const { return argExtreme(*this, axis, true); }
+Value Value::argmin(std::string_view axis) const { return argExtreme(*this, axis, false); }
+
+Value Value::pad(std::string_view axis, int64_t before, int64_t after, double value) const {
+  Node node = makeNode(OpCode::kPad, {std::string(axis)}, {before, after});
+  node.scalar = value;
+  return recordOp(std::move(node), {*this});
+}
+
+Value Value::window(std::string_view axis, std::string_view window_axis, int64_t size, int64_t stride,
+                    int64_t dilation) const {
+  return recordOp(makeNode(OpCode::kWindow, {std::string(axis), std::string(window_axis)},
+                           {size, stride, dilation}),
+                  {*this});
+}
+
+Value take(const Value& x, std::string_view axis, const Value& indices) {
+  return recordOp(makeNode(OpCode::kTake, {std::string(axis)}), {x, indices});
+}
+
+Value scatterAdd(const Value& x, std::string_view axis, const Value& indices, const Value& updates) {
+  return recordOp(makeNode(OpCode::kScatterAdd, {std::string(axis)}), {x, indices, updates});
 }
 
 Value Value::transpose(std::initializer_list<std::string_view> order) const {

@@ -103,6 +103,15 @@ class Value {
   // Multiplies by `o` (broadcasting by name) and sums over axis `k`, which
   // both operands must have.
   Value dot(const Value& o, std::string_view k) const;
+  // Sums over several axes, which both operands must have.
+  Value dot(const Value& o, std::initializer_list<std::string_view> axes) const;
+  Value dot(const Value& o, const std::vector<std::string>& axes) const;
+
+  // The first index (i32) along `axis` of the largest (smallest) element;
+  // NaN counts as larger than every number, so argmax finds the first NaN
+  // and argmin skips NaNs (index 0 when every element is NaN).
+  Value argmax(std::string_view axis) const;
+  Value argmin(std::string_view axis) const;
 
   // Layout by name.
   Value transpose(std::initializer_list<std::string_view> order) const;
@@ -121,6 +130,15 @@ class Value {
   Value slice(std::string_view axis, int64_t start, int64_t stop, int64_t step = 1) const;
   // Joins this value and `others` along `axis`.
   Value concat(std::string_view axis, std::initializer_list<Value> others) const;
+  // `before` elements of `value` (in this value's dtype), this value, then
+  // `after` more along `axis`. A view: consumers read through it.
+  Value pad(std::string_view axis, int64_t before, int64_t after, double value = 0) const;
+  // Replaces `axis` (extent n) by `axis` of extent
+  // (n - (size - 1) * dilation - 1) / stride + 1 followed by `window_axis`
+  // of extent `size`: element [i, k] is this value's [i * stride + k * dilation].
+  // WindowTooLarge when the window spans more than the axis. A view.
+  Value window(std::string_view axis, std::string_view window_axis, int64_t size, int64_t stride = 1,
+               int64_t dilation = 1) const;
 
  private:
   friend class Builder;
@@ -230,6 +248,30 @@ ACCY_FREE_REDUCE(prod)
 inline Value where(const Value& cond, const Value& a, const Value& b) { return cond.where(a, b); }
 inline Value cast(const Value& a, DType dtype) { return a.cast(dtype); }
 inline Value dot(const Value& a, const Value& b, std::string_view k) { return a.dot(b, k); }
+inline Value dot(const Value& a, const Value& b, std::initializer_list<std::string_view> axes) {
+  return a.dot(b, axes);
+}
+inline Value dot(const Value& a, const Value& b, const std::vector<std::string>& axes) { return a.dot(b, axes); }
+inline Value argmax(const Value& a, std::string_view axis) { return a.argmax(axis); }
+inline Value argmin(const Value& a, std::string_view axis) { return a.argmin(axis); }
+inline Value pad(const Value& a, std::string_view axis, int64_t before, int64_t after, double value = 0) {
+  return a.pad(axis, before, after, value);
+}
+inline Value window(const Value& a, std::string_view axis, std::string_view window_axis, int64_t size,
+                    int64_t stride = 1, int64_t dilation = 1) {
+  return a.window(axis, window_axis, size, stride, dilation);
+}
+
+// Indexing by data (docs/SEMANTICS.md, "Indexing by data"). `indices` is
+// i32 or i64. Axes of `indices` that `x` also has are matched element by
+// element; the others replace `axis` in place, in their order. Indices
+// outside [0, extent) are clamped: take never reads outside `x`.
+Value take(const Value& x, std::string_view axis, const Value& indices);
+// x plus `updates` added at the positions take(x, axis, indices) reads;
+// `updates` has the axes that take returns, in any order. Out-of-range
+// indices are dropped; duplicates add up in the indices' row-major order,
+// the same bits on every run, thread count and target.
+Value scatterAdd(const Value& x, std::string_view axis, const Value& indices, const Value& updates);
 inline Value transpose(const Value& a, std::initializer_list<std::string_view> order) {
   return a.transpose(order);
 }

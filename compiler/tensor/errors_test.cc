@@ -168,5 +168,47 @@ TEST(Errors, EvaluatorRejectsBadBuffers) {
   EXPECT_EQ(errorKind(evaluate(broken, {accy::bytes(four)}).status()), ErrorKind::kInvalidProgram);
 }
 
+// Indexing and windows: every misuse has its kind and names the op and axes.
+TEST(Errors, IndexingAndWindows) {
+  const Spec x = f32({{"vocab", 5}, {"feature", 3}});
+  auto check = [&](std::vector<Spec> specs, auto fn, ErrorKind kind, std::vector<std::string> words) {
+    const absl::Status st = recordError(specs, fn);
+    EXPECT_EQ(errorKind(st), kind) << st;
+    for (const std::string& w : words) EXPECT_THAT(st.message(), HasSubstr(w)) << st;
+  };
+  const Spec tokens = spec(DType::i32, {{"pos", 4}});
+  check({x, tokens}, [](Builder&, Args a) { return take(a[0], "word", a[1]); }, ErrorKind::kUnknownAxis,
+        {"take", "'word'", "(vocab=5, feature=3)"});
+  check({x, f32({{"pos", 4}})}, [](Builder&, Args a) { return take(a[0], "vocab", a[1]); },
+        ErrorKind::kUnsupportedDType, {"take", "i32 or i64", "f32"});
+  check({x, spec(DType::i32, {{"vocab", 5}})}, [](Builder&, Args a) { return take(a[0], "vocab", a[1]); },
+        ErrorKind::kAxisNameCollision, {"take", "'vocab'"});
+  check({x, spec(DType::i32, {{"feature", 2}})}, [](Builder&, Args a) { return take(a[0], "vocab", a[1]); },
+        ErrorKind::kAxisExtentMismatch, {"take", "'feature'"});
+  check({x, tokens, f32({{"pos", 4}})},  // updates lack `feature`
+        [](Builder&, Args a) { return scatterAdd(a[0], "vocab", a[1], a[2]); }, ErrorKind::kAxisExtentMismatch,
+        {"scatter_add", "updates", "(pos=4, feature=3)"});
+  check({x, f32({{"pos", 4}}), f32({{"pos", 4}, {"feature", 3}})},
+        [](Builder&, Args a) { return scatterAdd(a[0], "vocab", a[1], a[2]); }, ErrorKind::kUnsupportedDType,
+        {"scatter_add", "indices"});
+  check({x}, [](Builder&, Args a) { return a[0].window("vocab", "k", 4, 1, 2); }, ErrorKind::kWindowTooLarge,
+        {"window", "'vocab'", "5"});
+  check({x}, [](Builder&, Args a) { return a[0].window("vocab", "feature", 2); }, ErrorKind::kAxisNameCollision,
+        {"window", "'feature'"});
+  check({x}, [](Builder&, Args a) { return a[0].window("vocab", "k", 2, 0); }, ErrorKind::kInvalidArgument,
+        {"window", "stride 0"});
+  check({x}, [](Builder&, Args a) { return a[0].pad("vocab", -1, 0); }, ErrorKind::kInvalidArgument,
+        {"pad", "'vocab'", "-1"});
+  check({x}, [](Builder&, Args a) { return a[0].pad("h", 1, 1); }, ErrorKind::kUnknownAxis, {"pad", "'h'"});
+  check({x}, [](Builder&, Args a) { return a[0].argmax("h"); }, ErrorKind::kUnknownAxis, {"argmax", "'h'"});
+  check({x, x}, [](Builder&, Args a) { return dot(a[0], a[1], {"vocab", "h"}); }, ErrorKind::kUnknownAxis,
+        {"dot", "'h'"});
+  check({x, x}, [](Builder&, Args a) { return dot(a[0], a[1], {"vocab", "vocab"}); },
+        ErrorKind::kAxisNameCollision, {"dot", "'vocab'"});
+  // Sticky: the first misuse is the one reported.
+  check({x, tokens}, [](Builder&, Args a) { return take(a[0].pad("vocab", -2, 0), "vocab", a[1]).sum("pos"); },
+        ErrorKind::kInvalidArgument, {"pad"});
+}
+
 }  // namespace
 }  // namespace accy::tensor

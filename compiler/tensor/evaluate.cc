@@ -1,5 +1,6 @@
 #include "compiler/tensor/evaluate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -110,6 +111,9 @@ class Evaluator {
       case OpCategory::Layout:
         layout(node, out);
         break;
+      case OpCategory::Index:
+        index(node, out);
+        break;
     }
     return out;
   }
@@ -149,6 +153,7 @@ class Evaluator {
         case OpCategory::Reduce:
         case OpCategory::Dot:
         case OpCategory::Layout:
+        case OpCategory::Index:
           break;
       }
     });
@@ -200,20 +205,81 @@ class Evaluator {
   void dot(const Node& node, std::vector<double>& out) {
     const Node& a = operandNode(node, 0);
     const Node& b = operandNode(node, 1);
-    const std::string& k = node.names[0];
-    const int64_t extent = a.axes[*position(a.axes, k)].extent;
+    // The contracted axes, as the left operand orders them: the sum runs
+    // over them row-major, as a reduction over the same axes would.
+    std::vector<Axis> contracted;
+    for (const Axis& ax : a.axes) {
+      if (std::find(node.names.begin(), node.names.end(), ax.name) != node.names.end()) contracted.push_back(ax);
+    }
     forEachIndex(node.axes, [&](const std::vector<int64_t>& idx, int64_t flat) {
       double acc = 0;
-      for (int64_t kk = 0; kk < extent; ++kk) {
+      forEachIndex(contracted, [&](const std::vector<int64_t>& k, int64_t) {
         auto index_of = [&](size_t, const Axis& ax) -> int64_t {
-          return ax.name == k ? kk : idx[*position(node.axes, ax.name)];
+          if (auto p = position(contracted, ax.name)) return k[*p];
+          return idx[*position(node.axes, ax.name)];
         };
         const double product = applyBinary(OpCode::kMul, node.dtype, in(node, 0)[offset(a.axes, index_of)],
                                            in(node, 1)[offset(b.axes, index_of)]);
         acc = applyBinary(OpCode::kAdd, node.dtype, acc, product);
-      }
+      });
       out[flat] = acc;
     });
+  }
+
+  // take and scatter_add. For each element of take's result (row-major),
+  // the x element it reads: the index read from `indices` clamped to
+  // [0, extent) for take, or nullopt when out of range for scatter_add.
+  template <typename F>
+  void forEachTaken(const Node& node, bool clamp, F&& visit) {
+    const Node& x = operandNode(node, 0);
+    const Node& ind = operandNode(node, 1);
+    const std::string& axis = node.names[0];
+    const int64_t extent = x.axes[*position(x.axes, axis)].extent;
+    std::vector<Axis> taken = x.axes;
+    {
+      std::vector<Axis> fresh;
+      for (const Axis& a : ind.axes) {
+        if (!position(x.axes, a.name)) fresh.push_back(a);
+      }
+      const size_t at = *position(x.axes, axis);
+      taken.erase(taken.begin() + at);
+      taken.insert(taken.begin() + at, fresh.begin(), fresh.end());
+    }
+    forEachIndex(taken, [&](const std::vector<int64_t>& idx, int64_t flat) {
+      const double raw = in(node, 1)[byName(ind.axes, taken, idx)];
+      double i = raw;
+      if (raw < 0 || raw >= static_cast<double>(extent)) {
+        if (!clamp) return;
+        i = raw < 0 ? 0 : static_cast<double>(extent - 1);
+      }
+      const int64_t src = offset(x.axes, [&](size_t, const Axis& ax) -> int64_t {
+        return ax.name == axis ? static_cast<int64_t>(i) : idx[*position(taken, ax.name)];
+      });
+      visit(taken, idx, flat, src);
+    });
+  }
+
+  void index(const Node& node, std::vector<double>& out) {
+    if (node.op == OpCode::kTake) {
+      forEachTaken(node, true, [&](const std::vector<Axis>&, const std::vector<int64_t>&, int64_t flat,
+                                   int64_t src) { out[flat] = in(node, 0)[src]; });
+      return;
+    }
+    // scatter_add: x plus the sum of the updates that land on each element,
+    // summed from 0 in the row-major order of the indices' own axes (the
+    // order of take's result), or the one update when the indices have no
+    // axes of their own (docs/SEMANTICS.md).
+    const Node& x = operandNode(node, 0);
+    const Node& u = operandNode(node, 2);
+    bool own = false;
+    for (const Axis& a : operandNode(node, 1).axes) own = own || !position(x.axes, a.name);
+    std::vector<double> sums(out.size(), 0.0);
+    forEachTaken(node, false, [&](const std::vector<Axis>& taken, const std::vector<int64_t>& idx, int64_t,
+                                  int64_t dst) {
+      const double v = in(node, 2)[byName(u.axes, taken, idx)];
+      sums[dst] = own ? applyBinary(OpCode::kAdd, node.dtype, sums[dst], v) : v;
+    });
+    for (size_t e = 0; e < out.size(); ++e) out[e] = applyBinary(OpCode::kAdd, node.dtype, in(node, 0)[e], sums[e]);
   }
 
   void layout(const Node& node, std::vector<double>& out) {
@@ -239,6 +305,23 @@ class Evaluator {
     auto at = [&](const std::vector<int64_t>& idx, std::string_view name) {
       return idx[*position(node.axes, name)];
     };
+    if (node.op == OpCode::kPad) {
+      const size_t p = *position(node.axes, node.names[0]);
+      const int64_t before = node.ints[0];
+      const int64_t extent = a.axes[p].extent;
+      const double value = convertValue(node.scalar, DType::f64, node.dtype);
+      forEachIndex(node.axes, [&](const std::vector<int64_t>& idx, int64_t flat) {
+        const int64_t i = idx[p] - before;
+        if (i < 0 || i >= extent) {
+          out[flat] = value;
+          return;
+        }
+        std::vector<int64_t> inner = idx;
+        inner[p] = i;
+        out[flat] = in(node, 0)[offset(a.axes, [&](size_t j, const Axis&) { return inner[j]; })];
+      });
+      return;
+    }
     forEachIndex(node.axes, [&](const std::vector<int64_t>& idx, int64_t flat) {
       const int64_t src = offset(a.axes, [&](size_t, const Axis& ax) -> int64_t {
         switch (node.op) {
@@ -261,6 +344,13 @@ class Evaluator {
           }
           case OpCode::kSlice:
             if (ax.name == node.names[0]) return node.ints[0] + at(idx, ax.name) * node.ints[2];
+            return at(idx, ax.name);
+          case OpCode::kWindow:
+            if (ax.name == node.names[0]) {
+              return at(idx, ax.name) * node.ints[1] + at(idx, node.names[1]) * node.ints[2];
+            }
+            return at(idx, ax.name);
+          case OpCode::kPad:  // handled below
             return at(idx, ax.name);
           case OpCode::kTranspose: case OpCode::kBroadcast: case OpCode::kConcat:
 #define ACCY_CASES_ALL

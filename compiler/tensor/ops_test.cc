@@ -307,6 +307,10 @@ TEST(OpTable, DTypesColumnIsWhatShapeInferenceChecks) {
         arity = 2;
         names = {"i"};
         break;
+      case OpCategory::Index:  // x, i32 indices [j], updates [j]: the column speaks of x
+        arity = op == OpCode::kScatterAdd ? 3 : 2;
+        names = {"i"};
+        break;
       case OpCategory::Leaf:
       case OpCategory::Select:
       case OpCategory::Cast:
@@ -321,6 +325,10 @@ TEST(OpTable, DTypesColumnIsWhatShapeInferenceChecks) {
         in.dtype = d;
         in.axes = {Axis{"i", 3}};
         in.ints = {a};
+        if (cat == OpCategory::Index && a > 0) {
+          in.dtype = a == 1 ? DType::i32 : d;
+          in.axes = {Axis{"j", 2}};
+        }
         prior.push_back(in);
       }
       Node node;
@@ -362,6 +370,81 @@ TEST(OpTable, DerivedColumns) {
   EXPECT_EQ(opDTypes(OpCode::kMax), OpDTypes::Any);
   EXPECT_EQ(opDTypes(OpCode::kSin), OpDTypes::Floating);
   EXPECT_EQ(opDTypes(OpCode::kAdd), OpDTypes::Numeric);
+}
+
+// Indexing by data and windows (docs/SEMANTICS.md, "Indexing by data").
+TEST(Indexing, TakeClampsMatchesSharedAxesAndPlacesNewAxes) {
+  const std::vector<double> table = {0, 1, 10, 11, 20, 21};  // vocab=3, feature=2
+  std::vector<int64_t> tokens = {2, -1, 7, INT64_MIN, INT64_MAX, 1};  // batch=2, pos=3
+  auto program = define("t", {spec(DType::f64, {{"vocab", 3}, {"feature", 2}}),
+                             spec(DType::i64, {{"batch", 2}, {"pos", 3}})},
+                        [](Builder&, Args a) { return take(a[0], "vocab", a[1]); });
+  ASSERT_TRUE(program.ok()) << program.status();
+  EXPECT_EQ(program->outputSpecs()[0].axes, (std::vector<Axis>{{"batch", 2}, {"pos", 3}, {"feature", 2}}));
+  auto out = testing::evalDoubles(*program, {accy::bytes(table), accy::bytes(tokens)});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT((*out)[0], ElementsAre(20, 21, 0, 1, 20, 21, 0, 1, 20, 21, 10, 11));
+  // A shared axis is matched element by element: a label pick.
+  std::vector<float> logits = {1, 2, 3, 4, 5, 6};  // batch=2, class=3
+  std::vector<int32_t> labels = {2, 0};
+  auto p2 = define("pick", {f32({{"batch", 2}, {"class", 3}}), spec(DType::i32, {{"batch", 2}})},
+                   [](Builder&, Args a) { return take(a[0], "class", a[1]); });
+  ASSERT_TRUE(p2.ok());
+  auto o2 = testing::evalDoubles(*p2, {accy::bytes(logits), accy::bytes(labels)});
+  ASSERT_TRUE(o2.ok());
+  EXPECT_EQ(p2->outputSpecs()[0].axes, (std::vector<Axis>{{"batch", 2}}));
+  EXPECT_THAT((*o2)[0], ElementsAre(3, 4));
+}
+
+TEST(Indexing, ScatterAddDropsOutOfRangeAndSumsDuplicatesInOrder) {
+  std::vector<double> x = {1, 2, 3, 4};  // vocab=4
+  std::vector<int32_t> idx = {1, -1, 1, 4, 3, 1};
+  std::vector<double> upd = {1e17, 5, 1, 9, 0.5, -1e17};
+  auto program = define("s", {spec(DType::f64, {{"vocab", 4}}), spec(DType::i32, {{"pos", 6}}),
+                              spec(DType::f64, {{"pos", 6}})},
+                        [](Builder&, Args a) { return scatterAdd(a[0], "vocab", a[1], a[2]); });
+  ASSERT_TRUE(program.ok()) << program.status();
+  auto out = testing::evalDoubles(*program, {accy::bytes(x), accy::bytes(idx), accy::bytes(upd)});
+  ASSERT_TRUE(out.ok()) << out.status();
+  // vocab 1: ((0 + 1e17) + 1) - 1e17 = 0 in f64 (the 1 is lost: the order
+  // is the indices' order), then 2 + 0.
+  EXPECT_THAT((*out)[0], ElementsAre(1, 2, 3, 4.5));
+}
+
+TEST(Indexing, ArgmaxFirstIndexAndNaNs) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> x = {1, 3, 3, 0,  nan, 2, nan, 9,  nan, nan, nan, nan};  // row=3, col=4
+  auto program = define("a", {f32({{"row", 3}, {"col", 4}})}, [](Builder&, Args a) -> std::vector<Value> {
+    return {a[0].argmax("col"), a[0].argmin("col")};
+  });
+  ASSERT_TRUE(program.ok()) << program.status();
+  EXPECT_EQ(program->outputSpecs()[0], spec(DType::i32, {{"row", 3}}));
+  auto out = testing::evalDoubles(*program, {accy::bytes(x)});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT((*out)[0], ElementsAre(1, 0, 0));  // first maximum; the first NaN
+  EXPECT_THAT((*out)[1], ElementsAre(3, 1, 0));  // NaNs skipped; all NaN: 0
+}
+
+TEST(Indexing, PadWindowAndDotOverSeveralAxes) {
+  std::vector<float> x = {1, 2, 3, 4, 5};
+  Spec s;
+  EXPECT_THAT(run({f32({{"h", 5}})}, {x}, [](Builder&, Args a) { return a[0].pad("h", 2, 1, -1); }, &s),
+              ElementsAre(-1, -1, 1, 2, 3, 4, 5, -1));
+  EXPECT_EQ(s.axes, (std::vector<Axis>{{"h", 8}}));
+  // Stride 2, dilation 2, size 2 over 5: h = (5 - 2 - 1) / 2 + 1 = 2; [i, k] = x[2i + 2k].
+  EXPECT_THAT(run({f32({{"h", 5}})}, {x}, [](Builder&, Args a) { return a[0].window("h", "kh", 2, 2, 2); }, &s),
+              ElementsAre(1, 3, 3, 5));
+  EXPECT_EQ(s.axes, (std::vector<Axis>{{"h", 2}, {"kh", 2}}));
+  // A 3-tap box filter over a padded row: window then sum.
+  EXPECT_THAT(run({f32({{"h", 5}})}, {x},
+                  [](Builder&, Args a) { return a[0].pad("h", 1, 1).window("h", "kh", 3).sum("kh"); }),
+              ElementsAre(3, 6, 9, 12, 9));
+  // dot over two axes: sum over (c, k) of a * b.
+  std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {1, 0, 2, 0, 1, 3};
+  EXPECT_THAT(run({f32({{"c", 2}, {"k", 3}}), f32({{"k", 3}, {"c", 2}})}, {a, b},
+                  [](Builder&, Args v) { return dot(v[0], v[1], {"c", "k"}); }, &s),
+              ElementsAre(1 * 1 + 2 * 2 + 3 * 1 + 4 * 0 + 5 * 0 + 6 * 3));
+  EXPECT_TRUE(s.axes.empty());
 }
 
 }  // namespace

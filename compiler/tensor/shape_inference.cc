@@ -1,6 +1,7 @@
 // The type checker every producer of Programs shares: inferNode and
 // validateProgram (program.h).
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <set>
 
@@ -97,6 +98,45 @@ absl::Status noDuplicates(std::string_view op, const std::vector<std::string>& n
     }
   }
   return absl::OkStatus();
+}
+
+// The axes of take(x, axis, indices): x's axes with `axis` replaced, in
+// place, by the axes of `indices` that x lacks (in their order). Axes the
+// indices share with x are matched element by element and must agree in
+// extent; `axis` itself may not be one of them.
+absl::StatusOr<std::vector<Axis>> takeAxes(std::string_view op, const std::vector<Axis>& x,
+                                           const std::string& axis, const Node& indices) {
+  auto at = findAxis(x, axis);
+  if (!at) return unknownAxis(op, axis, x);
+  if (indices.dtype != DType::i32 && indices.dtype != DType::i64) {
+    return makeError(ErrorKind::kUnsupportedDType,
+                     strCat(op, ": indices must be i32 or i64, got ", dtypeName(indices.dtype)));
+  }
+  std::vector<Axis> fresh;
+  for (const Axis& ax : indices.axes) {
+    auto shared = findAxis(x, ax.name);
+    if (!shared) {
+      fresh.push_back(ax);
+    } else if (*shared == *at) {
+      return makeError(ErrorKind::kAxisNameCollision,
+                       strCat(op, ": the indices ", axesText(indices.axes), " have the indexed axis '",
+                              axis, "'; rename it"));
+    } else if (x[*shared].extent != ax.extent) {
+      return makeError(ErrorKind::kAxisExtentMismatch,
+                       absl::StrFormat("%s: axis '%s' has extent %d in x %s but %d in the indices %s", op,
+                                       ax.name, x[*shared].extent, axesText(x), ax.extent,
+                                       axesText(indices.axes)));
+    }
+  }
+  std::vector<Axis> out;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (i == *at) {
+      out.insert(out.end(), fresh.begin(), fresh.end());
+    } else {
+      out.push_back(x[i]);
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -230,18 +270,50 @@ absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node) {
     }
     case OpCategory::Dot: {
       ACCY_RETURN_IF_ERROR(checkArity(node, 2));
-      ACCY_RETURN_IF_ERROR(checkAttrs(node, 1, 0));
+      if (node.names.empty() || !node.ints.empty()) {
+        return makeError(ErrorKind::kInvalidArgument, "dot: name at least one axis to contract");
+      }
+      ACCY_RETURN_IF_ERROR(noDuplicates(op, node.names));
       const Node& a = operand(0);
       const Node& b = operand(1);
       ACCY_RETURN_IF_ERROR(sameDType(op, a.dtype, b.dtype));
       ACCY_RETURN_IF_ERROR(checkTakes(node, a.dtype));
-      const std::string& k = node.names[0];
-      if (!findAxis(a.axes, k)) return unknownAxis(op, k, a.axes, "left operand");
-      if (!findAxis(b.axes, k)) return unknownAxis(op, k, b.axes, "right operand");
+      for (const std::string& k : node.names) {
+        if (!findAxis(a.axes, k)) return unknownAxis(op, k, a.axes, "left operand");
+        if (!findAxis(b.axes, k)) return unknownAxis(op, k, b.axes, "right operand");
+      }
       ACCY_ASSIGN_OR_RETURN(auto both, broadcastAxes(op, a.axes, b.axes));
       out.dtype = a.dtype;
       for (Axis& ax : both) {
-        if (ax.name != k) out.axes.push_back(std::move(ax));
+        if (std::find(node.names.begin(), node.names.end(), ax.name) == node.names.end()) {
+          out.axes.push_back(std::move(ax));
+        }
+      }
+      break;
+    }
+    case OpCategory::Index: {
+      ACCY_RETURN_IF_ERROR(checkArity(node, node.op == OpCode::kScatterAdd ? 3 : 2));
+      ACCY_RETURN_IF_ERROR(checkAttrs(node, 1, 0));
+      const Node& x = operand(0);
+      ACCY_RETURN_IF_ERROR(checkTakes(node, x.dtype));
+      ACCY_ASSIGN_OR_RETURN(std::vector<Axis> taken, takeAxes(op, x.axes, node.names[0], operand(1)));
+      out = x.spec();
+      if (node.op == OpCode::kTake) {
+        out.axes = std::move(taken);
+        break;
+      }
+      const Node& u = operand(2);
+      ACCY_RETURN_IF_ERROR(sameDType(op, x.dtype, u.dtype));
+      bool same = u.axes.size() == taken.size();
+      for (const Axis& ax : taken) {
+        auto at = findAxis(u.axes, ax.name);
+        same = same && at.has_value() && u.axes[*at].extent == ax.extent;
+      }
+      if (!same) {
+        return makeError(ErrorKind::kAxisExtentMismatch,
+                         strCat("scatter_add: updates have axes ", axesText(u.axes), " but take(x, '",
+                                node.names[0], "', indices) has ", axesText(taken),
+                                " (the same axes, in any order)"));
       }
       break;
     }
@@ -383,6 +455,60 @@ absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node) {
                     strCat("concat: axis '", ax.name, "' has extent ", p.axes[*q].extent,
                                  " in piece ", i, " but ", ax.extent, " in the first piece"));
               }
+            }
+          }
+          break;
+        }
+        case OpCode::kPad: {
+          ACCY_RETURN_IF_ERROR(checkAttrs(node, 1, 2));
+          auto at = findAxis(a.axes, node.names[0]);
+          if (!at) return unknownAxis(op, node.names[0], a.axes);
+          const int64_t before = node.ints[0], after = node.ints[1];
+          if (before < 0 || after < 0 || before > kMaxValueBytes || after > kMaxValueBytes) {
+            return makeError(ErrorKind::kInvalidArgument,
+                             absl::StrFormat("pad: before %d and after %d of axis '%s' must be "
+                                             "between 0 and 2^40",
+                                             before, after, node.names[0]));
+          }
+          if (!std::isfinite(node.scalar) && !isFloating(a.dtype)) {
+            return makeError(ErrorKind::kInvalidArgument,
+                             strCat("pad: value ", node.scalar, " is not a ", dtypeName(a.dtype)));
+          }
+          out.axes = a.axes;
+          out.axes[*at].extent += before + after;
+          break;
+        }
+        case OpCode::kWindow: {
+          ACCY_RETURN_IF_ERROR(checkAttrs(node, 2, 3));
+          auto at = findAxis(a.axes, node.names[0]);
+          if (!at) return unknownAxis(op, node.names[0], a.axes);
+          ACCY_RETURN_IF_ERROR(checkAxisName(op, node.names[1]));
+          if (findAxis(a.axes, node.names[1])) {
+            return makeError(ErrorKind::kAxisNameCollision,
+                             strCat("window: '", node.names[1], "' is already an axis of ",
+                                    axesText(a.axes)));
+          }
+          const int64_t extent = a.axes[*at].extent;
+          const int64_t size = node.ints[0], stride = node.ints[1], dilation = node.ints[2];
+          if (size < 1 || stride < 1 || dilation < 1) {
+            return makeError(ErrorKind::kInvalidArgument,
+                             absl::StrFormat("window: size %d, stride %d and dilation %d of axis "
+                                             "'%s' must be at least 1",
+                                             size, stride, dilation, node.names[0]));
+          }
+          // (size - 1) * dilation + 1 <= extent, without overflow.
+          if (size - 1 > (extent - 1) / dilation) {
+            return makeError(ErrorKind::kWindowTooLarge,
+                             absl::StrFormat("window: %d elements %d apart along axis '%s' span "
+                                             "more than its extent %d",
+                                             size, dilation, node.names[0], extent));
+          }
+          for (size_t i = 0; i < a.axes.size(); ++i) {
+            if (i == *at) {
+              out.axes.push_back(Axis{node.names[0], (extent - (size - 1) * dilation - 1) / stride + 1});
+              out.axes.push_back(Axis{node.names[1], size});
+            } else {
+              out.axes.push_back(a.axes[i]);
             }
           }
           break;

@@ -228,6 +228,26 @@ class Reverse {
         Value hit = i_index.eq(j_index).cast(n.dtype);
         return add(op(0), g.rename(axis, j).dot(hit, j));
       }
+      case OpCode::kTake: {  // the gradient goes where take read: the clamped index
+        const Value idx = x(1);
+        const double last = static_cast<double>(extentOf(p_.nodes[op(0)].axes, n.names[0]) - 1);
+        const Value clamped = idx.max(0.0).min(last);
+        return add(op(0), tensor::scatterAdd(zerosLike(b_, p_.nodes[op(0)].spec()), n.names[0], clamped, g));
+      }
+      case OpCode::kScatterAdd: {  // dropped updates get no gradient
+        add(op(0), g);
+        const Value idx = x(1);
+        const double extent = static_cast<double>(extentOf(p_.nodes[op(0)].axes, n.names[0]));
+        const Value kept = idx.ge(0.0).min(idx.lt(extent));
+        const Value taken = tensor::take(g, n.names[0], idx);
+        return add(op(2), kept.where(taken, taken * 0.0));
+      }
+      case OpCode::kPad: {
+        const int64_t extent = extentOf(p_.nodes[op(0)].axes, n.names[0]);
+        return add(op(0), g.slice(n.names[0], n.ints[0], n.ints[0] + extent));
+      }
+      case OpCode::kWindow:
+        return add(op(0), windowTranspose(n, g));
       case OpCode::kConcat: {
         int64_t offset = 0;
         for (size_t k = 0; k < n.operands.size(); ++k) {
@@ -241,6 +261,41 @@ class Reverse {
         return;
       }
     }
+  }
+
+  static int64_t extentOf(const std::vector<Axis>& axes, const std::string& name) {
+    for (const Axis& a : axes) {
+      if (a.name == name) return a.extent;
+    }
+    return 0;
+  }
+
+  // The transpose of window(axis, window_axis, size, stride, dilation):
+  // operand element j receives every g[i, k] with i * stride + k * dilation
+  // == j. With g spread out `stride` apart along the axis (zeros between),
+  // window row k lands at offset k * dilation: a pad, and the rows add up.
+  Value windowTranspose(const Node& n, Value g) {
+    const std::string& axis = n.names[0];
+    const std::string& wax = n.names[1];
+    const int64_t size = n.ints[0], stride = n.ints[1], dilation = n.ints[2];
+    const int64_t extent = extentOf(p_.nodes[n.operands[0]].axes, axis);
+    const int64_t count = extentOf(n.axes, axis);
+    int64_t spread = count;
+    if (stride > 1) {
+      const std::string r = freshName(p_, 1);
+      tensor::Spec zeros = g.spec();
+      zeros.axes.push_back(Axis{r, stride - 1});
+      g = tensor::concat(r, {g.broadcast(r, 1), zerosLike(b_, zeros)}).merge({axis, r}, axis);
+      spread = (count - 1) * stride + 1;
+      g = g.slice(axis, 0, spread);
+    }
+    Value total;
+    for (int64_t k = 0; k < size; ++k) {
+      const int64_t before = k * dilation;
+      Value row = g.slice(wax, k, k + 1).sum(wax).pad(axis, before, extent - before - spread);
+      total = k == 0 ? row : total + row;
+    }
+    return total;
   }
 
   Builder& b_;

@@ -79,6 +79,27 @@ std::vector<GradCase> gradCases() {
       {"merge", [=](Builder&, Args a) { return total(a[0].merge({"b", "a"}, "m").sin() * a[1].sum("b")); }},
       {"slice", [=](Builder&, Args a) { return total(a[0].slice("b", 1, 4, 2).sin() * a[1].sum("b")); }},
       {"concat", [=](Builder&, Args a) { return total(concat("b", {a[0], a[0] * a[0]}).sin()); }},
+      // Indices -1, 1, 3, 5, 7: clamped to 0, 1, 3, 3, 3 (duplicates).
+      {"take", [=](Builder& b, Args a) {
+         return total(take(a[0], "b", b.iota("j", 5) * 2 - 1).sin() * a[1].sum("b"));
+       }},
+      {"take_shared_axis", [=](Builder& b, Args a) {  // one index per row of a
+         return total(take(a[0] * a[0], "b", b.iota("a", 3) + 1).sin() * a[1].sum("b"));
+       }},
+      {"take_batched_indices", [=](Builder&, Args a) {
+         return total(take(a[1], "b", a[0].argmax("b")).sin() * a[0].sum("b"));
+       }},
+      // Indices -1 (dropped), 1, 3, 3 (a duplicate).
+      {"scatter_add", [=](Builder& b, Args a) {
+         Value idx = (b.iota("j", 4) * 2 - 1).min(3);
+         Value upd = a[0].rename("b", "j") * a[1].rename("b", "j");
+         return total(scatterAdd(a[0] * a[0], "b", idx, upd).sin());
+       }},
+      {"pad", [=](Builder&, Args a) { return total(a[0].pad("b", 2, 1, 0.5).sin() * a[0].sum("b")); }},
+      {"window", [=](Builder&, Args a) { return total(a[0].window("b", "k", 2).sin() * a[1].slice("b", 0, 3)); }},
+      {"window_strided", [=](Builder&, Args a) { return total(a[0].window("b", "k", 2, 2).sin() * a[0].sum("b")); }},
+      {"window_dilated", [=](Builder&, Args a) { return total(a[0].window("b", "k", 2, 1, 2).sin() * a[0].sum("b")); }},
+      {"dot_two_axes", [=](Builder&, Args a) { return total(a[0].dot(a[0] * a[1], {"a", "b"}).sin()); }},
   };
 }
 

@@ -73,6 +73,12 @@ absl::StatusOr<tensor::Program> vmap(const tensor::Program& p, const VmapSpec& s
           if (any && n.op == OpCode::kTranspose) {
             copy.names.insert(copy.names.begin(), axis);
           }
+          if (any && n.op == OpCode::kScatterAdd) {
+            // Each batch entry scatters into its own copy of x.
+            for (size_t k : {size_t{0}, size_t{2}}) {
+              if (!batched[n.operands[k]]) ops[k] = ops[k].broadcast(axis, spec.axis_size);
+            }
+          }
           if (any && n.op == OpCode::kConcat) {
             for (size_t k = 0; k < ops.size(); ++k) {
               if (!batched[n.operands[k]]) ops[k] = ops[k].broadcast(axis, spec.axis_size);

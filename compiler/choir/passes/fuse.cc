@@ -46,6 +46,7 @@ struct BufferFacts {
   const Stmt* site_stmt = nullptr;
   const std::vector<Affine>* site_index = nullptr;
   bool several_sites = false;
+  bool gathered = false;   // a load reads it at positions bound to data
   bool inlined = false;    // its producer is substituted at every load
   int producer = -1;       // the kernel, when inlined
   // Of the producer's value with its own inlined producers substituted:
@@ -115,7 +116,7 @@ class Inliner {
   // Whether a load of an inlined buffer is below `e` (remembered per node,
   // so that the question costs one visit of each node in all).
   bool holdsInlinedLoad(const ExprRef& e) {
-    if (e->kind == ExprKind::kLoad) return facts_[e->buffer].inlined;
+    if (e->kind == ExprKind::kLoad && facts_[e->buffer].inlined) return true;
     if (e->args.empty()) return false;
     if (auto it = holds_.find(e.get()); it != holds_.end()) return it->second;
     bool holds = false;
@@ -144,6 +145,9 @@ void countUses(const std::vector<Stmt>& stmts, int64_t trips, std::vector<Buffer
       if (e.kind != ExprKind::kLoad) return;
       BufferFacts& f = (*facts)[e.buffer];
       ++f.loads;
+      // A producer is not substituted at a data-dependent position (its
+      // own loads would need the binding): it stays stored.
+      f.gathered = f.gathered || !e.bound.empty();
       f.max_trips = std::max(f.max_trips, t);
       if (f.site_stmt == nullptr) {
         f.site_stmt = &s;
@@ -171,6 +175,7 @@ void countWriters(const std::vector<Stmt>& stmts, int kernel, std::vector<int>* 
 // has facts `v` and fits the limits, is inlined at every load.
 bool inlinable(const Module& m, const BufferFacts& f, const ValueFacts& v, const Producer& p,
                const FuseLimits& limits) {
+  if (f.gathered) return false;
   if (v.nodes > limits.max_nodes || v.registers > limits.max_registers) return false;
   // Evaluated once per element: read at one site, under no loop its value
   // does not depend on.

@@ -32,6 +32,7 @@ bool int32LaneOp(OpCode op) {
     case tensor::OpCategory::Reduce:
     case tensor::OpCategory::Dot:
     case tensor::OpCategory::Layout:
+    case tensor::OpCategory::Index:
       return false;
   }
   return false;
@@ -65,6 +66,10 @@ bool uniformLanes(const Module& m, const ExprRef& e, int var, DType* lane) {
         ok = false;
         return;
       }
+    }
+    if (x.kind == ExprKind::kLoad && !x.bound.empty()) {  // a gather: scalar for now
+      ok = false;
+      return;
     }
     if (x.kind == ExprKind::kLoad) {
       const int64_t c = flatCoeff(m.buffers[x.buffer], x.index, var);
