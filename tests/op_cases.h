@@ -38,6 +38,7 @@ struct OpCase {
 inline std::vector<OpCase> opCases() {
   using tensor::Builder;
   using tensor::DType;
+  using tensor::Value;
   return {
       {"add", [](Builder&, Args a) { return a[0] + a[1]; }, -3, 3, false},
       {"sub", [](Builder&, Args a) { return a[0] - a[1]; }, -3, 3, false},
@@ -93,6 +94,30 @@ inline std::vector<OpCase> opCases() {
       {"slice", [](Builder&, Args a) { return a[0].slice("p", 1, a[0].axes()[0].extent, 2); }, -3, 3, false},
       {"concat", [](Builder&, Args a) { return tensor::concat("p", {a[0], a[1] * 3}); }, -3, 3, false},
       {"iota", [](Builder& b, Args a) { return a[0] + b.iota("p", a[0].axes()[0].extent, a[0].dtype()); }, -3, 3, false},
+      // Indexing by data: indices from the second input, out of range on
+      // both sides and duplicated; `q` shared (matched element by element),
+      // `j` the indices' own axis.
+      {"take", [](Builder&, Args a) { return take(a[0], "p", (a[1].cast(DType::i32) * 3 - 2).rename("p", "j")); },
+       -3, 3, false},
+      // Indices at the i32 extremes: clamped to the first and last element.
+      {"take_extremes", [](Builder& b, Args a) {
+         Value idx = a[1].gt(a[0]).where(b.constant(2147483647, DType::i32), b.constant(-2147483648.0, DType::i32));
+         return take(a[0], "q", idx.rename("q", "j"));
+       }, -3, 3, false},
+      {"scatter_add", [](Builder&, Args a) {
+         Value idx = (a[1].cast(DType::i32) * 3 - 2).rename("p", "j");
+         return scatterAdd(a[0], "p", idx, a[1].rename("p", "j") * 2);
+       }, -3, 3, false},
+      {"argmax", [](Builder&, Args a) { return a[0].argmax("p"); }, -3, 3, false},
+      {"argmin", [](Builder&, Args a) { return a[0].argmin("q"); }, -3, 3, false},
+      {"pad", [](Builder&, Args a) { return a[0].pad("p", 2, 1, 0.5); }, -3, 3, false},
+      {"window", [](Builder&, Args a) { return a[0].window("p", "k", 2, 2, 2); }, -3, 3, false},
+      // A 3x3 box filter over the padded input, and 2x2 max pooling.
+      {"conv", [](Builder&, Args a) {
+         return a[0].pad("p", 1, 1).pad("q", 1, 1).window("p", "kp", 3).window("q", "kq", 3).sum({"kp", "kq"});
+       }, -3, 3, false},
+      {"max_pool", [](Builder&, Args a) { return a[0].window("p", "k", 2, 2).max("k"); }, -3, 3, false},
+      {"dot_two_axes", [](Builder&, Args a) { return dot(a[0], a[1], {"p", "q"}); }, -3, 3, false},
   };
 }
 
@@ -104,8 +129,10 @@ inline std::vector<OpCase> opCases() {
 // floats_only are written for floating operands, their input ranges
 // included, and callers do not run them on other dtypes.)
 inline std::optional<ErrorKind> refusedByDesign(const OpCase& c, tensor::DType dtype, int64_t p) {
-  static const std::string_view kArithmetic[] = {"add", "sub",  "mul",       "div",    "pow",  "neg",    "abs",
-                                                 "sum", "mean", "dot",       "where",  "transpose", "concat", "iota"};
+  static const std::string_view kArithmetic[] = {"add",   "sub",    "mul",         "div",    "pow",
+                                                 "neg",   "abs",    "sum",         "mean",   "dot",
+                                                 "where", "transpose", "concat",   "iota",   "scatter_add",
+                                                 "conv",  "dot_two_axes"};
   const std::string_view name = c.name;
   if (dtype == tensor::DType::bool_) {
     for (std::string_view a : kArithmetic) {
@@ -113,6 +140,7 @@ inline std::optional<ErrorKind> refusedByDesign(const OpCase& c, tensor::DType d
     }
   }
   if (p < 2 && (name == "slice" || name == "split")) return ErrorKind::kInvalidSlice;
+  if (p < 2 && (name == "window" || name == "max_pool")) return ErrorKind::kWindowTooLarge;
   return std::nullopt;
 }
 

@@ -107,16 +107,19 @@ ExprRef bindLoad(const ExprRef& load, int var, ExprRef value) {
 }
 
 ExprRef clampIndex(ExprRef e, int64_t hi) {
-  if (e->dtype != DType::i64) e = makeOp(OpCode::kCast, DType::i64, {std::move(e)});
-  ExprRef low = makeOp(OpCode::kMax, DType::i64, {std::move(e), makeConstant(DType::i64, 0)});
-  return makeOp(OpCode::kMin, DType::i64, {std::move(low), makeConstant(DType::i64, static_cast<double>(hi))});
+  const DType d = e->dtype == DType::i32 && hi < (int64_t{1} << 31) ? DType::i32 : DType::i64;
+  if (e->dtype != d) e = makeOp(OpCode::kCast, d, {std::move(e)});
+  ExprRef low = makeOp(OpCode::kMax, d, {std::move(e), makeConstant(d, 0)});
+  return makeOp(OpCode::kMin, d, {std::move(low), makeConstant(d, static_cast<double>(hi))});
 }
 
 int64_t clampBound(const Expr& e) {
-  auto isConst = [](const ExprRef& x) { return x->kind == ExprKind::kConstant && x->dtype == DType::i64; };
-  if (e.kind != ExprKind::kOp || e.op != OpCode::kMin || e.dtype != DType::i64 || e.args.size() != 2) return -1;
+  const DType d = e.dtype;
+  if (d != DType::i32 && d != DType::i64) return -1;
+  auto isConst = [&](const ExprRef& x) { return x->kind == ExprKind::kConstant && x->dtype == d; };
+  if (e.kind != ExprKind::kOp || e.op != OpCode::kMin || e.args.size() != 2) return -1;
   const Expr& low = *e.args[0];
-  if (!isConst(e.args[1]) || low.kind != ExprKind::kOp || low.op != OpCode::kMax || low.dtype != DType::i64 ||
+  if (!isConst(e.args[1]) || low.kind != ExprKind::kOp || low.op != OpCode::kMax || low.dtype != d ||
       low.args.size() != 2 || !isConst(low.args[1]) || low.args[1]->constant != 0) {
     return -1;
   }

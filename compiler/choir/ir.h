@@ -90,7 +90,7 @@ using ExprRef = std::shared_ptr<const Expr>;
 // A load may read at positions that depend on data (take, pad): such a
 // load binds variables of its own, `bound[j]` to the value of `args[j]`
 // (evaluated first, in order), and its affine index may use them like loop
-// variables. Every bound value is a clamp, min(max(i64 e, 0), hi)
+// variables. Every bound value is a clamp, min(max(e, 0), hi) in i32 or i64
 // (clampIndex), so the variable ranges over [0, hi] like a loop of extent
 // hi + 1, and the verifier proves the access in bounds exactly as for
 // loops: no data makes a load leave its buffer. A load without bound
@@ -109,7 +109,8 @@ struct Expr {
 ExprRef makeLoad(DType dtype, int buffer, std::vector<Affine> index);
 // A load that binds `var` to `value` (a clampIndex) on top of `load`'s own.
 ExprRef bindLoad(const ExprRef& load, int var, ExprRef value);
-// min(max(e as i64, 0), hi): an index clamped into [0, hi].
+// min(max(e, 0), hi): an index clamped into [0, hi], in i32 when `e` is
+// i32 and hi fits (targets without i64 index that way), else in i64.
 ExprRef clampIndex(ExprRef e, int64_t hi);
 // The hi of a clampIndex expression, or -1 when `e` is not one.
 int64_t clampBound(const Expr& e);

@@ -194,13 +194,15 @@ class Lowering {
         const int64_t extent = extentOf(p_.nodes[src].axes, axis);
         const int v = m_.newVar();
         for (const tensor::Axis& a : p_.nodes[src].axes) inner[a.name] = a.name == axis ? Affine::var(v) : at(a.name);
-        const ExprRef pos = makeIndex(DType::i64, at(axis));
+        // Positions in i32 where the padded axis allows (targets without i64).
+        const DType d = before + extent + n.ints[1] < (int64_t{1} << 31) ? DType::i32 : DType::i64;
+        const ExprRef pos = makeIndex(d, at(axis));
         const ExprRef read =
-            bindVar(access(src, inner), v, clampIndex(makeIndex(DType::i64, add(at(axis), Affine::constantOf(-before))),
+            bindVar(access(src, inner), v, clampIndex(makeIndex(d, add(at(axis), Affine::constantOf(-before))),
                                                       extent - 1));
         const ExprRef value = makeConstant(n.dtype, tensor::convertValue(n.scalar, DType::f64, n.dtype));
-        const ExprRef low = makeOp(OpCode::kGe, DType::bool_, {pos, makeConstant(DType::i64, double(before))});
-        const ExprRef high = makeOp(OpCode::kLt, DType::bool_, {pos, makeConstant(DType::i64, double(before + extent))});
+        const ExprRef low = makeOp(OpCode::kGe, DType::bool_, {pos, makeConstant(d, double(before))});
+        const ExprRef high = makeOp(OpCode::kLt, DType::bool_, {pos, makeConstant(d, double(before + extent))});
         return makeOp(OpCode::kWhere, n.dtype, {low, makeOp(OpCode::kWhere, n.dtype, {high, read, value}), value});
       }
       case OpCode::kTake: {
@@ -243,10 +245,11 @@ class Lowering {
       case ExprKind::kIndex: {
         const int64_t c = e->index[0].coeffOf(v);
         if (c == 0) return e;
-        const ExprRef rest = makeIndex(DType::i64, add(e->index[0], Affine::var(v, -c)));
-        const ExprRef scaled = makeOp(OpCode::kMul, DType::i64, {value, makeConstant(DType::i64, double(c))});
-        ExprRef sum = makeOp(OpCode::kAdd, DType::i64, {rest, scaled});
-        return e->dtype == DType::i64 ? sum : makeOp(OpCode::kCast, e->dtype, {sum});
+        const DType d = value->dtype;
+        const ExprRef rest = makeIndex(d, add(e->index[0], Affine::var(v, -c)));
+        const ExprRef scaled = makeOp(OpCode::kMul, d, {value, makeConstant(d, double(c))});
+        ExprRef sum = makeOp(OpCode::kAdd, d, {rest, scaled});
+        return e->dtype == d ? sum : makeOp(OpCode::kCast, e->dtype, {sum});
       }
       case ExprKind::kLoad:
       case ExprKind::kOp: {
@@ -291,8 +294,8 @@ class Lowering {
         if (n.op == OpCode::kDot) {
           const Node& a = p_.nodes[n.operands[0]];
           std::vector<tensor::Axis> k_axis;
-          for (const tensor::Axis& ax : a.axes) {
-            if (ax.name == n.names[0]) k_axis.push_back(ax);
+          for (const tensor::Axis& ax : a.axes) {  // every contracted axis, in the left operand's order
+            if (std::find(n.names.begin(), n.names.end(), ax.name) != n.names.end()) k_axis.push_back(ax);
           }
           r.domain = newLoops(k_axis, idx);
           r.value = makeOp(OpCode::kMul, n.dtype,

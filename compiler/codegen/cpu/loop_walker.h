@@ -51,6 +51,8 @@
 //                       const Value& c, const Mode&);
 //     Value indexValue(const choir::Affine&);  an index expression's value,
 //     choir::DType indexDType();               held in this dtype
+//     Index valueIndex(const Value&);          and back: a value of
+//         indexDType (a clamped index read from data) as an index
 //     Value accumulator(choir::OpCode combiner, choir::DType, bool vector);
 //         a fresh variable holding the combiner's identity
 //     void assign(choir::DType, const Value& var, const Value& v, bool vector);
@@ -356,6 +358,28 @@ class LoopWalker {
     Value v{};
     switch (e->kind) {
       case choir::ExprKind::kLoad:
+        if (!e->bound.empty()) {
+          // Variables bound to clamped indices read from data join the loop
+          // variables for this load's address (one point at a time: the
+          // vectorizer leaves such loads scalar).
+          if (mode.vector) return unimplemented("a load at data-dependent positions in a vector loop");
+          for (size_t j = 0; j < e->bound.size(); ++j) {
+            ACCY_ASSIGN_OR_RETURN(const Value b, expr(e->args[j], mode));
+            auto p = self().prims(mode);
+            OpSemantics<decltype(p)> sem(p, self().emitterName());
+            const Value as_index = sem.convert(b, e->args[j]->dtype, self().indexDType());
+            ACCY_RETURN_IF_ERROR(p.status());
+            ACCY_RETURN_IF_ERROR(sem.status());
+            vars_[e->bound[j]] = self().valueIndex(as_index);
+            data_vars_.insert(e->bound[j]);
+          }
+          v = self().scalarLoad(*e, mode);
+          for (int var : e->bound) {
+            vars_.erase(var);
+            data_vars_.erase(var);
+          }
+          break;
+        }
         v = mode.vector ? self().vectorLoad(*e, key, mode) : self().scalarLoad(*e, mode);
         break;
       case choir::ExprKind::kConstant: {
@@ -434,6 +458,9 @@ class LoopWalker {
     rows_.clear();
   }
   Index rowBase(int buffer, const choir::Affine& rest) {
+    for (const choir::Affine::Term& t : rest.terms) {  // changes from point to point
+      if (data_vars_.contains(t.var)) return self().computeRowBase(buffer, rest);
+    }
     if (rows_active_) {
       if (auto it = rows_.find(RowKey{buffer, rest}); it != rows_.end()) return it->second;
     }
@@ -453,7 +480,9 @@ class LoopWalker {
   }
   void prepareRows(const choir::ExprRef& e, int inner_var) {
     choir::visitExpr(e, [&](const choir::Expr& x) {
-      if (x.kind == choir::ExprKind::kLoad) rowBase(x.buffer, splitIndex(x.buffer, x.index, inner_var).first);
+      if (x.kind == choir::ExprKind::kLoad && x.bound.empty()) {
+        rowBase(x.buffer, splitIndex(x.buffer, x.index, inner_var).first);
+      }
     });
   }
   void prepareRows(const choir::Stmt& s, int inner_var) {
@@ -468,6 +497,7 @@ class LoopWalker {
   const choir::Module& m_;
   std::map<int, Index> vars_;  // loop variable -> its counter
   absl::flat_hash_map<RowKey, Index, absl::Hash<RowKey>> rows_;  // valid inside one innermost loop
+  std::set<int> data_vars_;  // variables a load being emitted binds to data
   bool rows_active_ = false;
   choir::ValueNumbering numbers_;         // the CSE keys, for the whole module
   absl::flat_hash_map<int, Value> cse_;  // one evaluation point

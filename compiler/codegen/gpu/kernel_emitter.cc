@@ -92,6 +92,7 @@ absl::StatusOr<EmittedKernel> KernelEmitter::run(ProductEngine* engine, bool for
     if (x.kind == ExprKind::kLoad) used.insert(x.buffer);
   });
   plan.used_buffers.assign(used.begin(), used.end());
+  wide_ = plan.wide;
   ACCY_RETURN_IF_ERROR(t_.begin(plan));
   engine_ = engine;
 
@@ -576,9 +577,18 @@ absl::StatusOr<Value> KernelEmitter::expr(const ExprRef& e) {
   }
   Value v = 0;
   switch (e->kind) {
-    case ExprKind::kLoad:
+    case ExprKind::kLoad: {
+      // Variables the load binds (clamped indices read from data) join
+      // the loop variables for its address, and only for it.
+      for (size_t j = 0; j < e->bound.size(); ++j) {
+        ACCY_ASSIGN_OR_RETURN(const Value b, expr(e->args[j]));
+        const DType as = wide_ ? DType::i64 : DType::i32;
+        vars_[e->bound[j]] = t_.intAsIndex(convert(b, e->args[j]->dtype, as));
+      }
       v = load(e->buffer, e->index);
+      for (int var : e->bound) vars_.erase(var);
       break;
+    }
     case ExprKind::kConstant:
       v = t_.constant(e->dtype, e->constant);
       break;

@@ -115,6 +115,7 @@ class KernelEmitter {
   ProductEngine* engine_ = nullptr;
   absl::Status error_;  // the first op the emitter itself cannot emit
   std::map<int, Value> vars_;
+  bool wide_ = false;  // 64-bit indices (KernelPlan::wide)
   // Common subexpressions: value number -> value, for the values that
   // dominate the current point. A scope (a loop body, a guarded block)
   // forgets on exit what it added, by the log.

@@ -91,6 +91,7 @@ class SourceTarget : public Target {
   }
 
   Value index(int64_t v) override { return handle(indexLiteral(v)); }
+  Value intAsIndex(Value i) override { return idx(strCat(indexType(), "(", n(i), ")")); }
   Value indexAdd(Value a, Value b) override { return idx(strCat(n(a), " + ", n(b))); }
   Value indexMul(Value a, int64_t c) override { return idx(strCat(n(a), " * ", indexLiteral(c))); }
   Value indexMulAdd(Value a, int64_t c, Value b) override {

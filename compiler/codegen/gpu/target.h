@@ -174,6 +174,9 @@ class Target {
   // The index as a signed integer of the program (i32, or i64 when the
   // target's indices are wide); `*as` gets which.
   virtual Value indexAsInt(Value i, DType* as) = 0;
+  // The other way: a non-negative program integer of the dtype indexAsInt
+  // gives (a clamped index read from data) as an index.
+  virtual Value intAsIndex(Value i) = 0;
 
   // --- builtins ----------------------------------------------------------
   virtual Value localId() = 0;   // within the workgroup

@@ -264,6 +264,7 @@ class PtxTarget final : public gpu::Target {
     *as = wide_ ? DType::i64 : DType::i32;
     return handle(reg(i));
   }
+  Value intAsIndex(Value i) override { return handle(reg(i)); }
 
   // --- builtins -------------------------------------------------------------
 

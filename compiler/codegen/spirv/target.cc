@@ -216,6 +216,7 @@ class SpirvTarget final : public gpu::Target {
     *as = DType::i32;
     return b_.value(op::Bitcast, i32_, {i});
   }
+  Value intAsIndex(Value i) override { return b_.value(op::Bitcast, u32_, {i}); }
 
   // --- builtins ----------------------------------------------------------------
 

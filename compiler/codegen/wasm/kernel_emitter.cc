@@ -373,7 +373,7 @@ bool KernelEmitter::vectorizable(const choir::ExprRef& e, int var, DType lane) c
     switch (x.kind) {
       case ExprKind::kLoad: {
         const int64_t c = choir::flatCoeff(m_.buffers[x.buffer], x.index, var);
-        if (x.dtype != lane || (c != 0 && c != 1)) ok = false;
+        if (x.dtype != lane || (c != 0 && c != 1) || !x.bound.empty()) ok = false;
         break;
       }
       case ExprKind::kConstant:

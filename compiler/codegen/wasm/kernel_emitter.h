@@ -65,6 +65,7 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, uint32_t, u
   // not deterministic). No streamed stores, no loops of its own.
   uint32_t indexValue(const choir::Affine& a);
   choir::DType indexDType() const { return choir::DType::i32; }
+  uint32_t valueIndex(uint32_t v) const { return v; }  // both i32 locals
   uint32_t accumulator(choir::OpCode combiner, choir::DType dtype, bool vector);
   void assign(choir::DType, uint32_t var, uint32_t v, bool vector);
   void combineLanes(choir::OpCode combiner, choir::DType dtype, uint32_t lanes, uint32_t& acc);

@@ -69,7 +69,7 @@ bool KernelEmitter::matchProduct(const Stmt& l, Product* p) const {
       const Expr& x = *prod.args[order];
       const Expr& y = *prod.args[1 - order];
       if (x.kind != ExprKind::kLoad || y.kind != ExprKind::kLoad || x.dtype != c.dtype || y.dtype != c.dtype ||
-          x.buffer == acc.buffer || y.buffer == acc.buffer) {
+          x.buffer == acc.buffer || y.buffer == acc.buffer || !x.bound.empty() || !y.bound.empty()) {
         continue;
       }
       const choir::Buffer& xa = m_.buffers[x.buffer];

@@ -327,6 +327,12 @@ Val KernelEmitter::multiplyAdd(DType dtype, const Val& a, const Val& b, const Va
   return v;
 }
 
+x86::Gp KernelEmitter::valueIndex(const Val& v) {
+  x86::Gp r = cc_.newInt64("bound");
+  cc_.mov(r, v.g.r64());
+  return r;
+}
+
 Val KernelEmitter::indexValue(const Affine& a) {
   Val v;
   v.g = affineValue(a);

@@ -69,6 +69,7 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, Val, asmjit
   Val multiplyAdd(choir::DType dtype, const Val& a, const Val& b, const Val& c, const Mode& mode);
   Val indexValue(const choir::Affine& a);
   choir::DType indexDType() const { return choir::DType::i64; }
+  asmjit::x86::Gp valueIndex(const Val& v);
   Val accumulator(choir::OpCode combiner, choir::DType dtype, bool vector);
   void assign(choir::DType dtype, const Val& var, const Val& v, bool vector);
   void combineLanes(choir::OpCode combiner, choir::DType dtype, const Val& lanes, Val& acc);
