@@ -3,6 +3,8 @@
 // CPU's own cases: every op and thousands of random programs at every
 // instruction set the host has, misaligned outputs, thread counts, the
 // blocked product's remainders, streamed stores and the sum's bits.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -114,6 +116,108 @@ TEST(CpuConformance, EveryOpEveryDTypeOddExtents) {
           }
         }
       }
+    }
+  }
+}
+
+// Indices at the i32 and i64 extremes, negative, past the end and
+// duplicated: take, scatter_add and pad read and write only inside their
+// buffers. Every buffer sits between canary bytes that must come back
+// untouched, and the results equal the evaluator's (also under ASan).
+TEST(CpuConformance, AdversarialIndicesTouchNothingOutsideTheBuffers) {
+  const std::vector<int64_t> wild = {INT64_MIN, -1, 0, 1, 6, 7, 8, INT64_MAX, 2147483647, -2147483648LL,
+                                     int64_t{1} << 40, 3, 3, 3};
+  const int64_t n = static_cast<int64_t>(wild.size());
+  for (DType index_dtype : {DType::i32, DType::i64}) {
+    const std::vector<Spec> specs = {tensor::spec(DType::f32, {{"v", 7}, {"f", 3}}),
+                                     tensor::spec(index_dtype, {{"t", n}}),
+                                     tensor::spec(DType::f32, {{"t", n}, {"f", 3}})};
+    auto program = tensor::define("wild", specs, [](Builder&, std::span<const Value> a) -> std::vector<Value> {
+      return {take(a[0], "v", a[1]), scatterAdd(a[0], "v", a[1], a[2]),
+              take(a[0].pad("v", 2, 3, -1), "v", a[1]).sum("f")};
+    });
+    ASSERT_TRUE(program.ok()) << program.status();
+    std::vector<std::byte> indices(specs[1].byteSize());
+    for (int64_t i = 0; i < n; ++i) {
+      if (index_dtype == DType::i32) {
+        const int32_t v = static_cast<int32_t>(std::clamp<int64_t>(wild[i], INT32_MIN, INT32_MAX));
+        std::memcpy(&indices[i * 4], &v, 4);
+      } else {
+        std::memcpy(&indices[i * 8], &wild[i], 8);
+      }
+    }
+    std::mt19937 rng(3);
+    const std::vector<std::vector<std::byte>> inputs = {randomBytes(specs[0], rng, -2, 2), indices,
+                                                        randomBytes(specs[2], rng, -2, 2)};
+    auto want = tensor::evaluate(*program, views(inputs));
+    ASSERT_TRUE(want.ok()) << want.status();
+    constexpr size_t kCanary = 256;
+    {
+      for (int threads : {1, 2}) {
+        auto cpu = tensor::CpuExecutable::compile(*program, {.threads = threads});
+        ASSERT_TRUE(cpu.ok()) << cpu.status();
+        // Inputs and outputs inside larger allocations filled with 0xA5.
+        std::vector<std::vector<std::byte>> in_mem, out_mem;
+        std::vector<std::span<const std::byte>> in_views;
+        std::vector<std::span<std::byte>> out_views;
+        for (const auto& b : inputs) {
+          std::vector<std::byte> m(b.size() + 2 * kCanary, std::byte{0xA5});
+          std::memcpy(m.data() + kCanary, b.data(), b.size());
+          in_mem.push_back(std::move(m));
+        }
+        for (const Spec& o : program->outputSpecs()) {
+          out_mem.emplace_back(static_cast<size_t>(o.byteSize()) + 2 * kCanary, std::byte{0xA5});
+        }
+        for (size_t k = 0; k < inputs.size(); ++k) in_views.emplace_back(in_mem[k].data() + kCanary, inputs[k].size());
+        for (size_t k = 0; k < out_mem.size(); ++k) out_views.emplace_back(out_mem[k].data() + kCanary, out_mem[k].size() - 2 * kCanary);
+        ASSERT_TRUE(cpu->launch(in_views, out_views).ok());
+        auto untouched = [&](const std::vector<std::byte>& m) {
+          for (size_t i = 0; i < kCanary; ++i) {
+            if (m[i] != std::byte{0xA5} || m[m.size() - 1 - i] != std::byte{0xA5}) return false;
+          }
+          return true;
+        };
+        for (size_t k = 0; k < in_mem.size(); ++k) {
+          EXPECT_TRUE(untouched(in_mem[k])) << "input " << k;
+          EXPECT_EQ(0, std::memcmp(in_mem[k].data() + kCanary, inputs[k].data(), inputs[k].size())) << "input " << k;
+        }
+        for (size_t k = 0; k < out_mem.size(); ++k) {
+          EXPECT_TRUE(untouched(out_mem[k])) << "output " << k;
+          const Spec o = program->outputSpecs()[k];
+          for (int64_t e = 0; e < o.elementCount(); ++e) {
+            const double got = tensor::loadElement(o.dtype, out_views[k].data() + e * 4);
+            const double ref = tensor::loadElement(o.dtype, (*want)[k].data() + e * 4);
+            EXPECT_NEAR(got, ref, 1e-5 * (1 + std::fabs(ref))) << "output " << k << " element " << e;
+          }
+        }
+      }
+    }
+  }
+}
+
+// scatter_add with many duplicates: the same bits on every run and at
+// every thread count.
+TEST(CpuConformance, ScatterAddIsBitwiseRepeatable) {
+  const std::vector<Spec> specs = {tensor::spec(DType::f32, {{"v", 64}, {"f", 8}}),
+                                   tensor::spec(DType::i32, {{"t", 512}}),
+                                   tensor::spec(DType::f32, {{"t", 512}, {"f", 8}})};
+  auto program = tensor::define("scatter", specs, [](Builder&, std::span<const Value> a) {
+    return scatterAdd(a[0], "v", a[1], a[2]);
+  });
+  ASSERT_TRUE(program.ok()) << program.status();
+  std::mt19937 rng(9);
+  const std::vector<std::vector<std::byte>> inputs = {randomBytes(specs[0], rng, -1, 1),
+                                                      randomBytes(specs[1], rng, -4, 67),
+                                                      randomBytes(specs[2], rng, -1e4, 1e4)};
+  std::vector<std::byte> first;
+  for (int threads : {1, 2, 3, 4}) {
+    auto cpu = tensor::CpuExecutable::compile(*program, {.threads = threads});
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    for (int run = 0; run < 3; ++run) {
+      std::vector<std::byte> out(specs[0].byteSize());
+      ASSERT_TRUE(cpu->launch(views(inputs), {std::span<std::byte>(out)}).ok());
+      if (first.empty()) first = out;
+      EXPECT_EQ(out, first) << threads << " threads, run " << run;
     }
   }
 }

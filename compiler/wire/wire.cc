@@ -38,12 +38,14 @@ std::string encode(const tensor::Program& program) {
   for (int32_t i : program.inputs) proto.add_inputs(i);
   for (int32_t o : program.outputs) proto.add_outputs(o);
 
+  uint16_t minor = 0;
+  for (const tensor::Node& n : program.nodes) minor = std::max(minor, minorVersionOf(n));
   std::string out(kHeaderBytes, '\0');
   out[0] = 'A', out[1] = 'C', out[2] = 'C', out[3] = 'Y';
   out[4] = static_cast<char>(kMajorVersion & 0xff);
   out[5] = static_cast<char>(kMajorVersion >> 8);
-  out[6] = static_cast<char>(kMinorVersion & 0xff);
-  out[7] = static_cast<char>(kMinorVersion >> 8);
+  out[6] = static_cast<char>(minor & 0xff);
+  out[7] = static_cast<char>(minor >> 8);
   {
     google::protobuf::io::StringOutputStream stream(&out);
     google::protobuf::io::CodedOutputStream coded(&stream);
@@ -51,6 +53,12 @@ std::string encode(const tensor::Program& program) {
     proto.SerializeToCodedStream(&coded);
   }
   return out;
+}
+
+uint16_t minorVersionOf(const tensor::Node& node) {
+  // Ops are appended (ops.inc): every number from take on is 1.1's.
+  if (static_cast<int>(node.op) >= static_cast<int>(tensor::OpCode::kTake)) return 1;
+  return node.op == tensor::OpCode::kDot && node.names.size() > 1 ? 1 : 0;
 }
 
 namespace {
@@ -218,6 +226,12 @@ absl::StatusOr<tensor::Program> decode(std::string_view bytes, const DecodeLimit
                      strCat("wire: version ", major, ".", minor, "; this build reads major version ",
                             kMajorVersion));
   }
+  if (minor > limits.reader_minor) {
+    return makeError(ErrorKind::kUnsupportedVersion,
+                     strCat("wire: version ", major, ".", minor, " is newer than this reader's ", kMajorVersion,
+                            ".", limits.reader_minor, " (1.1 added take, scatter_add, pad, window and dot over "
+                            "several axes)"));
+  }
   if (static_cast<int64_t>(bytes.size()) > limits.max_bytes) {
     return invalid(strCat(bytes.size(), " bytes exceed the limit of ", limits.max_bytes));
   }
@@ -258,6 +272,13 @@ absl::StatusOr<tensor::Program> decode(std::string_view bytes, const DecodeLimit
       return invalid(std::string(st.message()));
     }
     program.nodes.push_back(std::move(n));
+  }
+  for (size_t i = 0; i < program.nodes.size(); ++i) {
+    const tensor::Node& n = program.nodes[i];
+    if (minorVersionOf(n) > minor) {
+      return invalid(strCat("node %", i, " (", tensor::opName(n.op), ") needs wire version ", kMajorVersion, ".",
+                            minorVersionOf(n), " but the header says ", major, ".", minor));
+    }
   }
   program.inputs.assign(proto.inputs().begin(), proto.inputs().end());
   program.outputs.assign(proto.outputs().begin(), proto.outputs().end());

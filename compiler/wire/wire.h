@@ -21,14 +21,24 @@
 namespace accy::wire {
 
 inline constexpr uint16_t kMajorVersion = 1;
-inline constexpr uint16_t kMinorVersion = 0;
+// 1.1: take, scatter_add, pad, window, and dot over several axes. A writer
+// writes the lowest minor that holds the program (1.0 when it uses none of
+// these), so readers of 1.0 keep reading what they could; a reader refuses
+// a higher minor than its own with UnsupportedVersion.
+inline constexpr uint16_t kMinorVersion = 1;
 inline constexpr size_t kHeaderBytes = 8;
 
 struct DecodeLimits {
   int64_t max_bytes = int64_t{256} << 20;        // whole encoding
   int64_t max_nodes = int64_t{1} << 20;
   int64_t max_value_bytes = int64_t{16} << 30;  // any one value, once decoded
+  // The newest minor version read; lower it to read as an older build
+  // does (tests of the refusal).
+  uint16_t reader_minor = kMinorVersion;
 };
+
+// The minor version `node` needs: 1 for the ops of 1.1, else 0.
+uint16_t minorVersionOf(const tensor::Node& node);
 
 std::string encode(const tensor::Program& program);
 

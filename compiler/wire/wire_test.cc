@@ -5,6 +5,7 @@
 
 #include <sys/resource.h>
 
+#include <functional>
 #include <random>
 
 #include "accy/accy.h"
@@ -87,9 +88,11 @@ TEST(Wire, HeaderAndVersions) {
   EXPECT_EQ(bytes.substr(0, 4), "ACCY");
   EXPECT_EQ(bytes[4], 1);
   EXPECT_EQ(bytes[5], 0);
+  EXPECT_EQ(bytes[6], 0);  // the program uses nothing of 1.1: written as 1.0
   std::string newer_minor = bytes;
-  newer_minor[6] = 7;  // a later minor version of major 1 still decodes
-  EXPECT_TRUE(decode(newer_minor).ok());
+  newer_minor[6] = 7;  // a minor version newer than this reader's is refused
+  EXPECT_EQ(errorKind(decode(newer_minor).status()), ErrorKind::kUnsupportedVersion);
+  EXPECT_THAT(decode(newer_minor).status().message(), HasSubstr("version 1.7"));
   std::string major2 = bytes;
   major2[4] = 2;
   auto st = decode(major2).status();
@@ -98,6 +101,37 @@ TEST(Wire, HeaderAndVersions) {
   std::string bad_magic = bytes;
   bad_magic[0] = 'X';
   EXPECT_EQ(errorKind(decode(bad_magic).status()), ErrorKind::kInvalidProgram);
+}
+
+// Version 1.1's ops: written with minor 1, round trip, refused by a 1.0
+// reader with UnsupportedVersion, and refused under a 1.0 header.
+TEST(Wire, MinorVersionOneOps) {
+  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"v", 6}, {"f", 3}}),
+                                tensor::spec(tensor::DType::i64, {{"t", 4}})};
+  using Fn = std::function<tensor::Value(std::span<const tensor::Value>)>;
+  const std::vector<std::pair<const char*, Fn>> cases = {
+      {"take", [](auto a) { return take(a[0], "v", a[1]); }},
+      {"scatter_add", [](auto a) { return scatterAdd(a[0], "v", a[1], take(a[0], "v", a[1])); }},
+      {"pad", [](auto a) { return a[0].pad("f", 1, 2, 3.5); }},
+      {"window", [](auto a) { return a[0].window("v", "k", 2, 2, 2); }},
+      {"dot", [](auto a) { return dot(a[0], a[0], {"v", "f"}); }},
+  };
+  for (const auto& [name, fn] : cases) {
+    auto p = tensor::define(name, specs, [&](tensor::Builder&, std::span<const tensor::Value> a) { return fn(a); });
+    ASSERT_TRUE(p.ok()) << name << ": " << p.status();
+    const std::string bytes = encode(*p);
+    EXPECT_EQ(bytes[6], 1) << name;
+    auto back = decode(bytes);
+    ASSERT_TRUE(back.ok()) << name << ": " << back.status();
+    EXPECT_EQ(*back, *p) << name;
+    auto old = decode(bytes, DecodeLimits{.reader_minor = 0});
+    EXPECT_EQ(errorKind(old.status()), ErrorKind::kUnsupportedVersion) << name;
+    std::string relabelled = bytes;
+    relabelled[6] = 0;
+    auto st = decode(relabelled).status();
+    EXPECT_EQ(errorKind(st), ErrorKind::kInvalidProgram) << name;
+    EXPECT_THAT(st.message(), HasSubstr("needs wire version 1.1")) << name;
+  }
 }
 
 TEST(Wire, TruncatedBitFlippedAndOversizedInputsAreRefused) {

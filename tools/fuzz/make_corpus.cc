@@ -118,6 +118,14 @@ int main(int argc, char** argv) {
   // An i64 constant of 2^63: the emitter's static_cast<int64_t> of the
   // saturated value was undefined behaviour (UBSan: kernel_emitter.cc;
   // fixed in 2982706).
+  // Indexing by data and windows: take with out-of-range indices read from
+  // data, scatter_add, pad and window (mutations move the indices around).
+  ok &= emit(dir, "indexing", {f32({{"v", 6}, {"f", 3}}), tensor::spec(DType::i32, {{"t", 5}})},
+             [](tensor::Builder&, std::span<const tensor::Value> a) -> std::vector<tensor::Value> {
+               tensor::Value g = take(a[0], "v", a[1]);
+               return {scatterAdd(a[0], "v", a[1], g * 2), a[0].pad("v", 2, 1).window("v", "k", 3, 2).sum("k"),
+                       a[0].argmax("v")};
+             });
   ok &= emit(dir, "regress_i64_constant_2p63", {tensor::spec(DType::i64, {})},
              [](Builder& b, std::span<const Value> a) { return a[0].add(b.constant(9223372036854775807.0, DType::i64)); });
 
@@ -135,7 +143,7 @@ int main(int argc, char** argv) {
   ok &= write(dir + "/bad_version.wire", v2);
   ok &= write(dir + "/bad_truncated_message.wire", tone_bytes.substr(0, tone_bytes.size() / 2));
   std::string minor = tone_bytes;
-  minor[6] = 7;  // a newer minor version still decodes
+  minor[6] = 7;  // a minor version newer than the reader's: UnsupportedVersion
   ok &= write(dir + "/minor_version.wire", minor);
   return ok ? 0 : 1;
 }

@@ -155,6 +155,11 @@ struct Fixture {
     programs.push_back(accy::wire::encode(*tensor::define("sum", one, [](tensor::Builder&, std::span<const tensor::Value> a) {
       return a[0].sin().sum({"i"});
     })));
+    const tensor::Spec gather[] = {tensor::spec(tensor::DType::f32, {{"v", 16}}),
+                                   tensor::spec(tensor::DType::i32, {{"i", 16}})};
+    programs.push_back(accy::wire::encode(*tensor::define("take", gather, [](tensor::Builder&, std::span<const tensor::Value> a) {
+      return scatterAdd(a[0], "v", a[1], take(a[0], "v", a[1]));
+    })));
     const tensor::Spec ints[] = {tensor::spec(tensor::DType::i32, {{"i", 8}})};
     programs.push_back(accy::wire::encode(*tensor::define("div", ints, [](tensor::Builder&, std::span<const tensor::Value> a) {
       return a[0] / a[0];

@@ -175,7 +175,16 @@ std::vector<tensor::OpCode> opsOf(tensor::OpCategory category) {
       const int32_t a = static_cast<int32_t>(pick(rng, p.nodes.size()));
       const int32_t b = static_cast<int32_t>(pick(rng, p.nodes.size()));
       const tensor::Node& na = p.nodes[a];
-      switch (pick(rng, 6)) {
+      // An i32 view of `b` for the ops that index by data.
+      auto indicesOf = [&](int32_t of) {
+        tensor::Node c;
+        c.op = tensor::OpCode::kCast;
+        c.dtype = tensor::DType::i32;
+        c.operands = {of};
+        p.nodes.push_back(std::move(c));
+        return static_cast<int32_t>(p.nodes.size() - 1);
+      };
+      switch (pick(rng, 10)) {
         case 0:
           m.op = opsOf(tensor::OpCategory::Unary)[pick(rng, opsOf(tensor::OpCategory::Unary).size())];
           m.operands = {a};
@@ -200,6 +209,34 @@ std::vector<tensor::OpCode> opsOf(tensor::OpCategory category) {
           m.op = tensor::OpCode::kCast;
           m.operands = {a};
           m.dtype = static_cast<tensor::DType>(pick(rng, 5));
+          break;
+        case 5:  // take: indices from any node, out of range as they come
+          if (na.axes.empty()) return;
+          m.op = tensor::OpCode::kTake;
+          m.names = {na.axes[pick(rng, na.axes.size())].name};
+          m.operands = {a, indicesOf(b)};
+          break;
+        case 6:  // scatter_add: updates from a third node (mostly the wrong axes)
+          if (na.axes.empty()) return;
+          m.op = tensor::OpCode::kScatterAdd;
+          m.names = {na.axes[pick(rng, na.axes.size())].name};
+          m.operands = {a, indicesOf(b), static_cast<int32_t>(pick(rng, p.nodes.size()))};
+          break;
+        case 7:  // pad
+          if (na.axes.empty()) return;
+          m.op = tensor::OpCode::kPad;
+          m.names = {na.axes[pick(rng, na.axes.size())].name};
+          m.ints = {kInts[pick(rng, std::size(kInts))], kInts[pick(rng, std::size(kInts))]};
+          m.scalar = kScalars[pick(rng, std::size(kScalars))];
+          m.operands = {a};
+          break;
+        case 8:  // window
+          if (na.axes.empty()) return;
+          m.op = tensor::OpCode::kWindow;
+          m.names = {na.axes[pick(rng, na.axes.size())].name, kAxisNames[pick(rng, std::size(kAxisNames))]};
+          m.ints = {kInts[pick(rng, std::size(kInts))], kInts[pick(rng, std::size(kInts))],
+                    kInts[pick(rng, std::size(kInts))]};
+          m.operands = {a};
           break;
         default:
           m.op = tensor::OpCode::kBroadcast;
