@@ -372,12 +372,13 @@ void runPerceptronAccy(benchmark::State& state, int threads) {
   }
 }
 
-void runPerceptronTorch(benchmark::State& state, int threads) {
-  const char* script = std::getenv("ACCY_TORCH_SCRIPT");
+// Runs a PyTorch script of bench/ (`script_and_args`, plus --threads) and
+// reports the median it prints as this row's time.
+void runTorchScript(benchmark::State& state, const std::string& script_and_args, int threads) {
   // Debian's python3, where python3-torch installs (not a python3 found
   // first on PATH).
-  const std::string command = std::string("/usr/bin/python3 ") + (script != nullptr ? script : "bench/torch_perceptron.py") +
-                              " --threads=" + std::to_string(threads) + " --reps=50 2>&1";
+  const std::string command =
+      "/usr/bin/python3 " + script_and_args + " --threads=" + std::to_string(threads) + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   std::string out;
   if (pipe != nullptr) {
@@ -402,6 +403,11 @@ void runPerceptronTorch(benchmark::State& state, int threads) {
   for (auto _ : state) state.SetIterationTime(seconds);
   const size_t v = out.find("torch ");
   if (v != std::string::npos) state.SetLabel(out.substr(v, out.find('\n', v) - v));
+}
+
+void runPerceptronTorch(benchmark::State& state, int threads) {
+  const char* script = std::getenv("ACCY_TORCH_SCRIPT");
+  runTorchScript(state, std::string(script != nullptr ? script : "bench/torch_perceptron.py") + " --reps=50", threads);
 }
 
 void BM_PerceptronStep_Accy_1Thread(benchmark::State& state) { runPerceptronAccy(state, 1); }
@@ -1023,6 +1029,142 @@ void BM_ToneValueAndGrad_Launch(benchmark::State& state) {
 
 }  // namespace
 
+// --- Indexing by data and windows (docs/SEMANTICS.md) -----------------------
+
+// Records `fn` over `specs` and compiles it for `threads`.
+template <typename F>
+absl::StatusOr<tensor::CpuExecutable> compileFor(std::vector<tensor::Spec> specs, int threads, F fn) {
+  auto program = tensor::define("bench", specs, fn);
+  if (!program.ok()) return program.status();
+  return tensor::CpuExecutable::compile(*program, {.threads = threads});
+}
+
+std::vector<float> randomFloats(size_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1, 1);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// An embedding lookup: the rows of a f32[2^20, 64] table (256 MiB) at 2^20
+// random tokens, against a copy of the same 256 MiB and PyTorch's
+// index_select.
+constexpr int64_t kVocab = int64_t{1} << 20, kFeatures = 64, kTokens = int64_t{1} << 20;
+
+const std::vector<float>& embeddingTable() {
+  static const std::vector<float> t = randomFloats(kVocab * kFeatures, 21);
+  return t;
+}
+
+const std::vector<int32_t>& embeddingTokens() {
+  static const std::vector<int32_t> t = [] {
+    std::vector<int32_t> v(kTokens);
+    std::mt19937 rng(22);
+    for (int32_t& x : v) x = static_cast<int32_t>(rng() % kVocab);
+    return v;
+  }();
+  return t;
+}
+
+void runEmbeddingAccy(benchmark::State& state, int threads) {
+  auto exe = compileFor({tensor::spec(tensor::DType::f32, {{"vocab", kVocab}, {"feature", kFeatures}}),
+                         tensor::spec(tensor::DType::i32, {{"token", kTokens}})},
+                        threads, [](tensor::Builder&, std::span<const tensor::Value> a) {
+                          return take(a[0], "vocab", a[1]);
+                        });
+  if (!ok(state, exe, "compile")) return;
+  const std::vector<float>& table = embeddingTable();
+  const std::vector<int32_t>& tokens = embeddingTokens();
+  std::vector<float> out(kTokens * kFeatures, 0.0f);  // touched before the clock starts
+  for (auto _ : state) {
+    auto st = exe->launch({accy::bytes(table), accy::bytes(tokens)}, {accy::writableBytes(out)});
+    benchmark::ClobberMemory();
+    if (!ok(state, st, "launch")) return;
+  }
+  const int64_t t = kTokens / 3;
+  if (!check(state, std::memcmp(&out[t * kFeatures], &embeddingTable()[embeddingTokens()[t] * kFeatures],
+                                kFeatures * 4) == 0,
+             "wrong row")) {
+    return;
+  }
+  state.SetBytesProcessed(state.iterations() * kTokens * kFeatures * 4);
+}
+
+void BM_Embedding_Accy_1Thread(benchmark::State& state) { runEmbeddingAccy(state, 1); }
+void BM_Embedding_Accy_2Threads(benchmark::State& state) { runEmbeddingAccy(state, 2); }
+void BM_Embedding_Memcpy_1Thread(benchmark::State& state) {
+  const std::vector<float>& table = embeddingTable();
+  std::vector<float> out(kTokens * kFeatures, 0.0f);
+  for (auto _ : state) {
+    std::memcpy(out.data(), table.data(), out.size() * 4);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * kTokens * kFeatures * 4);
+}
+void BM_Embedding_PyTorch_1Thread(benchmark::State& state) {
+  runTorchScript(state, "bench/torch_indexing.py --case=embedding", 1);
+}
+void BM_Embedding_PyTorch_2Threads(benchmark::State& state) {
+  runTorchScript(state, "bench/torch_indexing.py --case=embedding", 2);
+}
+
+// The layers of a small ResNet's first stage: f32[batch 32, c 64, h 56, w 56].
+const std::vector<float>& featureMap() {
+  static const std::vector<float> x = randomFloats(size_t{32} * 64 * 56 * 56, 23);
+  return x;
+}
+
+tensor::Spec featureSpec() {
+  return tensor::spec(tensor::DType::f32, {{"b", 32}, {"c", 64}, {"h", 56}, {"w", 56}});
+}
+
+// 2x2 max pooling, stride 2.
+void runPoolAccy(benchmark::State& state, int threads) {
+  auto exe = compileFor({featureSpec()}, threads, [](tensor::Builder&, std::span<const tensor::Value> a) {
+    return a[0].window("h", "ph", 2, 2).window("w", "pw", 2, 2).max({"ph", "pw"});
+  });
+  if (!ok(state, exe, "compile")) return;
+  std::vector<float> out(size_t{32} * 64 * 28 * 28);
+  for (auto _ : state) {
+    auto st = exe->launch({accy::bytes(featureMap())}, {accy::writableBytes(out)});
+    benchmark::ClobberMemory();
+    if (!ok(state, st, "launch")) return;
+  }
+  const float* x = featureMap().data();
+  if (!check(state, out[0] == std::max({x[0], x[1], x[56], x[57]}), "wrong maximum")) return;
+}
+
+void BM_MaxPool_Accy_1Thread(benchmark::State& state) { runPoolAccy(state, 1); }
+void BM_MaxPool_Accy_2Threads(benchmark::State& state) { runPoolAccy(state, 2); }
+void BM_MaxPool_PyTorch_1Thread(benchmark::State& state) { runTorchScript(state, "bench/torch_indexing.py --case=pool", 1); }
+void BM_MaxPool_PyTorch_2Threads(benchmark::State& state) { runTorchScript(state, "bench/torch_indexing.py --case=pool", 2); }
+
+// A 3x3 convolution, padding 1, 64 -> 64 channels: pad, two windows and a
+// dot over (c, kh, kw), Accy choosing its schedule itself.
+void runConvAccy(benchmark::State& state, int threads) {
+  auto exe = compileFor({featureSpec(), tensor::spec(tensor::DType::f32, {{"o", 64}, {"c", 64}, {"kh", 3}, {"kw", 3}})},
+                        threads, [](tensor::Builder&, std::span<const tensor::Value> a) {
+                          tensor::Value x = a[0].pad("h", 1, 1).pad("w", 1, 1).window("h", "kh", 3).window("w", "kw", 3);
+                          return dot(x, a[1], {"c", "kh", "kw"});
+                        });
+  if (!ok(state, exe, "compile")) return;
+  static const std::vector<float> k = randomFloats(size_t{64} * 64 * 9, 24);
+  std::vector<float> out(size_t{32} * 56 * 56 * 64);
+  for (auto _ : state) {
+    auto st = exe->launch({accy::bytes(featureMap()), accy::bytes(k)}, {accy::writableBytes(out)});
+    benchmark::ClobberMemory();
+    if (!ok(state, st, "launch")) return;
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * 32 * 64 * 56 * 56 * 64 * 9 * state.iterations() / 1e9,
+                                                 benchmark::Counter::kIsRate);
+}
+
+void BM_Conv3x3_Accy_1Thread(benchmark::State& state) { runConvAccy(state, 1); }
+void BM_Conv3x3_Accy_2Threads(benchmark::State& state) { runConvAccy(state, 2); }
+void BM_Conv3x3_PyTorch_1Thread(benchmark::State& state) { runTorchScript(state, "bench/torch_indexing.py --case=conv", 1); }
+void BM_Conv3x3_PyTorch_2Threads(benchmark::State& state) { runTorchScript(state, "bench/torch_indexing.py --case=conv", 2); }
+
 BENCHMARK(BM_SinAffine_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SinAffine_Accy_AllThreads)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SinAffine_Alternating_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime();
@@ -1060,6 +1202,19 @@ BENCHMARK(BM_PerceptronStep_PyTorch_2Threads)->Unit(benchmark::kMillisecond)->Us
 BENCHMARK(BM_Chain4096_Accy_Fused)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Chain4096_Accy_OneKernel)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Chain4096_Accy_Unfused)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Embedding_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Embedding_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Embedding_Memcpy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Embedding_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_Embedding_PyTorch_2Threads)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_MaxPool_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_MaxPool_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_MaxPool_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_MaxPool_PyTorch_2Threads)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_Conv3x3_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+BENCHMARK(BM_Conv3x3_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+BENCHMARK(BM_Conv3x3_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_Conv3x3_PyTorch_2Threads)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_Tone_Compile)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Tone_Launch)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_ToneValueAndGrad_Launch)->Unit(benchmark::kNanosecond);

@@ -99,6 +99,11 @@ inline std::vector<OpCase> opCases() {
       // `j` the indices' own axis.
       {"take", [](Builder&, Args a) { return take(a[0], "p", (a[1].cast(DType::i32) * 3 - 2).rename("p", "j")); },
        -3, 3, false},
+      // Whole rows at data-dependent positions (an embedding lookup): the
+      // CPU computes each row's position once and reads the row in vectors.
+      {"take_rows", [](Builder&, Args a) {
+         return take(a[0], "p", (a[1].cast(DType::i32).sum("q") - 1).rename("p", "j"));
+       }, -3, 3, false},
       // Indices at the i32 extremes: clamped to the first and last element.
       {"take_extremes", [](Builder& b, Args a) {
          Value idx = a[1].gt(a[0]).where(b.constant(2147483647, DType::i32), b.constant(-2147483648.0, DType::i32));

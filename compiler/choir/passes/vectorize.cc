@@ -40,43 +40,44 @@ bool int32LaneOp(OpCode op) {
 
 namespace {
 
-// Whether every value in `e` has the dtype `lane` (f32, f64, or i32 under
-// the ops above), comparisons aside, and every load walks `var` with stride
-// 0 or 1.
-bool uniformLanes(const Module& m, const ExprRef& e, int var, DType* lane) {
+// Whether `e` has the same value in every lane of `var`: no load walks it
+// and no index expression uses it.
+bool invariantIn(const Module& m, const ExprRef& e, int var) {
   bool ok = true;
   visitExpr(e, [&](const Expr& x) {
-    if (!ok) return;
-    if (x.kind == ExprKind::kIndex || (x.kind == ExprKind::kOp && x.op == OpCode::kCast)) {
-      ok = false;
-      return;
-    }
-    const bool is_compare = x.kind == ExprKind::kOp &&
-                            tensor::opCategory(x.op) == tensor::OpCategory::Compare;
-    if (*lane == DType::i32 && x.kind == ExprKind::kOp && !int32LaneOp(x.op)) {
-      ok = false;
-      return;
-    }
-    if (!is_compare) {
-      if (x.dtype != DType::f32 && x.dtype != DType::f64 && x.dtype != DType::i32) {
-        ok = false;
-        return;
-      }
-      if (*lane != x.dtype) {
-        ok = false;
-        return;
-      }
-    }
-    if (x.kind == ExprKind::kLoad && !x.bound.empty()) {  // a gather: scalar for now
-      ok = false;
-      return;
-    }
-    if (x.kind == ExprKind::kLoad) {
-      const int64_t c = flatCoeff(m.buffers[x.buffer], x.index, var);
-      if (c != 0 && c != 1) ok = false;
-    }
+    if (x.kind == ExprKind::kIndex && x.index[0].uses(var)) ok = false;
+    if (x.kind == ExprKind::kLoad && flatCoeff(m.buffers[x.buffer], x.index, var) != 0) ok = false;
   });
   return ok;
+}
+
+// Whether every value in `e` has the dtype `lane` (f32, f64, or i32 under
+// the ops above), comparisons aside, and every load walks `var` with stride
+// 0 or 1. A load at data-dependent positions qualifies when the positions
+// do not change along `var` (an embedding row read along its features):
+// the emitter computes them once per row, and its bound values, integers,
+// are not lanes.
+bool uniformLanes(const Module& m, const ExprRef& e, int var, DType* lane) {
+  countWork();
+  const Expr& x = *e;
+  if (x.kind == ExprKind::kIndex || (x.kind == ExprKind::kOp && x.op == OpCode::kCast)) return false;
+  const bool is_compare = x.kind == ExprKind::kOp && tensor::opCategory(x.op) == tensor::OpCategory::Compare;
+  if (*lane == DType::i32 && x.kind == ExprKind::kOp && !int32LaneOp(x.op)) return false;
+  if (!is_compare) {
+    if (x.dtype != DType::f32 && x.dtype != DType::f64 && x.dtype != DType::i32) return false;
+    if (*lane != x.dtype) return false;
+  }
+  if (x.kind == ExprKind::kLoad) {
+    for (const ExprRef& a : x.args) {
+      if (!invariantIn(m, a, var)) return false;
+    }
+    const int64_t c = flatCoeff(m.buffers[x.buffer], x.index, var);
+    return c == 0 || c == 1;
+  }
+  for (const ExprRef& a : x.args) {
+    if (!uniformLanes(m, a, var, lane)) return false;
+  }
+  return true;
 }
 
 bool vectorLane(const VectorizeOptions& o, DType lane) { return isFloating(lane) || (o.int32 && lane == DType::i32); }

@@ -39,6 +39,21 @@ TEST(Vectorize, StridedIntegerShortOrCastLoopsStayScalar) {
             LoopTag::kSerial);
 }
 
+// An embedding lookup reads whole rows at data-dependent positions: the
+// position does not change along the feature loop, which vectorizes. When
+// the index changes along the inner loop (a gather per element), it does not.
+TEST(Vectorize, RowsAtDataDependentPositionsVectorizeAlongTheRow) {
+  auto tag = [](Module m) { return innermost(*vectorizeLoops(*fuseKernels(m), VectorizeOptions{.vector_bytes = 32})).tag; };
+  const std::vector<tensor::Spec> specs = {tensor::spec(DType::f32, {{"vocab", 100}, {"feature", 64}}),
+                                           tensor::spec(DType::i32, {{"token", 30}})};
+  EXPECT_EQ(tag(lowered(specs, [](tensor::Builder&, Args a) { return take(a[0], "vocab", a[1]) * 2; })),
+            LoopTag::kVectorized);
+  const std::vector<tensor::Spec> per_element = {tensor::spec(DType::f32, {{"vocab", 100}, {"feature", 64}}),
+                                                 tensor::spec(DType::i32, {{"feature", 64}})};
+  EXPECT_EQ(tag(lowered(per_element, [](tensor::Builder&, Args a) { return take(a[0], "vocab", a[1]) * 2; })),
+            LoopTag::kSerial);
+}
+
 // With int32 (wasm's i32x4): i32 loops of the ops i32 lanes have; not
 // division, pow, casts or i64.
 TEST(Vectorize, Int32LoopsWhenTheTargetHasI32Lanes) {

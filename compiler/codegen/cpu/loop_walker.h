@@ -358,7 +358,7 @@ class LoopWalker {
     Value v{};
     switch (e->kind) {
       case choir::ExprKind::kLoad:
-        if (!e->bound.empty()) {
+        if (!e->bound.empty() && !hoisted(*e)) {
           // Variables bound to clamped indices read from data join the loop
           // variables for this load's address (one point at a time: the
           // vectorizer leaves such loads scalar).
@@ -456,6 +456,51 @@ class LoopWalker {
   void endRows() {
     rows_active_ = false;
     rows_.clear();
+    forgetHoisted();
+  }
+  void forgetHoisted() {
+    for (int var : hoisted_) vars_.erase(var);
+    hoisted_.clear();
+  }
+  bool hoisted(const choir::Expr& load) const {
+    for (int var : load.bound) {
+      if (!hoisted_.contains(var)) return false;
+    }
+    return true;
+  }
+  // Whether `e` is the same at every point of `inner_var` (and so may be
+  // evaluated once, before the innermost loop).
+  bool invariantIn(const choir::ExprRef& e, int inner_var) const {
+    bool ok = true;
+    choir::visitExpr(e, [&](const choir::Expr& x) {
+      if (x.kind == choir::ExprKind::kIndex && x.index[0].uses(inner_var)) ok = false;
+      if (x.kind == choir::ExprKind::kLoad && splitIndex(x.buffer, x.index, inner_var).second != 0) ok = false;
+    });
+    return ok;
+  }
+  // A load at data-dependent positions that do not change along the
+  // innermost loop (an embedding row read along its features): its bound
+  // values are computed once, before the loop, and its row base is cached
+  // like any other; the loop then runs in vector lanes.
+  void hoistBound(const choir::Expr& load, int inner_var) {
+    if (inner_var < 0 || hoisted(load)) return;
+    for (const choir::ExprRef& a : load.args) {
+      if (!invariantIn(a, inner_var)) return;
+    }
+    std::vector<std::pair<int, Index>> bound;
+    for (size_t j = 0; j < load.bound.size(); ++j) {
+      absl::StatusOr<Value> b = expr(load.args[j], Mode{});
+      if (!b.ok()) return;  // the load is then emitted point by point, which reports it
+      auto p = self().prims(Mode{});
+      OpSemantics<decltype(p)> sem(p, self().emitterName());
+      const Value as_index = sem.convert(*b, load.args[j]->dtype, self().indexDType());
+      if (!p.status().ok() || !sem.status().ok()) return;
+      bound.emplace_back(load.bound[j], self().valueIndex(as_index));
+    }
+    for (const auto& [var, index] : bound) {
+      vars_[var] = index;
+      hoisted_.insert(var);
+    }
   }
   Index rowBase(int buffer, const choir::Affine& rest) {
     for (const choir::Affine::Term& t : rest.terms) {  // changes from point to point
@@ -480,9 +525,9 @@ class LoopWalker {
   }
   void prepareRows(const choir::ExprRef& e, int inner_var) {
     choir::visitExpr(e, [&](const choir::Expr& x) {
-      if (x.kind == choir::ExprKind::kLoad && x.bound.empty()) {
-        rowBase(x.buffer, splitIndex(x.buffer, x.index, inner_var).first);
-      }
+      if (x.kind != choir::ExprKind::kLoad) return;
+      if (!x.bound.empty()) hoistBound(x, inner_var);
+      if (hoisted(x)) rowBase(x.buffer, splitIndex(x.buffer, x.index, inner_var).first);
     });
   }
   void prepareRows(const choir::Stmt& s, int inner_var) {
@@ -498,6 +543,7 @@ class LoopWalker {
   std::map<int, Index> vars_;  // loop variable -> its counter
   absl::flat_hash_map<RowKey, Index, absl::Hash<RowKey>> rows_;  // valid inside one innermost loop
   std::set<int> data_vars_;  // variables a load being emitted binds to data
+  std::set<int> hoisted_;    // bound variables computed before the innermost loop
   bool rows_active_ = false;
   choir::ValueNumbering numbers_;         // the CSE keys, for the whole module
   absl::flat_hash_map<int, Value> cse_;  // one evaluation point

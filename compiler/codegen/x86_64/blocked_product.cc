@@ -260,6 +260,7 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
       cc_.lea(row, x86::ptr(i, r));
       vars_[i_var] = row;
       rows_.clear();
+      forgetHoisted();  // bound values of the previous row
       prepareRows(*p.epilogue, p.epilogue_var);
       for (int v = 0; v < v_count; ++v) {
         x86::Gp column = cc_.newInt64("column");
@@ -270,6 +271,7 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
         ACCY_RETURN_IF_ERROR(store(*p.epilogue, mode));
       }
     }
+    forgetHoisted();
     rows_.swap(outer_rows);
     vsimd_ = outer_simd;
     rows_active_ = rows_were_active;

@@ -43,7 +43,12 @@ absl::Status KernelEmitter::emit(const choir::Kernel& kernel, Label* entry) {
   f->setArg(1, begin_);
   f->setArg(2, end_);
   f->setArg(3, runtime_);
+  streamed_ = false;
   absl::Status st = walk(kernel);
+  // Streaming stores are weakly ordered: fenced once, before the kernel
+  // returns and the launch reports it done (not after each innermost loop:
+  // a fence per row of a gather cost 5x).
+  if (streamed_) cc_.sfence();
   cc_.endFunc();
   return st;
 }
@@ -124,9 +129,7 @@ KernelEmitter::Mode KernelEmitter::beginVectorStore(const Stmt& l, int width, co
 }
 
 void KernelEmitter::endVectorStore(const Mode& lanes) {
-  // Streaming stores are weakly ordered: fence them before the launch
-  // reports the kernel done.
-  if (lanes.stream) cc_.sfence();
+  if (lanes.stream) streamed_ = true;  // fenced at the kernel's end
   endHoist();
   vsimd_ = nullptr;
 }

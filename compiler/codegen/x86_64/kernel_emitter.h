@@ -143,6 +143,7 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, Val, asmjit
   Simd scalar64_;
   std::optional<Simd> loop_simd_;  // the lanes of the innermost loop
   Simd* vsimd_ = nullptr;          // the lanes vector values run in
+  bool streamed_ = false;          // the kernel made non-temporal stores
   asmjit::x86::Gp buffers_, begin_, end_, runtime_;
   std::map<int, asmjit::x86::Gp> base_;
   Hoist hoist_;

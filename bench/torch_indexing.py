@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""The indexing and window workloads of bench/cpu_bench.cc in PyTorch on the
+CPU, each at its best (oneDNN where PyTorch uses it, threads pinned):
+
+  pool       2x2 max pooling, stride 2, of f32[32, 64, 56, 56]
+  conv       a 3x3 convolution, padding 1, 64 -> 64 channels, f32[32, 64, 56, 56]
+  embedding  rows of a f32[2^20, 64] table at 2^20 random tokens (index_select)
+
+Prints the median time in milliseconds over --reps runs after a warm-up, the
+threads and the build. Run by cpu_bench's *_PyTorch rows (same run as
+Accy's rows)."""
+import argparse
+import statistics
+import time
+
+import torch
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--case", required=True, choices=["pool", "conv", "embedding"])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--reps", type=int, default=10)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        if args.case == "pool":
+            x = torch.rand(32, 64, 56, 56, generator=gen)
+            run = lambda: torch.nn.functional.max_pool2d(x, 2, 2)
+        elif args.case == "conv":
+            x = torch.rand(32, 64, 56, 56, generator=gen)
+            w = torch.rand(64, 64, 3, 3, generator=gen) * 0.1
+            run = lambda: torch.nn.functional.conv2d(x, w, padding=1)
+        else:
+            table = torch.rand(1 << 20, 64, generator=gen)
+            tokens = torch.randint(0, 1 << 20, (1 << 20,), generator=gen)
+            out = torch.empty(1 << 20, 64)
+            run = lambda: torch.index_select(table, 0, tokens, out=out)
+        for _ in range(3):
+            run()
+        times = []
+        for _ in range(args.reps):
+            start = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - start)
+    config = torch.__config__.show()
+    onednn = "USE_MKLDNN=ON" in config
+    print(f"median_ms {statistics.median(times) * 1e3:.4f}")
+    print(f"threads {torch.get_num_threads()}")
+    print(f"torch {torch.__version__} oneDNN={'on' if onednn else 'off'}")
+
+
+if __name__ == "__main__":
+    main()
