@@ -283,6 +283,60 @@ TEST(Compose, VmapOfGradGradOfVmapVmapOfVmap) {
   for (int n = 0; n < 3; ++n) EXPECT_NEAR(res[n], dfdw(n + 1), 1e-10);
 }
 
+// For each indexing and window op: vmap of grad and grad of vmap against
+// the gradient of each slice.
+TEST(Compose, VmapOfGradAndGradOfVmapOfIndexingOps) {
+  std::mt19937 rng(17);
+  constexpr int64_t kBatch = 3;
+  const std::vector<Spec> specs = {spec(DType::f64, {{"a", 3}, {"b", 4}}), spec(DType::f64, {{"b", 4}})};
+  int checked = 0;
+  for (const GradCase& c : gradCases()) {
+    const std::string name = c.name;
+    if (name.find("take") != 0 && name != "scatter_add" && name != "pad" && name.find("window") != 0 &&
+        name != "dot_two_axes") {
+      continue;
+    }
+    ++checked;
+    auto f = Function::define(c.name, specs, c.fn);
+    ASSERT_TRUE(f.ok()) << name;
+    auto g = f->grad({.wrt = {0, 1}});
+    ASSERT_TRUE(g.ok()) << name << ": " << g.status();
+    std::vector<std::vector<double>> slices;
+    std::vector<double> batched;
+    for (int64_t n = 0; n < kBatch; ++n) {
+      slices.push_back(randomValues(12, rng, c.lo, c.hi));
+      batched.insert(batched.end(), slices.back().begin(), slices.back().end());
+    }
+    const std::vector<double> y = randomValues(4, rng, c.lo, c.hi);
+    auto batch = [&](const Function& fn) {
+      return fn.vmap({.axis_size = kBatch, .in_axes = {mappedAxis(0), unmapped}, .axis_name = "n"});
+    };
+    // vmap of grad: [n, a, b] and [n, b].
+    auto vg = batch(*g);
+    ASSERT_TRUE(vg.ok()) << name << ": " << vg.status();
+    auto out = run(vg->program(), {batched, y});
+    ASSERT_EQ(out.size(), 2u) << name;
+    // grad of vmap: d/dx of the sum over n.
+    auto vf = batch(*f);
+    ASSERT_TRUE(vf.ok()) << name << ": " << vf.status();
+    auto total = Function::define("total", vf->program().inputSpecs(),
+                                  [&](Builder& b, Args a) { return vf->call(b, a)[0].sum("n"); });
+    ASSERT_TRUE(total.ok()) << name << ": " << total.status();
+    auto gv = total->grad({.wrt = {0}});
+    ASSERT_TRUE(gv.ok()) << name << ": " << gv.status();
+    auto gout = run(gv->program(), {batched, y});
+    for (int64_t n = 0; n < kBatch; ++n) {
+      auto slice = run(g->program(), {slices[n], y});
+      for (int64_t e = 0; e < 12; ++e) {
+        EXPECT_NEAR(out[0][n * 12 + e], slice[0][e], 1e-12) << name << " vmap of grad, n " << n;
+        EXPECT_NEAR(gout[0][n * 12 + e], slice[0][e], 1e-12) << name << " grad of vmap, n " << n;
+      }
+      for (int64_t e = 0; e < 4; ++e) EXPECT_NEAR(out[1][n * 4 + e], slice[1][e], 1e-12) << name;
+    }
+  }
+  EXPECT_EQ(checked, 9);
+}
+
 TEST(Simplify, TransformedProgramsHaveNoDeadOrDuplicateNodes) {
   const std::vector<Spec> specs = {spec(DType::f32, {}), spec(DType::f32, {{"point", 16}}),
                                    spec(DType::f32, {{"point", 16}})};
