@@ -1499,6 +1499,76 @@ TEST(Accyd, TheVulkanDeviceRunsSpirvPrograms) {
   for (int g = 0; g < 8; ++g) EXPECT_NEAR(tone::referenceMismatch(f8[g]), v8[g], 1e-4);
 }
 
+// Indices read from data, at the i32 extremes, negative, past the end and
+// duplicated, through the daemon's cpu and vulkan devices on buffers in
+// shared memory: take, scatter_add and a take of a pad change no byte
+// outside their outputs (canaries around every buffer, inputs unchanged)
+// and give the evaluator's results.
+TEST(Accyd, AdversarialIndicesStayInsideSharedBuffers) {
+  Daemon d({"--devices=cpu,vulkan"});
+  auto s = connect(d);
+  std::vector<std::string> targets = {"x86_64"};
+  if (s == nullptr) GTEST_SKIP() << "accyd could not start with a vulkan device (no Vulkan here)";
+  auto info = s->serverInfo();
+  ASSERT_TRUE(info.ok());
+  if (std::find(info->targets().begin(), info->targets().end(), "spirv") != info->targets().end()) {
+    targets.push_back("spirv");
+  }
+  EXPECT_EQ(targets.size(), 2u) << "a daemon started with a vulkan device serves spirv";
+  const std::vector<int32_t> wild = {INT32_MIN, -1, 0, 1, 6, 7, 8, INT32_MAX, 3, 3, 3, -7, 1000000, 2};
+  const int64_t n = static_cast<int64_t>(wild.size());
+  const std::vector<tensor::Spec> specs = {tensor::spec(tensor::DType::f32, {{"v", 7}, {"f", 3}}),
+                                           tensor::spec(tensor::DType::i32, {{"t", n}}),
+                                           tensor::spec(tensor::DType::f32, {{"t", n}, {"f", 3}})};
+  auto program = tensor::define("wild", specs, [](tensor::Builder&, std::span<const tensor::Value> a) -> std::vector<tensor::Value> {
+    return {take(a[0], "v", a[1]), scatterAdd(a[0], "v", a[1], a[2]), take(a[0].pad("v", 2, 3, -1), "v", a[1]).sum("f")};
+  });
+  ASSERT_TRUE(program.ok()) << program.status();
+  std::vector<float> table(21), updates(n * 3);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = 0.25f * static_cast<float>(i) - 2;
+  for (size_t i = 0; i < updates.size(); ++i) updates[i] = 0.5f * static_cast<float>(i % 5) - 1;
+  auto want = tensor::evaluate(*program, {bytes(table), bytes(wild), bytes(updates)});
+  ASSERT_TRUE(want.ok()) << want.status();
+  for (const std::string& target : targets) {
+    auto h = s->compile(wire::encode(*program), target);
+    ASSERT_TRUE(h.ok()) << target << ": " << h.status();
+    auto buf = s->allocateShared(16384);
+    ASSERT_TRUE(buf.ok()) << buf.status();
+    std::span<std::byte> mem = (*buf)->bytes();
+    std::fill(mem.begin(), mem.end(), std::byte{0xA5});
+    // Buffers 256 bytes apart, at 1 KiB boundaries: inputs, then outputs.
+    constexpr size_t kSlot = 1024, kGap = 256;
+    const std::vector<size_t> sizes = {table.size() * 4, wild.size() * 4, updates.size() * 4,
+                                       static_cast<size_t>(program->outputSpecs()[0].byteSize()),
+                                       static_cast<size_t>(program->outputSpecs()[1].byteSize()),
+                                       static_cast<size_t>(program->outputSpecs()[2].byteSize())};
+    std::vector<std::span<std::byte>> at;
+    for (size_t k = 0; k < sizes.size(); ++k) at.push_back(mem.subspan(kGap + k * kSlot, sizes[k]));
+    std::memcpy(at[0].data(), table.data(), sizes[0]);
+    std::memcpy(at[1].data(), wild.data(), sizes[1]);
+    std::memcpy(at[2].data(), updates.data(), sizes[2]);
+    const std::vector<std::byte> before(mem.begin(), mem.end());
+    auto st = s->invoke(*h, {at[0], at[1], at[2]}, {at[3], at[4], at[5]});
+    ASSERT_TRUE(st.ok()) << target << ": " << st;
+    // Every byte outside the outputs is as it was.
+    for (size_t i = 0; i < mem.size(); ++i) {
+      bool in_output = false;
+      for (size_t k = 3; k < 6; ++k) in_output = in_output || (i >= kGap + k * kSlot && i < kGap + k * kSlot + sizes[k]);
+      if (!in_output && mem[i] != before[i]) {
+        ADD_FAILURE() << target << ": byte " << i << " outside the outputs changed";
+        break;
+      }
+    }
+    for (size_t k = 0; k < 3; ++k) {
+      const auto* got = reinterpret_cast<const float*>(at[3 + k].data());
+      const auto* ref = reinterpret_cast<const float*>((*want)[k].data());
+      for (size_t e = 0; e < sizes[3 + k] / 4; ++e) {
+        EXPECT_NEAR(got[e], ref[e], 1e-5 * (1 + std::fabs(ref[e]))) << target << " output " << k << " element " << e;
+      }
+    }
+  }
+}
+
 // Arithmetic modes through the daemon: fast on the vulkan device runs (the
 // fast and exact programs are cached apart); tf32 for a target without it
 // fails to compile with the reason, and so do an unknown option or mode.
