@@ -1109,6 +1109,44 @@ void BM_Embedding_PyTorch_2Threads(benchmark::State& state) {
   runTorchScript(state, "bench/torch_indexing.py --case=embedding", 2);
 }
 
+// The gather's gradient: 2^20 rows of 64 added into a zeroed table at the
+// tokens (scatterAdd; duplicates add up in token order).
+void runEmbeddingGradAccy(benchmark::State& state, int threads) {
+  auto exe = compileFor({tensor::spec(tensor::DType::f32, {{"token", kTokens}, {"feature", kFeatures}}),
+                         tensor::spec(tensor::DType::i32, {{"token", kTokens}})},
+                        threads, [](tensor::Builder& b, std::span<const tensor::Value> a) {
+                          tensor::Value zeros =
+                              b.constant(0, tensor::DType::f32).broadcast("vocab", kVocab).broadcast("feature", kFeatures);
+                          return scatterAdd(zeros, "vocab", a[1], a[0]);
+                        });
+  if (!ok(state, exe, "compile")) return;
+  const std::vector<float>& grads = embeddingTable();  // any 2^20 x 64 values
+  const std::vector<int32_t>& tokens = embeddingTokens();
+  std::vector<float> out(kVocab * kFeatures, 0.0f);
+  for (auto _ : state) {
+    auto st = exe->launch({accy::bytes(grads), accy::bytes(tokens)}, {accy::writableBytes(out)});
+    benchmark::ClobberMemory();
+    if (!ok(state, st, "launch")) return;
+  }
+  // One row, summed in token order.
+  const int32_t row = tokens[kTokens / 3];
+  float want = 0;
+  for (int64_t t = 0; t < kTokens; ++t) {
+    if (tokens[t] == row) want += grads[t * kFeatures + 5];
+  }
+  if (!check(state, out[row * kFeatures + 5] == want, "wrong row sum")) return;
+  state.SetBytesProcessed(state.iterations() * kTokens * kFeatures * 4);
+}
+
+void BM_EmbeddingGrad_Accy_1Thread(benchmark::State& state) { runEmbeddingGradAccy(state, 1); }
+void BM_EmbeddingGrad_Accy_2Threads(benchmark::State& state) { runEmbeddingGradAccy(state, 2); }
+void BM_EmbeddingGrad_PyTorch_1Thread(benchmark::State& state) {
+  runTorchScript(state, "bench/torch_indexing.py --case=embedding_grad", 1);
+}
+void BM_EmbeddingGrad_PyTorch_2Threads(benchmark::State& state) {
+  runTorchScript(state, "bench/torch_indexing.py --case=embedding_grad", 2);
+}
+
 // The layers of a small ResNet's first stage: f32[batch 32, c 64, h 56, w 56].
 const std::vector<float>& featureMap() {
   static const std::vector<float> x = randomFloats(size_t{32} * 64 * 56 * 56, 23);
@@ -1207,6 +1245,10 @@ BENCHMARK(BM_Embedding_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTim
 BENCHMARK(BM_Embedding_Memcpy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Embedding_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_Embedding_PyTorch_2Threads)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_EmbeddingGrad_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_EmbeddingGrad_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_EmbeddingGrad_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_EmbeddingGrad_PyTorch_2Threads)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_MaxPool_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MaxPool_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MaxPool_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);

@@ -170,6 +170,13 @@ struct Stmt {
   // kReduce lowered from a `dot` node (lower.cc): what a request for
   // tensor cores applies to (passes/tf32.h). Fusion keeps it.
   bool from_dot = false;
+  // kStore at data-dependent positions (scatter_add on the CPU): `bound[j]`
+  // is bound to the clamped index `args[j]` (clampIndex, as for loads),
+  // evaluated before the value; the index and the value may use them.
+  // Loops whose iterations may write one element (none of their variables
+  // in the index) run serially, in order: such stores are deterministic.
+  std::vector<int> bound;
+  std::vector<ExprRef> args;
 
   static Stmt loopOf(LoopHeader header, std::vector<Stmt> body);
   static Stmt store(int buffer, std::vector<Affine> index, ExprRef value);

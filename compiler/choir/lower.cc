@@ -58,7 +58,7 @@ OpCode combinerOf(OpCode reduce) {
 
 class Lowering {
  public:
-  explicit Lowering(const tensor::Program& p) : p_(p) {}
+  Lowering(const tensor::Program& p, const LowerOptions& o) : p_(p), o_(o) {}
 
   absl::StatusOr<Module> run() {
     ACCY_RETURN_IF_ERROR(tensor::validateProgram(p_));
@@ -381,6 +381,7 @@ class Lowering {
     for (const tensor::Axis& a : ind.axes) {
       if (extentOf(x.axes, a.name) == 0) own.push_back(a);
     }
+    if (o_.serial_scatter && !own.empty()) return lowerScatterAddSerial(id, own);
     IndexMap idx;
     auto loops = newLoops(n.axes, idx);
     auto domain = newLoops(own, idx);
@@ -417,7 +418,70 @@ class Lowering {
     return absl::OkStatus();
   }
 
+  // scatter_add with indices of their own axes, on the CPU: sums[j] over
+  // an extra last row j = extent (where dropped updates go), zeroed; then,
+  // serially over the indices' own axes in row-major order and in lanes
+  // over x's other axes, sums[clamped index] += update; then x + sums. The
+  // same additions in the same order as the reduction form: the same bits,
+  // at every thread count (only loops over x's other axes run in parallel:
+  // their iterations write different elements).
+  absl::Status lowerScatterAddSerial(int32_t id, const std::vector<tensor::Axis>& own) {
+    const Node& n = p_.nodes[id];
+    const std::string& axis = n.names[0];
+    const Node& x = p_.nodes[n.operands[0]];
+    const int32_t ind = n.operands[1];
+    const int64_t extent = extentOf(x.axes, axis);
+    const std::string name = strCat("k", id, "_scatter_add");
+    tensor::Node sums_node = n;
+    for (tensor::Axis& a : sums_node.axes) {
+      if (a.name == axis) a.extent = extent + 1;
+    }
+    const int sums = addBuffer(strCat("t", id, "_sums"), sums_node, BufferRole::kTemp, -1);
+    {  // zero
+      IndexMap idx;
+      auto loops = newLoops(sums_node.axes, idx);
+      emitNest(strCat(name, "_zero"), loops,
+               Stmt::store(sums, indexFor(sums_node.axes, idx), makeConstant(n.dtype, 0)));
+    }
+    {  // scatter: the indices' own axes outermost, serial
+      std::vector<tensor::Axis> order = own;
+      for (const tensor::Axis& a : x.axes) {
+        if (a.name != axis) order.push_back(a);
+      }
+      IndexMap idx;
+      auto loops = newLoops(order, idx);
+      IndexMap at_ind;
+      for (const tensor::Axis& a : p_.nodes[ind].axes) at_ind[a.name] = idx[a.name];
+      const ExprRef raw = access(ind, at_ind);
+      const DType d = raw->dtype;
+      const ExprRef past = makeConstant(d, static_cast<double>(extent));
+      const ExprRef kept = makeOp(OpCode::kWhere, d,
+                                  {makeOp(OpCode::kGe, DType::bool_, {raw, makeConstant(d, 0)}),
+                                   makeOp(OpCode::kWhere, d, {makeOp(OpCode::kLt, DType::bool_, {raw, past}), raw, past}),
+                                   past});
+      const int v = m_.newVar();
+      IndexMap at_sum = idx;
+      at_sum[axis] = Affine::var(v);
+      IndexMap at_upd;
+      for (const tensor::Axis& a : p_.nodes[n.operands[2]].axes) at_upd[a.name] = idx[a.name];
+      const std::vector<Affine> index = indexFor(sums_node.axes, at_sum);
+      Stmt st = Stmt::store(sums, index,
+                            makeOp(OpCode::kAdd, n.dtype, {makeLoad(n.dtype, sums, index), access(n.operands[2], at_upd)}));
+      st.bound = {v};
+      st.args = {clampIndex(kept, extent)};
+      emitNest(strCat(name, "_scatter"), loops, std::move(st));
+    }
+    IndexMap idx;
+    auto loops = newLoops(n.axes, idx);
+    emitNest(name, loops,
+             Stmt::store(buffer_of_[id], indexFor(n.axes, idx),
+                         makeOp(OpCode::kAdd, n.dtype,
+                                {access(n.operands[0], idx), makeLoad(n.dtype, sums, indexFor(n.axes, idx))})));
+    return absl::OkStatus();
+  }
+
   const tensor::Program& p_;
+  const LowerOptions o_;
   Module m_;
   std::vector<int> buffer_of_;
   std::vector<bool> live_;
@@ -425,6 +489,8 @@ class Lowering {
 
 }  // namespace
 
-absl::StatusOr<Module> lowerProgram(const tensor::Program& program) { return Lowering(program).run(); }
+absl::StatusOr<Module> lowerProgram(const tensor::Program& program, const LowerOptions& options) {
+  return Lowering(program, options).run();
+}
 
 }  // namespace accy::choir

@@ -17,7 +17,14 @@
 
 namespace accy::choir {
 
-absl::StatusOr<Module> lowerProgram(const tensor::Program& program);
+struct LowerOptions {
+  // scatter_add as an ordered scatter into sums (a store at data-dependent
+  // positions under a serial loop over the indices): what CPU targets run.
+  // Off, the target-neutral form: a reduction per element over every index.
+  bool serial_scatter = false;
+};
+
+absl::StatusOr<Module> lowerProgram(const tensor::Program& program, const LowerOptions& options = {});
 
 }  // namespace accy::choir
 

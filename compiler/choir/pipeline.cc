@@ -24,7 +24,7 @@ absl::StatusOr<Module> compileToChoir(const tensor::Program& program, const Pipe
     return absl::OkStatus();
   };
 
-  ACCY_ASSIGN_OR_RETURN(Module m, lowerProgram(program));
+  ACCY_ASSIGN_OR_RETURN(Module m, lowerProgram(program, LowerOptions{.serial_scatter = !options.gpu_map}));
   ACCY_RETURN_IF_ERROR(after("lower", m));
   if (options.fuse) {
     ACCY_ASSIGN_OR_RETURN(m, fuseKernels(std::move(m), options.fuse_limits));

@@ -45,10 +45,14 @@ void printStmts(const Module& m, const std::vector<Stmt>& stmts, int depth, std:
         printStmts(m, s.body, depth + 1, out);
         strAppend(out, pad, "}\n");
         break;
-      case StmtKind::kStore:
-        strAppend(out, pad, m.buffers[s.buffer].name, indexText(s.index), " = ",
-                  toText(m, s.value), "\n");
+      case StmtKind::kStore: {
+        std::string where;
+        for (size_t j = 0; j < s.bound.size(); ++j) {
+          where += strCat(j == 0 ? " where " : ", ", "i", s.bound[j], " = ", toText(m, s.args[j]));
+        }
+        strAppend(out, pad, m.buffers[s.buffer].name, indexText(s.index), " = ", toText(m, s.value), where, "\n");
         break;
+      }
       case StmtKind::kReduce:
         strAppend(out, pad, "reduce ", tensor::opName(s.combiner), " ", m.buffers[s.buffer].name,
                   indexText(s.index), " over (",

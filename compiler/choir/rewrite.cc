@@ -2,6 +2,12 @@
 
 namespace accy::choir {
 
+void substituteStmt(Stmt& st, const Substitution& s) {
+  for (Affine& a : st.index) a = substitute(a, s);
+  if (st.value) st.value = substituteExpr(st.value, s);
+  for (ExprRef& a : st.args) a = substituteExpr(a, s);
+}
+
 ExprRef substituteExpr(const ExprRef& e, const Substitution& s) {
   if (e->kind == ExprKind::kConstant) return e;
   countWork();
@@ -30,6 +36,7 @@ void forEachValue(std::vector<Stmt>& stmts, const std::function<void(ExprRef&)>&
   for (Stmt& s : stmts) {
     if (s.kind == StmtKind::kLoop) forEachValue(s.body, f);
     if (s.value) f(s.value);
+    for (ExprRef& a : s.args) f(a);
   }
 }
 
@@ -49,6 +56,7 @@ bool kernelReads(const Kernel& k, int buffer) {
   bool found = false;
   visitStmts(k.body, [&](const Stmt& s) {
     if (s.value && readsIn(s.value, buffer)) found = true;
+    for (const ExprRef& a : s.args) found = found || readsIn(a, buffer);
   });
   return found;
 }
@@ -103,6 +111,11 @@ void dropUnusedTemps(Module& m) {
           if (e.kind == ExprKind::kLoad) used[e.buffer] = true;
         });
       }
+      for (const ExprRef& a : s.args) {
+        visitExpr(a, [&](const Expr& e) {
+          if (e.kind == ExprKind::kLoad) used[e.buffer] = true;
+        });
+      }
     });
   }
   std::vector<int> remap(m.buffers.size(), -1);
@@ -129,6 +142,7 @@ void dropUnusedTemps(Module& m) {
       if (s.kind == StmtKind::kLoop) walk(s.body);
       if (s.buffer >= 0) s.buffer = remap[s.buffer];
       if (s.value) s.value = renumber(s.value);
+      for (ExprRef& a : s.args) a = renumber(a);
     }
   };
   for (Kernel& k : m.kernels) {

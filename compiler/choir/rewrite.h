@@ -12,6 +12,8 @@ namespace accy::choir {
 
 // `e` with every affine index rewritten through `s`.
 ExprRef substituteExpr(const ExprRef& e, const Substitution& s);
+// A statement's index, value and bound values (not its body) rewritten.
+void substituteStmt(Stmt& st, const Substitution& s);
 
 // `e` with every load rewritten by `f` (which returns the replacement, or
 // the load itself to keep it).

@@ -168,12 +168,26 @@ class Verifier {
         bound_.erase(s.loop.var);
         return absl::OkStatus();
       }
-      case StmtKind::kStore:
-        ACCY_RETURN_IF_ERROR(access(s.buffer, s.index, "store"));
-        if (m_.buffers[s.buffer].role == BufferRole::kInput) return fail("store to an input buffer");
-        ACCY_RETURN_IF_ERROR(expr(s.value));
-        if (s.value->dtype != m_.buffers[s.buffer].dtype) return fail("stored dtype differs from buffer");
-        return absl::OkStatus();
+      case StmtKind::kStore: {
+        // Bound variables range over [0, hi] of their clamps, as a load's.
+        if (s.bound.size() != s.args.size()) return fail("store binds a different number of variables and values");
+        for (size_t j = 0; j < s.bound.size(); ++j) {
+          ACCY_RETURN_IF_ERROR(expr(s.args[j]));
+          const int64_t hi = clampBound(*s.args[j]);
+          if (hi < 0) return fail(strCat("store binds i", s.bound[j], " to a value that is not a clamped index"));
+          const int v = s.bound[j];
+          if (v < 0 || v >= m_.num_vars || bound_.contains(v)) {
+            return fail(strCat("store binds i", v, ", which is out of range or already bound"));
+          }
+          bound_[v] = hi + 1;
+        }
+        absl::Status st = access(s.buffer, s.index, "store");
+        if (st.ok() && m_.buffers[s.buffer].role == BufferRole::kInput) st = fail("store to an input buffer");
+        if (st.ok()) st = expr(s.value);
+        if (st.ok() && s.value->dtype != m_.buffers[s.buffer].dtype) st = fail("stored dtype differs from buffer");
+        for (int v : s.bound) bound_.erase(v);
+        return st;
+      }
       case StmtKind::kReduce: {
         ACCY_RETURN_IF_ERROR(access(s.buffer, s.index, "reduce"));
         if (m_.buffers[s.buffer].role == BufferRole::kInput) return fail("reduce into an input buffer");

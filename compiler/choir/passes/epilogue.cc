@@ -50,7 +50,7 @@ bool storeNest(const Kernel& k, std::vector<LoopHeader>* loops, const Stmt** sto
     loops->push_back(s->loop);
     s = &s->body[0];
   }
-  if (s->kind != StmtKind::kStore) return false;
+  if (s->kind != StmtKind::kStore || !s->bound.empty()) return false;
   *store = s;
   return true;
 }

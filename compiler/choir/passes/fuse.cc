@@ -141,7 +141,7 @@ void countUses(const std::vector<Stmt>& stmts, int64_t trips, std::vector<Buffer
     if (!s.value) continue;
     int64_t t = trips;
     for (const LoopHeader& h : s.domain) t *= h.extent;
-    visitExpr(s.value, [&](const Expr& e) {
+    auto count = [&](const Expr& e) {
       if (e.kind != ExprKind::kLoad) return;
       BufferFacts& f = (*facts)[e.buffer];
       ++f.loads;
@@ -155,7 +155,9 @@ void countUses(const std::vector<Stmt>& stmts, int64_t trips, std::vector<Buffer
       } else if (f.site_stmt != &s || *f.site_index != e.index) {
         f.several_sites = true;
       }
-    });
+    };
+    visitExpr(s.value, count);
+    for (const ExprRef& a : s.args) visitExpr(a, count);
   }
 }
 

@@ -50,8 +50,7 @@ Stmt freshLoop(Module& m, const LoopHeader& h, Stmt body) {
   Substitution s;
   s.set(h.var, Affine::var(copy.var));
   std::function<void(Stmt&)> rename = [&](Stmt& st) {
-    for (Affine& a : st.index) a = substitute(a, s);
-    if (st.value) st.value = substituteExpr(st.value, s);
+    substituteStmt(st, s);
     for (Stmt& c : st.body) rename(c);
   };
   rename(body);

@@ -61,8 +61,7 @@ bool stripMine(Module& m, Kernel& k, int64_t min_tile) {
   Substitution s;
   s.set(l.loop.var, add(Affine::var(outer.var, inner.extent), Affine::var(inner.var)));
   Stmt body = l.body[0];
-  for (Affine& a : body.index) a = substitute(a, s);
-  if (body.value) body.value = substituteExpr(body.value, s);
+  substituteStmt(body, s);
   k.body[0] = Stmt::loopOf(outer, {Stmt::loopOf(inner, {std::move(body)})});
   return true;
 }

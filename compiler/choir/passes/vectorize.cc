@@ -93,7 +93,9 @@ void visit(const Module& m, std::vector<Stmt>& stmts, const VectorizeOptions& o)
       const Stmt& st = s.body[0];
       DType lane = m.buffers[st.buffer].dtype;
       const int width = lanesFor(o, lane, s.loop.extent);
-      if (s.loop.tag == LoopTag::kSerial && vectorLane(o, lane) && s.loop.extent >= width &&
+      bool positions_fixed = true;  // a store's bound positions, the same along the loop
+      for (const ExprRef& a : st.args) positions_fixed = positions_fixed && invariantIn(m, a, s.loop.var);
+      if (s.loop.tag == LoopTag::kSerial && vectorLane(o, lane) && s.loop.extent >= width && positions_fixed &&
           flatCoeff(m.buffers[st.buffer], st.index, s.loop.var) == 1 &&
           uniformLanes(m, st.value, s.loop.var, &lane)) {
         s.loop.tag = LoopTag::kVectorized;

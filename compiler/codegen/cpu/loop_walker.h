@@ -146,11 +146,11 @@ class LoopWalker {
     std::set<int> used;
     choir::visitStmts(kernel.body, [&](const choir::Stmt& s) {
       if (s.buffer >= 0) used.insert(s.buffer);
-      if (s.value) {
-        choir::visitExpr(s.value, [&](const choir::Expr& e) {
-          if (e.kind == choir::ExprKind::kLoad) used.insert(e.buffer);
-        });
-      }
+      auto loads = [&](const choir::Expr& e) {
+        if (e.kind == choir::ExprKind::kLoad) used.insert(e.buffer);
+      };
+      if (s.value) choir::visitExpr(s.value, loads);
+      for (const choir::ExprRef& a : s.args) choir::visitExpr(a, loads);
     });
     for (int b : used) self().preloadBuffer(b);
     return stmts(kernel.body, /*outermost=*/true);
@@ -250,9 +250,39 @@ class LoopWalker {
   }
 
   absl::Status store(const choir::Stmt& s, const Mode& mode) {
+    // A store at data-dependent positions whose positions were not computed
+    // before the loop: bound here, point by point.
+    const bool bind_here = !s.bound.empty() && !hoisted(s.bound);
+    if (bind_here) {
+      if (mode.vector) return unimplemented("a store at data-dependent positions in a vector loop");
+      ACCY_RETURN_IF_ERROR(bindData(s.bound, s.args, mode));
+    }
     ACCY_ASSIGN_OR_RETURN(const Value v, expr(s.value, mode));
     self().storeValue(s.buffer, s.index, v, mode);
+    if (bind_here) unbindData(s.bound);
     return absl::OkStatus();
+  }
+
+  // Binds `vars` to the clamped indices `values`, evaluated at `mode` (a
+  // point), for the addresses that use them.
+  absl::Status bindData(const std::vector<int>& vars, const std::vector<choir::ExprRef>& values, const Mode& mode) {
+    for (size_t j = 0; j < vars.size(); ++j) {
+      ACCY_ASSIGN_OR_RETURN(const Value b, expr(values[j], mode));
+      auto p = self().prims(mode);
+      OpSemantics<decltype(p)> sem(p, self().emitterName());
+      const Value as_index = sem.convert(b, values[j]->dtype, self().indexDType());
+      ACCY_RETURN_IF_ERROR(p.status());
+      ACCY_RETURN_IF_ERROR(sem.status());
+      vars_[vars[j]] = self().valueIndex(as_index);
+      data_vars_.insert(vars[j]);
+    }
+    return absl::OkStatus();
+  }
+  void unbindData(const std::vector<int>& vars) {
+    for (int var : vars) {
+      vars_.erase(var);
+      data_vars_.erase(var);
+    }
   }
 
   // A reduction into one element: the domain's loops opened outermost
@@ -358,26 +388,14 @@ class LoopWalker {
     Value v{};
     switch (e->kind) {
       case choir::ExprKind::kLoad:
-        if (!e->bound.empty() && !hoisted(*e)) {
+        if (!e->bound.empty() && !hoisted(e->bound)) {
           // Variables bound to clamped indices read from data join the loop
           // variables for this load's address (one point at a time: the
           // vectorizer leaves such loads scalar).
           if (mode.vector) return unimplemented("a load at data-dependent positions in a vector loop");
-          for (size_t j = 0; j < e->bound.size(); ++j) {
-            ACCY_ASSIGN_OR_RETURN(const Value b, expr(e->args[j], mode));
-            auto p = self().prims(mode);
-            OpSemantics<decltype(p)> sem(p, self().emitterName());
-            const Value as_index = sem.convert(b, e->args[j]->dtype, self().indexDType());
-            ACCY_RETURN_IF_ERROR(p.status());
-            ACCY_RETURN_IF_ERROR(sem.status());
-            vars_[e->bound[j]] = self().valueIndex(as_index);
-            data_vars_.insert(e->bound[j]);
-          }
+          ACCY_RETURN_IF_ERROR(bindData(e->bound, e->args, mode));
           v = self().scalarLoad(*e, mode);
-          for (int var : e->bound) {
-            vars_.erase(var);
-            data_vars_.erase(var);
-          }
+          unbindData(e->bound);
           break;
         }
         v = mode.vector ? self().vectorLoad(*e, key, mode) : self().scalarLoad(*e, mode);
@@ -462,8 +480,8 @@ class LoopWalker {
     for (int var : hoisted_) vars_.erase(var);
     hoisted_.clear();
   }
-  bool hoisted(const choir::Expr& load) const {
-    for (int var : load.bound) {
+  bool hoisted(const std::vector<int>& bound) const {
+    for (int var : bound) {
       if (!hoisted_.contains(var)) return false;
     }
     return true;
@@ -482,20 +500,20 @@ class LoopWalker {
   // innermost loop (an embedding row read along its features): its bound
   // values are computed once, before the loop, and its row base is cached
   // like any other; the loop then runs in vector lanes.
-  void hoistBound(const choir::Expr& load, int inner_var) {
-    if (inner_var < 0 || hoisted(load)) return;
-    for (const choir::ExprRef& a : load.args) {
+  void hoistBound(const std::vector<int>& vars, const std::vector<choir::ExprRef>& values, int inner_var) {
+    if (inner_var < 0 || hoisted(vars)) return;
+    for (const choir::ExprRef& a : values) {
       if (!invariantIn(a, inner_var)) return;
     }
     std::vector<std::pair<int, Index>> bound;
-    for (size_t j = 0; j < load.bound.size(); ++j) {
-      absl::StatusOr<Value> b = expr(load.args[j], Mode{});
-      if (!b.ok()) return;  // the load is then emitted point by point, which reports it
+    for (size_t j = 0; j < vars.size(); ++j) {
+      absl::StatusOr<Value> b = expr(values[j], Mode{});
+      if (!b.ok()) return;  // then emitted point by point, which reports it
       auto p = self().prims(Mode{});
       OpSemantics<decltype(p)> sem(p, self().emitterName());
-      const Value as_index = sem.convert(*b, load.args[j]->dtype, self().indexDType());
+      const Value as_index = sem.convert(*b, values[j]->dtype, self().indexDType());
       if (!p.status().ok() || !sem.status().ok()) return;
-      bound.emplace_back(load.bound[j], self().valueIndex(as_index));
+      bound.emplace_back(vars[j], self().valueIndex(as_index));
     }
     for (const auto& [var, index] : bound) {
       vars_[var] = index;
@@ -523,16 +541,29 @@ class LoopWalker {
     const int64_t c = flat.coeffOf(inner_var);
     return {choir::add(flat, choir::Affine::var(inner_var, -c)), c};
   }
-  void prepareRows(const choir::ExprRef& e, int inner_var) {
+  // `unbound`: variables bound point by point (a store's, not hoisted):
+  // loads that use them get no row base here.
+  void prepareRows(const choir::ExprRef& e, int inner_var, const std::vector<int>& unbound = {}) {
     choir::visitExpr(e, [&](const choir::Expr& x) {
       if (x.kind != choir::ExprKind::kLoad) return;
-      if (!x.bound.empty()) hoistBound(x, inner_var);
-      if (hoisted(x)) rowBase(x.buffer, splitIndex(x.buffer, x.index, inner_var).first);
+      for (const choir::Affine& a : x.index) {
+        for (int var : unbound) {
+          if (a.uses(var)) return;
+        }
+      }
+      if (!x.bound.empty()) hoistBound(x.bound, x.args, inner_var);
+      if (hoisted(x.bound)) rowBase(x.buffer, splitIndex(x.buffer, x.index, inner_var).first);
     });
   }
   void prepareRows(const choir::Stmt& s, int inner_var) {
-    if (s.value) prepareRows(s.value, inner_var);
-    if (s.kind == choir::StmtKind::kStore) rowBase(s.buffer, splitIndex(s.buffer, s.index, inner_var).first);
+    if (!s.bound.empty()) hoistBound(s.bound, s.args, inner_var);
+    // Positions read from data that change from point to point: no row
+    // base for what uses them.
+    const std::vector<int> unbound = hoisted(s.bound) ? std::vector<int>{} : s.bound;
+    if (s.value) prepareRows(s.value, inner_var, unbound);
+    if (s.kind == choir::StmtKind::kStore && unbound.empty()) {
+      rowBase(s.buffer, splitIndex(s.buffer, s.index, inner_var).first);
+    }
   }
 
   absl::Status unimplemented(std::string_view what) {

@@ -75,6 +75,9 @@ absl::StatusOr<EmittedKernel> KernelEmitter::run(ProductEngine* engine, bool for
                             " invocations per workgroup, the device allows ", desc.max_workgroup_size));
   }
   const Stmt& leaf = *nest_.leaf;
+  if (!leaf.bound.empty()) {
+    return unimplemented(strCat("kernel ", k_.name, " stores at data-dependent positions (a CPU form of scatter_add)"));
+  }
   const int64_t outputs = product(nest_.loops), domain = product(leaf.domain);
   int64_t largest = std::max({outputs, domain, outputs * std::max<int64_t>(nest_.split, 1)});
   for (const choir::Buffer& b : m_.buffers) largest = std::max(largest, b.elements());
