@@ -97,16 +97,25 @@ inline std::vector<OpCase> opCases() {
       // Indexing by data: indices from the second input, out of range on
       // both sides and duplicated; `q` shared (matched element by element),
       // `j` the indices' own axis.
-      {"take", [](Builder&, Args a) { return take(a[0], "p", (a[1].cast(DType::i32) * 3 - 2).rename("p", "j")); },
-       -3, 3, false},
+      // Indices are i64 when the dtype under test is (devices with i64 run
+      // it), else i32.
+      {"take", [](Builder&, Args a) {
+         const DType index = a[0].dtype() == DType::i64 ? DType::i64 : DType::i32;
+         return take(a[0], "p", (a[1].cast(index) * 3 - 2).rename("p", "j"));
+       }, -3, 3, false},
       // Whole rows at data-dependent positions (an embedding lookup): the
       // CPU computes each row's position once and reads the row in vectors.
       {"take_rows", [](Builder&, Args a) {
          return take(a[0], "p", (a[1].cast(DType::i32).sum("q") - 1).rename("p", "j"));
        }, -3, 3, false},
-      // Indices at the i32 extremes: clamped to the first and last element.
+      // Indices at the extremes of their dtype (i64 as above): clamped to
+      // the first and last element.
       {"take_extremes", [](Builder& b, Args a) {
-         Value idx = a[1].gt(a[0]).where(b.constant(2147483647, DType::i32), b.constant(-2147483648.0, DType::i32));
+         const bool wide = a[0].dtype() == DType::i64;
+         const DType index = wide ? DType::i64 : DType::i32;
+         const double top = wide ? 9223372036854775807.0 : 2147483647.0;
+         const double bottom = wide ? -9223372036854775808.0 : -2147483648.0;
+         Value idx = a[1].gt(a[0]).where(b.constant(top, index), b.constant(bottom, index));
          return take(a[0], "q", idx.rename("q", "j"));
        }, -3, 3, false},
       {"scatter_add", [](Builder&, Args a) {
