@@ -18,6 +18,9 @@
 //     vs OpenBLAS with the same thread count;
 //   - a training step of a two-layer perceptron (valueAndGrad, one and two
 //     threads) against PyTorch on the CPU (bench/torch_perceptron.py);
+//   - indexing and windows: an embedding gather and its scatterAdd gradient,
+//     2x2 max pooling and a 3x3 convolution against PyTorch
+//     (bench/torch_indexing.py) and a copy of the bytes;
 //   - a 4,096-op fused chain: the fuser's default kernel-size limit vs one
 //     kernel vs no fusion (run time, code bytes, kernels);
 //   - the tone program: compile latency and launch latency, and the launch

@@ -12,10 +12,9 @@ Prints the median time in milliseconds over --reps runs after a warm-up, the
 threads and the build. Run by cpu_bench's *_PyTorch rows (same run as
 Accy's rows)."""
 import argparse
-import statistics
-import time
-
 import torch
+
+import torch_timing
 
 
 def main():
@@ -44,18 +43,7 @@ def main():
             tokens = torch.randint(0, 1 << 20, (1 << 20,), generator=gen)
             out = torch.empty(1 << 20, 64)
             run = lambda: torch.index_select(table, 0, tokens, out=out)
-        for _ in range(3):
-            run()
-        times = []
-        for _ in range(args.reps):
-            start = time.perf_counter()
-            run()
-            times.append(time.perf_counter() - start)
-    config = torch.__config__.show()
-    onednn = "USE_MKLDNN=ON" in config
-    print(f"median_ms {statistics.median(times) * 1e3:.4f}")
-    print(f"threads {torch.get_num_threads()}")
-    print(f"torch {torch.__version__} oneDNN={'on' if onednn else 'off'}")
+        torch_timing.report(run, args.reps, warmup=3)
 
 
 if __name__ == "__main__":

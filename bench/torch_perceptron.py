@@ -6,10 +6,9 @@ Prints the median step time in milliseconds over --reps steps after a
 warm-up, and the threads and BLAS PyTorch used. Run by cpu_bench's
 BM_PerceptronStep_PyTorch rows (same run as Accy's rows)."""
 import argparse
-import statistics
-import time
-
 import torch
+
+import torch_timing
 
 
 def main():
@@ -32,19 +31,7 @@ def main():
         grads = torch.autograd.grad(loss, [w1, b1, w2])
         return loss, grads
 
-    for _ in range(5):
-        step()
-    times = []
-    for _ in range(args.reps):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    config = torch.__config__.show()
-    blas = config.split("BLAS_INFO=")[1].split(",")[0] if "BLAS_INFO=" in config else "unknown"
-    onednn = "USE_MKLDNN=ON" in config
-    print(f"median_ms {statistics.median(times) * 1e3:.4f}")
-    print(f"threads {torch.get_num_threads()}")
-    print(f"torch {torch.__version__} BLAS_INFO={blas} oneDNN={'on' if onednn else 'off'}")
+    torch_timing.report(step, args.reps, warmup=5)
 
 
 if __name__ == "__main__":

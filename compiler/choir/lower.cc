@@ -191,7 +191,7 @@ class Lowering {
         // position; outside, the value.
         const std::string& axis = n.names[0];
         const int64_t before = n.ints[0];
-        const int64_t extent = extentOf(p_.nodes[src].axes, axis);
+        const int64_t extent = tensor::axisExtent(p_.nodes[src].axes, axis);
         const int v = m_.newVar();
         for (const tensor::Axis& a : p_.nodes[src].axes) inner[a.name] = a.name == axis ? Affine::var(v) : at(a.name);
         // Positions in i32 where the padded axis allows (targets without i64).
@@ -209,9 +209,8 @@ class Lowering {
         // The operand at the index read from `indices`, clamped.
         const std::string& axis = n.names[0];
         const int32_t ind = n.operands[1];
-        IndexMap at_ind;
-        for (const tensor::Axis& a : p_.nodes[ind].axes) at_ind[a.name] = at(a.name);
-        const ExprRef index = clampIndex(access(ind, at_ind), extentOf(p_.nodes[src].axes, axis) - 1);
+        const ExprRef index =
+            clampIndex(access(ind, restrictTo(p_.nodes[ind].axes, idx)), tensor::axisExtent(p_.nodes[src].axes, axis) - 1);
         const int v = m_.newVar();
         for (const tensor::Axis& a : p_.nodes[src].axes) inner[a.name] = a.name == axis ? Affine::var(v) : at(a.name);
         return bindVar(access(src, inner), v, index);
@@ -228,11 +227,22 @@ class Lowering {
     return makeConstant(n.dtype, 0);
   }
 
-  static int64_t extentOf(const std::vector<tensor::Axis>& axes, const std::string& name) {
-    for (const tensor::Axis& a : axes) {
-      if (a.name == name) return a.extent;
-    }
-    return 0;
+  // `idx` restricted to `axes` (an operand's, all of them in idx).
+  static IndexMap restrictTo(const std::vector<tensor::Axis>& axes, const IndexMap& idx) {
+    IndexMap out;
+    for (const tensor::Axis& a : axes) out[a.name] = idx.find(a.name)->second;
+    return out;
+  }
+
+  // The last kernel of both scatter_add forms: out = x + sums.
+  void emitXPlusSums(int32_t id, int sums, const std::string& name) {
+    const Node& n = p_.nodes[id];
+    IndexMap idx;
+    auto loops = newLoops(n.axes, idx);
+    emitNest(name, loops,
+             Stmt::store(buffer_of_[id], indexFor(n.axes, idx),
+                         makeOp(OpCode::kAdd, n.dtype,
+                                {access(n.operands[0], idx), makeLoad(n.dtype, sums, indexFor(n.axes, idx))})));
   }
 
   // `e` with variable `v` bound to `value`: every load whose index uses v
@@ -379,20 +389,17 @@ class Lowering {
     const Node& ind = p_.nodes[n.operands[1]];
     std::vector<tensor::Axis> own;
     for (const tensor::Axis& a : ind.axes) {
-      if (extentOf(x.axes, a.name) == 0) own.push_back(a);
+      if (tensor::axisExtent(x.axes, a.name) == 0) own.push_back(a);
     }
     if (o_.serial_scatter && !own.empty()) return lowerScatterAddSerial(id, own);
     IndexMap idx;
     auto loops = newLoops(n.axes, idx);
     auto domain = newLoops(own, idx);
-    IndexMap at_ind;
-    for (const tensor::Axis& a : ind.axes) at_ind[a.name] = idx[a.name];
     const ExprRef hit = makeOp(OpCode::kEq, DType::bool_,
-                               {access(n.operands[1], at_ind), makeIndex(ind.dtype, idx[axis])});
-    IndexMap at_upd;
-    for (const tensor::Axis& a : p_.nodes[n.operands[2]].axes) at_upd[a.name] = idx[a.name];
+                               {access(n.operands[1], restrictTo(ind.axes, idx)), makeIndex(ind.dtype, idx[axis])});
     const ExprRef update = makeOp(OpCode::kWhere, n.dtype,
-                                  {hit, access(n.operands[2], at_upd), makeConstant(n.dtype, 0)});
+                                  {hit, access(n.operands[2], restrictTo(p_.nodes[n.operands[2]].axes, idx)),
+                                   makeConstant(n.dtype, 0)});
     const std::string name = strCat("k", id, "_scatter_add");
     if (domain.empty()) {  // one index per element: no sum
       emitNest(name, loops, Stmt::store(buffer_of_[id], indexFor(n.axes, idx),
@@ -409,12 +416,7 @@ class Lowering {
     r.value = update;
     r.combiner = OpCode::kAdd;
     emitNest(strCat(name, "_sums"), loops, std::move(r));
-    IndexMap out_idx;
-    auto out_loops = newLoops(n.axes, out_idx);
-    emitNest(name, out_loops,
-             Stmt::store(buffer_of_[id], indexFor(n.axes, out_idx),
-                         makeOp(OpCode::kAdd, n.dtype,
-                                {access(n.operands[0], out_idx), makeLoad(n.dtype, t, indexFor(n.axes, out_idx))})));
+    emitXPlusSums(id, t, name);
     return absl::OkStatus();
   }
 
@@ -430,7 +432,7 @@ class Lowering {
     const std::string& axis = n.names[0];
     const Node& x = p_.nodes[n.operands[0]];
     const int32_t ind = n.operands[1];
-    const int64_t extent = extentOf(x.axes, axis);
+    const int64_t extent = tensor::axisExtent(x.axes, axis);
     const std::string name = strCat("k", id, "_scatter_add");
     tensor::Node sums_node = n;
     for (tensor::Axis& a : sums_node.axes) {
@@ -450,9 +452,7 @@ class Lowering {
       }
       IndexMap idx;
       auto loops = newLoops(order, idx);
-      IndexMap at_ind;
-      for (const tensor::Axis& a : p_.nodes[ind].axes) at_ind[a.name] = idx[a.name];
-      const ExprRef raw = access(ind, at_ind);
+      const ExprRef raw = access(ind, restrictTo(p_.nodes[ind].axes, idx));
       const DType d = raw->dtype;
       const ExprRef past = makeConstant(d, static_cast<double>(extent));
       const ExprRef kept = makeOp(OpCode::kWhere, d,
@@ -462,21 +462,14 @@ class Lowering {
       const int v = m_.newVar();
       IndexMap at_sum = idx;
       at_sum[axis] = Affine::var(v);
-      IndexMap at_upd;
-      for (const tensor::Axis& a : p_.nodes[n.operands[2]].axes) at_upd[a.name] = idx[a.name];
       const std::vector<Affine> index = indexFor(sums_node.axes, at_sum);
-      Stmt st = Stmt::store(sums, index,
-                            makeOp(OpCode::kAdd, n.dtype, {makeLoad(n.dtype, sums, index), access(n.operands[2], at_upd)}));
+      const ExprRef update = access(n.operands[2], restrictTo(p_.nodes[n.operands[2]].axes, idx));
+      Stmt st = Stmt::store(sums, index, makeOp(OpCode::kAdd, n.dtype, {makeLoad(n.dtype, sums, index), update}));
       st.bound = {v};
       st.args = {clampIndex(kept, extent)};
       emitNest(strCat(name, "_scatter"), loops, std::move(st));
     }
-    IndexMap idx;
-    auto loops = newLoops(n.axes, idx);
-    emitNest(name, loops,
-             Stmt::store(buffer_of_[id], indexFor(n.axes, idx),
-                         makeOp(OpCode::kAdd, n.dtype,
-                                {access(n.operands[0], idx), makeLoad(n.dtype, sums, indexFor(n.axes, idx))})));
+    emitXPlusSums(id, sums, name);
     return absl::OkStatus();
   }
 

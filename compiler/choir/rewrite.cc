@@ -85,6 +85,15 @@ int64_t flatCoeff(const Buffer& b, const std::vector<Affine>& index, int var) {
   return coeff;
 }
 
+bool invariantIn(const Module& m, const ExprRef& e, int var) {
+  bool ok = true;
+  visitExpr(e, [&](const Expr& x) {
+    if (x.kind == ExprKind::kIndex && x.index[0].uses(var)) ok = false;
+    if (x.kind == ExprKind::kLoad && flatCoeff(m.buffers[x.buffer], x.index, var) != 0) ok = false;
+  });
+  return ok;
+}
+
 int exprSize(const ExprRef& e) {
   int n = 0;
   visitExpr(e, [&](const Expr&) { ++n; });

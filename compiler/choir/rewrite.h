@@ -31,6 +31,10 @@ Affine flatIndex(const Buffer& b, const std::vector<Affine>& index);
 // without building the flattened index.
 int64_t flatCoeff(const Buffer& b, const std::vector<Affine>& index, int var);
 
+// Whether `e` is the same at every value of `var`: no load walks it and no
+// index expression uses it.
+bool invariantIn(const Module& m, const ExprRef& e, int var);
+
 // Number of expression nodes, and whether any is expensive (transcendental,
 // division, pow).
 int exprSize(const ExprRef& e);

@@ -47,6 +47,23 @@ class Verifier {
     return absl::OkStatus();
   }
 
+  // Binds each of `vars` over [0, hi] of its value's clamp (the caller
+  // erases them from bound_ when done).
+  absl::Status bindClamped(const std::vector<int>& vars, const std::vector<ExprRef>& values, std::string_view what) {
+    if (vars.size() != values.size()) return fail(strCat(what, " binds a different number of variables and values"));
+    for (size_t j = 0; j < vars.size(); ++j) {
+      ACCY_RETURN_IF_ERROR(expr(values[j]));
+      const int64_t hi = clampBound(*values[j]);
+      const int v = vars[j];
+      if (hi < 0) return fail(strCat(what, " binds i", v, " to a value that is not a clamped index"));
+      if (v < 0 || v >= m_.num_vars || bound_.contains(v)) {
+        return fail(strCat(what, " binds i", v, ", which is out of range or already bound"));
+      }
+      bound_[v] = hi + 1;
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status affineInBounds(const Affine& a, int64_t dim, const std::string& where) {
     int64_t lo = a.constant, hi = a.constant;
     for (const Affine::Term& t : a.terms) {
@@ -82,21 +99,9 @@ class Verifier {
       case ExprKind::kLoad: {
         // Bound variables range over [0, hi] of their clamps, like loops;
         // the access is then checked in bounds as for loop variables.
-        if (e->bound.size() != e->args.size()) return fail("load binds a different number of variables and values");
-        std::vector<std::pair<int, int64_t>> saved;
-        for (size_t j = 0; j < e->bound.size(); ++j) {
-          ACCY_RETURN_IF_ERROR(expr(e->args[j]));
-          const int64_t hi = clampBound(*e->args[j]);
-          if (hi < 0) return fail(strCat("load binds i", e->bound[j], " to a value that is not a clamped index"));
-          const int v = e->bound[j];
-          if (v < 0 || v >= m_.num_vars || bound_.contains(v)) {
-            return fail(strCat("load binds i", v, ", which is out of range or already bound"));
-          }
-          bound_[v] = hi + 1;
-          saved.emplace_back(v, hi);
-        }
+        ACCY_RETURN_IF_ERROR(bindClamped(e->bound, e->args, "load"));
         absl::Status st = access(e->buffer, e->index, "load");
-        for (const auto& [v, hi] : saved) bound_.erase(v);
+        for (int v : e->bound) bound_.erase(v);
         ACCY_RETURN_IF_ERROR(st);
         if (m_.buffers[e->buffer].dtype != e->dtype) return fail("load dtype differs from its buffer");
         return absl::OkStatus();
@@ -169,18 +174,7 @@ class Verifier {
         return absl::OkStatus();
       }
       case StmtKind::kStore: {
-        // Bound variables range over [0, hi] of their clamps, as a load's.
-        if (s.bound.size() != s.args.size()) return fail("store binds a different number of variables and values");
-        for (size_t j = 0; j < s.bound.size(); ++j) {
-          ACCY_RETURN_IF_ERROR(expr(s.args[j]));
-          const int64_t hi = clampBound(*s.args[j]);
-          if (hi < 0) return fail(strCat("store binds i", s.bound[j], " to a value that is not a clamped index"));
-          const int v = s.bound[j];
-          if (v < 0 || v >= m_.num_vars || bound_.contains(v)) {
-            return fail(strCat("store binds i", v, ", which is out of range or already bound"));
-          }
-          bound_[v] = hi + 1;
-        }
+        ACCY_RETURN_IF_ERROR(bindClamped(s.bound, s.args, "store"));  // as a load's
         absl::Status st = access(s.buffer, s.index, "store");
         if (st.ok() && m_.buffers[s.buffer].role == BufferRole::kInput) st = fail("store to an input buffer");
         if (st.ok()) st = expr(s.value);

@@ -198,10 +198,7 @@ Value argExtreme(const Value& x, std::string_view axis, bool largest) {
   Builder* b = x.builder();
   if (b == nullptr) return Value();
   if (!x.valid()) return x.add(x);  // records the operand's error
-  int64_t extent = 0;
-  for (const Axis& a : x.axes()) {
-    if (a.name == axis) extent = a.extent;
-  }
+  const int64_t extent = axisExtent(x.axes(), axis);
   if (extent == 0) {
     return b->poison(makeError(ErrorKind::kUnknownAxis, strCat(op, ": axis '", quoted(axis),
                                                                "' is not an axis of the operand ",

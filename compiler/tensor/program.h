@@ -114,6 +114,9 @@ struct Program {
   std::vector<Spec> outputSpecs() const;
 };
 
+// The extent of the axis named `name` in `axes`; 0 when there is none.
+int64_t axisExtent(const std::vector<Axis>& axes, std::string_view name);
+
 // Checks an axis name against [a-z_][a-z0-9_]* (InvalidAxisName).
 absl::Status checkAxisName(std::string_view op, std::string_view name);
 // Checks a list of axes: at most kMaxAxes of them, valid names, unique

@@ -141,6 +141,13 @@ absl::StatusOr<std::vector<Axis>> takeAxes(std::string_view op, const std::vecto
 
 }  // namespace
 
+int64_t axisExtent(const std::vector<Axis>& axes, std::string_view name) {
+  for (const Axis& a : axes) {
+    if (a.name == name) return a.extent;
+  }
+  return 0;
+}
+
 absl::Status checkAxisName(std::string_view op, std::string_view name) {
   bool ok = !name.empty() && static_cast<int64_t>(name.size()) <= kMaxAxisNameBytes &&
             ((name[0] >= 'a' && name[0] <= 'z') || name[0] == '_');

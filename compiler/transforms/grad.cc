@@ -230,20 +230,20 @@ class Reverse {
       }
       case OpCode::kTake: {  // the gradient goes where take read: the clamped index
         const Value idx = x(1);
-        const double last = static_cast<double>(extentOf(p_.nodes[op(0)].axes, n.names[0]) - 1);
+        const double last = static_cast<double>(tensor::axisExtent(p_.nodes[op(0)].axes, n.names[0]) - 1);
         const Value clamped = idx.max(0.0).min(last);
         return add(op(0), tensor::scatterAdd(zerosLike(b_, p_.nodes[op(0)].spec()), n.names[0], clamped, g));
       }
       case OpCode::kScatterAdd: {  // dropped updates get no gradient
         add(op(0), g);
         const Value idx = x(1);
-        const double extent = static_cast<double>(extentOf(p_.nodes[op(0)].axes, n.names[0]));
+        const double extent = static_cast<double>(tensor::axisExtent(p_.nodes[op(0)].axes, n.names[0]));
         const Value kept = idx.ge(0.0).min(idx.lt(extent));
         const Value taken = tensor::take(g, n.names[0], idx);
         return add(op(2), kept.where(taken, taken * 0.0));
       }
       case OpCode::kPad: {
-        const int64_t extent = extentOf(p_.nodes[op(0)].axes, n.names[0]);
+        const int64_t extent = tensor::axisExtent(p_.nodes[op(0)].axes, n.names[0]);
         return add(op(0), g.slice(n.names[0], n.ints[0], n.ints[0] + extent));
       }
       case OpCode::kWindow:
@@ -263,13 +263,6 @@ class Reverse {
     }
   }
 
-  static int64_t extentOf(const std::vector<Axis>& axes, const std::string& name) {
-    for (const Axis& a : axes) {
-      if (a.name == name) return a.extent;
-    }
-    return 0;
-  }
-
   // The transpose of window(axis, window_axis, size, stride, dilation):
   // operand element j receives every g[i, k] with i * stride + k * dilation
   // == j. With g spread out `stride` apart along the axis (zeros between),
@@ -278,8 +271,8 @@ class Reverse {
     const std::string& axis = n.names[0];
     const std::string& wax = n.names[1];
     const int64_t size = n.ints[0], stride = n.ints[1], dilation = n.ints[2];
-    const int64_t extent = extentOf(p_.nodes[n.operands[0]].axes, axis);
-    const int64_t count = extentOf(n.axes, axis);
+    const int64_t extent = tensor::axisExtent(p_.nodes[n.operands[0]].axes, axis);
+    const int64_t count = tensor::axisExtent(n.axes, axis);
     int64_t spread = count;
     if (stride > 1) {
       const std::string r = freshName(p_, 1);

@@ -40,17 +40,6 @@ bool int32LaneOp(OpCode op) {
 
 namespace {
 
-// Whether `e` has the same value in every lane of `var`: no load walks it
-// and no index expression uses it.
-bool invariantIn(const Module& m, const ExprRef& e, int var) {
-  bool ok = true;
-  visitExpr(e, [&](const Expr& x) {
-    if (x.kind == ExprKind::kIndex && x.index[0].uses(var)) ok = false;
-    if (x.kind == ExprKind::kLoad && flatCoeff(m.buffers[x.buffer], x.index, var) != 0) ok = false;
-  });
-  return ok;
-}
-
 // Whether every value in `e` has the dtype `lane` (f32, f64, or i32 under
 // the ops above), comparisons aside, and every load walks `var` with stride
 // 0 or 1. A load at data-dependent positions qualifies when the positions

@@ -486,16 +486,6 @@ class LoopWalker {
     }
     return true;
   }
-  // Whether `e` is the same at every point of `inner_var` (and so may be
-  // evaluated once, before the innermost loop).
-  bool invariantIn(const choir::ExprRef& e, int inner_var) const {
-    bool ok = true;
-    choir::visitExpr(e, [&](const choir::Expr& x) {
-      if (x.kind == choir::ExprKind::kIndex && x.index[0].uses(inner_var)) ok = false;
-      if (x.kind == choir::ExprKind::kLoad && splitIndex(x.buffer, x.index, inner_var).second != 0) ok = false;
-    });
-    return ok;
-  }
   // A load at data-dependent positions that do not change along the
   // innermost loop (an embedding row read along its features): its bound
   // values are computed once, before the loop, and its row base is cached
@@ -503,7 +493,7 @@ class LoopWalker {
   void hoistBound(const std::vector<int>& vars, const std::vector<choir::ExprRef>& values, int inner_var) {
     if (inner_var < 0 || hoisted(vars)) return;
     for (const choir::ExprRef& a : values) {
-      if (!invariantIn(a, inner_var)) return;
+      if (!choir::invariantIn(m_, a, inner_var)) return;
     }
     std::vector<std::pair<int, Index>> bound;
     for (size_t j = 0; j < vars.size(); ++j) {
