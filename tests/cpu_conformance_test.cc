@@ -326,6 +326,45 @@ TEST(CpuConformance, MatrixProductsOfEveryRemainderMatch) {
   }
 }
 
+// Convolutions: pad, windows and a dot over channels and taps, which the
+// pipeline turns into a weight relayout, loops split at the padding's edges
+// (passes/partition.h) and the blocked microkernel over a window's taps
+// (kernel_emitter.h, Product::terms): stride, dilation, uneven padding,
+// channel counts with every column remainder, rows split by threads, f32
+// and f64, on every ISA the host has, one and two threads.
+TEST(CpuConformance, ConvolutionsMatch) {
+  std::mt19937 rng(9);
+  struct Shape {
+    int64_t batch, in, out, h, w, kh, kw, stride, dilation, pad_lo, pad_hi;
+    DType dtype;
+  };
+  const Shape shapes[] = {{2, 3, 16, 9, 11, 3, 3, 1, 1, 1, 1, DType::f32},  {1, 5, 37, 7, 40, 3, 3, 1, 1, 1, 1, DType::f32},
+                          {3, 4, 24, 12, 13, 3, 3, 2, 1, 1, 1, DType::f32}, {1, 2, 20, 10, 10, 3, 3, 1, 2, 2, 2, DType::f32},
+                          {2, 3, 9, 6, 8, 1, 5, 1, 1, 0, 3, DType::f32},    {1, 6, 12, 8, 9, 3, 3, 1, 1, 1, 1, DType::f64},
+                          {1, 2, 8, 2, 3, 3, 3, 1, 1, 1, 1, DType::f32}};
+  for (const Shape& sh : shapes) {
+    const std::vector<Spec> specs = {
+        tensor::spec(sh.dtype, {{"b", sh.batch}, {"c", sh.in}, {"h", sh.h}, {"w", sh.w}}),
+        tensor::spec(sh.dtype, {{"o", sh.out}, {"c", sh.in}, {"kh", sh.kh}, {"kw", sh.kw}})};
+    auto program = tensor::define("conv", specs, [&](Builder&, Args a) {
+      Value x = a[0].pad("h", sh.pad_lo, sh.pad_hi).pad("w", sh.pad_lo, sh.pad_hi);
+      x = x.window("h", "kh", sh.kh, sh.stride, sh.dilation).window("w", "kw", sh.kw, sh.stride, sh.dilation);
+      return dot(x, a[1], {"c", "kh", "kw"});
+    });
+    ASSERT_TRUE(program.ok()) << program.status();
+    std::vector<std::vector<std::byte>> inputs;
+    for (const Spec& s : program->inputSpecs()) inputs.push_back(randomBytes(s, rng, -1, 1));
+    for (x64::Isa isa : hostIsas()) {
+      for (int threads : {1, 2}) {
+        EXPECT_TRUE(runAndCompare(*program, inputs, isa, threads))
+            << "conv " << sh.batch << "x" << sh.in << "x" << sh.h << "x" << sh.w << " -> " << sh.out << ", "
+            << sh.kh << "x" << sh.kw << " stride " << sh.stride << " dilation " << sh.dilation << ", " << threads
+            << " threads";
+      }
+    }
+  }
+}
+
 // Non-temporal stores (forced on for every size): outputs starting 0 to 3
 // elements past an address aligned to the widest vector, extents with and
 // without a scalar tail, shorter than one vector, f32 and f64, every ISA,

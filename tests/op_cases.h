@@ -130,6 +130,11 @@ inline std::vector<OpCase> opCases() {
       {"conv", [](Builder&, Args a) {
          return a[0].pad("p", 1, 1).pad("q", 1, 1).window("p", "kp", 3).window("q", "kq", 3).sum({"kp", "kq"});
        }, -3, 3, false},
+      // A convolution with channels: q in, o out (p - 2 of them, the
+      // weights a window of a[1]), a 3-tap window along p.
+      {"conv_channels", [](Builder&, Args a) {
+         return dot(a[0].pad("p", 1, 1).window("p", "kp", 3), a[1].window("p", "kp", 3).rename("p", "o"), {"q", "kp"});
+       }, -3, 3, false},
       {"max_pool", [](Builder&, Args a) { return a[0].window("p", "k", 2, 2).max("k"); }, -3, 3, false},
       {"dot_two_axes", [](Builder&, Args a) { return dot(a[0], a[1], {"p", "q"}); }, -3, 3, false},
   };
@@ -146,8 +151,9 @@ inline std::optional<ErrorKind> refusedByDesign(const OpCase& c, tensor::DType d
   static const std::string_view kArithmetic[] = {"add",   "sub",    "mul",         "div",    "pow",
                                                  "neg",   "abs",    "sum",         "mean",   "dot",
                                                  "where", "transpose", "concat",   "iota",   "scatter_add",
-                                                 "conv",  "dot_two_axes"};
+                                                 "conv",  "conv_channels", "dot_two_axes"};
   const std::string_view name = c.name;
+  if (p < 3 && name == "conv_channels") return ErrorKind::kWindowTooLarge;  // recorded before the dot
   if (dtype == tensor::DType::bool_) {
     for (std::string_view a : kArithmetic) {
       if (name == a) return ErrorKind::kUnsupportedDType;

@@ -4,6 +4,7 @@
 #include "compiler/choir/passes/epilogue.h"
 #include "compiler/choir/passes/fuse.h"
 #include "compiler/choir/passes/loop_order.h"
+#include "compiler/choir/passes/partition.h"
 #include "compiler/choir/passes/tf32.h"
 #include "compiler/choir/verifier.h"
 #include "base/status_macros.h"
@@ -45,6 +46,8 @@ absl::StatusOr<Module> compileToChoir(const tensor::Program& program, const Pipe
     ACCY_ASSIGN_OR_RETURN(m, fuseProductEpilogues(std::move(m)));
     ACCY_RETURN_IF_ERROR(after("epilogues", m));
   }
+  ACCY_ASSIGN_OR_RETURN(m, partitionBoundaries(std::move(m)));
+  ACCY_RETURN_IF_ERROR(after("partition", m));
   ACCY_ASSIGN_OR_RETURN(m, tileReductions(std::move(m), options.tile));
   ACCY_RETURN_IF_ERROR(after("tile", m));
   ACCY_ASSIGN_OR_RETURN(m, vectorizeLoops(std::move(m), options.vectorize));
@@ -56,7 +59,7 @@ absl::StatusOr<Module> compileToChoir(const tensor::Program& program, const Pipe
 
 std::vector<std::string_view> pipelinePasses(bool gpu) {
   if (gpu) return {"lower", "fuse", "tf32", "gpu-map"};
-  return {"lower", "fuse", "loop-order", "epilogues", "tile", "vectorize", "parallelize"};
+  return {"lower", "fuse", "loop-order", "epilogues", "partition", "tile", "vectorize", "parallelize"};
 }
 
 }  // namespace accy::choir

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <functional>
 
+#include "base/strings.h"
 #include "compiler/choir/rewrite.h"
 
 namespace accy::choir {
@@ -65,12 +66,13 @@ Stmt freshLoop(Module& m, const LoopHeader& h, Stmt body) {
 //                [for o: buf = buf / count] }
 // so the output loop becomes the contiguous (vectorizable) innermost loop.
 // This is the i-k-j order of a matrix product.
-bool accumulateInOutput(Module& m, Kernel& k, const std::vector<LoopHeader>& loops, const Stmt& r) {
+bool accumulateInOutput(Module& m, Kernel& k, const std::vector<LoopHeader>& loops, const Stmt& r,
+                        bool relaid = false) {
   if (loops.empty()) return false;
   const LoopHeader& o = loops.back();
   const Buffer& out = m.buffers[r.buffer];
   if (flatCoeff(out, r.index, o.var) != 1) return false;
-  if (stridedLoads(m, r.value, r.domain.back().var) == 0) return false;
+  if (!relaid && stridedLoads(m, r.value, r.domain.back().var) == 0) return false;
   if (stridedLoads(m, r.value, o.var) != 0) return false;
   const DType dtype = out.dtype;
   auto load_out = [&] { return makeLoad(dtype, r.buffer, r.index); };
@@ -90,8 +92,109 @@ bool accumulateInOutput(Module& m, Kernel& k, const std::vector<LoopHeader>& loo
   return true;
 }
 
-void orderKernel(Module& m, Kernel& k) {
-  if (k.body.size() != 1) return;
+// Reductions whose innermost domain loop is this short make poor vector
+// loops; products over such a domain (a convolution's window) are better
+// accumulated in the output, along the output's contiguous loop.
+constexpr int64_t kShortDomain = 16;
+// Operands copied to a new layout are at most this large.
+constexpr int64_t kMaxRelayoutBytes = int64_t{16} << 20;
+
+// A sum of products over a domain whose innermost loop is short, where
+// the output's contiguous loop `o` walks an operand with a stride: when
+// that operand is the same for every row of the output (it depends on `o`
+// and the domain only, like a convolution's weights), a kernel first copies
+// it into a temporary laid out [domain..., o] (each row reused by every
+// output row), and the reduction accumulates in the output over unit-stride
+// loads (accumulateInOutput). Returns the copy kernels, or nothing when the
+// reduction does not qualify.
+std::vector<Kernel> relayoutForOutput(Module& m, const Kernel& k, const std::vector<LoopHeader>& loops, Stmt& r) {
+  if (loops.size() < 2 || r.combiner != OpCode::kAdd || r.domain.empty()) return {};
+  const LoopHeader& o = loops.back();
+  if (r.domain.back().extent >= kShortDomain || flatCoeff(m.buffers[r.buffer], r.index, o.var) != 1) return {};
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < loops.size(); ++i) rows *= loops[i].extent;
+  if (rows < 4) return {};
+  auto inDomain = [&](int v) {
+    for (const LoopHeader& h : r.domain) {
+      if (h.var == v) return true;
+    }
+    return false;
+  };
+  // The loads strided along o, each of which must qualify.
+  std::vector<const Expr*> strided;
+  bool qualifies = true;
+  visitExpr(r.value, [&](const Expr& x) {
+    if (x.kind != ExprKind::kLoad) return;
+    const int64_t c = flatCoeff(m.buffers[x.buffer], x.index, o.var);
+    if (c == 0 || c == 1) return;
+    if (!x.bound.empty() || m.buffers[x.buffer].bytes() > kMaxRelayoutBytes) qualifies = false;
+    for (const Affine& a : x.index) {
+      for (const Affine::Term& t : a.terms) {
+        if (t.var != o.var && !inDomain(t.var)) qualifies = false;
+      }
+    }
+    strided.push_back(&x);
+  });
+  if (!qualifies || strided.empty()) return {};
+  std::vector<Kernel> copies;
+  std::vector<std::pair<const Expr*, ExprRef>> replaced;
+  for (const Expr* x : strided) {
+    bool seen = false;
+    for (const auto& [old, with] : replaced) seen = seen || (old->buffer == x->buffer && old->index == x->index);
+    if (seen) continue;
+    // The new layout: the domain loops x uses, in the domain's order, then o.
+    std::vector<LoopHeader> dims;
+    for (const LoopHeader& h : r.domain) {
+      for (const Affine& a : x->index) {
+        if (a.uses(h.var)) {
+          dims.push_back(h);
+          break;
+        }
+      }
+    }
+    dims.push_back(o);
+    Buffer t;
+    t.name = strCat(k.name, "_relaid", copies.size());
+    t.dtype = x->dtype;
+    for (const LoopHeader& h : dims) t.shape.push_back(h.extent);
+    const int tb = static_cast<int>(m.buffers.size());
+    m.buffers.push_back(std::move(t));
+    // The copy: t[d..., o] = x at (d..., o), over fresh loops.
+    Substitution s;
+    std::vector<LoopHeader> fresh;
+    std::vector<Affine> at;
+    for (const LoopHeader& h : dims) {
+      LoopHeader f = h;
+      f.var = m.newVar();
+      f.tag = LoopTag::kSerial;
+      s.set(h.var, Affine::var(f.var));
+      at.push_back(Affine::var(f.var));
+      fresh.push_back(f);
+    }
+    std::vector<Affine> from;
+    for (const Affine& a : x->index) from.push_back(substitute(a, s));
+    Stmt copy = Stmt::store(tb, at, makeLoad(x->dtype, x->buffer, std::move(from)));
+    for (size_t d = fresh.size(); d-- > 0;) copy = Stmt::loopOf(fresh[d], {std::move(copy)});
+    Kernel c;
+    c.name = strCat(k.name, "_relayout", copies.size());
+    c.body.push_back(std::move(copy));
+    copies.push_back(std::move(c));
+    std::vector<Affine> in_t;
+    for (const LoopHeader& h : dims) in_t.push_back(Affine::var(h.var));
+    replaced.push_back({x, makeLoad(x->dtype, tb, std::move(in_t))});
+  }
+  r.value = replaceLoads(r.value, [&](const ExprRef& e) {
+    for (const auto& [old, with] : replaced) {
+      if (old->buffer == e->buffer && old->index == e->index && e->bound.empty()) return with;
+    }
+    return e;
+  });
+  return copies;
+}
+
+// Orders one kernel; returns kernels to run before it (relayoutForOutput).
+std::vector<Kernel> orderKernel(Module& m, Kernel& k) {
+  if (k.body.size() != 1) return {};
   // Collect a perfect nest.
   std::vector<LoopHeader> loops;
   Stmt* s = &k.body[0];
@@ -101,28 +204,41 @@ void orderKernel(Module& m, Kernel& k) {
   }
   if (s->kind == StmtKind::kReduce) {
     orderReduce(m, *s);
-    const Stmt r = *s;
-    if (accumulateInOutput(m, k, loops, r)) return;
+    Stmt r = *s;
+    if (accumulateInOutput(m, k, loops, r)) return {};
+    std::vector<Kernel> copies = relayoutForOutput(m, k, loops, r);
+    if (!copies.empty()) {
+      if (accumulateInOutput(m, k, loops, r, /*relaid=*/true)) return copies;
+      m.buffers.resize(m.buffers.size() - copies.size());  // not reached: the copies made o unit-stride
+      return {};
+    }
   }
-  if (s->kind != StmtKind::kStore || loops.size() < 2) return;
+  if (s->kind != StmtKind::kStore || loops.size() < 2) return {};
   const Affine flat = flatIndex(m.buffers[s->buffer], s->index);
   size_t unit = loops.size();
   for (size_t i = 0; i < loops.size(); ++i) {
     if (flat.coeffOf(loops[i].var) == 1) unit = i;
   }
-  if (unit == loops.size() || unit == loops.size() - 1) return;
+  if (unit == loops.size() || unit == loops.size() - 1) return {};
   LoopHeader h = loops[unit];
   loops.erase(loops.begin() + static_cast<std::ptrdiff_t>(unit));
   loops.push_back(h);
   Stmt inner = std::move(*s);
   for (size_t i = loops.size(); i-- > 0;) inner = Stmt::loopOf(loops[i], {std::move(inner)});
   k.body[0] = std::move(inner);
+  return {};
 }
 
 }  // namespace
 
 absl::StatusOr<Module> orderLoops(Module m) {
-  for (Kernel& k : m.kernels) orderKernel(m, k);
+  std::vector<Kernel> kernels;
+  for (Kernel& k : m.kernels) {
+    std::vector<Kernel> before = orderKernel(m, k);
+    for (Kernel& c : before) kernels.push_back(std::move(c));
+    kernels.push_back(std::move(k));
+  }
+  m.kernels = std::move(kernels);
   return m;
 }
 

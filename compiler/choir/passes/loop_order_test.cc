@@ -37,6 +37,35 @@ TEST(LoopOrder, MatrixProductAccumulatesInTheOutput) {
   EXPECT_THAT(text, ::testing::HasSubstr("add(out0["));
 }
 
+TEST(LoopOrder, ConvolutionWeightsAreRelaidForTheOutputLoop) {
+  // out[h, w, o] = sum over (c, kh, kw) of x[c, h + kh, w + kw] * k[o, c, kh, kw]:
+  // the short window loop is a poor vector loop and o walks k with a stride,
+  // so a kernel first copies k into [c, kh, kw, o] and the product
+  // accumulates in the output along o.
+  Module m = lowered({tensor::spec(DType::f32, {{"c", 4}, {"h", 10}, {"w", 12}}),
+                      tensor::spec(DType::f32, {{"o", 8}, {"c", 4}, {"kh", 3}, {"kw", 3}})},
+                     [](tensor::Builder&, Args a) {
+                       return dot(a[0].window("h", "kh", 3).window("w", "kw", 3), a[1], {"c", "kh", "kw"});
+                     });
+  auto ordered = orderLoops(*fuseKernels(m));
+  ASSERT_TRUE(ordered.ok());
+  ASSERT_TRUE(verifyModule(*ordered).ok()) << verifyModule(*ordered);
+  ASSERT_EQ(ordered->kernels.size(), 2u) << toText(*ordered);
+  EXPECT_THAT(ordered->kernels[0].name, ::testing::HasSubstr("_relayout0"));
+  const std::string text = toText(*ordered);
+  EXPECT_THAT(text, ::testing::HasSubstr("temp f32[4, 3, 3, 8]"));
+  EXPECT_THAT(text, ::testing::Not(::testing::HasSubstr("reduce")));
+  // A weight tensor that differs per output row is not copied.
+  Module per_row = lowered({tensor::spec(DType::f32, {{"c", 4}, {"h", 10}, {"w", 12}}),
+                            tensor::spec(DType::f32, {{"h", 8}, {"o", 8}, {"c", 4}, {"kh", 3}})},
+                           [](tensor::Builder&, Args a) {
+                             return dot(a[0].window("h", "kh", 3), a[1], {"c", "kh"});
+                           });
+  auto kept = orderLoops(*fuseKernels(per_row));
+  ASSERT_TRUE(kept.ok());
+  EXPECT_THAT(toText(*kept), ::testing::Not(::testing::HasSubstr("_relayout")));
+}
+
 TEST(LoopOrder, ReductionPutsUnitStrideDomainLoopInnermost) {
   Module m = lowered({tensor::spec(DType::f32, {{"a", 3}, {"b", 7}})},
                      [](tensor::Builder&, Args a) { return a[0].sum({"b", "a"}); });

@@ -3,6 +3,7 @@
 // nest and emitting it as a microkernel over packed panels of B.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <string>
@@ -23,12 +24,23 @@ namespace {
 int productRows(Isa isa) { return isa == Isa::kSse41 ? 4 : 6; }
 int productVectors(Isa isa) { return isa == Isa::kAvx512 ? 4 : 2; }
 
+// Steps of the loops nested in k that one step of k unrolls, at most.
+constexpr int64_t kMaxInnerSteps = 32;
+
 }  // namespace
 
 std::optional<absl::Status> KernelEmitter::specialLoop(const Stmt& l, bool outermost) {
   if (Product p; matchProduct(l, &p)) return blockedProduct(l, p, outermost);
   return std::nullopt;
 }
+
+namespace {
+
+// Affine `a` with the variables of `s` replaced (constants for unrolled
+// loops, the reference column variable for j).
+Affine at(const Affine& a, const choir::Substitution& s) { return choir::substitute(a, s); }
+
+}  // namespace
 
 bool KernelEmitter::matchProduct(const Stmt& l, Product* p) const {
   if (l.body.size() != 2 && l.body.size() != 3) return false;
@@ -40,66 +52,138 @@ bool KernelEmitter::matchProduct(const Stmt& l, Product* p) const {
       std::signbit(zero.value->constant)) {
     return false;
   }
-  if (k_loop.kind != StmtKind::kLoop || k_loop.loop.tag != LoopTag::kSerial || k_loop.body.size() != 1) return false;
-  const Stmt& j_loop = k_loop.body[0];
-  if (j_loop.kind != StmtKind::kLoop || j_loop.loop.tag != LoopTag::kVectorized || j_loop.body.size() != 1 ||
-      j_loop.loop.extent != init.loop.extent || j_loop.loop.vector_width != init.loop.vector_width) {
-    return false;
-  }
-  const Stmt& acc = j_loop.body[0];
-  if (acc.kind != StmtKind::kStore || acc.buffer != zero.buffer) return false;
-  const choir::Buffer& c = m_.buffers[acc.buffer];
+  if (k_loop.kind != StmtKind::kLoop || k_loop.loop.tag != LoopTag::kSerial || k_loop.body.empty()) return false;
+  const choir::Buffer& c = m_.buffers[zero.buffer];
   if (!isFloat(c.dtype)) return false;
-  const int i = l.loop.var, j0 = init.loop.var, j = j_loop.loop.var, k = k_loop.loop.var;
-  // Both statements write C[i, j] for the same (i, j); rows apart.
-  const Affine at_init = choir::flatIndex(c, zero.index), at_acc = choir::flatIndex(c, acc.index);
-  if (at_init.coeffOf(j0) != 1 || at_acc.coeffOf(j) != 1 || at_acc.coeffOf(k) != 0 || at_acc.coeffOf(i) == 0) {
-    return false;
-  }
-  if (!(choir::add(at_init, Affine::var(j0, -1)) == choir::add(at_acc, Affine::var(j, -1)))) return false;
+  const int i = l.loop.var, j0 = init.loop.var, k = k_loop.loop.var;
   const int size = static_cast<int>(tensor::dtypeSize(c.dtype));
-  const Expr& v = *acc.value;
-  if (v.kind != ExprKind::kOp || v.op != OpCode::kAdd || v.dtype != c.dtype) return false;
-  for (int side = 0; side < 2; ++side) {
-    const Expr& self = *v.args[side];
-    const Expr& prod = *v.args[1 - side];
-    if (self.kind != ExprKind::kLoad || self.buffer != acc.buffer || !(self.index == acc.index)) continue;
-    if (prod.kind != ExprKind::kOp || prod.op != OpCode::kMul || prod.dtype != c.dtype) continue;
-    for (int order = 0; order < 2; ++order) {
-      const Expr& x = *prod.args[order];
-      const Expr& y = *prod.args[1 - order];
-      if (x.kind != ExprKind::kLoad || y.kind != ExprKind::kLoad || x.dtype != c.dtype || y.dtype != c.dtype ||
-          x.buffer == acc.buffer || y.buffer == acc.buffer || !x.bound.empty() || !y.bound.empty()) {
+  const Affine at_init = choir::flatIndex(c, zero.index);
+  if (at_init.coeffOf(j0) != 1 || at_init.coeffOf(i) == 0) return false;
+  const Affine c_row = choir::add(at_init, Affine::var(j0, -1));  // C's row, without the column
+  Product out;
+  out.k_loop = &k_loop;
+  // The unrolled terms of one step of k: the leaves of the loops under k,
+  // at every value of those loops, in order (the order of the additions).
+  // Positions are compared with the first leaf's at its loops' zero: their
+  // difference must be a constant (the term's displacement).
+  Affine a_ref, b_ref;
+  bool have_a = false;
+  std::function<bool(const std::vector<Stmt>&, choir::Substitution&, std::vector<int>&)> walk =
+      [&](const std::vector<Stmt>& body, choir::Substitution& s, std::vector<int>& inner) -> bool {
+    for (const Stmt& st : body) {
+      if (st.kind != StmtKind::kLoop) return false;
+      if (st.loop.tag == LoopTag::kSerial) {
+        inner.push_back(st.loop.var);
+        out.inner_vars.push_back(st.loop.var);
+        for (int64_t t = 0; t < st.loop.extent; ++t) {
+          s.set(st.loop.var, Affine::constantOf(t));
+          if (!walk(st.body, s, inner)) return false;
+          if (static_cast<int64_t>(out.terms.size()) > kMaxInnerSteps) return false;
+        }
+        inner.pop_back();
         continue;
       }
-      const choir::Buffer& xa = m_.buffers[x.buffer];
-      const choir::Buffer& yb = m_.buffers[y.buffer];
-      if (choir::flatCoeff(xa, x.index, j) != 0 || choir::flatCoeff(yb, y.index, j) != 1 ||
-          choir::flatCoeff(yb, y.index, i) != 0) {
-        continue;
-      }
-      // Displacements within a block and per-k steps fit an instruction.
-      const int64_t rows = productRows(isa_);
-      if (!fitsImm32(choir::flatCoeff(xa, x.index, i) * size * rows) ||
-          !fitsImm32(choir::flatCoeff(c, acc.index, i) * size * rows) ||
-          !fitsImm32(choir::flatCoeff(xa, x.index, k) * size) || !fitsImm32(choir::flatCoeff(yb, y.index, k) * size)) {
+      // A leaf: for j: C[i, j] = C[i, j] + A * B.
+      if (st.loop.tag != LoopTag::kVectorized || st.body.size() != 1 || st.loop.extent != init.loop.extent ||
+          st.loop.vector_width != init.loop.vector_width) {
         return false;
       }
-      *p = Product{&k_loop, &j_loop, &acc, &x, &y};
-      if (l.body.size() == 3) {
-        const Stmt& e = l.body[2];
-        if (e.kind != StmtKind::kLoop || e.loop.tag != LoopTag::kVectorized || e.body.size() != 1 ||
-            e.body[0].kind != StmtKind::kStore || e.loop.extent != j_loop.loop.extent ||
-            e.loop.vector_width != j_loop.loop.vector_width) {
-          return false;
+      const int j = st.loop.var;
+      const Stmt& acc = st.body[0];
+      if (acc.kind != StmtKind::kStore || acc.buffer != zero.buffer) return false;
+      const Affine at_acc = choir::flatIndex(c, acc.index);
+      if (at_acc.coeffOf(j) != 1 || !(choir::add(at_acc, Affine::var(j, -1)) == c_row)) return false;
+      const Expr& v = *acc.value;
+      if (v.kind != ExprKind::kOp || v.op != OpCode::kAdd || v.dtype != c.dtype) return false;
+      choir::Substitution sj = s;
+      sj.set(j, Affine::var(j0));  // columns in the reference variable
+      bool matched = false;
+      for (int side = 0; side < 2 && !matched; ++side) {
+        const Expr& self = *v.args[side];
+        const Expr& prod = *v.args[1 - side];
+        if (self.kind != ExprKind::kLoad || self.buffer != acc.buffer || !(self.index == acc.index)) continue;
+        if (prod.kind != ExprKind::kOp || prod.op != OpCode::kMul || prod.dtype != c.dtype) continue;
+        for (int order = 0; order < 2 && !matched; ++order) {
+          const Expr& x = *prod.args[order];
+          const Expr& y = *prod.args[1 - order];
+          if (y.kind != ExprKind::kLoad || y.dtype != c.dtype || y.buffer == acc.buffer || !y.bound.empty()) continue;
+          if (!out.terms.empty() && y.buffer != out.b->buffer) continue;
+          const choir::Buffer& yb = m_.buffers[y.buffer];
+          const Affine yb_at = at(choir::flatIndex(yb, y.index), sj);
+          if (yb_at.coeffOf(j0) != 1 || yb_at.coeffOf(i) != 0) continue;
+          Term term;
+          if (x.kind == ExprKind::kConstant && x.dtype == c.dtype) {
+            term.a_constant = true;
+            term.a_value = x.constant;
+          } else if (x.kind == ExprKind::kLoad && x.dtype == c.dtype && x.buffer != acc.buffer && x.bound.empty()) {
+            const choir::Buffer& xa = m_.buffers[x.buffer];
+            const Affine xa_at = at(choir::flatIndex(xa, x.index), sj);
+            if (xa_at.coeffOf(j0) != 0) continue;
+            if (!have_a) {
+              out.a = &x;
+              // The reference: the first A load with its loops at zero.
+              choir::Substitution zeros;
+              for (int var : inner) zeros.set(var, Affine::constantOf(0));
+              a_ref = at(choir::flatIndex(xa, x.index), zeros);
+              have_a = true;
+            } else if (x.buffer != out.a->buffer) {
+              continue;
+            }
+            const Affine d = choir::add(xa_at, choir::scale(a_ref, -1));
+            if (!d.terms.empty() || !fitsImm32(d.constant * size)) continue;
+            term.a_disp = static_cast<int32_t>(d.constant * size);
+          } else {
+            continue;
+          }
+          if (out.terms.empty()) {
+            out.b = &y;
+            out.j_loop = &st;
+            out.acc = &acc;
+            choir::Substitution zeros;
+            for (int var : inner) zeros.set(var, Affine::constantOf(0));
+            zeros.set(j, Affine::var(j0));
+            b_ref = at(choir::flatIndex(yb, y.index), zeros);
+          }
+          const Affine d = choir::add(yb_at, choir::scale(b_ref, -1));
+          if (!d.terms.empty() || !fitsImm32(d.constant * size)) continue;
+          term.b_disp = static_cast<int32_t>(d.constant * size);
+          out.terms.push_back(term);
+          matched = true;
         }
-        p->epilogue = &e.body[0];
-        p->epilogue_var = e.loop.var;
       }
-      return true;
+      if (!matched) return false;
     }
+    return true;
+  };
+  choir::Substitution s;
+  std::vector<int> inner;
+  if (!walk(k_loop.body, s, inner) || out.terms.empty() || !have_a) return false;
+  // Displacements within a block and per-k steps fit an instruction. A's
+  // and B's steps along i and k are the reference's (every term differs
+  // from it by a constant).
+  const int64_t rows = productRows(isa_);
+  if (!fitsImm32(a_ref.coeffOf(i) * size * rows) || !fitsImm32(c_row.coeffOf(i) * size * rows) ||
+      !fitsImm32(a_ref.coeffOf(k) * size) || !fitsImm32(b_ref.coeffOf(k) * size)) {
+    return false;
   }
-  return false;
+  out.a_row = a_ref.coeffOf(i) * size;
+  out.a_step = a_ref.coeffOf(k) * size;
+  out.b_step = b_ref.coeffOf(k) * size;
+  out.c_row = c_row.coeffOf(i) * size;
+  out.b_invariant = true;
+  for (const Affine::Term& t : b_ref.terms) out.b_invariant = out.b_invariant && (t.var == j0 || t.var == k);
+  if (l.body.size() == 3) {
+    const Stmt& e = l.body[2];
+    if (e.kind != StmtKind::kLoop || e.loop.tag != LoopTag::kVectorized || e.body.size() != 1 ||
+        e.body[0].kind != StmtKind::kStore || e.loop.extent != init.loop.extent ||
+        e.loop.vector_width != init.loop.vector_width) {
+      return false;
+    }
+    out.epilogue = &e.body[0];
+    out.epilogue_var = e.loop.var;
+  }
+  *p = std::move(out);
+  return true;
 }
 
 absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool outermost) {
@@ -110,15 +194,13 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
   const int64_t n = p.j_loop->loop.extent;
   const int64_t k_extent = p.k_loop->loop.extent;
   const int i_var = l.loop.var, j_var = p.j_loop->loop.var, k_var = p.k_loop->loop.var;
-  const choir::Buffer& a_buf = m_.buffers[p.a->buffer];
-  const choir::Buffer& b_buf = m_.buffers[p.b->buffer];
-  const choir::Buffer& c_buf = m_.buffers[acc.buffer];
-  const int32_t a_row = static_cast<int32_t>(choir::flatCoeff(a_buf, p.a->index, i_var) * size);
-  const int32_t a_step = static_cast<int32_t>(choir::flatCoeff(a_buf, p.a->index, k_var) * size);
-  const int32_t b_step = static_cast<int32_t>(choir::flatCoeff(b_buf, p.b->index, k_var) * size);
-  const int32_t c_row = static_cast<int32_t>(choir::flatCoeff(c_buf, acc.index, i_var) * size);
+  const int32_t a_row = static_cast<int32_t>(p.a_row);
+  const int32_t a_step = static_cast<int32_t>(p.a_step);
+  const int32_t b_step = static_cast<int32_t>(p.b_step);
+  const int32_t c_row = static_cast<int32_t>(p.c_row);
   const int rows = productRows(isa_);
   const int vectors = static_cast<int>(std::min<int64_t>(productVectors(isa_), n / width));
+  const int steps = static_cast<int>(p.terms.size());
 
   x86::Gp i = cc_.newInt64("i");
   x86::Gp j = cc_.newInt64("j");
@@ -126,6 +208,7 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
   vars_[i_var] = i;
   vars_[j_var] = j;
   vars_[k_var] = k_zero;  // the pointers below are taken at k = 0
+  for (int var : p.inner_vars) vars_[var] = k_zero;
   // Threads split the rows, or, when there are enough whole column blocks
   // (kColumnSplit), the column blocks: a launch's share [begin, end) of the
   // rows is mapped to the share [begin, end) * blocks / rows of the column
@@ -138,7 +221,8 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
   const int64_t column_blocks = n / block;
   const bool split_columns = parallel && column_blocks >= kColumnSplit && fitsImm32(column_blocks * block);
   x86::Gp start, limit, j_begin, j_end;
-  if (parallel && !split_columns) {
+  const bool rows_shared = parallel && !split_columns;
+  if (rows_shared) {
     start = begin_;
     limit = end_;
   } else {
@@ -209,25 +293,32 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
     x86::Gp k = cc_.newInt64("k");
     cc_.xor_(k, k);
     ACCY_RETURN_IF_ERROR(counted(k, k_count, 1, [&]() -> absl::Status {
-      std::vector<x86::Vec> bv(static_cast<size_t>(v_count));
-      for (int v = 0; v < v_count; ++v) {
-        bv[v] = s.newVec("b");
-        s.load(bv[v], x86::ptr(pb, v * v_bytes));
-      }
-      x86::Vec av = s.newVec("a");
-      for (int r = 0; r < r_count; ++r) {
-        if (s.scalar()) {
-          s.load(av, x86::ptr(pa, r * a_row));
-        } else {
-          s.broadcastLoad(av, x86::ptr(pa, r * a_row));
-        }
+      for (int u = 0; u < steps; ++u) {
+        const Term& term = p.terms[static_cast<size_t>(u)];
+        const int32_t b_at = panel.isValid() ? u * panel_row : term.b_disp;
+        std::vector<x86::Vec> bv(static_cast<size_t>(v_count));
         for (int v = 0; v < v_count; ++v) {
-          x86::Vec& sum = sums[static_cast<size_t>(r * v_count + v)];
-          s.fma(sum, av, bv[v], sum);
+          bv[v] = s.newVec("b");
+          s.load(bv[v], x86::ptr(pb, b_at + v * v_bytes));
+        }
+        x86::Vec av = s.newVec("a");
+        if (term.a_constant) s.constant(av, term.a_value);
+        for (int r = 0; r < r_count; ++r) {
+          if (term.a_constant) {
+            // the same value in every row
+          } else if (s.scalar()) {
+            s.load(av, x86::ptr(pa, r * a_row + term.a_disp));
+          } else {
+            s.broadcastLoad(av, x86::ptr(pa, r * a_row + term.a_disp));
+          }
+          for (int v = 0; v < v_count; ++v) {
+            x86::Vec& sum = sums[static_cast<size_t>(r * v_count + v)];
+            s.fma(sum, av, bv[v], sum);
+          }
         }
       }
       cc_.add(pa, a_step);
-      cc_.add(pb, panel.isValid() ? panel_row : b_step);
+      cc_.add(pb, panel.isValid() ? panel_row * steps : b_step);
       return absl::OkStatus();
     }));
     for (int r = 0; r < r_count; ++r) {
@@ -287,6 +378,13 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
     cc_.mov(i, start);
     ACCY_RETURN_IF_ERROR(counted(i, rows_limit, rows,
                                      [&] { return micro(rows, v_count, s, k0, k_count, panel, panel_row); }));
+    // The rows left: one block of their number when every launch runs all
+    // the rows (a row loop inside others: a convolution's row of pixels),
+    // else one at a time.
+    if (!rows_shared) {
+      const int left = static_cast<int>(l.loop.extent % rows);
+      return left == 0 ? absl::OkStatus() : micro(left, v_count, s, k0, k_count, panel, panel_row);
+    }
     return counted(i, limit, 1, [&] { return micro(1, v_count, s, k0, k_count, panel, panel_row); });
   };
   // Column blocks outermost. Whole blocks of `vectors` vectors pack their
@@ -294,15 +392,22 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
   // microkernel then reads B contiguously and aligned, whatever the
   // caller's alignment); the remaining columns read B in place.
   constexpr int64_t kPanelRows = 256;
-  const int64_t panel_rows = std::min<int64_t>(kPanelRows, k_extent);
+  // A panel holds panel_rows steps of k, each `steps` rows of B.
+  const int64_t panel_rows = std::min<int64_t>(std::max<int64_t>(1, kPanelRows / steps), k_extent);
   const int32_t panel_row = static_cast<int32_t>(block * size);
-  x86::Mem panel_mem = cc_.newStack(static_cast<uint32_t>(panel_rows * panel_row), 64, "panel");
+  x86::Mem panel_mem = cc_.newStack(static_cast<uint32_t>(panel_rows * steps * panel_row), 64, "panel");
   x86::Gp panel = cc_.newIntPtr("panel");
   cc_.lea(panel, panel_mem);
   x86::Gp k0 = cc_.newInt64("k0");
   x86::Gp k_count = cc_.newInt64("k_count");
   cc_.mov(j, j_begin);
+  // B small enough to stay in cache whatever its layout (a convolution's
+  // weights) is read in place: packing it again for every call of the row
+  // loop would cost as much as the product.
+  constexpr int64_t kInPlaceBytes = int64_t{256} << 10;
+  const bool in_place = !outermost && p.b_invariant && k_extent * steps * n * size <= kInPlaceBytes;
   ACCY_RETURN_IF_ERROR(counted(j, j_end, block, [&]() -> absl::Status {
+    if (in_place) return row_blocks(vectors, vec, k_zero, all_k, x86::Gp(), 0);
     cc_.xor_(k0, k0);
     return counted(k0, all_k, panel_rows, [&]() -> absl::Status {
       // k_count = min(panel_rows, k_extent - k0)
@@ -320,13 +425,15 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
       x86::Gp kk = cc_.newInt64("kk");
       cc_.xor_(kk, kk);
       ACCY_RETURN_IF_ERROR(counted(kk, k_count, 1, [&]() -> absl::Status {
-        for (int v = 0; v < vectors; ++v) {
-          x86::Vec t = vec.newVec("pack");
-          vec.load(t, x86::ptr(src, v * width * size));
-          vec.store(x86::ptr(dst, v * width * size), t);
+        for (int u = 0; u < steps; ++u) {
+          for (int v = 0; v < vectors; ++v) {
+            x86::Vec t = vec.newVec("pack");
+            vec.load(t, x86::ptr(src, p.terms[static_cast<size_t>(u)].b_disp + v * width * size));
+            vec.store(x86::ptr(dst, u * panel_row + v * width * size), t);
+          }
         }
         cc_.add(src, b_step);
-        cc_.add(dst, panel_row);
+        cc_.add(dst, panel_row * steps);
         return absl::OkStatus();
       }));
       return row_blocks(vectors, vec, k0, k_count, panel, panel_row);

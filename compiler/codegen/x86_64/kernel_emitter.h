@@ -103,12 +103,26 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, Val, asmjit
   // one block of B stays in cache while every row block of this launch's
   // rows uses it. The order of additions per element is the unblocked one,
   // so results are identical.
+  // One step of k unrolls the loops nested in it (a convolution's window
+  // under its channels, split at the edges into pieces): a term per leaf
+  // and per value of those loops, in order, each adding A * B at its
+  // displacements from the reference positions (A a constant in the
+  // padding).
+  struct Term {
+    bool a_constant = false;
+    double a_value = 0;
+    int32_t a_disp = 0, b_disp = 0;  // bytes
+  };
   struct Product {
     const choir::Stmt* k_loop = nullptr;
-    const choir::Stmt* j_loop = nullptr;  // the vectorized loop under k
+    const choir::Stmt* j_loop = nullptr;  // the first leaf: a vectorized loop under k
     const choir::Stmt* acc = nullptr;     // its store C = C + A * B
-    const choir::Expr* a = nullptr;       // the load that does not walk j
-    const choir::Expr* b = nullptr;       // the load that walks j with stride 1
+    const choir::Expr* a = nullptr;       // the first load of A, which does not walk j
+    const choir::Expr* b = nullptr;       // the first leaf's B, which walks j with stride 1
+    std::vector<Term> terms;
+    std::vector<int> inner_vars;          // the loops under k (at zero for the reference)
+    int64_t a_row = 0, a_step = 0, b_step = 0, c_row = 0;  // bytes per row (i) and per step of k
+    bool b_invariant = false;  // B is the same in every iteration of the loops around the row loop
     // A third statement of the row loop, `for j': Out = f(C, ...)` (the
     // product's epilogue, choir/passes/epilogue.h): applied to each tile
     // once its last k panel is added, while the tile is in cache.
