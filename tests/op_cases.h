@@ -135,6 +135,10 @@ inline std::vector<OpCase> opCases() {
       {"conv_channels", [](Builder&, Args a) {
          return dot(a[0].pad("p", 1, 1).window("p", "kp", 3), a[1].window("p", "kp", 3).rename("p", "o"), {"q", "kp"});
        }, -3, 3, false},
+      // A separable blur: the row pass fused into the column pass's pad.
+      {"blur", [](Builder&, Args a) {
+         return a[0].pad("q", 1, 1).window("q", "kq", 3).sum("kq").pad("p", 1, 1).window("p", "kp", 3).sum("kp");
+       }, -3, 3, false},
       {"max_pool", [](Builder&, Args a) { return a[0].window("p", "k", 2, 2).max("k"); }, -3, 3, false},
       {"dot_two_axes", [](Builder&, Args a) { return dot(a[0], a[1], {"p", "q"}); }, -3, 3, false},
   };
@@ -151,7 +155,7 @@ inline std::optional<ErrorKind> refusedByDesign(const OpCase& c, tensor::DType d
   static const std::string_view kArithmetic[] = {"add",   "sub",    "mul",         "div",    "pow",
                                                  "neg",   "abs",    "sum",         "mean",   "dot",
                                                  "where", "transpose", "concat",   "iota",   "scatter_add",
-                                                 "conv",  "conv_channels", "dot_two_axes"};
+                                                 "conv",  "conv_channels", "dot_two_axes", "blur"};
   const std::string_view name = c.name;
   if (p < 3 && name == "conv_channels") return ErrorKind::kWindowTooLarge;  // recorded before the dot
   if (dtype == tensor::DType::bool_) {

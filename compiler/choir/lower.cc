@@ -6,9 +6,14 @@
 #include "base/errors.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
+#include "compiler/choir/rewrite.h"
 #include "compiler/tensor/scalar_ops.h"
 
 namespace accy::choir {
+
+// Reductions over at most this many points lower as their fold written out
+// (a store), not as a reduction.
+constexpr int64_t kUnrolledReducePoints = 9;
 namespace {
 
 using tensor::Node;
@@ -326,6 +331,26 @@ class Lowering {
           r.value = access(n.operands[0], idx);
           r.combiner = combinerOf(n.op);
           r.mean_count = n.op == OpCode::kReduceMean ? count : 0;
+          if (count <= kUnrolledReducePoints) {
+            // A few points (a window's taps): the fold written out, in the
+            // domain's row-major order as the reduction combines them, so
+            // the output loop vectorizes and consumers fuse it like any
+            // elementwise value.
+            ExprRef acc;
+            for (int64_t p = 0; p < count; ++p) {
+              Substitution at;
+              int64_t rest = p;
+              for (size_t d = r.domain.size(); d-- > 0;) {
+                at.set(r.domain[d].var, Affine::constantOf(rest % r.domain[d].extent));
+                rest /= r.domain[d].extent;
+              }
+              ExprRef v = freshenBound(m_, substituteExpr(r.value, at));
+              acc = acc ? makeOp(r.combiner, n.dtype, {acc, v}) : v;
+            }
+            if (r.mean_count != 0) acc = makeOp(OpCode::kDiv, n.dtype, {acc, makeConstant(n.dtype, double(count))});
+            emitNest(name, loops, Stmt::store(out, r.index, acc));
+            return absl::OkStatus();
+          }
         }
         emitNest(name, loops, std::move(r));
         return absl::OkStatus();

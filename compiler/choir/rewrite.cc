@@ -17,6 +17,23 @@ ExprRef substituteExpr(const ExprRef& e, const Substitution& s) {
   return copy;
 }
 
+ExprRef freshenBound(Module& m, const ExprRef& e) {
+  if (e->args.empty()) return e;
+  countWork();
+  auto copy = std::make_shared<Expr>(*e);
+  for (ExprRef& a : copy->args) a = freshenBound(m, a);
+  if (e->kind == ExprKind::kLoad && !e->bound.empty()) {
+    Substitution s;
+    for (int& v : copy->bound) {
+      const int fresh = m.newVar();
+      s.set(v, Affine::var(fresh));
+      v = fresh;
+    }
+    for (Affine& a : copy->index) a = substitute(a, s);
+  }
+  return copy;
+}
+
 ExprRef replaceLoads(const ExprRef& e, const std::function<ExprRef(const ExprRef&)>& f) {
   if (e->kind == ExprKind::kLoad && e->args.empty()) return f(e);
   if (e->args.empty()) return e;

@@ -15,6 +15,12 @@ ExprRef substituteExpr(const ExprRef& e, const Substitution& s);
 // A statement's index, value and bound values (not its body) rewritten.
 void substituteStmt(Stmt& st, const Substitution& s);
 
+// `e` with the variables each of its loads binds (Expr::bound) renamed to
+// fresh ones: a copy of an expression placed next to the original, where
+// the same variables bound to other values would clash (emitters keep one
+// value per variable while they emit a loop).
+ExprRef freshenBound(Module& m, const ExprRef& e);
+
 // `e` with every load rewritten by `f` (which returns the replacement, or
 // the load itself to keep it).
 ExprRef replaceLoads(const ExprRef& e, const std::function<ExprRef(const ExprRef&)>& f);

@@ -47,12 +47,17 @@ struct BufferFacts {
   const std::vector<Affine>* site_index = nullptr;
   bool several_sites = false;
   bool gathered = false;   // a load reads it at positions bound to data
+  bool clamped = false;    // a load reads it at clamped positions (pad, or data)
+  uint64_t clamped_dims = 0;  // the dimensions such a load's index binds (bit d; the last for d >= 63)
   bool inlined = false;    // its producer is substituted at every load
   int producer = -1;       // the kernel, when inlined
   // Of the producer's value with its own inlined producers substituted:
   int64_t nodes = 1;       // expression nodes
+  int64_t work = 1;        // of which not position work (ValueFacts::work)
   int64_t registers = 1;   // values live at once to evaluate it (Sethi-Ullman)
   bool expensive = false;  // holds a transcendental, a division, a power
+  bool index = false;      // holds a position value (an iota, a pad's guard)
+  uint64_t index_dims = 0; // the producer's dimensions those values use (bit d; the last for d >= 63)
 };
 
 // The facts of `e` with every inlined load replaced by its producer's value.
@@ -60,21 +65,46 @@ struct ValueFacts {
   int64_t nodes = 0;
   int64_t registers = 1;
   bool expensive = false;
+  bool index = false;
+  // Computed only from positions and constants (a pad's guard, a clamp of a
+  // position): integer work that the partition pass folds away in most
+  // iterations (passes/partition.h).
+  bool position = false;
+  // Nodes that are not such position work: what a copy of the value costs
+  // each time it is evaluated (`nodes` still bounds its size).
+  int64_t work = 0;
 };
 
 ValueFacts valueFacts(const ExprRef& e, const std::vector<BufferFacts>& facts) {
   countWork();
+
   if (e->kind == ExprKind::kLoad && facts[e->buffer].inlined) {
     const BufferFacts& f = facts[e->buffer];
-    return {f.nodes, f.registers, f.expensive};
+    return {f.nodes, f.registers, f.expensive, f.index, false, f.work};
   }
-  ValueFacts v{1, 1, e->kind == ExprKind::kOp && isExpensiveOp(e->op)};
+  // A division by a constant (a mean, a box filter's scale) is one vector
+  // instruction: cheap enough to copy into each reader rather than store.
+  const bool by_constant = e->kind == ExprKind::kOp && e->op == OpCode::kDiv && e->args.size() == 2 &&
+                           e->args[1]->kind == ExprKind::kConstant;
+  ValueFacts v{1, 1, e->kind == ExprKind::kOp && isExpensiveOp(e->op) && !by_constant,
+               e->kind == ExprKind::kIndex, e->kind == ExprKind::kIndex, 1};
   std::vector<int64_t> needs;
+  bool all_positions = e->kind == ExprKind::kOp && e->dtype != DType::f32 && e->dtype != DType::f64;
+  bool any_position = false;
   for (const ExprRef& a : e->args) {
     const ValueFacts af = valueFacts(a, facts);
     v.nodes += af.nodes;
+    v.work += af.work;
     v.expensive = v.expensive || af.expensive;
+    v.index = v.index || af.index;
     needs.push_back(af.registers);
+    all_positions = all_positions && (af.position || a->kind == ExprKind::kConstant);
+    any_position = any_position || af.position;
+  }
+  if (v.position || (all_positions && any_position)) {
+    v.position = true;
+    v.work = 0;
+    return v;
   }
   // Operands evaluated in decreasing order of need: operand i is evaluated
   // while the i values before it are held.
@@ -89,10 +119,17 @@ ValueFacts valueFacts(const ExprRef& e, const std::vector<BufferFacts>& facts) {
 // the limits below bound by a constant times the size of the program.
 class Inliner {
  public:
-  Inliner(const Module& m, const std::vector<BufferFacts>& facts, const std::vector<Producer>& producers)
+  Inliner(Module& m, const std::vector<BufferFacts>& facts, const std::vector<Producer>& producers)
       : m_(m), facts_(facts), producers_(producers) {}
 
-  ExprRef rewrite(const ExprRef& e, const Substitution* s) {
+  // Variables a load binds to clamped positions (a pad's), which every
+  // load of a producer inlined at that load binds too.
+  struct Bindings {
+    std::vector<int> vars;
+    std::vector<ExprRef> values;
+  };
+
+  ExprRef rewrite(const ExprRef& e, const Substitution* s, const Bindings* outer = nullptr) {
     if (e->kind == ExprKind::kConstant) return e;
     if (e->kind == ExprKind::kLoad && facts_[e->buffer].inlined) {
       const Producer& p = producers_[facts_[e->buffer].producer];
@@ -100,15 +137,39 @@ class Inliner {
       for (size_t d = 0; d < p.loops.size(); ++d) {
         bind.set(p.loops[d].var, s != nullptr ? substitute(e->index[d], *s) : e->index[d]);
       }
-      return rewrite(p.store->value, &bind);
+      if (e->bound.empty()) return rewrite(p.store->value, &bind, outer);
+      Bindings inner;
+      if (outer != nullptr) inner = *outer;
+      for (size_t j = 0; j < e->bound.size(); ++j) {
+        inner.vars.push_back(e->bound[j]);
+        inner.values.push_back(rewrite(e->args[j], s, outer));
+      }
+      return rewrite(p.store->value, &bind, &inner);
     }
-    if (s == nullptr && !holdsInlinedLoad(e)) return e;
+    if (s == nullptr && outer == nullptr && !holdsInlinedLoad(e)) return e;
     countWork();
     auto copy = std::make_shared<Expr>(*e);
     if (s != nullptr) {
       for (Affine& a : copy->index) a = substitute(a, *s);
     }
-    for (ExprRef& a : copy->args) a = rewrite(a, s);
+    for (ExprRef& a : copy->args) a = rewrite(a, s, e->kind == ExprKind::kLoad ? nullptr : outer);
+    if (e->kind == ExprKind::kLoad && outer != nullptr) {
+      // The outer bindings first: this load's own values may use them.
+      copy->bound.insert(copy->bound.begin(), outer->vars.begin(), outer->vars.end());
+      copy->args.insert(copy->args.begin(), outer->values.begin(), outer->values.end());
+    }
+    if (e->kind == ExprKind::kLoad && !copy->bound.empty() && s != nullptr) {
+      // A copy of a producer's load, one per place the producer is read:
+      // variables of its own, so that no two loads bind one variable to
+      // different values (choir/rewrite.h, freshenBound).
+      Substitution fresh;
+      for (int& v : copy->bound) {
+        const int f = m_.newVar();
+        fresh.set(v, Affine::var(f));
+        v = f;
+      }
+      for (Affine& a : copy->index) a = substitute(a, fresh);
+    }
     return copy;
   }
 
@@ -125,7 +186,7 @@ class Inliner {
     return holds;
   }
 
-  const Module& m_;
+  Module& m_;  // for fresh variables
   const std::vector<BufferFacts>& facts_;
   const std::vector<Producer>& producers_;
   absl::flat_hash_map<const Expr*, bool> holds_;
@@ -145,9 +206,18 @@ void countUses(const std::vector<Stmt>& stmts, int64_t trips, std::vector<Buffer
       if (e.kind != ExprKind::kLoad) return;
       BufferFacts& f = (*facts)[e.buffer];
       ++f.loads;
-      // A producer is not substituted at a data-dependent position (its
-      // own loads would need the binding): it stays stored.
-      f.gathered = f.gathered || !e.bound.empty();
+      // A producer is not substituted at a data-dependent position (each
+      // of its loads would read the indices again): it stays stored. At a
+      // clamped position (a pad's) its loads take the load's bindings.
+      for (const ExprRef& a : e.args) {
+        visitExpr(a, [&](const Expr& x) { f.gathered = f.gathered || x.kind == ExprKind::kLoad; });
+      }
+      f.clamped = f.clamped || !e.bound.empty();
+      for (size_t d = 0; d < e.index.size(); ++d) {
+        for (int v : e.bound) {
+          if (e.index[d].uses(v)) f.clamped_dims |= uint64_t{1} << std::min<size_t>(d, 63);
+        }
+      }
       f.max_trips = std::max(f.max_trips, t);
       if (f.site_stmt == nullptr) {
         f.site_stmt = &s;
@@ -173,11 +243,42 @@ void countWriters(const std::vector<Stmt>& stmts, int kernel, std::vector<int>* 
   }
 }
 
+// The dimensions of producer `p` that the position values in its value
+// (its inlined producers' included) use.
+uint64_t indexDims(const std::vector<BufferFacts>& facts, const Producer& p) {
+  auto dimsOf = [&](const Affine& a) {
+    uint64_t dims = 0;
+    for (size_t d = 0; d < p.loops.size(); ++d) {
+      if (a.uses(p.loops[d].var)) dims |= uint64_t{1} << std::min<size_t>(d, 63);
+    }
+    return dims;
+  };
+  uint64_t dims = 0;
+  visitExpr(p.store->value, [&](const Expr& x) {
+    if (x.kind == ExprKind::kIndex) dims |= dimsOf(x.index[0]);
+    if (x.kind == ExprKind::kLoad && facts[x.buffer].inlined && facts[x.buffer].index) {
+      for (size_t d = 0; d < x.index.size(); ++d) {
+        if ((facts[x.buffer].index_dims >> std::min<size_t>(d, 63)) & 1) dims |= dimsOf(x.index[d]);
+      }
+      for (const ExprRef& a : x.args) {  // its bound positions are evaluated here too
+        visitExpr(a, [&](const Expr& y) {
+          if (y.kind == ExprKind::kIndex) dims |= dimsOf(y.index[0]);
+        });
+      }
+    }
+  });
+  return dims;
+}
+
 // Whether producer `p`, whose value (its own inlined producers included)
 // has facts `v` and fits the limits, is inlined at every load.
-bool inlinable(const Module& m, const BufferFacts& f, const ValueFacts& v, const Producer& p,
-               const FuseLimits& limits) {
+bool inlinable(const Module& m, const std::vector<BufferFacts>& facts, const BufferFacts& f, const ValueFacts& v,
+               const Producer& p, const FuseLimits& limits) {
   if (f.gathered) return false;
+  // Positions are bound only inside loads: a position value of the producer
+  // could not use them (its own, along a bound dimension, or its inlined
+  // producers').
+  if (f.clamped && v.index && (indexDims(facts, p) & f.clamped_dims) != 0) return false;
   if (v.nodes > limits.max_nodes || v.registers > limits.max_registers) return false;
   // Evaluated once per element: read at one site, under no loop its value
   // does not depend on.
@@ -186,9 +287,9 @@ bool inlinable(const Module& m, const BufferFacts& f, const ValueFacts& v, const
   // Evaluations per element where it is read most often, bounded.
   const int64_t elements = std::max<int64_t>(1, m.buffers[p.store->buffer].elements());
   const int64_t repeats = (f.max_trips + elements - 1) / elements;
-  if (repeats > 1 && v.nodes > limits.max_recomputed_nodes / repeats) return false;
+  if (repeats > 1 && v.work > limits.max_recomputed_nodes / repeats) return false;
   // Copies of the tree to each further load, bounded.
-  return (f.loads - 1) * v.nodes <= limits.max_duplicated_nodes;
+  return (f.loads - 1) * v.work <= limits.max_duplicated_nodes;
 }
 
 }  // namespace
@@ -235,12 +336,15 @@ absl::StatusOr<Module> fuseKernels(Module m, const FuseLimits& limits) {
         continue;
       }
       const ValueFacts v = fit(p.store->value);
-      if (inlinable(m, f, v, p, limits)) {
+      if (inlinable(m, facts, f, v, p, limits)) {
         f.inlined = true;
         f.producer = static_cast<int>(k);
         f.nodes = v.nodes;
+        f.work = v.work;
         f.registers = v.registers;
         f.expensive = v.expensive;
+        f.index = v.index;
+        f.index_dims = v.index ? indexDims(facts, p) : 0;
         removed[k] = true;
       }
       continue;

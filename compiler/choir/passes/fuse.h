@@ -26,7 +26,7 @@ struct FuseLimits {
   int64_t max_registers = 12;
   // Nodes added by copying a cheap producer to each extra place that reads
   // it (a value read at k places adds (k - 1) x its nodes).
-  int64_t max_duplicated_nodes = 16;
+  int64_t max_duplicated_nodes = 48;
   // Nodes evaluated per element of a cheap producer read under loops its
   // value does not depend on (a broadcast operand of a product: evaluated
   // once per column), its nodes times the evaluations per element. Beyond

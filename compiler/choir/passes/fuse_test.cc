@@ -1,5 +1,7 @@
 #include "compiler/choir/passes/fuse.h"
 
+#include <map>
+
 #include "compiler/choir/passes/pass_testing.h"
 #include "compiler/choir/rewrite.h"
 #include "gmock/gmock.h"
@@ -25,11 +27,47 @@ TEST(Fuse, ElementwiseChainBecomesOneKernel) {
 }
 
 TEST(Fuse, ProducerFoldsIntoTheReductionThatReadsIt) {
-  Module m = lowered({tensor::spec(DType::f32, {{"i", 8}})},
+  // (64 points: a reduction; a few points lower as their sum written out.)
+  Module m = lowered({tensor::spec(DType::f32, {{"i", 64}})},
                      [](tensor::Builder&, Args a) { return (a[0] * a[0]).sum("i"); });
   auto fused = fuseKernels(m);
   ASSERT_EQ(fused->kernels.size(), 1u);
   EXPECT_EQ(fused->kernels[0].body[0].kind, StmtKind::kReduce);
+}
+
+TEST(Fuse, StencilPassesFuseThroughPadsWithLoadsOfTheirOwn) {
+  // A separable blur: the horizontal pass (3 taps of a padded row) is read
+  // at 3 clamped positions of the vertical pass's pad. It is inlined at
+  // each: no temporary, and every copy of a load binds variables of its own.
+  Module m = lowered({tensor::spec(DType::f32, {{"y", 16}, {"x", 16}})}, [](tensor::Builder&, Args a) {
+    tensor::Value h = a[0].pad("x", 1, 1).window("x", "kx", 3).sum("kx") / 3.0f;
+    return h.pad("y", 1, 1).window("y", "ky", 3).sum("ky") / 3.0f;
+  });
+  auto fused = fuseKernels(m);
+  ASSERT_TRUE(fused.ok());
+  ASSERT_TRUE(verifyModule(*fused).ok()) << verifyModule(*fused);
+  ASSERT_EQ(fused->kernels.size(), 1u) << toText(*fused);
+  EXPECT_EQ(fused->buffers.size(), 2u) << "a temporary is left";
+  std::map<int, int> binders;
+  visitStmts(fused->kernels[0].body, [&](const Stmt& s) {
+    if (s.value) {
+      visitExpr(s.value, [&](const Expr& e) {
+        for (int v : e.bound) ++binders[v];
+      });
+    }
+  });
+  ASSERT_FALSE(binders.empty());
+  for (const auto& [v, loads] : binders) EXPECT_EQ(loads, 1) << "i" << v << " is bound by " << loads << " loads";
+  // A position value along the clamped dimension cannot move inside a load:
+  // an iota along y read through the pad stays stored.
+  Module iota = lowered({tensor::spec(DType::f32, {{"y", 16}, {"x", 16}})}, [](tensor::Builder& b, Args a) {
+    tensor::Value h = a[0] + b.iota("y", 16, DType::f32);
+    return h.pad("y", 1, 1).window("y", "ky", 3).sum("ky");
+  });
+  auto kept = fuseKernels(iota);
+  ASSERT_TRUE(kept.ok());
+  ASSERT_TRUE(verifyModule(*kept).ok()) << verifyModule(*kept);
+  EXPECT_EQ(kept->kernels.size(), 2u) << toText(*kept);
 }
 
 TEST(Fuse, ExpensiveProducerReadAtTwoPlacesStaysSeparate) {

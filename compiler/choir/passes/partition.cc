@@ -252,6 +252,7 @@ class Partitioner {
         h.var = fresh;
       }
       substituteStmt(st, s);
+      if (st.value) st.value = freshenBound(m_, st.value);
       renameList(st.body, s);
     }
   }
