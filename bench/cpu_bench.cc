@@ -376,13 +376,12 @@ void runPerceptronAccy(benchmark::State& state, int threads) {
   }
 }
 
-// Runs a PyTorch script of bench/ (`script_and_args`, plus --threads) and
-// reports the median it prints as this row's time.
-void runTorchScript(benchmark::State& state, const std::string& script_and_args, int threads) {
-  // Debian's python3, where python3-torch installs (not a python3 found
-  // first on PATH).
-  const std::string command =
-      "/usr/bin/python3 " + script_and_args + " --threads=" + std::to_string(threads) + " 2>&1";
+// Runs a reference's command (plus --threads) and reports the median it
+// prints ("median_ms M", "threads N") as this row's time. `missing`: why
+// the reference is not applicable here when its output holds `missing_marker`.
+void runReferenceCommand(benchmark::State& state, const std::string& command_and_args, int threads,
+                         const std::string& missing_marker, const std::string& missing) {
+  const std::string command = command_and_args + " --threads=" + std::to_string(threads) + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   std::string out;
   if (pipe != nullptr) {
@@ -392,21 +391,29 @@ void runTorchScript(benchmark::State& state, const std::string& script_and_args,
   const int rc = pipe != nullptr ? pclose(pipe) : -1;
   const size_t at = out.find("median_ms ");
   if (rc != 0 || at == std::string::npos) {
-    const bool no_torch = out.find("No module named 'torch'") != std::string::npos;
-    state.SkipWithError((no_torch ? std::string(ACCY_BENCH_NOT_APPLICABLE) + "PyTorch is not installed (python3-torch)"
-                                  : "PyTorch run failed: " + out)
-                            .c_str());
+    const bool absent = out.find(missing_marker) != std::string::npos;
+    state.SkipWithError(
+        (absent ? std::string(ACCY_BENCH_NOT_APPLICABLE) + missing : "reference run failed: " + out).c_str());
     return;
   }
   const double seconds = std::atof(out.c_str() + at + 10) / 1e3;
   const size_t t = out.find("threads ");
   if (t == std::string::npos || std::atoi(out.c_str() + t + 8) != threads) {
-    state.SkipWithError(("PyTorch ran with another thread count: " + out).c_str());
+    state.SkipWithError(("the reference ran with another thread count: " + out).c_str());
     return;
   }
   for (auto _ : state) state.SetIterationTime(seconds);
-  const size_t v = out.find("torch ");
-  if (v != std::string::npos) state.SetLabel(out.substr(v, out.find('\n', v) - v));
+  for (const char* label : {"torch ", "halide "}) {
+    const size_t v = out.find(label);
+    if (v != std::string::npos) state.SetLabel(out.substr(v, out.find('\n', v) - v));
+  }
+}
+
+// Runs a PyTorch script of bench/ (`script_and_args`) with Debian's python3,
+// where python3-torch installs (not a python3 found first on PATH).
+void runTorchScript(benchmark::State& state, const std::string& script_and_args, int threads) {
+  runReferenceCommand(state, "/usr/bin/python3 " + script_and_args, threads, "No module named 'torch'",
+                      "PyTorch is not installed (python3-torch)");
 }
 
 void runPerceptronTorch(benchmark::State& state, int threads) {
@@ -1221,6 +1228,46 @@ void runConvAccy(benchmark::State& state, int threads) {
                                                  benchmark::Counter::kIsRate);
 }
 
+// A separable 3x3 box blur of a 4096x4096 f32 image, zero outside it (pad
+// and window, as a user writes it), Accy choosing its schedule itself,
+// against Halide 14 with the schedules of its own blur example
+// (bench/halide_blur.cc).
+void runBlurAccy(benchmark::State& state, int threads) {
+  constexpr int64_t kSide = 4096;
+  auto exe = compileFor({tensor::spec(tensor::DType::f32, {{"y", kSide}, {"x", kSide}})}, threads,
+                        [](tensor::Builder&, std::span<const tensor::Value> a) {
+                          tensor::Value h = a[0].pad("x", 1, 1).window("x", "kx", 3).sum("kx") / 3.0f;
+                          return h.pad("y", 1, 1).window("y", "ky", 3).sum("ky") / 3.0f;
+                        });
+  if (!ok(state, exe, "compile")) return;
+  static const std::vector<float> image = randomFloats(size_t{kSide} * kSide, 25);
+  std::vector<float> out(size_t{kSide} * kSide);
+  for (auto _ : state) {
+    auto st = exe->launch({accy::bytes(image)}, {accy::writableBytes(out)});
+    benchmark::ClobberMemory();
+    if (!ok(state, st, "launch")) return;
+  }
+  auto at = [&](int64_t y, int64_t x) {
+    return y < 0 || x < 0 || y >= kSide || x >= kSide ? 0.0f : image[y * kSide + x];
+  };
+  for (const auto& [y, x] : {std::pair<int64_t, int64_t>{0, 0}, {17, 4095}, {4095, 1234}, {2048, 77}}) {
+    float rows[3];
+    for (int64_t d = -1; d <= 1; ++d) rows[d + 1] = (at(y + d, x - 1) + at(y + d, x) + at(y + d, x + 1)) / 3;
+    const float want = (rows[0] + rows[1] + rows[2]) / 3;
+    if (!check(state, std::fabs(out[y * kSide + x] - want) <= 1e-5f, "wrong blur output")) return;
+  }
+}
+
+void runBlurHalide(benchmark::State& state, int threads) {
+  runReferenceCommand(state, "bazel-bin/bench/halide_blur", threads, "not found",
+                      "Halide's blur is not built (libhalide14-0-dev: tools/setup.sh --bench)");
+}
+
+void BM_Blur_Accy_1Thread(benchmark::State& state) { runBlurAccy(state, 1); }
+void BM_Blur_Accy_2Threads(benchmark::State& state) { runBlurAccy(state, 2); }
+void BM_Blur_Halide_1Thread(benchmark::State& state) { runBlurHalide(state, 1); }
+void BM_Blur_Halide_2Threads(benchmark::State& state) { runBlurHalide(state, 2); }
+
 void BM_Conv3x3_Accy_1Thread(benchmark::State& state) { runConvAccy(state, 1); }
 void BM_Conv3x3_Accy_2Threads(benchmark::State& state) { runConvAccy(state, 2); }
 void BM_Conv3x3_PyTorch_1Thread(benchmark::State& state) { runTorchScript(state, "bench/torch_indexing.py --case=conv", 1); }
@@ -1280,6 +1327,10 @@ BENCHMARK(BM_Conv3x3_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime()
 BENCHMARK(BM_Conv3x3_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Conv3x3_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_Conv3x3_PyTorch_2Threads)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_Blur_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Blur_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Blur_Halide_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_Blur_Halide_2Threads)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_Tone_Compile)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Tone_Launch)->Unit(benchmark::kNanosecond);
 BENCHMARK(BM_ToneValueAndGrad_Launch)->Unit(benchmark::kNanosecond);

@@ -18,9 +18,10 @@ packages=(
 # Vulkan) for tests/wgsl_conformance_test.cc and tools/webgpu/run_page.py.
 # nodejs: runs the wasm target (tests/wasm_conformance_test.cc, accy run
 # --target=wasm); wabt checks its modules.
-# `make bench` also measures PyTorch on the CPU (bench/torch_perceptron.py, bench/torch_indexing.py).
+# `make bench` also measures PyTorch on the CPU (bench/torch_perceptron.py,
+# bench/torch_indexing.py) and Halide 14 (bench/halide_blur.cc).
 if [ "${1:-}" = "--bench" ]; then
-  packages+=(python3-torch)
+  packages+=(python3-torch libhalide14-0-dev)
 fi
 
 missing=()
