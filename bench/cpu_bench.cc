@@ -1268,6 +1268,70 @@ void BM_Blur_Accy_2Threads(benchmark::State& state) { runBlurAccy(state, 2); }
 void BM_Blur_Halide_1Thread(benchmark::State& state) { runBlurHalide(state, 1); }
 void BM_Blur_Halide_2Threads(benchmark::State& state) { runBlurHalide(state, 2); }
 
+// The convolution's backward pass: the gradients of the input and of the
+// weights given the output's (the program grad() derives from
+// sum(conv(x, k) * dy)).
+void runConvGradAccy(benchmark::State& state, int threads) {
+  const std::vector<tensor::Spec> specs = {featureSpec(),
+                                           tensor::spec(tensor::DType::f32, {{"o", 64}, {"c", 64}, {"kh", 3}, {"kw", 3}}),
+                                           tensor::spec(tensor::DType::f32, {{"b", 32}, {"h", 56}, {"w", 56}, {"o", 64}})};
+  auto f = tensor::Function::define("conv", specs, [](tensor::Builder&, std::span<const tensor::Value> a) {
+    tensor::Value x = a[0].pad("h", 1, 1).pad("w", 1, 1).window("h", "kh", 3).window("w", "kw", 3);
+    return (dot(x, a[1], {"c", "kh", "kw"}) * a[2]).sum({"b", "h", "w", "o"});
+  });
+  if (!ok(state, f, "define")) return;
+  auto g = f->grad({.wrt = {0, 1}});
+  if (!ok(state, g, "grad")) return;
+  auto exe = tensor::CpuExecutable::compile(g->program(), {.threads = threads});
+  if (!ok(state, exe, "compile")) return;
+  const std::vector<float>& input = featureMap();
+  static const std::vector<float> k = randomFloats(size_t{64} * 64 * 9, 24);
+  static const std::vector<float> dy = randomFloats(size_t{32} * 56 * 56 * 64, 26);
+  std::vector<float> dx(input.size()), dk(k.size());
+  for (auto _ : state) {
+    auto st = exe->launch({accy::bytes(input), accy::bytes(k), accy::bytes(dy)},
+                          {accy::writableBytes(dx), accy::writableBytes(dk)});
+    benchmark::ClobberMemory();
+    if (!ok(state, st, "launch")) return;
+  }
+  // A few elements of each against direct sums in f64.
+  auto x_at = [&](int64_t b, int64_t c, int64_t y, int64_t x) {
+    return y < 0 || x < 0 || y >= 56 || x >= 56 ? 0.0 : double(input[((b * 64 + c) * 56 + y) * 56 + x]);
+  };
+  auto dy_at = [&](int64_t b, int64_t y, int64_t x, int64_t o) {
+    return y < 0 || x < 0 || y >= 56 || x >= 56 ? 0.0 : double(dy[((b * 56 + y) * 56 + x) * 64 + o]);
+  };
+  for (const auto& [b, c, y, x] : {std::array<int64_t, 4>{0, 0, 0, 0}, std::array<int64_t, 4>{5, 9, 31, 55}}) {
+    double want = 0;
+    for (int64_t o = 0; o < 64; ++o) {
+      for (int64_t kh = 0; kh < 3; ++kh) {
+        for (int64_t kw = 0; kw < 3; ++kw) want += dy_at(b, y - kh + 1, x - kw + 1, o) * k[((o * 64 + c) * 3 + kh) * 3 + kw];
+      }
+    }
+    const float got = dx[((b * 64 + c) * 56 + y) * 56 + x];
+    if (!check(state, std::fabs(got - want) <= 1e-3 * (1 + std::fabs(want)), "wrong input gradient")) return;
+  }
+  for (const auto& [o, c, kh, kw] : {std::array<int64_t, 4>{0, 0, 0, 0}, std::array<int64_t, 4>{63, 17, 2, 1}}) {
+    double want = 0;
+    for (int64_t b = 0; b < 32; ++b) {
+      for (int64_t y = 0; y < 56; ++y) {
+        for (int64_t x = 0; x < 56; ++x) want += dy_at(b, y, x, o) * x_at(b, c, y + kh - 1, x + kw - 1);
+      }
+    }
+    const float got = dk[((o * 64 + c) * 3 + kh) * 3 + kw];
+    if (!check(state, std::fabs(got - want) <= 1e-3 * (1 + std::fabs(want)), "wrong weight gradient")) return;
+  }
+}
+
+void BM_Conv3x3Grad_Accy_1Thread(benchmark::State& state) { runConvGradAccy(state, 1); }
+void BM_Conv3x3Grad_Accy_2Threads(benchmark::State& state) { runConvGradAccy(state, 2); }
+void BM_Conv3x3Grad_PyTorch_1Thread(benchmark::State& state) {
+  runTorchScript(state, "bench/torch_indexing.py --case=conv_grad --reps=5", 1);
+}
+void BM_Conv3x3Grad_PyTorch_2Threads(benchmark::State& state) {
+  runTorchScript(state, "bench/torch_indexing.py --case=conv_grad --reps=5", 2);
+}
+
 void BM_Conv3x3_Accy_1Thread(benchmark::State& state) { runConvAccy(state, 1); }
 void BM_Conv3x3_Accy_2Threads(benchmark::State& state) { runConvAccy(state, 2); }
 void BM_Conv3x3_PyTorch_1Thread(benchmark::State& state) { runTorchScript(state, "bench/torch_indexing.py --case=conv", 1); }
@@ -1327,6 +1391,10 @@ BENCHMARK(BM_Conv3x3_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime()
 BENCHMARK(BM_Conv3x3_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Conv3x3_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_Conv3x3_PyTorch_2Threads)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_Conv3x3Grad_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+BENCHMARK(BM_Conv3x3Grad_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+BENCHMARK(BM_Conv3x3Grad_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_Conv3x3Grad_PyTorch_2Threads)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_Blur_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Blur_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Blur_Halide_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);

@@ -4,6 +4,7 @@ CPU, each at its best (oneDNN where PyTorch uses it, threads pinned):
 
   pool       2x2 max pooling, stride 2, of f32[32, 64, 56, 56]
   conv       a 3x3 convolution, padding 1, 64 -> 64 channels, f32[32, 64, 56, 56]
+  conv_grad  its backward pass: the input's and the weights' gradients
   embedding  rows of a f32[2^20, 64] table at 2^20 random tokens (index_select)
   embedding_grad  its gradient: 2^20 rows of 64 added into a zeroed f32[2^20, 64]
              at the tokens (index_add_, what the embedding's backward does)
@@ -19,7 +20,7 @@ import torch_timing
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--case", required=True, choices=["pool", "conv", "embedding", "embedding_grad"])
+    parser.add_argument("--case", required=True, choices=["pool", "conv", "conv_grad", "embedding", "embedding_grad"])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--reps", type=int, default=10)
     args = parser.parse_args()
@@ -33,6 +34,14 @@ def main():
             x = torch.rand(32, 64, 56, 56, generator=gen)
             w = torch.rand(64, 64, 3, 3, generator=gen) * 0.1
             run = lambda: torch.nn.functional.conv2d(x, w, padding=1)
+        elif args.case == "conv_grad":
+            # The layer's backward pass: the input's and the weights'
+            # gradients from the output's (what autograd runs; no bias).
+            x = torch.rand(32, 64, 56, 56, generator=gen)
+            w = torch.rand(64, 64, 3, 3, generator=gen) * 0.1
+            dy = torch.rand(32, 64, 56, 56, generator=gen)
+            run = lambda: torch.ops.aten.convolution_backward(
+                dy, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, False])
         elif args.case == "embedding_grad":
             grads = torch.rand(1 << 20, 64, generator=gen)
             tokens = torch.randint(0, 1 << 20, (1 << 20,), generator=gen)

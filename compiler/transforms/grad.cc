@@ -182,9 +182,22 @@ class Reverse {
         Value hit = x(0).eq(fitTo(z, axes));
         return add(op(0), tensor::where(hit, fitTo(g, axes), fitTo(g, axes) * 0.0));
       }
-      case OpCode::kDot:
-        add(op(0), g * x(1));
-        return add(op(1), g * x(0));
+      case OpCode::kDot: {
+        // Each operand's adjoint is itself a product: g contracted with the
+        // other operand over the axes only that other operand and g share
+        // (its free axes). A product, not g * x summed: the compiler runs
+        // it as one (the weights' gradient of a convolution, a layer's
+        // gradient), laid out with the other operand's free axes last.
+        for (size_t k = 0; k < 2; ++k) {
+          const std::vector<Axis>& mine = p_.nodes[op(k)].axes;
+          std::vector<std::string> other_free;
+          for (const Axis& a : p_.nodes[op(1 - k)].axes) {
+            if (!hasAxis(mine, a.name)) other_free.push_back(a.name);
+          }
+          add(op(k), other_free.empty() ? g * x(1 - k) : tensor::dot(x(1 - k), g, other_free));
+        }
+        return;
+      }
       case OpCode::kTranspose:
       case OpCode::kBroadcast:
         return add(op(0), g);  // fitTo transposes or sums the new axis
