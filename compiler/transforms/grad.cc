@@ -194,7 +194,11 @@ class Reverse {
           for (const Axis& a : p_.nodes[op(1 - k)].axes) {
             if (!hasAxis(mine, a.name)) other_free.push_back(a.name);
           }
-          add(op(k), other_free.empty() ? g * x(1 - k) : tensor::dot(x(1 - k), g, other_free));
+          if (other_free.empty()) {
+            add(op(k), g * x(1 - k));
+          } else if (!windowedAdjoint(op(k), x(1 - k), g, other_free)) {
+            add(op(k), tensor::dot(x(1 - k), g, other_free));
+          }
         }
         return;
       }
@@ -274,6 +278,57 @@ class Reverse {
         return;
       }
     }
+  }
+
+  // The adjoint a dot gives its operand `id` when that operand is a chain
+  // of windows (stride 1, distinct axes) whose window axes the dot
+  // contracts (a convolution's input): not the windowed adjoint (the
+  // input's size times the taps, then summed back by window transposes),
+  // but, for each tap, g contracted with that tap's slice of the other
+  // operand, padded to where the tap reads, and the taps summed: one
+  // product of the input's size per tap. False when `id` is no such chain.
+  bool windowedAdjoint(int32_t id, const Value& other, const Value& g, const std::vector<std::string>& other_free) {
+    struct Tap {
+      std::string axis, wax;
+      int64_t size, dilation, extent, count;
+    };
+    std::vector<Tap> taps;
+    int32_t base = id;
+    int64_t combos = 1;
+    while (p_.nodes[base].op == OpCode::kWindow) {
+      const Node& w = p_.nodes[base];
+      const std::string& axis = w.names[0];
+      const std::string& wax = w.names[1];
+      if (w.ints[1] != 1 || !hasAxis(other.axes(), wax)) break;
+      for (const Tap& t : taps) {
+        if (t.axis == axis) return false;
+      }
+      taps.push_back({axis, wax, w.ints[0], w.ints[2], tensor::axisExtent(p_.nodes[w.operands[0]].axes, axis),
+                      tensor::axisExtent(w.axes, axis)});
+      combos *= w.ints[0];
+      base = w.operands[0];
+    }
+    constexpr int64_t kMaxTaps = 27;
+    if (taps.empty() || combos > kMaxTaps || !tensor::isFloating(p_.nodes[base].dtype)) return false;
+    Value total;
+    for (int64_t c = 0; c < combos; ++c) {
+      Value o = other;
+      std::vector<int64_t> at(taps.size());
+      int64_t rest = c;
+      for (size_t t = taps.size(); t-- > 0;) {
+        at[t] = rest % taps[t].size;
+        rest /= taps[t].size;
+        o = o.slice(taps[t].wax, at[t], at[t] + 1).sum(taps[t].wax);
+      }
+      Value tap = tensor::dot(g, o, other_free);
+      for (size_t t = 0; t < taps.size(); ++t) {
+        const int64_t before = at[t] * taps[t].dilation;
+        tap = tap.pad(taps[t].axis, before, taps[t].extent - before - taps[t].count);
+      }
+      total = c == 0 ? tap : total + tap;
+    }
+    add(base, total);
+    return true;
   }
 
   // The transpose of window(axis, window_axis, size, stride, dilation):

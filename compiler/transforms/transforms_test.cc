@@ -100,6 +100,18 @@ std::vector<GradCase> gradCases() {
       {"window_strided", [=](Builder&, Args a) { return total(a[0].window("b", "k", 2, 2).sin() * a[0].sum("b")); }},
       {"window_dilated", [=](Builder&, Args a) { return total(a[0].window("b", "k", 2, 1, 2).sin() * a[0].sum("b")); }},
       {"dot_two_axes", [=](Builder&, Args a) { return total(a[0].dot(a[0] * a[1], {"a", "b"}).sin()); }},
+      // Dots over window axes (convolutions): the input's adjoint is taken
+      // tap by tap (windowedAdjoint), one window and two (one dilated).
+      {"conv_1d", [=](Builder&, Args a) {
+         Value w = a[0].slice("b", 0, 3).rename("b", "k").rename("a", "o");
+         return total(dot(a[0].pad("b", 1, 1).window("b", "k", 3), w, "k").sin());
+       }},
+      {"conv_2d_dilated", [=](Builder& b, Args a) {
+         Value w = a[1].slice("b", 0, 3).rename("b", "ka") * a[1].slice("b", 1, 3).rename("b", "kb");
+         w = w * (b.iota("o", 2, DType::f64) + 1);
+         Value x = a[0].pad("a", 1, 1).pad("b", 2, 1).window("a", "ka", 3).window("b", "kb", 2, 1, 2);
+         return total(dot(x, w, {"ka", "kb"}).sin());
+       }},
   };
 }
 
