@@ -25,7 +25,10 @@ struct FuseLimits {
   // the vector registers of every target hold, inlining spills.
   int64_t max_registers = 12;
   // Nodes added by copying a cheap producer to each extra place that reads
-  // it (a value read at k places adds (k - 1) x its nodes).
+  // it (a value read at k places adds (k - 1) x its nodes; position work,
+  // a pad's guards and clamps, not counted). A stencil reads its producer
+  // at each tap: copying a 3-tap row sum into the 3 taps of a column pass
+  // costs less than storing and reloading the image (docs/CHOIR.md).
   int64_t max_duplicated_nodes = 48;
   // Nodes evaluated per element of a cheap producer read under loops its
   // value does not depend on (a broadcast operand of a product: evaluated
