@@ -1268,6 +1268,75 @@ void BM_Blur_Accy_2Threads(benchmark::State& state) { runBlurAccy(state, 2); }
 void BM_Blur_Halide_1Thread(benchmark::State& state) { runBlurHalide(state, 1); }
 void BM_Blur_Halide_2Threads(benchmark::State& state) { runBlurHalide(state, 2); }
 
+// One training step of the digits-sized convolutional network of issue
+// "Real programs" (bench/torch_digits.py is the same in PyTorch): batch 256
+// of 8x8 images, a 3x3 convolution to 16 channels with bias, ReLU, 2x2 max
+// pooling, a dense layer to 10 classes with bias, softmax cross-entropy
+// through take; the loss and the gradients of the four weights.
+absl::StatusOr<tensor::Function> digitsStep() {
+  using tensor::DType;
+  const std::vector<tensor::Spec> specs = {
+      tensor::spec(DType::f32, {{"b", 256}, {"c", 1}, {"h", 8}, {"w", 8}}), tensor::spec(DType::i32, {{"b", 256}}),
+      tensor::spec(DType::f32, {{"o", 16}, {"c", 1}, {"kh", 3}, {"kw", 3}}), tensor::spec(DType::f32, {{"o", 16}}),
+      tensor::spec(DType::f32, {{"h", 4}, {"w", 4}, {"o", 16}, {"k", 10}}), tensor::spec(DType::f32, {{"k", 10}})};
+  auto loss = tensor::Function::define("digits", specs, [](tensor::Builder&, std::span<const tensor::Value> v) {
+    const tensor::Value x = v[0].pad("h", 1, 1).pad("w", 1, 1).window("h", "kh", 3).window("w", "kw", 3);
+    const tensor::Value h = (dot(x, v[2], {"c", "kh", "kw"}) + v[3]).max(0.0);
+    const tensor::Value pooled = h.window("h", "ph", 2, 2).window("w", "pw", 2, 2).max({"ph", "pw"});
+    const tensor::Value logits = dot(pooled, v[4], {"h", "w", "o"}) + v[5];
+    const tensor::Value top = logits.max("k");
+    const tensor::Value lse = (logits - top).exp().sum("k").log() + top;
+    return (lse - take(logits, "k", v[1])).mean("b");
+  });
+  if (!loss.ok()) return loss.status();
+  return loss->valueAndGrad({.wrt = {2, 3, 4, 5}});
+}
+
+void runDigitsAccy(benchmark::State& state, int threads) {
+  auto step = digitsStep();
+  if (!ok(state, step, "valueAndGrad")) return;
+  auto exe = tensor::CpuExecutable::compile(step->program(), {.threads = threads});
+  if (!ok(state, exe, "compile")) return;
+  std::vector<float> x = randomFloats(256 * 64, 31), w1 = randomFloats(16 * 9, 32), b1(16, 0.0f),
+                     w2 = randomFloats(256 * 10, 33), b2(10, 0.0f);
+  for (float& v : x) v = (v + 1) * 8;  // pixel values 0..16, as the digits data
+  for (float& v : w1) v *= 0.3f;
+  for (float& v : w2) v *= 0.1f;
+  std::vector<int32_t> labels(256);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int32_t>((i * 7) % 10);
+  float loss = 0;
+  std::vector<float> g1(w1.size()), gb1(16), g2(w2.size()), gb2(10);
+  const std::vector<std::span<const std::byte>> in = {accy::bytes(x),  accy::bytes(labels), accy::bytes(w1),
+                                                      accy::bytes(b1), accy::bytes(w2),     accy::bytes(b2)};
+  for (auto _ : state) {
+    auto st = exe->launch(in, {accy::writableBytes(std::span(&loss, 1)), accy::writableBytes(g1),
+                               accy::writableBytes(gb1), accy::writableBytes(g2), accy::writableBytes(gb2)});
+    benchmark::ClobberMemory();
+    if (!ok(state, st, "launch")) return;
+  }
+  // Once: every output against the reference evaluator.
+  auto want = tensor::evaluate(step->program(), in);
+  if (!ok(state, want, "evaluate")) return;
+  const float* outs[] = {&loss, g1.data(), gb1.data(), g2.data(), gb2.data()};
+  for (size_t o = 0; o < 5; ++o) {
+    const auto& ref = (*want)[o];
+    for (size_t e = 0; e < ref.size() / 4; ++e) {
+      float r;
+      std::memcpy(&r, ref.data() + 4 * e, 4);
+      if (!(std::fabs(outs[o][e] - r) <= 1e-3 * std::fabs(r) + 1e-5)) {
+        check(state, false, "output " + std::to_string(o) + " element " + std::to_string(e) + ": " +
+                                std::to_string(outs[o][e]) + ", evaluator " + std::to_string(r));
+        return;
+      }
+    }
+  }
+}
+
+void BM_DigitsStep_Accy_1Thread(benchmark::State& state) { runDigitsAccy(state, 1); }
+void BM_DigitsStep_Accy_2Threads(benchmark::State& state) { runDigitsAccy(state, 2); }
+void BM_DigitsStep_PyTorch_1Thread(benchmark::State& state) { runTorchScript(state, "bench/torch_digits.py", 1); }
+void BM_DigitsStep_PyTorch_2Threads(benchmark::State& state) { runTorchScript(state, "bench/torch_digits.py", 2); }
+
 // The convolution's backward pass: the gradients of the input and of the
 // weights given the output's (the program grad() derives from
 // sum(conv(x, k) * dy)).
@@ -1395,6 +1464,10 @@ BENCHMARK(BM_Conv3x3Grad_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTi
 BENCHMARK(BM_Conv3x3Grad_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 BENCHMARK(BM_Conv3x3Grad_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_Conv3x3Grad_PyTorch_2Threads)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_DigitsStep_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_DigitsStep_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_DigitsStep_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_DigitsStep_PyTorch_2Threads)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_Blur_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Blur_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Blur_Halide_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);

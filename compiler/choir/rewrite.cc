@@ -17,20 +17,22 @@ ExprRef substituteExpr(const ExprRef& e, const Substitution& s) {
   return copy;
 }
 
+void renameBound(Module& m, Expr& load) {
+  Substitution s;
+  for (int& v : load.bound) {
+    const int fresh = m.newVar();
+    s.set(v, Affine::var(fresh));
+    v = fresh;
+  }
+  for (Affine& a : load.index) a = substitute(a, s);
+}
+
 ExprRef freshenBound(Module& m, const ExprRef& e) {
   if (e->args.empty()) return e;
   countWork();
   auto copy = std::make_shared<Expr>(*e);
   for (ExprRef& a : copy->args) a = freshenBound(m, a);
-  if (e->kind == ExprKind::kLoad && !e->bound.empty()) {
-    Substitution s;
-    for (int& v : copy->bound) {
-      const int fresh = m.newVar();
-      s.set(v, Affine::var(fresh));
-      v = fresh;
-    }
-    for (Affine& a : copy->index) a = substitute(a, s);
-  }
+  if (e->kind == ExprKind::kLoad && !e->bound.empty()) renameBound(m, *copy);
   return copy;
 }
 

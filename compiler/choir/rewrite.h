@@ -20,6 +20,8 @@ void substituteStmt(Stmt& st, const Substitution& s);
 // the same variables bound to other values would clash (emitters keep one
 // value per variable while they emit a loop).
 ExprRef freshenBound(Module& m, const ExprRef& e);
+// The variables `load` binds renamed to fresh ones, in its index too.
+void renameBound(Module& m, Expr& load);
 
 // `e` with every load rewritten by `f` (which returns the replacement, or
 // the load itself to keep it).

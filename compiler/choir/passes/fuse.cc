@@ -162,13 +162,7 @@ class Inliner {
       // A copy of a producer's load, one per place the producer is read:
       // variables of its own, so that no two loads bind one variable to
       // different values (choir/rewrite.h, freshenBound).
-      Substitution fresh;
-      for (int& v : copy->bound) {
-        const int f = m_.newVar();
-        fresh.set(v, Affine::var(f));
-        v = f;
-      }
-      for (Affine& a : copy->index) a = substitute(a, fresh);
+      renameBound(m_, *copy);
     }
     return copy;
   }
