@@ -341,6 +341,19 @@ class Reverse {
     const int64_t size = n.ints[0], stride = n.ints[1], dilation = n.ints[2];
     const int64_t extent = tensor::axisExtent(p_.nodes[n.operands[0]].axes, axis);
     const int64_t count = tensor::axisExtent(n.axes, axis);
+    if (stride == size && dilation == 1) {
+      // Windows that tile the axis (pooling): element j is row j / size,
+      // tap j % size of exactly one window, so the transpose is the merge
+      // of the two axes (then zeros past the last whole window).
+      std::vector<std::string> order;
+      for (const Axis& a : n.axes) {
+        if (a.name != wax) order.push_back(a.name);
+        if (a.name == axis) order.push_back(wax);
+      }
+      if (order != names(g.axes())) g = g.transpose(order);
+      Value merged = g.merge({axis, wax}, axis);
+      return count * size == extent ? merged : merged.pad(axis, 0, extent - count * size);
+    }
     int64_t spread = count;
     if (stride > 1) {
       const std::string r = freshName(p_, 1);
