@@ -322,6 +322,28 @@ const PerceptronData& perceptronData() {
   return d;
 }
 
+// Whether every element of the f32 outputs `got` (one pointer per output,
+// in order) is within rel * |want| + abs of the reference evaluator's
+// result for `program` on `in`; a failed check names the first that is not.
+bool matchesEvaluator(benchmark::State& state, const tensor::Program& program,
+                      const std::vector<std::span<const std::byte>>& in, const std::vector<const float*>& got,
+                      double rel, double abs) {
+  auto want = tensor::evaluate(program, in);
+  if (!ok(state, want, "evaluate")) return false;
+  for (size_t o = 0; o < got.size(); ++o) {
+    const auto& ref = (*want)[o];
+    for (size_t e = 0; e < ref.size() / 4; ++e) {
+      float r;
+      std::memcpy(&r, ref.data() + 4 * e, 4);
+      if (!(std::fabs(got[o][e] - r) <= rel * std::fabs(r) + abs)) {
+        return check(state, false, "output " + std::to_string(o) + " element " + std::to_string(e) + ": " +
+                                       std::to_string(got[o][e]) + ", evaluator " + std::to_string(r));
+      }
+    }
+  }
+  return true;
+}
+
 absl::StatusOr<tensor::Function> perceptronStep() {
   const std::vector<tensor::Spec> specs = {tensor::spec(tensor::DType::f32, {{"b", kBatch}, {"i", kInputs}}),
                                            tensor::spec(tensor::DType::f32, {{"b", kBatch}, {"c", kClasses}}),
@@ -355,25 +377,9 @@ void runPerceptronAccy(benchmark::State& state, int threads) {
     if (!ok(state, st, "launch")) return;
   }
   // Once: every output against the reference evaluator.
-  std::vector<std::span<const std::byte>> in = {accy::bytes(d.x), accy::bytes(d.y), accy::bytes(d.w1),
-                                                accy::bytes(d.b1), accy::bytes(d.w2)};
-  auto want = tensor::evaluate(step->program(), in);
-  if (!ok(state, want, "evaluate")) return;
-  const std::vector<float>* outs[] = {&g1, &gb, &g2};
-  float got_loss[1] = {loss};
-  for (size_t o = 0; o < 4; ++o) {
-    const float* got = o == 0 ? got_loss : outs[o - 1]->data();
-    const auto& ref_bytes = (*want)[o];
-    for (size_t e = 0; e < ref_bytes.size() / 4; ++e) {
-      float r;
-      std::memcpy(&r, ref_bytes.data() + 4 * e, 4);
-      if (!(std::fabs(got[e] - r) <= 1e-4 * std::fabs(r) + 1e-6)) {
-        check(state, false, "output " + std::to_string(o) + " element " + std::to_string(e) + ": " +
-                                std::to_string(got[e]) + ", evaluator " + std::to_string(r));
-        return;
-      }
-    }
-  }
+  const std::vector<std::span<const std::byte>> in = {accy::bytes(d.x), accy::bytes(d.y), accy::bytes(d.w1),
+                                                      accy::bytes(d.b1), accy::bytes(d.w2)};
+  matchesEvaluator(state, step->program(), in, {&loss, g1.data(), gb.data(), g2.data()}, 1e-4, 1e-6);
 }
 
 // Runs a reference's command (plus --threads) and reports the median it
@@ -1315,21 +1321,7 @@ void runDigitsAccy(benchmark::State& state, int threads) {
     if (!ok(state, st, "launch")) return;
   }
   // Once: every output against the reference evaluator.
-  auto want = tensor::evaluate(step->program(), in);
-  if (!ok(state, want, "evaluate")) return;
-  const float* outs[] = {&loss, g1.data(), gb1.data(), g2.data(), gb2.data()};
-  for (size_t o = 0; o < 5; ++o) {
-    const auto& ref = (*want)[o];
-    for (size_t e = 0; e < ref.size() / 4; ++e) {
-      float r;
-      std::memcpy(&r, ref.data() + 4 * e, 4);
-      if (!(std::fabs(outs[o][e] - r) <= 1e-3 * std::fabs(r) + 1e-5)) {
-        check(state, false, "output " + std::to_string(o) + " element " + std::to_string(e) + ": " +
-                                std::to_string(outs[o][e]) + ", evaluator " + std::to_string(r));
-        return;
-      }
-    }
-  }
+  matchesEvaluator(state, step->program(), in, {&loss, g1.data(), gb1.data(), g2.data(), gb2.data()}, 1e-3, 1e-5);
 }
 
 void BM_DigitsStep_Accy_1Thread(benchmark::State& state) { runDigitsAccy(state, 1); }

@@ -7,18 +7,13 @@ cross-entropy (mean over the batch); gradients for every weight. Prints the
 median step time in milliseconds over --reps steps after a warm-up, the
 threads and the build. Run by cpu_bench's BM_DigitsStep_PyTorch rows (same
 run as Accy's rows)."""
-import argparse
 import torch
 
 import torch_timing
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--reps", type=int, default=100)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    args = torch_timing.arguments(default_reps=100)
     gen = torch.Generator().manual_seed(1)
     batch, channels, classes = 256, 16, 10
     x = torch.rand(batch, 1, 8, 8, generator=gen) * 16

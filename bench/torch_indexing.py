@@ -12,19 +12,15 @@ CPU, each at its best (oneDNN where PyTorch uses it, threads pinned):
 Prints the median time in milliseconds over --reps runs after a warm-up, the
 threads and the build. Run by cpu_bench's *_PyTorch rows (same run as
 Accy's rows)."""
-import argparse
 import torch
 
 import torch_timing
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--case", required=True, choices=["pool", "conv", "conv_grad", "embedding", "embedding_grad"])
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--reps", type=int, default=10)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    cases = ["pool", "conv", "conv_grad", "embedding", "embedding_grad"]
+    args = torch_timing.arguments(
+        default_reps=10, add=lambda p: p.add_argument("--case", required=True, choices=cases))
     gen = torch.Generator().manual_seed(1)
     with torch.no_grad():
         if args.case == "pool":

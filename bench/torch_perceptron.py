@@ -5,18 +5,13 @@ softmax cross-entropy (mean over the batch), gradients for W1, b1 and W2.
 Prints the median step time in milliseconds over --reps steps after a
 warm-up, and the threads and BLAS PyTorch used. Run by cpu_bench's
 BM_PerceptronStep_PyTorch rows (same run as Accy's rows)."""
-import argparse
 import torch
 
 import torch_timing
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--reps", type=int, default=50)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    args = torch_timing.arguments(default_reps=50)
     gen = torch.Generator().manual_seed(1)
     batch, inputs, hidden, classes = 256, 512, 512, 10
     x = torch.rand(batch, inputs, generator=gen) * 2 - 1

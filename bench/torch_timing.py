@@ -1,9 +1,23 @@
 """Shared by the PyTorch scripts of bench/: times a step and prints what
 cpu_bench's runTorchScript reads (median_ms, threads, the build)."""
+import argparse
 import statistics
 import time
 
 import torch
+
+
+def arguments(default_reps, add=None):
+    """Parses --threads and --reps (and what `add(parser)` adds), pins
+    PyTorch to the threads and returns the arguments."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--reps", type=int, default=default_reps)
+    if add is not None:
+        add(parser)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    return args
 
 
 def report(step, reps, warmup):

@@ -34,14 +34,6 @@ std::optional<absl::Status> KernelEmitter::specialLoop(const Stmt& l, bool outer
   return std::nullopt;
 }
 
-namespace {
-
-// Affine `a` with the variables of `s` replaced (constants for unrolled
-// loops, the reference column variable for j).
-Affine at(const Affine& a, const choir::Substitution& s) { return choir::substitute(a, s); }
-
-}  // namespace
-
 bool KernelEmitter::matchProduct(const Stmt& l, Product* p) const {
   if (l.body.size() != 2 && l.body.size() != 3) return false;
   const Stmt& init = l.body[0];
@@ -95,8 +87,20 @@ bool KernelEmitter::matchProduct(const Stmt& l, Product* p) const {
       if (at_acc.coeffOf(j) != 1 || !(choir::add(at_acc, Affine::var(j, -1)) == c_row)) return false;
       const Expr& v = *acc.value;
       if (v.kind != ExprKind::kOp || v.op != OpCode::kAdd || v.dtype != c.dtype) return false;
-      choir::Substitution sj = s;
-      sj.set(j, Affine::var(j0));  // columns in the reference variable
+      // Positions at this term (the loops under k at their values) and at
+      // the leaf's loops' zero, columns in the reference variable j0.
+      choir::Substitution sj = s, zeros;
+      sj.set(j, Affine::var(j0));
+      for (int var : inner) zeros.set(var, Affine::constantOf(0));
+      zeros.set(j, Affine::var(j0));
+      // The term's displacement in bytes from the reference: a constant that
+      // fits an instruction, or no term.
+      auto displacement = [&](const Affine& here, const Affine& ref, int32_t* bytes) {
+        const Affine d = choir::add(here, choir::scale(ref, -1));
+        if (!d.terms.empty() || !fitsImm32(d.constant * size)) return false;
+        *bytes = static_cast<int32_t>(d.constant * size);
+        return true;
+      };
       bool matched = false;
       for (int side = 0; side < 2 && !matched; ++side) {
         const Expr& self = *v.args[side];
@@ -109,7 +113,7 @@ bool KernelEmitter::matchProduct(const Stmt& l, Product* p) const {
           if (y.kind != ExprKind::kLoad || y.dtype != c.dtype || y.buffer == acc.buffer || !y.bound.empty()) continue;
           if (!out.terms.empty() && y.buffer != out.b->buffer) continue;
           const choir::Buffer& yb = m_.buffers[y.buffer];
-          const Affine yb_at = at(choir::flatIndex(yb, y.index), sj);
+          const Affine yb_at = choir::substitute(choir::flatIndex(yb, y.index), sj);
           if (yb_at.coeffOf(j0) != 1 || yb_at.coeffOf(i) != 0) continue;
           Term term;
           if (x.kind == ExprKind::kConstant && x.dtype == c.dtype) {
@@ -117,21 +121,16 @@ bool KernelEmitter::matchProduct(const Stmt& l, Product* p) const {
             term.a_value = x.constant;
           } else if (x.kind == ExprKind::kLoad && x.dtype == c.dtype && x.buffer != acc.buffer && x.bound.empty()) {
             const choir::Buffer& xa = m_.buffers[x.buffer];
-            const Affine xa_at = at(choir::flatIndex(xa, x.index), sj);
+            const Affine xa_at = choir::substitute(choir::flatIndex(xa, x.index), sj);
             if (xa_at.coeffOf(j0) != 0) continue;
             if (!have_a) {
               out.a = &x;
-              // The reference: the first A load with its loops at zero.
-              choir::Substitution zeros;
-              for (int var : inner) zeros.set(var, Affine::constantOf(0));
-              a_ref = at(choir::flatIndex(xa, x.index), zeros);
+              a_ref = choir::substitute(choir::flatIndex(xa, x.index), zeros);  // the first A load's
               have_a = true;
             } else if (x.buffer != out.a->buffer) {
               continue;
             }
-            const Affine d = choir::add(xa_at, choir::scale(a_ref, -1));
-            if (!d.terms.empty() || !fitsImm32(d.constant * size)) continue;
-            term.a_disp = static_cast<int32_t>(d.constant * size);
+            if (!displacement(xa_at, a_ref, &term.a_disp)) continue;
           } else {
             continue;
           }
@@ -139,14 +138,9 @@ bool KernelEmitter::matchProduct(const Stmt& l, Product* p) const {
             out.b = &y;
             out.j_loop = &st;
             out.acc = &acc;
-            choir::Substitution zeros;
-            for (int var : inner) zeros.set(var, Affine::constantOf(0));
-            zeros.set(j, Affine::var(j0));
-            b_ref = at(choir::flatIndex(yb, y.index), zeros);
+            b_ref = choir::substitute(choir::flatIndex(yb, y.index), zeros);
           }
-          const Affine d = choir::add(yb_at, choir::scale(b_ref, -1));
-          if (!d.terms.empty() || !fitsImm32(d.constant * size)) continue;
-          term.b_disp = static_cast<int32_t>(d.constant * size);
+          if (!displacement(yb_at, b_ref, &term.b_disp)) continue;
           out.terms.push_back(term);
           matched = true;
         }
