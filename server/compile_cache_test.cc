@@ -401,10 +401,17 @@ TEST(CompileCache, AStoppedCallersWaitersCompileForThemselves) {
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   std::string level = "unset";
   auto second = cache.get(*slow, wire_bytes, *cpu, "x86_64", {}, &level);
+  const double second_done = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   first.join();
   EXPECT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(level, "");  // compiled by this caller, not a hit on the stopped one
-  EXPECT_LT(stopped_after.load(), 0.1 + 0.1);
+  // Stopped inside the compiler: its delay past the deadline is a small
+  // part of the whole compile, which the second caller then ran after it
+  // (both measured on this machine under whatever else runs: a fixed
+  // bound of 100 ms failed at 113 ms beside another test on 2 cores).
+  const double whole_compile = second_done - stopped_after.load();
+  EXPECT_LT(stopped_after.load() - 0.1, whole_compile / 4)
+      << "stopped " << stopped_after.load() - 0.1 << " s after its deadline; the compile takes " << whole_compile << " s";
   EXPECT_EQ(cache.stats().memory_entries, 1u);
 }
 
