@@ -1,6 +1,9 @@
 // The CPU backend's contract: deterministic code, in-place launches from
 // many threads, clear errors for bad buffers and unsupported schedules, and
 // a way to look at the Choir and the assembly.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <thread>
 
@@ -82,6 +85,90 @@ TEST(CpuBackend, ParallelKernelsLaunchedFromManyThreads) {
         std::vector<float> twice(x.size());
         if (!exe->launch({bytes(x)}, {writableBytes(std::span(&sum, 1)), writableBytes(twice)}).ok() ||
             sum != ref_sum || twice != ref_twice) {
+          ++mismatches;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+// Rows at data-dependent positions are prefetched a fixed distance ahead
+// (16 rows of 256 bytes here), which reads the index that many steps on:
+// the look-ahead stops at the last index. The indices end where a page
+// that cannot be read begins, so one read past them would crash the test.
+TEST(CpuBackend, RowsPrefetchedAheadReadNoIndexPastTheirBuffer) {
+  constexpr int64_t kVocab = 50, kFeatures = 64, kTokens = 40;
+  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"vocab", kVocab}, {"feature", kFeatures}}),
+                                tensor::spec(tensor::DType::i32, {{"token", kTokens}})};
+  auto gather = tensor::define("gather", specs, [](tensor::Builder&, std::span<const tensor::Value> v) {
+    return take(v[0], "vocab", v[1]);
+  });
+  const tensor::Spec grad_specs[] = {tensor::spec(tensor::DType::f32, {{"token", kTokens}, {"feature", kFeatures}}),
+                                     tensor::spec(tensor::DType::i32, {{"token", kTokens}})};
+  auto scatter = tensor::define("scatter", grad_specs, [](tensor::Builder& b, std::span<const tensor::Value> v) {
+    tensor::Value zeros =
+        b.constant(0, tensor::DType::f32).broadcast("vocab", kVocab).broadcast("feature", kFeatures);
+    return scatterAdd(zeros, "vocab", v[1], v[0]);
+  });
+  ASSERT_TRUE(gather.ok() && scatter.ok());
+  const long page = sysconf(_SC_PAGESIZE);
+  void* mem = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  ASSERT_EQ(mprotect(static_cast<char*>(mem) + page, page, PROT_NONE), 0);
+  int32_t* tokens = reinterpret_cast<int32_t*>(static_cast<char*>(mem) + page) - kTokens;
+  for (int64_t t = 0; t < kTokens; ++t) tokens[t] = static_cast<int32_t>((t * 7) % kVocab);
+  std::vector<float> table(kVocab * kFeatures), rows(kTokens * kFeatures);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<float>(i);
+  const std::span<const int32_t> index(tokens, kTokens);
+  for (int threads : {1, 2}) {
+    auto g = tensor::CpuExecutable::compile(*gather, {.threads = threads});
+    auto s = tensor::CpuExecutable::compile(*scatter, {.threads = threads});
+    ASSERT_TRUE(g.ok() && s.ok());
+    ASSERT_TRUE(g->launch({bytes(table), bytes(index)}, {writableBytes(rows)}).ok());
+    for (int64_t t = 0; t < kTokens; ++t) {
+      EXPECT_EQ(rows[t * kFeatures + 3], table[tokens[t] * kFeatures + 3]) << t;
+    }
+    std::vector<float> sums(kVocab * kFeatures);
+    ASSERT_TRUE(s->launch({bytes(rows), bytes(index)}, {writableBytes(sums)}).ok());
+    const int32_t r = tokens[kTokens - 1];
+    float want = 0;
+    for (int64_t t = 0; t < kTokens; ++t) {
+      if (tokens[t] == r) want += rows[t * kFeatures + 5];
+    }
+    EXPECT_EQ(sums[r * kFeatures + 5], want);
+  }
+  munmap(mem, 2 * page);
+}
+
+// A launch's temporaries come from blocks kept from earlier launches:
+// callers on several threads at once each get a block of their own (a
+// scatter into a non-zero tensor sums in a temporary first).
+TEST(CpuBackend, ScratchBlocksAreNotSharedByLaunchesAtOnce) {
+  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"row", 64}, {"feature", 32}}),
+                                tensor::spec(tensor::DType::f32, {{"token", 512}, {"feature", 32}}),
+                                tensor::spec(tensor::DType::i32, {{"token", 512}})};
+  auto program = tensor::define("scatter", specs, [](tensor::Builder&, std::span<const tensor::Value> v) {
+    return scatterAdd(v[0], "row", v[2], v[1]);
+  });
+  ASSERT_TRUE(program.ok());
+  auto exe = tensor::CpuExecutable::compile(*program, {.threads = 2});
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  ASSERT_GT(exe->executable().artifact_plan.scratch_bytes, 0);
+  std::vector<float> x(64 * 32, 1.5f), updates(512 * 32);
+  std::vector<int32_t> rows(512);
+  for (size_t i = 0; i < updates.size(); ++i) updates[i] = 0.25f * static_cast<float>(i % 13);
+  for (size_t t = 0; t < rows.size(); ++t) rows[t] = static_cast<int32_t>((t * 11) % 70) - 3;  // some dropped
+  std::vector<float> reference(x.size());
+  ASSERT_TRUE(exe->launch({bytes(x), bytes(updates), bytes(rows)}, {writableBytes(reference)}).ok());
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&] {
+      for (int n = 0; n < 20; ++n) {
+        std::vector<float> out(x.size());
+        if (!exe->launch({bytes(x), bytes(updates), bytes(rows)}, {writableBytes(out)}).ok() || out != reference) {
           ++mismatches;
         }
       }

@@ -73,6 +73,11 @@ inline std::vector<OpCase> opCases() {
       {"eq", [](Builder&, Args a) { return a[0].eq(a[1]); }, -2, 2, false},
       {"ne", [](Builder&, Args a) { return a[0].ne(a[1]); }, -2, 2, false},
       {"where", [](Builder&, Args a) { return where(a[0].gt(a[1]), a[0], a[1] * 2); }, -3, 3, false},
+      // A condition per row (an i32 comparison), the same along the inner
+      // loop: x86-64 computes it once per vector step and fills the lanes.
+      {"where_rows", [](Builder& b, Args a) {
+         return a[0].argmax("q").gt(b.constant(1, DType::i32)).where(a[0], a[1] * 2);
+       }, -3, 3, false},
       {"cast_i32", [](Builder&, Args a) { return (a[0] * 7).cast(DType::i32); }, -3, 3},
       {"cast_bool", [](Builder&, Args a) { return a[0].cast(DType::bool_); }, -1, 1, false},
       {"cast_f64", [](Builder&, Args a) { return a[0].cast(DType::f64); }, -3, 3, false},
@@ -122,6 +127,16 @@ inline std::vector<OpCase> opCases() {
          Value idx = (a[1].cast(DType::i32) * 3 - 2).rename("p", "j");
          return scatterAdd(a[0], "p", idx, a[1].rename("p", "j") * 2);
        }, -3, 3, false},
+      // Into zeros (a gradient's form, which the CPU accumulates in the
+      // output itself, a dropped update adding +0 to a clamped row), with
+      // -0 updates: a row that gets only -0 sums to +0.
+      {"scatter_add_zeros", [](Builder& b, Args a) {
+         Value zeros = b.constant(0, a[0].dtype());
+         for (const tensor::Axis& ax : a[0].axes()) zeros = zeros.broadcast(ax.name, ax.extent);
+         Value idx = (a[1].cast(DType::i32) * 3 - 2).rename("p", "j");
+         Value updates = a[1].gt(b.constant(1, a[1].dtype())).where(b.constant(-0.0, a[1].dtype()), a[1] * 2);
+         return scatterAdd(zeros, "p", idx, updates.rename("p", "j"));
+       }, -3, 3, false},
       {"argmax", [](Builder&, Args a) { return a[0].argmax("p"); }, -3, 3, false},
       {"argmin", [](Builder&, Args a) { return a[0].argmin("q"); }, -3, 3, false},
       {"pad", [](Builder&, Args a) { return a[0].pad("p", 2, 1, 0.5); }, -3, 3, false},
@@ -154,7 +169,7 @@ inline std::vector<OpCase> opCases() {
 inline std::optional<ErrorKind> refusedByDesign(const OpCase& c, tensor::DType dtype, int64_t p) {
   static const std::string_view kArithmetic[] = {"add",   "sub",    "mul",         "div",    "pow",
                                                  "neg",   "abs",    "sum",         "mean",   "dot",
-                                                 "where", "transpose", "concat",   "iota",   "scatter_add",
+                                                 "where", "transpose", "concat",   "iota",   "scatter_add",  "scatter_add_zeros", "where_rows",
                                                  "conv",  "conv_channels", "dot_two_axes", "blur"};
   const std::string_view name = c.name;
   if (p < 3 && name == "conv_channels") return ErrorKind::kWindowTooLarge;  // recorded before the dot

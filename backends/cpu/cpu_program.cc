@@ -23,14 +23,46 @@
 
 namespace accy::cpu {
 
+// Scratch blocks kept between launches: as many as launches ran at once,
+// up to this many.
+constexpr size_t kKeptScratch = 4;
+
 struct LoadedCode {
   executable::Executable exe;
   void* memory = nullptr;
   size_t mapped = 0;
   std::vector<x64::KernelFn> kernels;
   int threads = 1;
+  mutable std::mutex scratch_mu;
+  mutable std::vector<std::byte*> kept_scratch;  // free blocks of exe's scratch size
+
+  // A block for one launch: a kept one, else a fresh one (null when the
+  // system refuses it).
+  std::byte* takeScratch() const {
+    {
+      std::lock_guard<std::mutex> lock(scratch_mu);
+      if (!kept_scratch.empty()) {
+        std::byte* b = kept_scratch.back();
+        kept_scratch.pop_back();
+        return b;
+      }
+    }
+    return static_cast<std::byte*>(std::aligned_alloc(64, (exe.artifact_plan.scratch_bytes + 63) / 64 * 64));
+  }
+  void giveScratch(std::byte* b) const {
+    if (b == nullptr) return;
+    {
+      std::lock_guard<std::mutex> lock(scratch_mu);
+      if (kept_scratch.size() < kKeptScratch) {
+        kept_scratch.push_back(b);
+        return;
+      }
+    }
+    std::free(b);
+  }
 
   ~LoadedCode() {
+    for (std::byte* b : kept_scratch) std::free(b);
     if (memory != nullptr) munmap(memory, mapped);
   }
 };
@@ -114,10 +146,11 @@ absl::Status LoadedExecutable::launch(absl::Span<const std::span<const std::byte
                                       absl::Span<const std::span<std::byte>> outputs) const {
   const executable::Executable& exe = code_->exe;
   ACCY_RETURN_IF_ERROR(backends::checkLaunchBuffers(exe, inputs, outputs));
-  // Per-launch scratch for temporaries.
-  std::unique_ptr<std::byte, decltype(&std::free)> scratch(nullptr, &std::free);
+  // This launch's scratch for temporaries, handed back for the next.
+  auto give = [this](std::byte* b) { code_->giveScratch(b); };
+  std::unique_ptr<std::byte, decltype(give)> scratch(nullptr, give);
   if (exe.artifact_plan.scratch_bytes > 0) {
-    scratch.reset(static_cast<std::byte*>(std::aligned_alloc(64, exe.artifact_plan.scratch_bytes)));
+    scratch.reset(code_->takeScratch());
     if (!scratch) {
       return makeError(ErrorKind::kOutOfMemory,
                        strCat("scratch of ", exe.artifact_plan.scratch_bytes, " bytes"));

@@ -4,7 +4,10 @@
 // An executable is loaded once (its code copied into fresh executable
 // memory and its plans validated) and launched any number of times, from
 // any number of threads at once: each launch has its own scratch for
-// temporaries. Inputs and outputs are the caller's buffers, used in place.
+// temporaries, taken from the executable's blocks kept from earlier
+// launches (at most kKeptScratch of them, each the plan's scratch size),
+// so a launch in a loop does not map and fault in fresh pages each time.
+// Inputs and outputs are the caller's buffers, used in place.
 #ifndef ACCY_BACKENDS_CPU_CPU_PROGRAM_H_
 #define ACCY_BACKENDS_CPU_CPU_PROGRAM_H_
 

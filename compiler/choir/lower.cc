@@ -1,5 +1,6 @@
 #include "compiler/choir/lower.h"
 
+#include <cmath>
 #include <map>
 #include <optional>
 
@@ -452,6 +453,12 @@ class Lowering {
   // same additions in the same order as the reduction form: the same bits,
   // at every thread count (only loops over x's other axes run in parallel:
   // their iterations write different elements).
+  //
+  // Into a positive zero (a gradient's scatter into zeros, a histogram), the
+  // sums are the result: they are accumulated in the output itself, and a
+  // dropped update adds +0 to the clamped row instead of going to the extra
+  // one. The same bits: a sum that starts at +0 is never -0, so adding +0
+  // to it, or adding it to +0, leaves it as it is.
   absl::Status lowerScatterAddSerial(int32_t id, const std::vector<tensor::Axis>& own) {
     const Node& n = p_.nodes[id];
     const std::string& axis = n.names[0];
@@ -459,11 +466,12 @@ class Lowering {
     const int32_t ind = n.operands[1];
     const int64_t extent = tensor::axisExtent(x.axes, axis);
     const std::string name = strCat("k", id, "_scatter_add");
+    const bool into_zero = isPositiveZero(n.operands[0]);
     tensor::Node sums_node = n;
     for (tensor::Axis& a : sums_node.axes) {
-      if (a.name == axis) a.extent = extent + 1;
+      if (a.name == axis && !into_zero) a.extent = extent + 1;
     }
-    const int sums = addBuffer(strCat("t", id, "_sums"), sums_node, BufferRole::kTemp, -1);
+    const int sums = into_zero ? buffer_of_[id] : addBuffer(strCat("t", id, "_sums"), sums_node, BufferRole::kTemp, -1);
     {  // zero
       IndexMap idx;
       auto loops = newLoops(sums_node.axes, idx);
@@ -480,22 +488,34 @@ class Lowering {
       const ExprRef raw = access(ind, restrictTo(p_.nodes[ind].axes, idx));
       const DType d = raw->dtype;
       const ExprRef past = makeConstant(d, static_cast<double>(extent));
-      const ExprRef kept = makeOp(OpCode::kWhere, d,
-                                  {makeOp(OpCode::kGe, DType::bool_, {raw, makeConstant(d, 0)}),
-                                   makeOp(OpCode::kWhere, d, {makeOp(OpCode::kLt, DType::bool_, {raw, past}), raw, past}),
-                                   past});
+      const ExprRef at_least_0 = makeOp(OpCode::kGe, DType::bool_, {raw, makeConstant(d, 0)});
+      const ExprRef below_past = makeOp(OpCode::kLt, DType::bool_, {raw, past});
+      // x if the index is in [0, extent), else `otherwise`
+      auto inside = [&](const ExprRef& x, const ExprRef& otherwise) {
+        return makeOp(OpCode::kWhere, x->dtype,
+                      {at_least_0, makeOp(OpCode::kWhere, x->dtype, {below_past, x, otherwise}), otherwise});
+      };
       const int v = m_.newVar();
       IndexMap at_sum = idx;
       at_sum[axis] = Affine::var(v);
       const std::vector<Affine> index = indexFor(sums_node.axes, at_sum);
-      const ExprRef update = access(n.operands[2], restrictTo(p_.nodes[n.operands[2]].axes, idx));
+      ExprRef update = access(n.operands[2], restrictTo(p_.nodes[n.operands[2]].axes, idx));
+      if (into_zero) update = inside(update, makeConstant(n.dtype, 0));
       Stmt st = Stmt::store(sums, index, makeOp(OpCode::kAdd, n.dtype, {makeLoad(n.dtype, sums, index), update}));
       st.bound = {v};
-      st.args = {clampIndex(kept, extent)};
+      st.args = {into_zero ? clampIndex(raw, extent - 1) : clampIndex(inside(raw, past), extent)};
       emitNest(strCat(name, "_scatter"), loops, std::move(st));
     }
-    emitXPlusSums(id, sums, name);
+    if (!into_zero) emitXPlusSums(id, sums, name);
     return absl::OkStatus();
+  }
+
+  // Whether node `id` is +0 (or integer 0) everywhere: a constant, maybe
+  // broadcast.
+  bool isPositiveZero(int32_t id) const {
+    const Node* x = &p_.nodes[id];
+    while (x->op == tensor::OpCode::kBroadcast) x = &p_.nodes[x->operands[0]];
+    return x->op == tensor::OpCode::kConstant && x->scalar == 0 && !std::signbit(x->scalar);
   }
 
   const tensor::Program& p_;

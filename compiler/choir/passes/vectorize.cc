@@ -46,9 +46,13 @@ namespace {
 // do not change along `var` (an embedding row read along its features):
 // the emitter computes them once per row, and its bound values, integers,
 // are not lanes.
-bool uniformLanes(const Module& m, const ExprRef& e, int var, DType* lane) {
+bool uniformLanes(const Module& m, const ExprRef& e, int var, DType* lane, bool uniform_conditions) {
   countWork();
   const Expr& x = *e;
+  if (uniform_conditions && x.kind == ExprKind::kOp && x.op == OpCode::kWhere && x.args[0]->dtype == DType::bool_ &&
+      isFloating(x.dtype) && *lane == x.dtype && invariantIn(m, x.args[0], var)) {
+    return uniformLanes(m, x.args[1], var, lane, true) && uniformLanes(m, x.args[2], var, lane, true);
+  }
   if (x.kind == ExprKind::kIndex || (x.kind == ExprKind::kOp && x.op == OpCode::kCast)) return false;
   const bool is_compare = x.kind == ExprKind::kOp && tensor::opCategory(x.op) == tensor::OpCategory::Compare;
   if (*lane == DType::i32 && x.kind == ExprKind::kOp && !int32LaneOp(x.op)) return false;
@@ -64,7 +68,7 @@ bool uniformLanes(const Module& m, const ExprRef& e, int var, DType* lane) {
     return c == 0 || c == 1;
   }
   for (const ExprRef& a : x.args) {
-    if (!uniformLanes(m, a, var, lane)) return false;
+    if (!uniformLanes(m, a, var, lane, uniform_conditions)) return false;
   }
   return true;
 }
@@ -86,7 +90,7 @@ void visit(const Module& m, std::vector<Stmt>& stmts, const VectorizeOptions& o)
       for (const ExprRef& a : st.args) positions_fixed = positions_fixed && invariantIn(m, a, s.loop.var);
       if (s.loop.tag == LoopTag::kSerial && vectorLane(o, lane) && s.loop.extent >= width && positions_fixed &&
           flatCoeff(m.buffers[st.buffer], st.index, s.loop.var) == 1 &&
-          uniformLanes(m, st.value, s.loop.var, &lane)) {
+          uniformLanes(m, st.value, s.loop.var, &lane, o.uniform_conditions)) {
         s.loop.tag = LoopTag::kVectorized;
         s.loop.vector_width = width;
       }
@@ -97,7 +101,7 @@ void visit(const Module& m, std::vector<Stmt>& stmts, const VectorizeOptions& o)
       DType lane = m.buffers[s.buffer].dtype;
       const int width = lanesFor(o, lane, h.extent);
       if (h.tag == LoopTag::kSerial && vectorLane(o, lane) && h.extent >= width &&
-          uniformLanes(m, s.value, h.var, &lane)) {
+          uniformLanes(m, s.value, h.var, &lane, o.uniform_conditions)) {
         h.tag = LoopTag::kVectorized;
         h.vector_width = width;
       }

@@ -18,6 +18,11 @@ struct VectorizeOptions {
   // neg, abs, max, min, where and comparisons (a target with i32 vector
   // lanes for them: wasm's i32x4).
   bool int32 = false;
+  // Also `where(c, t, f)` whose condition c is the same along the loop (a
+  // row's flag read from data, a comparison of its index): c is computed
+  // once per step as a scalar, of any dtype, and fills a lane mask (a
+  // target whose walker has uniformMask).
+  bool uniform_conditions = false;
 };
 
 // An innermost store loop, or the innermost loop of a reduction domain, is

@@ -54,6 +54,26 @@ TEST(Vectorize, RowsAtDataDependentPositionsVectorizeAlongTheRow) {
             LoopTag::kSerial);
 }
 
+// A `where` whose condition is the same along the loop (a flag per row,
+// read from an i32 tensor) vectorizes under uniform_conditions, its
+// condition computed once per step; without it, or when the condition
+// changes along the loop, the loop stays scalar.
+TEST(Vectorize, ConditionsTheSameAlongTheLoopUnderUniformConditions) {
+  const std::vector<tensor::Spec> specs = {tensor::spec(DType::f32, {{"row", 30}, {"feature", 64}}),
+                                           tensor::spec(DType::i32, {{"row", 30}})};
+  auto tag = [&](VectorizeOptions o, auto fn) { return innermost(*vectorizeLoops(*fuseKernels(lowered(specs, fn)), o)).tag; };
+  auto per_row = [](tensor::Builder& b, Args a) { return a[1].gt(b.constant(0, DType::i32)).where(a[0], a[0] * 2); };
+  EXPECT_EQ(tag(VectorizeOptions{.vector_bytes = 32, .uniform_conditions = true}, per_row), LoopTag::kVectorized);
+  EXPECT_EQ(tag(VectorizeOptions{.vector_bytes = 32}, per_row), LoopTag::kSerial);
+  const std::vector<tensor::Spec> per_element_specs = {tensor::spec(DType::f32, {{"row", 30}, {"feature", 64}}),
+                                                       tensor::spec(DType::i32, {{"feature", 64}})};
+  Module m = *fuseKernels(lowered(per_element_specs, [](tensor::Builder& b, Args a) {
+    return a[1].gt(b.constant(0, DType::i32)).where(a[0], a[0] * 2);
+  }));
+  EXPECT_EQ(innermost(*vectorizeLoops(m, VectorizeOptions{.vector_bytes = 32, .uniform_conditions = true})).tag,
+            LoopTag::kSerial);
+}
+
 // With int32 (wasm's i32x4): i32 loops of the ops i32 lanes have; not
 // division, pow, casts or i64.
 TEST(Vectorize, Int32LoopsWhenTheTargetHasI32Lanes) {

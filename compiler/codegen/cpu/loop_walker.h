@@ -73,13 +73,20 @@
 //     void beginReduce(choir::DType, int width);
 //     void beginReduceBody(const choir::Stmt& reduce, const Mode& lanes);
 //     void endReduceBody();
+//     void prefetch(Index base, int64_t bytes);   (optional, with indexAhead)
+//         hint the cache lines of [base, base + bytes)
+//     Index indexAhead(Index i, Index limit, int64_t d);  min(i + d, limit - 1)
+//     Value uniformMask(const Value& b);   (optional) a vector mask of a scalar
+//         bool: every lane b (a `where` condition the same along the loop)
 //     std::optional<absl::Status> specialLoop(const choir::Stmt& loop, bool outermost);
 //         a loop the target emits its own way (x86-64's blocked product), or
 //         nullopt (optional)
 #ifndef ACCY_COMPILER_CODEGEN_CPU_LOOP_WALKER_H_
 #define ACCY_COMPILER_CODEGEN_CPU_LOOP_WALKER_H_
 
+#include <algorithm>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -110,7 +117,10 @@ struct Mode {
   int inner_var = -1;
   Index inner{};
   int64_t offset = 0;
-  bool stream = false;  // vector stores are non-temporal (and aligned)
+  // Stores are non-temporal: vector stores aligned; scalar ones (aligning
+  // a streamed row, its tail) too, so no line is written both through the
+  // cache and past it.
+  bool stream = false;
 };
 
 // A row base: a buffer and the flat index without the inner variable.
@@ -204,7 +214,10 @@ class LoopWalker {
     const Index i = self().newIndex();
     vars_[s.loop.var] = i;
     const Index limit = startLoop(s, i, outermost && s.loop.tag == choir::LoopTag::kCpuParallel);
-    return counted(i, limit, 1, [&] { return stmts(s.body, false); });
+    open_.push_back(Around{s.loop.var, i, limit});
+    const absl::Status st = counted(i, limit, 1, [&] { return stmts(s.body, false); });
+    open_.pop_back();
+    return st;
   }
 
   // The innermost loop of a store: vectors of the target's width, then the
@@ -217,6 +230,9 @@ class LoopWalker {
     const Index limit = startLoop(l, i, parallel);
     beginRows();
     prepareRows(st, l.loop.var);
+    if constexpr (requires(T& t) { t.prefetch(i, int64_t{0}); }) {
+      if (!outermost) ACCY_RETURN_IF_ERROR(prefetchRows(l));
+    }
     const Mode scalar{false, l.loop.var, i};
     const int width = self().storeWidth(l, parallel);
     auto step = [&](const Mode& mode) {
@@ -227,9 +243,11 @@ class LoopWalker {
     };
     if (width > 1) {
       const Mode lanes = self().beginVectorStore(l, width, Mode{true, l.loop.var, i});
+      Mode edge = scalar;  // the aligning steps and the tail
+      edge.stream = lanes.stream;
       if (lanes.stream) {
-        if constexpr (requires(T& t) { t.alignStream(l, i, limit, width, scalar); }) {
-          ACCY_RETURN_IF_ERROR(self().alignStream(l, i, limit, width, scalar));
+        if constexpr (requires(T& t) { t.alignStream(l, i, limit, width, edge); }) {
+          ACCY_RETURN_IF_ERROR(self().alignStream(l, i, limit, width, edge));
         } else {
           return absl::InternalError(strCat(self().emitterName(), ": streamed stores without alignStream"));
         }
@@ -237,7 +255,7 @@ class LoopWalker {
       const Index vlimit = self().limitLess(limit, width - 1);
       ACCY_RETURN_IF_ERROR(counted(i, vlimit, width, step(lanes)));
       if (parallel || lanes.stream || l.loop.extent % width != 0) {
-        ACCY_RETURN_IF_ERROR(counted(i, limit, 1, step(scalar)));
+        ACCY_RETURN_IF_ERROR(counted(i, limit, 1, step(edge)));
       }
       self().endVectorStore(lanes);
     } else {
@@ -438,6 +456,20 @@ class LoopWalker {
         std::vector<Value> args;
         args.reserve(e->args.size());
         for (const choir::ExprRef& a : e->args) {
+          if constexpr (requires(T& t, const Value& x) { t.uniformMask(x); }) {
+            // A condition the same in every lane (vectorize.h): evaluated at
+            // the point, apart from the lanes' values, then spread.
+            if (mode.vector && e->op == choir::OpCode::kWhere && args.empty() &&
+                choir::invariantIn(m_, a, mode.inner_var)) {
+              absl::flat_hash_map<int, Value> lanes_cse;
+              lanes_cse.swap(cse_);
+              absl::StatusOr<Value> c = expr(a, Mode{});
+              cse_.swap(lanes_cse);
+              if (!c.ok()) return c.status();
+              args.push_back(self().uniformMask(*c));
+              continue;
+            }
+          }
           ACCY_ASSIGN_OR_RETURN(const Value av, expr(a, mode));
           args.push_back(av);
         }
@@ -495,20 +527,81 @@ class LoopWalker {
     for (const choir::ExprRef& a : values) {
       if (!choir::invariantIn(m_, a, inner_var)) return;
     }
-    std::vector<std::pair<int, Index>> bound;
+    absl::StatusOr<std::vector<Index>> bound = pointIndices(values);
+    if (!bound.ok()) return;  // then emitted point by point, which reports it
     for (size_t j = 0; j < vars.size(); ++j) {
-      absl::StatusOr<Value> b = expr(values[j], Mode{});
-      if (!b.ok()) return;  // then emitted point by point, which reports it
+      vars_[vars[j]] = (*bound)[j];
+      hoisted_.insert(vars[j]);
+    }
+  }
+  // `values` (clamped indices) evaluated at the current point, as indices.
+  absl::StatusOr<std::vector<Index>> pointIndices(const std::vector<choir::ExprRef>& values) {
+    std::vector<Index> out;
+    for (const choir::ExprRef& value : values) {
+      ACCY_ASSIGN_OR_RETURN(const Value b, expr(value, Mode{}));
       auto p = self().prims(Mode{});
       OpSemantics<decltype(p)> sem(p, self().emitterName());
-      const Value as_index = sem.convert(*b, values[j]->dtype, self().indexDType());
-      if (!p.status().ok() || !sem.status().ok()) return;
-      bound.emplace_back(vars[j], self().valueIndex(as_index));
+      const Value as_index = sem.convert(b, value->dtype, self().indexDType());
+      ACCY_RETURN_IF_ERROR(p.status());
+      ACCY_RETURN_IF_ERROR(sem.status());
+      out.push_back(self().valueIndex(as_index));
     }
-    for (const auto& [var, index] : bound) {
-      vars_[var] = index;
-      hoisted_.insert(var);
+    return out;
+  }
+
+  // Rows at data-dependent positions that the innermost loop `l` walks (an
+  // embedding gather's rows, a scatter's): the row the enclosing loop reaches
+  // kPrefetchBytes of rows later is prefetched before this one is copied. A
+  // random row misses every cache, and the core's own window reaches only a
+  // few rows ahead. The look-ahead point is clamped to the loop's last
+  // iteration, so the indices read to find it stay inside their buffer.
+  static constexpr int64_t kPrefetchBytes = 4096;
+  static constexpr int64_t kPrefetchMaxRows = 64;
+  absl::Status prefetchRows(const choir::Stmt& l) {
+    if (open_.empty()) return absl::OkStatus();
+    const Around outer = open_.back();
+    struct Row {
+      int buffer;
+      const std::vector<choir::Affine>* index;
+      const std::vector<int>* vars;
+      const std::vector<choir::ExprRef>* values;
+    };
+    std::vector<Row> rows;
+    auto consider = [&](int buffer, const std::vector<choir::Affine>& index, const std::vector<int>& vars,
+                        const std::vector<choir::ExprRef>& values) {
+      if (vars.empty() || !hoisted(vars)) return;
+      bool moves = false;  // the row changes with the enclosing loop
+      for (const choir::ExprRef& v : values) moves = moves || !choir::invariantIn(m_, v, outer.var);
+      for (const Row& r : rows) {
+        if (r.buffer == buffer && *r.index == index && *r.values == values) return;  // already there
+      }
+      if (moves) rows.push_back(Row{buffer, &index, &vars, &values});
+    };
+    const choir::Stmt& st = l.body[0];
+    consider(st.buffer, st.index, st.bound, st.args);
+    choir::visitExpr(st.value, [&](const choir::Expr& x) {
+      if (x.kind == choir::ExprKind::kLoad) consider(x.buffer, x.index, x.bound, x.args);
+    });
+    if (rows.empty()) return absl::OkStatus();
+    const std::map<int, Index> saved = vars_;
+    absl::flat_hash_map<int, Value> saved_cse;
+    saved_cse.swap(cse_);
+    rows_active_ = false;  // the cached row bases are this iteration's
+    for (const Row& r : rows) {
+      const auto [rest, c] = splitIndex(r.buffer, *r.index, l.loop.var);
+      if (c < 0) continue;
+      const int64_t bytes = ((l.loop.extent - 1) * c + 1) * tensor::dtypeSize(m_.buffers[r.buffer].dtype);
+      const int64_t ahead = std::clamp<int64_t>(kPrefetchBytes / bytes, 1, kPrefetchMaxRows);
+      vars_[outer.var] = self().indexAhead(outer.i, outer.limit, ahead);
+      cse_.clear();
+      ACCY_ASSIGN_OR_RETURN(const std::vector<Index> at, pointIndices(*r.values));
+      for (size_t j = 0; j < r.vars->size(); ++j) vars_[(*r.vars)[j]] = at[j];
+      self().prefetch(self().computeRowBase(r.buffer, rest), bytes);
+      vars_ = saved;
     }
+    rows_active_ = true;
+    cse_.swap(saved_cse);
+    return absl::OkStatus();
   }
   Index rowBase(int buffer, const choir::Affine& rest) {
     for (const choir::Affine::Term& t : rest.terms) {  // changes from point to point
@@ -565,6 +658,11 @@ class LoopWalker {
   absl::flat_hash_map<RowKey, Index, absl::Hash<RowKey>> rows_;  // valid inside one innermost loop
   std::set<int> data_vars_;  // variables a load being emitted binds to data
   std::set<int> hoisted_;    // bound variables computed before the innermost loop
+  struct Around {  // an open loop around the statement being emitted
+    int var;
+    Index i, limit;
+  };
+  std::vector<Around> open_;
   bool rows_active_ = false;
   choir::ValueNumbering numbers_;         // the CSE keys, for the whole module
   absl::flat_hash_map<int, Value> cse_;  // one evaluation point

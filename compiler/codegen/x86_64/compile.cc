@@ -19,6 +19,7 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
   const Isa isa = options.isa.value_or(detectIsa());
   choir::PipelineOptions pipeline;
   pipeline.vectorize.vector_bytes = vectorBytes(isa);
+  pipeline.vectorize.uniform_conditions = true;
   pipeline.parallelize.threads = resolveThreads(options.threads);
   pipeline.fuse = options.fuse;
   pipeline.fuse_limits = options.fuse_limits;

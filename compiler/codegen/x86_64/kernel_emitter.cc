@@ -165,6 +165,8 @@ void KernelEmitter::storeValue(int buffer, const std::vector<Affine>& index, con
     vsimd_->streamStore(mem, v.v);
   } else if (mode.vector) {
     vsimd_->store(mem, v.v);
+  } else if (mode.stream) {
+    streamScalar(dtype, mem, v);
   } else {
     storeScalar(dtype, mem, v);
   }
@@ -190,6 +192,27 @@ x86::Gp KernelEmitter::affineValue(const Affine& a) {
     cc_.add(r, p);
   }
   return r;
+}
+
+x86::Gp KernelEmitter::indexAhead(x86::Gp i, x86::Gp limit, int64_t d) {
+  x86::Gp r = cc_.newInt64("ahead"), last = cc_.newInt64("last");
+  cc_.lea(r, x86::ptr(i, static_cast<int32_t>(d)));
+  cc_.lea(last, x86::ptr(limit, -1));
+  cc_.cmp(r, last);
+  cc_.cmovg(r, last);
+  return r;
+}
+
+// prefetcht0 on every cache line of the span: one per 64 bytes from its
+// start and one at its last byte (a row need not start on a line). Spans
+// past 16 lines prefetch their first 16: the hardware's stream prefetcher
+// follows a longer row by itself.
+void KernelEmitter::prefetch(x86::Gp base, int64_t bytes) {
+  constexpr int64_t kLine = 64, kMaxLines = 16;
+  for (int64_t off = 0; off < bytes && off < kMaxLines * kLine; off += kLine) {
+    cc_.prefetcht0(x86::ptr(base, static_cast<int32_t>(off)));
+  }
+  if (bytes > 1 && bytes <= kMaxLines * kLine) cc_.prefetcht0(x86::ptr(base, static_cast<int32_t>(bytes - 1)));
 }
 
 x86::Gp KernelEmitter::computeRowBase(int buffer, const Affine& rest) {
@@ -287,6 +310,26 @@ void KernelEmitter::storeScalar(DType dtype, const x86::Mem& mem, const Val& v) 
   }
 }
 
+// A float element stored past the caches: through a general register with
+// movnti (streaming loops only store floats, stream_stores.cc).
+void KernelEmitter::streamScalar(DType dtype, const x86::Mem& mem, const Val& v) {
+  x86::Mem m = mem;
+  x86::Gp r = cc_.newInt64("bits");
+  const bool avx = isa_ != Isa::kSse41;
+  if (dtype == DType::f32) {
+    if (avx) cc_.vmovd(r.r32(), v.v.xmm());
+    else cc_.movd(r.r32(), v.v.xmm());
+    m.setSize(4);
+    cc_.movnti(m, r.r32());
+    return;
+  }
+  ACCY_CHECK(dtype == DType::f64, "streamed scalar store of a non-float");
+  if (avx) cc_.vmovq(r, v.v.xmm());
+  else cc_.movq(r, v.v.xmm());
+  m.setSize(8);
+  cc_.movnti(m, r);
+}
+
 x86::Gp KernelEmitter::maskToBool(const Mask& m, Simd& s) {
   x86::Gp r = cc_.newInt64("bool");
   if (s.isa() == Isa::kAvx512) {
@@ -334,6 +377,21 @@ x86::Gp KernelEmitter::valueIndex(const Val& v) {
   x86::Gp r = cc_.newInt64("bound");
   cc_.mov(r, v.g.r64());
   return r;
+}
+
+// Lanes of 1 where the scalar bool is set (else 0), compared with 0.
+Val KernelEmitter::uniformMask(const Val& b) {
+  x86::Vec x = vsimd_->newVec("flag");
+  vsimd_->zero(x);
+  Label off = cc_.newLabel();
+  cc_.test(b.g, b.g);
+  cc_.jz(off);
+  vsimd_->constant(x, 1.0);
+  cc_.bind(off);
+  Val v;
+  v.kind = Val::Kind::kMask;
+  v.m = vsimd_->cmp(Cmp::kNe, x, vsimd_->constantValue(0.0));
+  return v;
 }
 
 Val KernelEmitter::indexValue(const Affine& a) {

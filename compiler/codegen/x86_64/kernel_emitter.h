@@ -56,6 +56,8 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, Val, asmjit
   OpenLoop openLoop(asmjit::x86::Gp i, asmjit::x86::Gp limit, int64_t step);
   void closeLoop(const OpenLoop& l);
   absl::Status checkLoop(const choir::LoopHeader&) { return absl::OkStatus(); }
+  asmjit::x86::Gp indexAhead(asmjit::x86::Gp i, asmjit::x86::Gp limit, int64_t d);
+  void prefetch(asmjit::x86::Gp base, int64_t bytes);
 
   void preloadBuffer(int buffer);
   asmjit::x86::Gp computeRowBase(int buffer, const choir::Affine& rest);
@@ -70,6 +72,7 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, Val, asmjit
   Val indexValue(const choir::Affine& a);
   choir::DType indexDType() const { return choir::DType::i64; }
   asmjit::x86::Gp valueIndex(const Val& v);
+  Val uniformMask(const Val& b);
   Val accumulator(choir::OpCode combiner, choir::DType dtype, bool vector);
   void assign(choir::DType dtype, const Val& var, const Val& v, bool vector);
   void combineLanes(choir::OpCode combiner, choir::DType dtype, const Val& lanes, Val& acc);
@@ -143,6 +146,7 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, Val, asmjit
   int loopWidth(int width, choir::DType dtype, const choir::ExprRef& value) const;
   Val loadScalar(choir::DType dtype, const asmjit::x86::Mem& m);
   void storeScalar(choir::DType dtype, const asmjit::x86::Mem& m, const Val& v);
+  void streamScalar(choir::DType dtype, const asmjit::x86::Mem& m, const Val& v);
   asmjit::x86::Gp maskToBool(const Mask& m, Simd& s);
   void sext32(asmjit::x86::Gp r, choir::DType dtype);
 
