@@ -284,50 +284,58 @@ class Reverse {
   // of windows (stride 1, distinct axes) whose window axes the dot
   // contracts (a convolution's input): not the windowed adjoint (the
   // input's size times the taps, then summed back by window transposes),
-  // but, for each tap, g contracted with that tap's slice of the other
-  // operand, padded to where the tap reads, and the taps summed: one
-  // product of the input's size per tap. False when `id` is no such chain.
+  // but the transposed convolution written as a convolution. g padded by
+  // (size - 1) * dilation on both sides of each window's axis and windowed
+  // the same way reads, at position j of the windows' operand and window
+  // row r, g[j - (size - 1 - r) * dilation]: the tap size - 1 - r that read
+  // j. The other operand reversed along the window axes puts that tap's
+  // weights at row r. One product, over the other operand's free axes and
+  // the window axes, which compiles as the forward convolution does (pad,
+  // windows, a dot). False when `id` is no such chain.
   bool windowedAdjoint(int32_t id, const Value& other, const Value& g, const std::vector<std::string>& other_free) {
     struct Tap {
       std::string axis, wax;
-      int64_t size, dilation, extent, count;
+      int64_t size, dilation;
     };
     std::vector<Tap> taps;
     int32_t base = id;
-    int64_t combos = 1;
     while (p_.nodes[base].op == OpCode::kWindow) {
       const Node& w = p_.nodes[base];
       const std::string& axis = w.names[0];
       const std::string& wax = w.names[1];
-      if (w.ints[1] != 1 || !hasAxis(other.axes(), wax)) break;
+      if (w.ints[1] != 1 || !hasAxis(other.axes(), wax) || hasAxis(g.axes(), wax)) break;
       for (const Tap& t : taps) {
         if (t.axis == axis) return false;
       }
-      taps.push_back({axis, wax, w.ints[0], w.ints[2], tensor::axisExtent(p_.nodes[w.operands[0]].axes, axis),
-                      tensor::axisExtent(w.axes, axis)});
-      combos *= w.ints[0];
+      taps.push_back({axis, wax, w.ints[0], w.ints[2]});
       base = w.operands[0];
     }
-    constexpr int64_t kMaxTaps = 27;
-    if (taps.empty() || combos > kMaxTaps || !tensor::isFloating(p_.nodes[base].dtype)) return false;
-    Value total;
-    for (int64_t c = 0; c < combos; ++c) {
-      Value o = other;
-      std::vector<int64_t> at(taps.size());
-      int64_t rest = c;
-      for (size_t t = taps.size(); t-- > 0;) {
-        at[t] = rest % taps[t].size;
-        rest /= taps[t].size;
-        o = o.slice(taps[t].wax, at[t], at[t] + 1).sum(taps[t].wax);
-      }
-      Value tap = tensor::dot(g, o, other_free);
-      for (size_t t = 0; t < taps.size(); ++t) {
-        const int64_t before = at[t] * taps[t].dilation;
-        tap = tap.pad(taps[t].axis, before, taps[t].extent - before - taps[t].count);
-      }
-      total = c == 0 ? tap : total + tap;
+    if (taps.empty() || !tensor::isFloating(p_.nodes[base].dtype)) return false;
+    // g laid out as the forward input is: the axes it shares with the other
+    // operand (a convolution's output channels) before the windows' axes,
+    // so the product steps through them as the forward one steps through
+    // the input channels.
+    std::vector<std::string> order, shared, spatial;
+    for (const Axis& a : g.axes()) {
+      bool is_tap = false;
+      for (const Tap& t : taps) is_tap = is_tap || t.axis == a.name;
+      const bool is_shared = std::find(other_free.begin(), other_free.end(), a.name) != other_free.end();
+      (is_tap ? spatial : is_shared ? shared : order).push_back(a.name);
     }
-    add(base, total);
+    order.insert(order.end(), shared.begin(), shared.end());
+    order.insert(order.end(), spatial.begin(), spatial.end());
+    Value windows = g.transpose(order);
+    Value reversed = other;
+    std::vector<std::string> contracted = other_free;
+    for (const Tap& t : taps) {
+      const int64_t reach = (t.size - 1) * t.dilation;
+      windows = windows.pad(t.axis, reach, reach).window(t.axis, t.wax, t.size, 1, t.dilation);
+      std::vector<Value> rows;
+      for (int64_t r = t.size; r-- > 0;) rows.push_back(reversed.slice(t.wax, r, r + 1));
+      reversed = tensor::concat(t.wax, rows);
+      contracted.push_back(t.wax);
+    }
+    add(base, tensor::dot(windows, reversed, contracted));
     return true;
   }
 
