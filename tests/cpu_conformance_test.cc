@@ -365,6 +365,55 @@ TEST(CpuConformance, ConvolutionsMatch) {
   }
 }
 
+// A convolution's gradients against the evaluator: the input's as the
+// transposed convolution (one product), the weights' as a long sum into a
+// small output (zeroed first, the batch and rows outermost, every output
+// row a blocked product over one row of pixels, the padding's pieces added
+// in turn, the all-padding ones with a constant A). Padding, dilation,
+// stride, f32 and f64, every ISA, one and two threads.
+TEST(CpuConformance, ConvolutionGradientsMatch) {
+  std::mt19937 rng(19);
+  struct Shape {
+    int64_t batch, in, out, h, w, k, stride, dilation, pad;
+    DType dtype;
+  };
+  const Shape shapes[] = {{2, 3, 16, 9, 11, 3, 1, 1, 1, DType::f32}, {3, 2, 9, 12, 13, 3, 2, 1, 1, DType::f32},
+                          {2, 4, 8, 10, 10, 3, 1, 2, 2, DType::f32}, {2, 3, 12, 8, 9, 3, 1, 1, 1, DType::f64},
+                          {4, 1, 16, 8, 8, 3, 1, 1, 1, DType::f32}};
+  for (const Shape& sh : shapes) {
+    const std::vector<Spec> specs = {tensor::spec(sh.dtype, {{"b", sh.batch}, {"c", sh.in}, {"h", sh.h}, {"w", sh.w}}),
+                                     tensor::spec(sh.dtype, {{"o", sh.out}, {"c", sh.in}, {"kh", sh.k}, {"kw", sh.k}})};
+    auto loss = tensor::Function::define("conv", specs, [&](Builder&, Args a) {
+      Value x = a[0].pad("h", sh.pad, sh.pad).pad("w", sh.pad, sh.pad);
+      x = x.window("h", "kh", sh.k, sh.stride, sh.dilation).window("w", "kw", sh.k, sh.stride, sh.dilation);
+      const Value y = dot(x, a[1], {"c", "kh", "kw"});
+      return (y * y).sum({"b", "h", "w", "o"});
+    });
+    ASSERT_TRUE(loss.ok()) << loss.status();
+    auto grads = loss->grad({.wrt = {0, 1}});
+    ASSERT_TRUE(grads.ok()) << grads.status();
+    const tensor::Program& program = grads->program();
+    std::vector<std::vector<std::byte>> inputs;
+    for (const Spec& s : program.inputSpecs()) inputs.push_back(randomBytes(s, rng, -1, 1));
+    for (x64::Isa isa : hostIsas()) {
+      for (int threads : {1, 2}) {
+        EXPECT_TRUE(runAndCompare(program, inputs, isa, threads))
+            << "conv gradient " << sh.batch << "x" << sh.in << "x" << sh.h << "x" << sh.w << " -> " << sh.out
+            << ", stride " << sh.stride << " dilation " << sh.dilation << ", " << threads << " threads";
+      }
+    }
+    // The weights' gradient takes the long-sum order (its zeroing kernel)
+    // and runs as blocked products.
+    std::string choir, listing;
+    x64::CompileOptions o;
+    o.threads = 1;
+    o.choir_text = &choir;
+    o.assembly = &listing;
+    ASSERT_TRUE(x64::compileProgram(program, o).ok());
+    EXPECT_NE(choir.find("_dot_zero"), std::string::npos) << choir;
+  }
+}
+
 // Non-temporal stores (forced on for every size): outputs starting 0 to 3
 // elements past an address aligned to the widest vector, extents with and
 // without a scalar tail, shorter than one vector, f32 and f64, every ISA,

@@ -1,7 +1,9 @@
 #include "compiler/choir/passes/loop_order.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <optional>
 
 #include "base/strings.h"
 #include "compiler/choir/rewrite.h"
@@ -192,6 +194,73 @@ std::vector<Kernel> relayoutForOutput(Module& m, const Kernel& k, const std::vec
   return copies;
 }
 
+// A long sum into a small output (a convolution's weight gradient: 36,864
+// sums of 100,352 products each) accumulated in the output row by row
+// streams all of the reduction's operands once per output row. Instead,
+// when the output fits the caches, a kernel first zeroes it and the sum
+// runs with the domain's outer loops outermost: at each of their steps
+// every output row takes the products of the domain's innermost loop while
+// that slice of the operands stays in cache. The output's outer loops run
+// with the longest innermost (the rows of a matrix product over that
+// slice); each element still adds its terms in the domain's order, so the
+// bits are those of accumulateInOutput.
+//   zero kernel:  loops: buf = 0
+//   this kernel:  for r[:-1] { loops[:-1] (longest last) { for r.back(): for o: buf = buf + v } }
+constexpr int64_t kSmallOutputBytes = int64_t{1} << 20;
+constexpr int64_t kMinOuterSteps = 16;
+constexpr int64_t kRowParts = 4, kMinRowsPerPart = 8;
+std::optional<Kernel> reductionOuter(Module& m, Kernel& k, const std::vector<LoopHeader>& loops, const Stmt& r) {
+  if (loops.size() < 2 || r.domain.size() < 2 || r.combiner != OpCode::kAdd || r.mean_count != 0) return std::nullopt;
+  const LoopHeader& o = loops.back();
+  const Buffer& out = m.buffers[r.buffer];
+  if (!isFloating(out.dtype) || out.bytes() > kSmallOutputBytes || flatCoeff(out, r.index, o.var) != 1) {
+    return std::nullopt;
+  }
+  if (stridedLoads(m, r.value, o.var) != 0 || unitStrideLoads(m, r.value, o.var) == 0) return std::nullopt;
+  int64_t outer_steps = 1;
+  for (size_t d = 0; d + 1 < r.domain.size(); ++d) outer_steps *= r.domain[d].extent;
+  if (outer_steps < kMinOuterSteps) return std::nullopt;
+  Kernel zero;
+  zero.name = strCat(k.name, "_zero");
+  {
+    Stmt st = Stmt::store(r.buffer, r.index, makeConstant(out.dtype, 0));
+    for (size_t i = loops.size(); i-- > 0;) st = freshLoop(m, loops[i], std::move(st));
+    zero.body.push_back(std::move(st));
+  }
+  std::vector<LoopHeader> rows(loops.begin(), loops.end() - 1);
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const LoopHeader& a, const LoopHeader& b) { return a.extent < b.extent; });
+  Stmt acc = Stmt::loopOf(o, {Stmt::store(r.buffer, r.index,
+                                          makeOp(OpCode::kAdd, out.dtype, {makeLoad(out.dtype, r.buffer, r.index), r.value}))});
+  // The longest row loop is split in parts run outermost: each part's rows
+  // are other elements, so threads can take the parts (parallelize.h), at
+  // the cost of reading the operands' shared slices once per part.
+  std::optional<LoopHeader> parts;
+  LoopHeader& longest = rows.back();
+  for (int64_t n : {kRowParts, kRowParts / 2}) {
+    if (n > 1 && longest.extent % n == 0 && longest.extent / n >= kMinRowsPerPart) {
+      LoopHeader outer = longest, inner = longest;
+      outer.var = m.newVar();
+      outer.extent = n;
+      inner.var = m.newVar();
+      inner.extent = longest.extent / n;
+      Substitution split;
+      split.set(longest.var, add(Affine::var(outer.var, inner.extent), Affine::var(inner.var)));
+      substituteStmt(acc, split);
+      for (Stmt& c : acc.body) substituteStmt(c, split);
+      longest = inner;
+      parts = outer;
+      break;
+    }
+  }
+  acc = Stmt::loopOf(r.domain.back(), {std::move(acc)});
+  for (size_t i = rows.size(); i-- > 0;) acc = Stmt::loopOf(rows[i], {std::move(acc)});
+  for (size_t d = r.domain.size() - 1; d-- > 0;) acc = Stmt::loopOf(r.domain[d], {std::move(acc)});
+  if (parts) acc = Stmt::loopOf(*parts, {std::move(acc)});
+  k.body = {std::move(acc)};
+  return zero;
+}
+
 // Orders one kernel; returns kernels to run before it (relayoutForOutput).
 std::vector<Kernel> orderKernel(Module& m, Kernel& k) {
   if (k.body.size() != 1) return {};
@@ -205,6 +274,7 @@ std::vector<Kernel> orderKernel(Module& m, Kernel& k) {
   if (s->kind == StmtKind::kReduce) {
     orderReduce(m, *s);
     Stmt r = *s;
+    if (std::optional<Kernel> zero = reductionOuter(m, k, loops, r)) return {std::move(*zero)};
     if (accumulateInOutput(m, k, loops, r)) return {};
     std::vector<Kernel> copies = relayoutForOutput(m, k, loops, r);
     if (!copies.empty()) {

@@ -66,6 +66,38 @@ TEST(LoopOrder, ConvolutionWeightsAreRelaidForTheOutputLoop) {
   EXPECT_THAT(toText(*kept), ::testing::Not(::testing::HasSubstr("_relayout")));
 }
 
+// A long sum into a small output (a convolution's weight gradient): a
+// kernel zeroes the output first, and the sum runs with the domain's outer
+// loops outside the output's rows, the longest row loop split in 4 parts
+// outermost; each output element adds its terms in the domain's order.
+// An output too large for the caches, or a domain with few outer steps,
+// keeps the row-by-row form.
+TEST(LoopOrder, LongSumIntoASmallOutputRunsItsDomainOutermost) {
+  auto gradient = [](int64_t batch, int64_t h) {
+    return lowered({tensor::spec(DType::f32, {{"b", batch}, {"c", 32}, {"h", h}, {"w", 12}}),
+                    tensor::spec(DType::f32, {{"b", batch}, {"h", h - 2}, {"w", 10}, {"o", 16}})},
+                   [](tensor::Builder&, Args a) {
+                     return dot(a[0].window("h", "kh", 3).window("w", "kw", 3), a[1], {"b", "h", "w"});
+                   });
+  };
+  auto ordered = orderLoops(*fuseKernels(gradient(4, 10)));
+  ASSERT_TRUE(ordered.ok());
+  ASSERT_TRUE(verifyModule(*ordered).ok()) << verifyModule(*ordered);
+  ASSERT_EQ(ordered->kernels.size(), 2u) << toText(*ordered);
+  EXPECT_THAT(ordered->kernels[0].name, ::testing::HasSubstr("_zero"));
+  std::vector<int64_t> nest;  // the sum's loops, outermost first
+  for (const Stmt* s = &ordered->kernels[1].body[0]; s->kind == StmtKind::kLoop; s = &s->body[0]) {
+    nest.push_back(s->loop.extent);
+  }
+  // parts of c, b, h, kh, kw, c in a part, w, o
+  EXPECT_THAT(nest, ::testing::ElementsAre(4, 4, 8, 3, 3, 8, 10, 16)) << toText(*ordered);
+  EXPECT_THAT(toText(*ordered), ::testing::Not(::testing::HasSubstr("reduce")));
+  // Two outer steps (b, h) are too few: the rows stay outermost.
+  auto few = orderLoops(*fuseKernels(gradient(1, 3)));
+  ASSERT_TRUE(few.ok());
+  EXPECT_THAT(toText(*few), ::testing::Not(::testing::HasSubstr("_zero")));
+}
+
 TEST(LoopOrder, ReductionPutsUnitStrideDomainLoopInnermost) {
   Module m = lowered({tensor::spec(DType::f32, {{"a", 3}, {"b", 7}})},
                      [](tensor::Builder&, Args a) { return a[0].sum({"b", "a"}); });

@@ -31,20 +31,50 @@ constexpr int64_t kMaxInnerSteps = 32;
 
 std::optional<absl::Status> KernelEmitter::specialLoop(const Stmt& l, bool outermost) {
   if (Product p; matchProduct(l, &p)) return blockedProduct(l, p, outermost);
-  return std::nullopt;
+  // Rows that add several k loops in turn to C (a long sum's step split at
+  // the padding's edges): one product per k loop, each over every row, in
+  // the order of the statements, which is each element's order of
+  // additions.
+  if (l.body.size() < 2) return std::nullopt;
+  std::vector<Stmt> parts;
+  for (const Stmt& st : l.body) {
+    Stmt part = l;
+    part.body = {st};
+    parts.push_back(std::move(part));
+  }
+  std::vector<Product> products(parts.size());
+  for (size_t n = 0; n < parts.size(); ++n) {
+    if (!matchProduct(parts[n], &products[n]) || !products[n].accumulates) return std::nullopt;
+    if (products[n].acc->buffer != products[0].acc->buffer) return std::nullopt;
+  }
+  for (size_t n = 0; n < parts.size(); ++n) {
+    if (absl::Status st = blockedProduct(parts[n], products[n], outermost); !st.ok()) return st;
+  }
+  return absl::OkStatus();
 }
 
 bool KernelEmitter::matchProduct(const Stmt& l, Product* p) const {
-  if (l.body.size() != 2 && l.body.size() != 3) return false;
-  const Stmt& init = l.body[0];
-  const Stmt& k_loop = l.body[1];
+  if (l.body.empty() || l.body.size() > 3) return false;
+  // With no `for j: C = 0` first, the product adds to what C holds (the
+  // output zeroed before the loops around it: loop_order's reductionOuter).
+  const bool accumulates = l.body[0].kind == StmtKind::kLoop && l.body[0].loop.tag == LoopTag::kSerial;
+  const size_t k_at = accumulates ? 0 : 1;
+  if (l.body.size() < k_at + 1 || l.body.size() > k_at + 2) return false;
+  const Stmt& k_loop = l.body[k_at];
+  if (k_loop.kind != StmtKind::kLoop || k_loop.loop.tag != LoopTag::kSerial || k_loop.body.empty()) return false;
+  // The reference column loop and store: the zeroing, or the first leaf.
+  const Stmt* first = &k_loop;
+  while (first->kind == StmtKind::kLoop && first->loop.tag == LoopTag::kSerial && !first->body.empty()) {
+    first = &first->body[0];
+  }
+  const Stmt& init = accumulates ? *first : l.body[0];
   if (init.kind != StmtKind::kLoop || init.loop.tag != LoopTag::kVectorized || init.body.size() != 1) return false;
   const Stmt& zero = init.body[0];
-  if (zero.kind != StmtKind::kStore || zero.value->kind != ExprKind::kConstant || zero.value->constant != 0 ||
-      std::signbit(zero.value->constant)) {
+  if (zero.kind != StmtKind::kStore) return false;
+  if (!accumulates && (zero.value->kind != ExprKind::kConstant || zero.value->constant != 0 ||
+                       std::signbit(zero.value->constant))) {
     return false;
   }
-  if (k_loop.kind != StmtKind::kLoop || k_loop.loop.tag != LoopTag::kSerial || k_loop.body.empty()) return false;
   const choir::Buffer& c = m_.buffers[zero.buffer];
   if (!isFloat(c.dtype)) return false;
   const int i = l.loop.var, j0 = init.loop.var, k = k_loop.loop.var;
@@ -151,7 +181,15 @@ bool KernelEmitter::matchProduct(const Stmt& l, Product* p) const {
   };
   choir::Substitution s;
   std::vector<int> inner;
-  if (!walk(k_loop.body, s, inner) || out.terms.empty() || !have_a) return false;
+  // Every term's A may be a constant (a piece of the padding): then no A
+  // is read.
+  if (!walk(k_loop.body, s, inner) || out.terms.empty()) return false;
+  // C's row stays put over k (its sums live in registers over the whole k
+  // loop): without the zeroing, which fixes the row, check it here.
+  if (c_row.coeffOf(k) != 0) return false;
+  for (int var : out.inner_vars) {
+    if (c_row.coeffOf(var) != 0) return false;
+  }
   // Displacements within a block and per-k steps fit an instruction. A's
   // and B's steps along i and k are the reference's (every term differs
   // from it by a constant).
@@ -166,8 +204,9 @@ bool KernelEmitter::matchProduct(const Stmt& l, Product* p) const {
   out.c_row = c_row.coeffOf(i) * size;
   out.b_invariant = true;
   for (const Affine::Term& t : b_ref.terms) out.b_invariant = out.b_invariant && (t.var == j0 || t.var == k);
-  if (l.body.size() == 3) {
-    const Stmt& e = l.body[2];
+  out.accumulates = accumulates;
+  if (l.body.size() == k_at + 2) {
+    const Stmt& e = l.body[k_at + 1];
     if (e.kind != StmtKind::kLoop || e.loop.tag != LoopTag::kVectorized || e.body.size() != 1 ||
         e.body[0].kind != StmtKind::kStore || e.loop.extent != init.loop.extent ||
         e.loop.vector_width != init.loop.vector_width) {
@@ -262,7 +301,7 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
                    int32_t panel_row) -> absl::Status {
     const int32_t v_bytes = s.scalar() ? size : width * size;
     vars_[k_var] = k0;
-    x86::Gp pa = pointer(p.a->buffer, p.a->index, "pa");
+    x86::Gp pa = p.a != nullptr ? pointer(p.a->buffer, p.a->index, "pa") : x86::Gp();
     x86::Gp pc = pointer(acc.buffer, acc.index, "pc");
     x86::Gp pb;
     if (panel.isValid()) {
@@ -275,10 +314,12 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
     std::vector<x86::Vec> sums(static_cast<size_t>(r_count * v_count));
     for (x86::Vec& sum : sums) sum = s.newVec("sum");
     Label from_c = cc_.newLabel(), ready = cc_.newLabel();
-    cc_.test(k0, k0);
-    cc_.jnz(from_c);
-    for (x86::Vec& sum : sums) s.zero(sum);
-    cc_.jmp(ready);
+    if (!p.accumulates) {
+      cc_.test(k0, k0);
+      cc_.jnz(from_c);
+      for (x86::Vec& sum : sums) s.zero(sum);
+      cc_.jmp(ready);
+    }
     cc_.bind(from_c);
     for (int r = 0; r < r_count; ++r) {
       for (int v = 0; v < v_count; ++v) s.load(sums[r * v_count + v], x86::ptr(pc, r * c_row + v * v_bytes));
@@ -311,7 +352,7 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
           }
         }
       }
-      cc_.add(pa, a_step);
+      if (p.a != nullptr) cc_.add(pa, a_step);
       cc_.add(pb, panel.isValid() ? panel_row * steps : b_step);
       return absl::OkStatus();
     }));

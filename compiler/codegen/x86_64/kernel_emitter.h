@@ -98,6 +98,8 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, Val, asmjit
 
   // A matrix product in the accumulate-in-output form loop_order.cc makes:
   //   for i { for j: C[i, j] = 0;  for k { for j: C[i, j] = C[i, j] + A[i, k] * B[k, j] } }
+  // or without the zeroing (C zeroed before the loops around i: a long sum
+  // into a small output, its outer steps outermost), adding to C.
   // (any affine indices with these strides; j vectorized). Emitted
   // register-blocked (blocked_product.cc): a block of rows times a block of
   // vectors of columns accumulates in registers over the whole k loop, each
@@ -126,6 +128,7 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, Val, asmjit
     std::vector<int> inner_vars;          // the loops under k (at zero for the reference)
     int64_t a_row = 0, a_step = 0, b_step = 0, c_row = 0;  // bytes per row (i) and per step of k
     bool b_invariant = false;  // B is the same in every iteration of the loops around the row loop
+    bool accumulates = false;  // no zeroing first: the sums start from C
     // A third statement of the row loop, `for j': Out = f(C, ...)` (the
     // product's epilogue, choir/passes/epilogue.h): applied to each tile
     // once its last k panel is added, while the tile is in cache.
