@@ -179,16 +179,23 @@ class Partitioner {
       if (c == 0) return;
       const std::optional<Range> rest = rangeOf(t.a, ranges_, v);
       if (!rest) return;
-      int64_t p[2];
-      if (c > 0) {
-        p[0] = ceilDiv(t.k - rest->lo, c);  // holds from here on
-        p[1] = ceilDiv(t.k - rest->hi, c);  // fails before here
-      } else {
-        p[0] = floorDiv(rest->lo - t.k, -c) + 1;  // holds before here
-        p[1] = floorDiv(rest->hi - t.k, -c) + 1;  // fails from here on
-      }
-      for (int64_t q : p) {
+      // Where the test flips for a value x of the rest: from there on it
+      // holds (c > 0), or before there it holds (c < 0).
+      auto flip = [&](int64_t x) { return c > 0 ? ceilDiv(t.k - x, c) : floorDiv(x - t.k, -c) + 1; };
+      auto add = [&](int64_t q) {
         if (q > 0 && q < extent) points.insert(q);
+      };
+      // Over a short range of the rest (the taps of a window reaching two
+      // or more past the edge), a point per value: each edge piece then
+      // decides the test for every tap (a padding of 2 has edges of two
+      // rows, each needing its own guards). Else the two ends only: the
+      // pieces between them stay undecided.
+      constexpr int64_t kEdgePoints = 8;
+      if (rest->hi - rest->lo <= kEdgePoints) {
+        for (int64_t x = rest->lo; x <= rest->hi; ++x) add(flip(x));
+      } else {
+        add(flip(rest->lo));
+        add(flip(rest->hi));
       }
     };
     scanList(l.body, onTest);

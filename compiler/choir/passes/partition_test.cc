@@ -80,6 +80,26 @@ TEST(Partition, PaddedConvolutionSplitsIntoAnAffineInteriorAndEdges) {
   EXPECT_THAT(toText(edge), HasSubstr("mul(0:f32"));
 }
 
+// A padding of 2 (a window reaching two past the edge, as a convolution's
+// transposed form pads): each edge is two rows, and each row decides a
+// different set of taps, so the edges split row by row and no piece keeps
+// a guard or a clamp.
+TEST(Partition, EdgesWiderThanOneRowSplitRowByRow) {
+  Module m = ordered({tensor::spec(DType::f32, {{"c", 4}, {"w", 40}}), tensor::spec(DType::f32, {{"o", 8}, {"c", 4}, {"k", 3}})},
+                     [](tensor::Builder&, Args a) {
+                       return dot(a[0].pad("w", 2, 2).window("w", "k", 3), a[1], {"c", "k"});
+                     });
+  ASSERT_THAT(toText(m), HasSubstr("where("));
+  auto split = partitionBoundaries(m);
+  ASSERT_TRUE(split.ok());
+  ASSERT_TRUE(verifyModule(*split).ok()) << verifyModule(*split) << toText(*split);
+  EXPECT_EQ(points(*split), points(m));
+  const std::string text = toText(*split);
+  EXPECT_THAT(text, Not(HasSubstr("ge("))) << text;
+  EXPECT_THAT(text, Not(HasSubstr("lt("))) << text;
+  EXPECT_THAT(text, Not(HasSubstr("min("))) << text;
+}
+
 TEST(Partition, ShortOuterLoopsStayOneKernel) {
   // h = 20 < 32: the outermost loop stays whole, inner loops split.
   Module m = ordered({tensor::spec(DType::f32, {{"h", 20}, {"w", 9}})}, [](tensor::Builder&, Args a) {
