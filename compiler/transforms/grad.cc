@@ -94,6 +94,24 @@ class Reverse {
     adj_[id] = adj_[id].has_value() ? *adj_[id] + contribution : contribution;
   }
 
+  // g * x, or x itself when g is 1 everywhere (a loss's seed spread over a
+  // sum: the adjoint of `(y * t).sum()` for y is t, not a copy of t times
+  // 1) and x already has every axis g has.
+  Value times(const Value& g, const Value& x) {
+    const std::vector<Node>& nodes = b_.nodes();
+    int32_t id = g.id();
+    while (id >= 0 && static_cast<size_t>(id) < nodes.size() && nodes[id].op == OpCode::kBroadcast) {
+      id = nodes[id].operands[0];
+    }
+    const bool ones = id >= 0 && static_cast<size_t>(id) < nodes.size() && nodes[id].op == OpCode::kConstant &&
+                      nodes[id].scalar == 1 && g.dtype() == x.dtype();
+    if (!ones) return g * x;
+    for (const Axis& a : g.axes()) {
+      if (!hasAxis(x.axes(), a.name)) return g * x;
+    }
+    return x;
+  }
+
   // The rule for each op: adds the adjoint of every operand given the
   // adjoint `g` of node `id` (whose forward value is v_[id]).
   void rule(int32_t id, Value g) {
@@ -141,8 +159,8 @@ class Reverse {
         add(op(0), g);
         return add(op(1), -g);
       case OpCode::kMul:
-        add(op(0), g * x(1));
-        return add(op(1), g * x(0));
+        add(op(0), times(g, x(1)));
+        return add(op(1), times(g, x(0)));
       case OpCode::kDiv:
         add(op(0), g / x(1));
         return add(op(1), -(g * z / x(1)));
