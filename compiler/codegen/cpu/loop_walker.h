@@ -461,10 +461,7 @@ class LoopWalker {
             // the point, apart from the lanes' values, then spread.
             if (mode.vector && e->op == choir::OpCode::kWhere && args.empty() &&
                 choir::invariantIn(m_, a, mode.inner_var)) {
-              absl::flat_hash_map<int, Value> lanes_cse;
-              lanes_cse.swap(cse_);
-              absl::StatusOr<Value> c = expr(a, Mode{});
-              cse_.swap(lanes_cse);
+              const absl::StatusOr<Value> c = apartFromCse([&] { return expr(a, Mode{}); });
               if (!c.ok()) return c.status();
               args.push_back(self().uniformMask(*c));
               continue;
@@ -584,24 +581,37 @@ class LoopWalker {
     });
     if (rows.empty()) return absl::OkStatus();
     const std::map<int, Index> saved = vars_;
-    absl::flat_hash_map<int, Value> saved_cse;
-    saved_cse.swap(cse_);
+    const bool rows_were_active = rows_active_;
     rows_active_ = false;  // the cached row bases are this iteration's
+    absl::Status status;
     for (const Row& r : rows) {
       const auto [rest, c] = splitIndex(r.buffer, *r.index, l.loop.var);
       if (c < 0) continue;
       const int64_t bytes = ((l.loop.extent - 1) * c + 1) * tensor::dtypeSize(m_.buffers[r.buffer].dtype);
       const int64_t ahead = std::clamp<int64_t>(kPrefetchBytes / bytes, 1, kPrefetchMaxRows);
       vars_[outer.var] = self().indexAhead(outer.i, outer.limit, ahead);
-      cse_.clear();
-      ACCY_ASSIGN_OR_RETURN(const std::vector<Index> at, pointIndices(*r.values));
-      for (size_t j = 0; j < r.vars->size(); ++j) vars_[(*r.vars)[j]] = at[j];
+      const absl::StatusOr<std::vector<Index>> at = apartFromCse([&] { return pointIndices(*r.values); });
+      if (!at.ok()) {
+        status = at.status();
+        break;
+      }
+      for (size_t j = 0; j < r.vars->size(); ++j) vars_[(*r.vars)[j]] = (*at)[j];
       self().prefetch(self().computeRowBase(r.buffer, rest), bytes);
       vars_ = saved;
     }
-    rows_active_ = true;
-    cse_.swap(saved_cse);
-    return absl::OkStatus();
+    vars_ = saved;
+    rows_active_ = rows_were_active;
+    return status;
+  }
+  // fn() with an empty value cache (values at another point, or in another
+  // mode, than the current one's), the current cache kept for after.
+  template <class F>
+  auto apartFromCse(F&& fn) {
+    absl::flat_hash_map<int, Value> kept;
+    kept.swap(cse_);
+    auto result = fn();
+    cse_.swap(kept);
+    return result;
   }
   Index rowBase(int buffer, const choir::Affine& rest) {
     for (const choir::Affine::Term& t : rest.terms) {  // changes from point to point

@@ -36,12 +36,11 @@ std::optional<absl::Status> KernelEmitter::specialLoop(const Stmt& l, bool outer
   // the order of the statements, which is each element's order of
   // additions.
   if (l.body.size() < 2) return std::nullopt;
-  std::vector<Stmt> parts;
   for (const Stmt& st : l.body) {
-    Stmt part = l;
-    part.body = {st};
-    parts.push_back(std::move(part));
+    if (st.kind != StmtKind::kLoop || st.loop.tag != LoopTag::kSerial) return std::nullopt;
   }
+  std::vector<Stmt> parts;
+  for (const Stmt& st : l.body) parts.push_back(Stmt::loopOf(l.loop, {st}));
   std::vector<Product> products(parts.size());
   for (size_t n = 0; n < parts.size(); ++n) {
     if (!matchProduct(parts[n], &products[n]) || !products[n].accumulates) return std::nullopt;
