@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "bench/references.h"
 
 #include <immintrin.h>
@@ -85,6 +86,26 @@ __attribute__((target("avx2,fma"))) void affineAvx2(const float* x, float* y, in
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), vb));
   }
   for (; i < n; ++i) y[i] = a * x[i] + b;
+}
+
+__attribute__((target("avx2"))) void gatherRowsAvx2(const float* table, const int32_t* rows, float* out,
+                                                    int64_t tokens, int64_t features) {
+  constexpr int64_t kAhead = 16;
+  const int64_t row_bytes = features * 4;
+  for (int64_t t = 0; t < tokens; ++t) {
+    const char* next = reinterpret_cast<const char*>(table + int64_t{rows[std::min(t + kAhead, tokens - 1)]} * features);
+    for (int64_t b = 0; b < row_bytes; b += 64) _mm_prefetch(next + b, _MM_HINT_T0);
+    _mm_prefetch(next + row_bytes - 1, _MM_HINT_T0);
+    const float* src = table + int64_t{rows[t]} * features;
+    float* dst = out + t * features;
+    int64_t f = 0;
+    for (; f < features && (reinterpret_cast<uintptr_t>(dst + f) & 31) != 0; ++f) {
+      _mm_stream_si32(reinterpret_cast<int*>(dst + f), reinterpret_cast<const int*>(src)[f]);
+    }
+    for (; f + 8 <= features; f += 8) _mm256_stream_ps(dst + f, _mm256_loadu_ps(src + f));
+    for (; f < features; ++f) _mm_stream_si32(reinterpret_cast<int*>(dst + f), reinterpret_cast<const int*>(src)[f]);
+  }
+  _mm_sfence();
 }
 
 TwoThreads::TwoThreads() : worker_([this] { work(); }) {}

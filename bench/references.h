@@ -30,6 +30,11 @@ void affineEigen(const float* x, float* y, int64_t n, float a, float b);
 void affineAvx512(const float* x, float* y, int64_t n, float a, float b, bool stream);
 void affineAvx2(const float* x, float* y, int64_t n, float a, float b, bool stream);
 
+// out[t, :] = table[rows[t], :] for t < tokens, rows of `features` floats:
+// the best hand-written gather this project found (the next rows
+// prefetched 16 ahead, streaming stores once `out` is 32-byte aligned).
+void gatherRowsAvx2(const float* table, const int32_t* rows, float* out, int64_t tokens, int64_t features);
+
 // Runs f(0) on the calling thread and f(1) on a second thread that lives as
 // long as the object, returning when both are done: the references' two-
 // thread form, with no thread started per call. Between calls the second

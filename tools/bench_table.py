@@ -66,6 +66,8 @@ CPU_ROWS = [
     ("same, 2 threads", "BM_MaxPool_Accy_2Threads", ["BM_MaxPool_PyTorch_2Threads"], "ms"),
     ("embedding gather, 2^20 rows of f32[2^20, 64], 1 thread (references: PyTorch, a copy of the bytes)",
      "BM_Embedding_Accy_1Thread", ["BM_Embedding_PyTorch_1Thread", "BM_Embedding_Memcpy_1Thread"], "ms"),
+    ("same, against the best hand-written gather (prefetched, streaming stores), 1 thread",
+     "BM_Embedding_Accy_1Thread", ["BM_Embedding_HandLoop_1Thread"], "ms"),
     ("same, 2 threads", "BM_Embedding_Accy_2Threads", ["BM_Embedding_PyTorch_2Threads"], "ms"),
     ("its gradient (scatterAdd of 2^20 rows into a zeroed table), 1 thread (reference: PyTorch index_add_)",
      "BM_EmbeddingGrad_Accy_1Thread", ["BM_EmbeddingGrad_PyTorch_1Thread"], "ms"),
