@@ -18,6 +18,7 @@
 #include "base/errors.h"
 #include "compiler/tensor/evaluate.h"
 #include "compiler/tensor/program.h"
+#include "compiler/tensor/random.h"
 #include "compiler/wire/wire.h"
 
 #endif  // ACCY_ACCY_ACCY_H_

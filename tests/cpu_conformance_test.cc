@@ -507,5 +507,91 @@ TEST(CpuConformance, SumBitsDoNotDependOnAddressOrThreads) {
   }
 }
 
+// The samplers' distributions at 2^20 samples (uniform and normal: mean,
+// variance and the Kolmogorov-Smirnov distance; bernoulli's rate), split
+// streams uncorrelated, and the bits and uniform samples equal to the
+// evaluator's bit for bit. The bounds are about four standard errors (the
+// KS bound is the 0.1% critical value): a sampler off by a fraction of a
+// percent fails.
+TEST(CpuConformance, RandomSamplersHaveTheirDistributions) {
+  constexpr int64_t kN = int64_t{1} << 20;
+  auto program = tensor::define("samples", std::vector<Spec>{}, [](Builder& b, std::span<const Value>) {
+    const Value key = tensor::randomKey(b, 2026);
+    return std::vector<Value>{tensor::uniform(key, {{"n", kN}}),
+                              tensor::normal(tensor::randomFoldIn(key, b.constant(1, DType::u32)), {{"n", kN}}),
+                              tensor::uniform(tensor::randomSplit(key, "s", 2), {{"n", kN}}, DType::f64),
+                              tensor::bernoulli(tensor::randomFoldIn(key, b.constant(2, DType::u32)), 0.3, {{"n", kN}}),
+                              tensor::normal(key, {{"n", kN}}, DType::f64)};
+  });
+  ASSERT_TRUE(program.ok()) << program.status();
+  auto cpu = tensor::CpuExecutable::compile(*program, {.threads = 2});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  std::vector<float> u(kN), z(kN);
+  std::vector<double> s(2 * kN), z64(kN);
+  std::vector<uint8_t> c(kN);
+  ASSERT_TRUE(cpu->launch({}, {writableBytes(u), writableBytes(z), writableBytes(s), writableBytes(c), writableBytes(z64)}).ok());
+  const double n = static_cast<double>(kN), se = 1 / std::sqrt(n);
+  auto moments = [&](auto& v, int64_t off) {
+    double m = 0, m2 = 0;
+    for (int64_t i = 0; i < kN; ++i) m += v[off + i];
+    m /= n;
+    for (int64_t i = 0; i < kN; ++i) m2 += (v[off + i] - m) * (v[off + i] - m);
+    return std::pair{m, m2 / n};
+  };
+  // The largest distance between the empirical and the true distribution.
+  auto ks = [&](auto v, auto cdf) {
+    std::sort(v.begin(), v.end());
+    double d = 0;
+    for (int64_t i = 0; i < kN; ++i) {
+      const double f = cdf(static_cast<double>(v[i]));
+      d = std::max({d, f - i / n, (i + 1) / n - f});
+    }
+    return d;
+  };
+  const double ks_bound = 1.95 * se;
+  auto phi = [](double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); };
+  auto [um, uv] = moments(u, 0);
+  EXPECT_NEAR(um, 0.5, 4 * std::sqrt(1 / 12.0) * se);
+  EXPECT_NEAR(uv, 1 / 12.0, 4 * 0.075 * se);  // sd of the sample variance: sqrt(1/180)
+  EXPECT_LT(ks(u, [](double x) { return x; }), ks_bound);
+  EXPECT_GE(*std::min_element(u.begin(), u.end()), 0.0f);
+  EXPECT_LT(*std::max_element(u.begin(), u.end()), 1.0f);
+  for (const auto* normal : {&z, static_cast<std::vector<float>*>(nullptr)}) {
+    std::vector<double> v = normal ? std::vector<double>(z.begin(), z.end()) : z64;
+    auto [zm, zv] = moments(v, 0);
+    EXPECT_NEAR(zm, 0, 4 * se) << (normal ? "f32" : "f64");
+    EXPECT_NEAR(zv, 1, 4 * std::sqrt(2.0) * se) << (normal ? "f32" : "f64");
+    EXPECT_LT(ks(v, phi), ks_bound) << (normal ? "f32" : "f64");
+  }
+  // Two split streams (f64): each uniform, uncorrelated with the other.
+  auto [s0m, s0v] = moments(s, 0);
+  auto [s1m, s1v] = moments(s, kN);
+  EXPECT_NEAR(s0m, 0.5, 4 * std::sqrt(1 / 12.0) * se);
+  EXPECT_NEAR(s1m, 0.5, 4 * std::sqrt(1 / 12.0) * se);
+  double cov = 0;
+  for (int64_t i = 0; i < kN; ++i) cov += (s[i] - s0m) * (s[kN + i] - s1m);
+  EXPECT_LT(std::abs(cov / n / std::sqrt(s0v * s1v)), 4 * se);
+  double ones = 0;
+  for (uint8_t v : c) ones += v;
+  EXPECT_NEAR(ones / n, 0.3, 4 * std::sqrt(0.3 * 0.7) * se);
+  // The same bits as the evaluator (a prefix: the evaluator is slow).
+  auto small = tensor::define("bits", std::vector<Spec>{}, [](Builder& b, std::span<const Value>) {
+    const Value key = tensor::randomSplit(tensor::randomKey(b, 2026), "s", 3);
+    return std::vector<Value>{tensor::randomBits(key, {{"n", 1001}}), tensor::uniform(key, {{"n", 1001}})};
+  });
+  ASSERT_TRUE(small.ok()) << small.status();
+  auto want = tensor::evaluate(*small, {});
+  ASSERT_TRUE(want.ok()) << want.status();
+  for (int threads : {1, 2}) {
+    auto exe = tensor::CpuExecutable::compile(*small, {.threads = threads});
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    std::vector<std::vector<std::byte>> got = {std::vector<std::byte>((*want)[0].size()),
+                                               std::vector<std::byte>((*want)[1].size())};
+    ASSERT_TRUE(exe->launch({}, {std::span<std::byte>(got[0]), std::span<std::byte>(got[1])}).ok());
+    EXPECT_EQ(got[0], (*want)[0]) << threads << " threads";
+    EXPECT_EQ(got[1], (*want)[1]) << threads << " threads";
+  }
+}
+
 }  // namespace
 }  // namespace accy::testing

@@ -156,6 +156,62 @@ inline std::vector<OpCase> opCases() {
        }, -3, 3, false},
       {"max_pool", [](Builder&, Args a) { return a[0].window("p", "k", 2, 2).max("k"); }, -3, 3, false},
       {"dot_two_axes", [](Builder&, Args a) { return dot(a[0], a[1], {"p", "q"}); }, -3, 3, false},
+      // Bits on every integer dtype and bool (floats are refused).
+      {"bit_ops", [](Builder&, Args a) { return a[0].bitAnd(a[1]).bitOr(a[0].bitXor(a[1].bitNot())); }, -70000, 70000, false},
+      // Counts negative, in range, and at or past the width (0 or the sign).
+      {"shifts", [](Builder&, Args a) { return a[0].shiftLeft(a[1]).bitXor(a[0].shiftRight(a[1])); }, -40, 70, false},
+      // u32 from every dtype (wrapping from integers, saturating from
+      // floats), then wrapping arithmetic, unsigned division, comparison,
+      // max and a logical shift.
+      {"u32_arith", [](Builder&, Args a) {
+         const Value u = a[0].cast(DType::u32), v = a[1].cast(DType::u32);
+         const Value w = u - v * 3.0;
+         const Value r = (w * (u + 7.0) + w / (v + 1.0)).bitXor(w.shiftRight(v.bitAnd(7.0)));
+         return w.gt(u).where(r, r.max(v) - 1.0);
+       }, -100, 100, false},
+      // Unsigned max and min reductions (identities 0 and 2^32 - 1), and
+      // u32 to f32.
+      {"u32_reduce", [](Builder&, Args a) {
+         const Value u = a[0].cast(DType::u32), v = a[1].cast(DType::u32);
+         return (u - v).max("q").cast(DType::f32) + (u + v).min("p").cast(DType::f32);
+       }, -100, 100, false},
+      // Float to u32: negative to 0, past 2^32 - 1 saturated, NaN to 0.
+      {"cast_u32", [](Builder&, Args a) { return a[0].cast(DType::u32); }, -6e9, 6e9},
+      // The bits of a 4-byte value as another dtype (f64 and i64 narrowed
+      // first: the evaluator holds i64 exactly only up to 2^53).
+      {"bitcast", [](Builder&, Args a) {
+         if (tensor::isFloating(a[0].dtype())) {
+           return a[0].cast(DType::f32).bitcast(DType::u32).bitXor(2147483648.0).bitcast(DType::f32);
+         }
+         return a[0].cast(DType::i32).bitcast(DType::u32).shiftRight(1.0).bitcast(DType::i32);
+       }, -3, 3, false},
+      // Random123's Threefry-2x32 vectors (the evaluator's words are
+      // checked against the published ones in ops_test): every target
+      // computes the same words.
+      {"threefry", [](Builder& b, Args a) {
+         auto rows = [&](std::vector<double> words) {
+           Value out;
+           for (size_t i = 0; i < words.size(); ++i) {
+             const Value w = b.constant(words[i], DType::u32).broadcast("flat", 1);
+             out = i == 0 ? w : tensor::concat("flat", {out, w});
+           }
+           return out.split("flat", "kat", "word", 2);
+         };
+         const Value counters = rows({0, 0, 0xffffffff, 0xffffffff, 0x243f6a88, 0x85a308d3});
+         const Value keys = rows({0, 0, 0xffffffff, 0xffffffff, 0x13198a2e, 0x03707344});
+         return tensor::threefry2x32(keys, counters + a[0].cast(DType::u32).sum({"p", "q"}) * 0.0);
+       }, 0, 1e6},
+      // Keys from the data (a stream per column, the work independent of
+      // p), their raw bits exactly, and the samplers of the input's dtype.
+      {"random_bits", [](Builder& b, Args a) {
+         return tensor::randomBits(tensor::randomFoldIn(tensor::randomKey(b, 42), a[0].cast(DType::u32).sum("p")), {{"n", 3}});
+       }, 0, 1e6},
+      {"random_samplers", [](Builder& b, Args a) {
+         const Value keys = tensor::randomFoldIn(tensor::randomKey(b, 7), a[0].cast(DType::u32).sum("p"));
+         const DType d = a[0].dtype();
+         return tensor::uniform(keys, {{"n", 3}}, d, -2, 3) + tensor::normal(keys, {{"n", 3}}, d) +
+                tensor::bernoulli(keys, 0.3, {{"n", 3}}).cast(d);
+       }, 0, 1e6},
   };
 }
 
@@ -180,6 +236,9 @@ inline std::optional<ErrorKind> refusedByDesign(const OpCase& c, tensor::DType d
   }
   if (p < 2 && (name == "slice" || name == "split")) return ErrorKind::kInvalidSlice;
   if (p < 2 && (name == "window" || name == "max_pool")) return ErrorKind::kWindowTooLarge;
+  // Bits need integers (and, or, xor and not take bool too).
+  if (tensor::isFloating(dtype) && name == "bit_ops") return ErrorKind::kUnsupportedDType;
+  if (!tensor::isInteger(dtype) && name == "shifts") return ErrorKind::kUnsupportedDType;
   return std::nullopt;
 }
 

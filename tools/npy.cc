@@ -153,6 +153,7 @@ std::optional<tensor::DType> dtypeOfDescr(std::string_view descr) {
   if (descr == "<i4") return tensor::DType::i32;
   if (descr == "<i8") return tensor::DType::i64;
   if (descr == "|b1") return tensor::DType::bool_;
+  if (descr == "<u4") return tensor::DType::u32;
   return std::nullopt;
 }
 
@@ -206,6 +207,8 @@ std::string_view descrOf(tensor::DType dtype) {
       return "<i8";
     case tensor::DType::bool_:
       return "|b1";
+    case tensor::DType::u32:
+      return "<u4";
   }
   return "?";
 }
@@ -245,7 +248,7 @@ absl::StatusOr<Array> parse(std::string_view bytes) {
   if (!header.ok()) return header.status();
   const std::optional<tensor::DType> dtype = dtypeOfDescr(header->descr);
   if (!dtype) {
-    return bad(strCat("unsupported dtype '", header->descr, "' (supported: '<f4', '<f8', '<i4', '<i8', '|b1')"));
+    return bad(strCat("unsupported dtype '", header->descr, "' (supported: '<f4', '<f8', '<i4', '<i8', '<u4', '|b1')"));
   }
   if (header->fortran_order) {
     return bad("Fortran-order arrays are not supported; save a C-order array (numpy.ascontiguousarray)");

@@ -7,7 +7,7 @@
 //   const program = await loadProgram(device, await (await fetch('tone.json')).json());
 //   const [mismatch] = await program.run([guesses, time, sample]);
 //
-// Inputs and outputs are Float32Array (f32), Int32Array (i32) or Uint8Array
+// Inputs and outputs are Float32Array (f32), Int32Array (i32), Uint32Array (u32) or Uint8Array
 // (bool, 0 or 1), with exactly the element count of their descriptor.
 // Pipelines and buffers are made once, at load; every run reuses them.
 
@@ -15,7 +15,7 @@ import {AccyError, checkInputs, loadWasmProgram, WasmProgram} from './accy_wasm.
 
 export {AccyError, loadWasmProgram, WasmProgram};
 
-const ARRAYS = {f32: Float32Array, i32: Int32Array, bool: Uint8Array};
+const ARRAYS = {f32: Float32Array, i32: Int32Array, bool: Uint8Array, u32: Uint32Array};
 
 // The device of the page's first adapter (WebGPU), with the `subgroups`
 // feature where the adapter has it, or an AccyError saying what is missing.

@@ -28,8 +28,8 @@ export class AccyError extends Error {
   }
 }
 
-const ARRAYS = {f32: Float32Array, f64: Float64Array, i32: Int32Array, i64: BigInt64Array, bool: Uint8Array};
-const SIZES = {f32: 4, f64: 8, i32: 4, i64: 8, bool: 1};
+const ARRAYS = {f32: Float32Array, f64: Float64Array, i32: Int32Array, i64: BigInt64Array, bool: Uint8Array, u32: Uint32Array};
+const SIZES = {f32: 4, f64: 8, i32: 4, i64: 8, bool: 1, u32: 4};
 const PAGE = 65536;
 
 export function describe(spec) {
@@ -149,7 +149,8 @@ export class WasmProgram {
   }
 
   // Runs the program: one typed array per input (Float32Array for f32,
-  // Float64Array, Int32Array, BigInt64Array for i64, Uint8Array for bool);
+  // Float64Array, Int32Array, BigInt64Array for i64, Uint32Array for u32,
+  // Uint8Array for bool);
   // resolves to one typed array per output.
   async run(inputs) {
     this.#place(inputs);

@@ -195,9 +195,11 @@ double combinerIdentity(OpCode combiner, DType dtype) {
   const bool f = tensor::isFloating(dtype);
   if (combiner == OpCode::kMul) return 1;
   if (combiner == OpCode::kMax) {
-    return f ? -HUGE_VAL : dtype == DType::i32 ? -2147483648.0 : dtype == DType::bool_ ? 0 : -9223372036854775808.0;
+    if (dtype == DType::u32 || dtype == DType::bool_) return 0;
+    return f ? -HUGE_VAL : dtype == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
   }
   if (combiner == OpCode::kMin) {
+    if (dtype == DType::u32) return 4294967295.0;
     return f ? HUGE_VAL : dtype == DType::i32 ? 2147483647.0 : dtype == DType::bool_ ? 1 : 9223372036854775807.0;
   }
   return 0;  // kAdd

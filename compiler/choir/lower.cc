@@ -291,7 +291,8 @@ class Lowering {
       case OpCategory::Binary:
       case OpCategory::Compare:
       case OpCategory::Select:
-      case OpCategory::Cast: {
+      case OpCategory::Cast:
+      case OpCategory::Random: {
         IndexMap idx;
         auto loops = newLoops(n.axes, idx);
         std::vector<ExprRef> args;

@@ -101,7 +101,7 @@ std::string exprText(const Module& m, const ExprRef& e) {
       return strCat("index:", tensor::dtypeName(e->dtype), "(", toText(e->index[0]), ")");
     case ExprKind::kOp: {
       std::string name(tensor::opName(e->op));
-      if (e->op == OpCode::kCast) name = strCat("cast:", tensor::dtypeName(e->dtype));
+      if (e->op == OpCode::kCast || e->op == OpCode::kBitcast) name = strCat(name, ":", tensor::dtypeName(e->dtype));
       return strCat(name, "(",
                     absl::StrJoin(e->args, ", ",
                                   [&](std::string* o, const ExprRef& a) { o->append(toText(m, a)); }),

@@ -147,6 +147,13 @@ class Verifier {
         return absl::OkStatus();
       case tensor::OpCategory::Cast:
         return arity(1);
+      case tensor::OpCategory::Random:
+        ACCY_RETURN_IF_ERROR(arity(4));
+        for (const ExprRef& a : e->args) {
+          if (a->dtype != DType::u32) return fail(strCat(tensor::opName(e->op), ": operands are u32"));
+        }
+        if (e->dtype != DType::u32) return fail(strCat(tensor::opName(e->op), ": the result is u32"));
+        return absl::OkStatus();
       case tensor::OpCategory::Leaf:
       case tensor::OpCategory::Reduce:
       case tensor::OpCategory::Dot:

@@ -23,7 +23,7 @@ void toProto(const tensor::Spec& s, pb::Spec* p) {
 }
 
 absl::StatusOr<tensor::Spec> fromProto(const pb::Spec& p) {
-  if (p.dtype() > static_cast<uint32_t>(tensor::DType::bool_)) {
+  if (p.dtype() > static_cast<uint32_t>(tensor::DType::u32)) {
     return makeError(ErrorKind::kInvalidProgram, "executable: unknown dtype");
   }
   tensor::Spec s;
@@ -79,7 +79,7 @@ absl::StatusOr<Executable> parseExecutable(std::string_view bytes) {
   exe.isa = p.isa();
   exe.code.assign(p.code().begin(), p.code().end());
   for (const pb::BufferPlan& q : p.buffers()) {
-    if (q.role() > 2 || q.dtype() > static_cast<uint32_t>(tensor::DType::bool_) || q.bytes() < 0) {
+    if (q.role() > 2 || q.dtype() > static_cast<uint32_t>(tensor::DType::u32) || q.bytes() < 0) {
       return makeError(ErrorKind::kInvalidProgram, "executable: a buffer plan is out of range");
     }
     BufferPlan b;

@@ -143,6 +143,11 @@ ACCY_VALUE_BINARY(gt, OpCode::kGt)
 ACCY_VALUE_BINARY(ge, OpCode::kGe)
 ACCY_VALUE_BINARY(eq, OpCode::kEq)
 ACCY_VALUE_BINARY(ne, OpCode::kNe)
+ACCY_VALUE_BINARY(bitAnd, OpCode::kBitAnd)
+ACCY_VALUE_BINARY(bitOr, OpCode::kBitOr)
+ACCY_VALUE_BINARY(bitXor, OpCode::kBitXor)
+ACCY_VALUE_BINARY(shiftLeft, OpCode::kShiftLeft)
+ACCY_VALUE_BINARY(shiftRight, OpCode::kShiftRight)
 #undef ACCY_VALUE_BINARY
 
 #define ACCY_API_Unary(e, name) \
@@ -172,6 +177,12 @@ Value Value::where(const Value& a, const Value& b) const {
 
 Value Value::cast(DType dtype) const {
   Node node = makeNode(OpCode::kCast);
+  node.dtype = dtype;
+  return recordOp(std::move(node), {*this});
+}
+
+Value Value::bitcast(DType dtype) const {
+  Node node = makeNode(OpCode::kBitcast);
   node.dtype = dtype;
   return recordOp(std::move(node), {*this});
 }

@@ -83,6 +83,25 @@ class Value {
   Value where(const Value& a, const Value& b) const;
   Value cast(DType dtype) const;
 
+  // Bits, on i32, i64 and u32 (and, or, xor and bitNot on bool too). The
+  // count of a shift has this value's dtype; shiftRight is logical on u32
+  // and arithmetic on i32 and i64; a count that is negative or at least
+  // the width gives 0 (or the sign on a signed shiftRight). bitNot is a
+  // unary row above.
+  Value bitAnd(const Value& o) const;
+  Value bitOr(const Value& o) const;
+  Value bitXor(const Value& o) const;
+  Value shiftLeft(const Value& n) const;
+  Value shiftRight(const Value& n) const;
+  Value bitAnd(double o) const;
+  Value bitOr(double o) const;
+  Value bitXor(double o) const;
+  Value shiftLeft(double n) const;
+  Value shiftRight(double n) const;
+  // The same bits as `dtype`, of the same width: f32, i32 and u32; f64
+  // and i64.
+  Value bitcast(DType dtype) const;
+
   // Reductions over named axes.
   Value sum(std::string_view axis) const;
   Value sum(std::initializer_list<std::string_view> axes) const;
@@ -224,6 +243,11 @@ ACCY_FREE_BINARY(gt)
 ACCY_FREE_BINARY(ge)
 ACCY_FREE_BINARY(eq)
 ACCY_FREE_BINARY(ne)
+ACCY_FREE_BINARY(bitAnd)
+ACCY_FREE_BINARY(bitOr)
+ACCY_FREE_BINARY(bitXor)
+ACCY_FREE_BINARY(shiftLeft)
+ACCY_FREE_BINARY(shiftRight)
 #undef ACCY_FREE_BINARY
 
 #define ACCY_API_Unary(e, name) \
@@ -247,6 +271,7 @@ ACCY_FREE_REDUCE(prod)
 
 inline Value where(const Value& cond, const Value& a, const Value& b) { return cond.where(a, b); }
 inline Value cast(const Value& a, DType dtype) { return a.cast(dtype); }
+inline Value bitcast(const Value& a, DType dtype) { return a.bitcast(dtype); }
 inline Value dot(const Value& a, const Value& b, std::string_view k) { return a.dot(b, k); }
 inline Value dot(const Value& a, const Value& b, std::initializer_list<std::string_view> axes) {
   return a.dot(b, axes);

@@ -100,6 +100,7 @@ class Evaluator {
       case OpCategory::Compare:
       case OpCategory::Select:
       case OpCategory::Cast:
+      case OpCategory::Random:
         elementwise(node, out);
         break;
       case OpCategory::Reduce:
@@ -147,8 +148,15 @@ class Evaluator {
           out[flat] = arg(0) != 0 ? arg(1) : arg(2);
           break;
         case OpCategory::Cast:
-          out[flat] = convertValue(arg(0), t, node.dtype);
+          out[flat] = node.op == OpCode::kBitcast ? bitcastValue(arg(0), t, node.dtype)
+                                                  : convertValue(arg(0), t, node.dtype);
           break;
+        case OpCategory::Random: {
+          auto word = [&](size_t k) { return static_cast<uint32_t>(toInt64(arg(k))); };
+          const auto [x0, x1] = threefry2x32(word(0), word(1), word(2), word(3));
+          out[flat] = node.op == OpCode::kThreefryWord0 ? x0 : x1;
+          break;
+        }
         case OpCategory::Leaf:
         case OpCategory::Reduce:
         case OpCategory::Dot:
@@ -394,6 +402,11 @@ double loadElement(DType dtype, const std::byte* p) {
     }
     case DType::bool_:
       return std::to_integer<uint8_t>(*p) != 0 ? 1.0 : 0.0;
+    case DType::u32: {
+      uint32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
   }
   return 0;
 }
@@ -425,6 +438,11 @@ void storeElement(DType dtype, double value, std::byte* p) {
     case DType::bool_:
       *p = std::byte{static_cast<uint8_t>(v != 0 ? 1 : 0)};
       return;
+    case DType::u32: {
+      const uint32_t u = static_cast<uint32_t>(v);
+      std::memcpy(p, &u, 4);
+      return;
+    }
   }
 }
 

@@ -81,6 +81,10 @@ bool opTakes(OpCode op, DType dtype) {
       return dtype != DType::bool_;
     case OpDTypes::Floating:
       return isFloating(dtype);
+    case OpDTypes::Integer:
+      return isInteger(dtype);
+    case OpDTypes::Bits:
+      return isInteger(dtype) || dtype == DType::bool_;
   }
   return false;
 }

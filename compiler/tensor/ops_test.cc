@@ -1,5 +1,6 @@
 // Every op against hand-computed results, including the axis-order rule,
 // scalar broadcasting and odd extents.
+#include <array>
 #include <cstring>
 #include <limits>
 #include <cmath>
@@ -284,7 +285,7 @@ TEST(Ops, IntegerSemantics) {
 // exactly when the column says so, and refused with UnsupportedDType
 // otherwise.
 TEST(OpTable, DTypesColumnIsWhatShapeInferenceChecks) {
-  const DType dtypes[] = {DType::f32, DType::f64, DType::i32, DType::i64, DType::bool_};
+  const DType dtypes[] = {DType::f32, DType::f64, DType::i32, DType::i64, DType::bool_, DType::u32};
   int checked = 0;
   for (int k = 0; k < kOpCount; ++k) {
     const OpCode op = static_cast<OpCode>(k);
@@ -315,6 +316,7 @@ TEST(OpTable, DTypesColumnIsWhatShapeInferenceChecks) {
       case OpCategory::Select:
       case OpCategory::Cast:
       case OpCategory::Layout:
+      case OpCategory::Random:
         continue;  // their dtype rules are not one column (see SEMANTICS.md)
     }
     for (DType d : dtypes) {
@@ -343,7 +345,7 @@ TEST(OpTable, DTypesColumnIsWhatShapeInferenceChecks) {
       ++checked;
     }
   }
-  EXPECT_GE(checked, 5 * 25);
+  EXPECT_GE(checked, 6 * 30);
 }
 
 // Derived columns: every op with an elementary function takes floating
@@ -445,6 +447,183 @@ TEST(Indexing, PadWindowAndDotOverSeveralAxes) {
                   [](Builder&, Args v) { return dot(v[0], v[1], {"c", "k"}); }, &s),
               ElementsAre(1 * 1 + 2 * 2 + 3 * 1 + 4 * 0 + 5 * 0 + 6 * 3));
   EXPECT_TRUE(s.axes.empty());
+}
+
+// Evaluates a program of no inputs (recorded by `fn`) and returns output 0
+// as doubles.
+template <typename F>
+std::vector<double> constants(F fn, Spec* out_spec = nullptr) {
+  return run({}, {}, [&](Builder& b, Args) { return fn(b); }, out_spec);
+}
+
+Value u32s(Builder& b, std::string_view axis, const std::vector<double>& values) {
+  std::vector<Value> parts;
+  for (double v : values) parts.push_back(b.constant(v, DType::u32).broadcast(axis, 1));
+  Value out = parts[0];
+  for (size_t i = 1; i < parts.size(); ++i) out = concat(axis, {out, parts[i]});
+  return out;
+}
+
+TEST(Bits, UnsignedArithmeticWrapsComparesAndDividesUnsigned) {
+  EXPECT_THAT(constants([](Builder& b) { return u32s(b, "i", {0, 5, 4294967295.0}) - 6.0; }),
+              ElementsAre(4294967290.0, 4294967295.0, 4294967289.0));
+  EXPECT_THAT(constants([](Builder& b) { return u32s(b, "i", {4294967295.0, 7, 9}) / u32s(b, "i", {2, 0, 4294967295.0}); }),
+              ElementsAre(2147483647.0, 0, 0));
+  EXPECT_THAT(constants([](Builder& b) { return u32s(b, "i", {4294967295.0, 1}).gt(2.0); }), ElementsAre(1, 0));
+  EXPECT_THAT(constants([](Builder& b) { return u32s(b, "i", {4294967295.0, 1}).max("i"); }), ElementsAre(4294967295.0));
+  EXPECT_THAT(constants([](Builder& b) { return -u32s(b, "i", {1, 0}); }), ElementsAre(4294967295.0, 0));
+}
+
+TEST(Bits, OperationsOnEveryIntegerDTypeAndBool) {
+  EXPECT_THAT(constants([](Builder& b) { return u32s(b, "i", {0xF0F0, 0xFFFFFFFF}).bitAnd(0x0FF0); }),
+              ElementsAre(0x00F0, 0x0FF0));
+  EXPECT_THAT(constants([](Builder& b) { return u32s(b, "i", {0xF000, 1}).bitOr(0x000F).bitXor(0x00FF); }),
+              ElementsAre(0xF0F0, 0x00F0));
+  EXPECT_THAT(constants([](Builder& b) { return u32s(b, "i", {0, 0xFFFF0000}).bitNot(); }),
+              ElementsAre(4294967295.0, 0xFFFF));
+  EXPECT_THAT(constants([](Builder& b) { return b.constant(-6, DType::i32).bitNot().broadcast("i", 1); }),
+              ElementsAre(5));
+  EXPECT_THAT(constants([](Builder& b) {
+                return b.constant(1, DType::bool_).broadcast("i", 2).bitXor(b.iota("i", 2, DType::i32).gt(0.0)).bitNot();
+              }),
+              ElementsAre(0, 1));
+}
+
+// Counts below 0 or at least the width give 0, or the sign for a signed
+// shiftRight; shiftRight is logical on u32 and arithmetic on i32 and i64.
+TEST(Bits, ShiftsDefineEveryCount) {
+  EXPECT_THAT(constants([](Builder& b) {
+                return u32s(b, "i", {0x80000001u, 0x80000001u, 0x80000001u, 0x80000001u})
+                    .shiftRight(u32s(b, "i", {1, 31, 32, 4294967295.0}));
+              }),
+              ElementsAre(0x40000000, 1, 0, 0));
+  EXPECT_THAT(constants([](Builder& b) {
+                return u32s(b, "i", {3, 3, 3}).shiftLeft(u32s(b, "i", {30, 31, 33}));
+              }),
+              ElementsAre(0xC0000000u, 0x80000000u, 0));
+  EXPECT_THAT(constants([](Builder& b) {
+                const Value x = b.constant(-8, DType::i32).broadcast("i", 4);
+                return x.shiftRight(b.iota("i", 4, DType::i32) * 20 - 10);  // -10, 10, 30, 50
+              }),
+              ElementsAre(-1, -1, -1, -1));
+  EXPECT_THAT(constants([](Builder& b) {
+                const Value x = b.constant(-8, DType::i64).broadcast("i", 4);
+                return x.shiftRight(b.iota("i", 4, DType::i64) * 20 + 1);  // 1, 21, 41, 61
+              }),
+              ElementsAre(-4, -1, -1, -1));
+  EXPECT_THAT(constants([](Builder& b) {
+                return b.constant(5, DType::i32).broadcast("i", 3).shiftLeft(b.iota("i", 3, DType::i32) * 31 - 1);  // -1, 30, 61
+              }),
+              ElementsAre(0, 1073741824, 0));
+}
+
+TEST(Bits, BitcastAndUnsignedCasts) {
+  EXPECT_THAT(constants([](Builder& b) { return b.constant(1.0, DType::f32).bitcast(DType::u32).broadcast("i", 1); }),
+              ElementsAre(0x3f800000));
+  EXPECT_THAT(constants([](Builder& b) { return u32s(b, "i", {0xBF800000u}).bitcast(DType::f32); }), ElementsAre(-1.0));
+  EXPECT_THAT(constants([](Builder& b) { return u32s(b, "i", {0xFFFFFFFFu}).bitcast(DType::i32); }), ElementsAre(-1));
+  EXPECT_THAT(constants([](Builder& b) { return b.constant(-3, DType::i32).cast(DType::u32).broadcast("i", 1); }),
+              ElementsAre(4294967293.0));
+  EXPECT_THAT(constants([](Builder& b) {
+                return concat("i", {b.constant(-2.5, DType::f64).broadcast("i", 1), b.constant(1e10, DType::f64).broadcast("i", 1),
+                                    b.constant(NAN, DType::f64).broadcast("i", 1), b.constant(7.9, DType::f64).broadcast("i", 1)})
+                    .cast(DType::u32);
+              }),
+              ElementsAre(0, 4294967295.0, 0, 7));
+  EXPECT_THAT(constants([](Builder& b) { return u32s(b, "i", {4294967295.0}).cast(DType::f32); }),
+              ElementsAre(4294967296.0));
+}
+
+TEST(Bits, MisuseIsRefusedWithStableKinds) {
+  const std::vector<Spec> specs = {f32({{"i", 2}}), spec(DType::i32, {{"i", 2}}), spec(DType::i64, {{"i", 2}})};
+  auto kind = [&](auto fn) { return errorKind(define("t", specs, fn).status()); };
+  EXPECT_EQ(kind([](Builder&, Args a) { return a[0].bitAnd(a[0]); }), ErrorKind::kUnsupportedDType);
+  EXPECT_EQ(kind([](Builder&, Args a) { return a[0].shiftLeft(1.0); }), ErrorKind::kUnsupportedDType);
+  EXPECT_EQ(kind([](Builder&, Args a) { return a[1].shiftLeft(a[2]); }), ErrorKind::kDTypeMismatch);
+  EXPECT_EQ(kind([](Builder&, Args a) { return a[0].bitcast(DType::f64); }), ErrorKind::kUnsupportedDType);
+  EXPECT_EQ(kind([](Builder&, Args a) { return a[1].gt(0.0).bitcast(DType::u32); }), ErrorKind::kUnsupportedDType);
+  auto st = define("t", specs, [](Builder&, Args a) { return a[2].bitcast(DType::i32); }).status();
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("bitcast: i64 to i32 changes the width"));
+}
+
+// Random123's known-answer vectors for threefry2x32 with 20 rounds
+// (counter words, key words, result words).
+TEST(Random, ThreefryMatchesRandom123KnownAnswers) {
+  auto rows = [](Builder& b, std::vector<std::array<double, 2>> v) {
+    std::vector<double> flat;
+    for (const auto& r : v) flat.insert(flat.end(), r.begin(), r.end());
+    return u32s(b, "flat", flat).split("flat", "kat", "word", 2);
+  };
+  const std::vector<double> got = constants([&](Builder& b) {
+    const Value counters = rows(b, {{0, 0}, {0xffffffff, 0xffffffff}, {0x243f6a88, 0x85a308d3}});
+    const Value keys = rows(b, {{0, 0}, {0xffffffff, 0xffffffff}, {0x13198a2e, 0x03707344}});
+    return threefry2x32(keys, counters);
+  });
+  EXPECT_THAT(got, ElementsAre(0x6b200159, 0x99ba4efe, 0x1cb996fc, 0xbb002be7, 0xc4923a9c, 0x483df7a0));
+}
+
+TEST(Random, KeysSplitsAndFoldsHaveThePinnedLayout) {
+  Spec s;
+  EXPECT_THAT(constants([](Builder& b) { return randomKey(b, (uint64_t{7} << 32) | 42); }, &s), ElementsAre(7, 42));
+  EXPECT_EQ(s.axes, (std::vector<Axis>{{"word", 2}}));
+  // randomSplit's keys are the key's bits over [axis, word]: block j of
+  // the stream encrypts counter (0, j).
+  const std::vector<double> split = constants([](Builder& b) { return randomSplit(randomKey(b, 42), "chain", 3); }, &s);
+  EXPECT_EQ(s.axes, (std::vector<Axis>{{"chain", 3}, {"word", 2}}));
+  for (int j = 0; j < 3; ++j) {
+    const std::vector<double> block = constants([&](Builder& b) {
+      return threefry2x32(randomKey(b, 42), u32s(b, "word", {0, static_cast<double>(j)}));
+    });
+    EXPECT_THAT(std::vector<double>(split.begin() + 2 * j, split.begin() + 2 * j + 2), ElementsAreArray(block)) << j;
+  }
+  // A key with a stream axis: its entries come first, then the new axis.
+  constants([](Builder& b) { return randomSplit(randomSplit(randomKey(b, 1), "a", 2), "c", 3); }, &s);
+  EXPECT_EQ(s.axes, (std::vector<Axis>{{"c", 3}, {"a", 2}, {"word", 2}}));
+  const std::vector<double> folded = constants([](Builder& b) { return randomFoldIn(randomKey(b, 42), b.constant(5, DType::u32)); });
+  const std::vector<double> direct = constants([](Builder& b) { return threefry2x32(randomKey(b, 42), u32s(b, "word", {0, 5})); });
+  EXPECT_EQ(folded, direct);
+}
+
+// Samples: uniform in [0, 1) from 24 (f32) or 53 (f64) bits, exactly; two
+// keys give different streams; a key's stream axes come first.
+TEST(Random, SamplersFromTheBits) {
+  Spec s;
+  const std::vector<double> bits = constants([](Builder& b) { return randomBits(randomKey(b, 3), {{"n", 5}}); });
+  const std::vector<double> u = constants([](Builder& b) { return uniform(randomKey(b, 3), {{"n", 5}}); }, &s);
+  ASSERT_EQ(u.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(u[i], std::floor(bits[i] / 256) / 16777216.0) << i;
+  const std::vector<double> u2 = constants([](Builder& b) { return uniform(randomKey(b, 4), {{"n", 5}}); });
+  EXPECT_NE(u, u2);
+  const std::vector<double> scaled =
+      constants([](Builder& b) { return uniform(randomKey(b, 3), {{"n", 5}}, DType::f64, -2, 6); });
+  for (double v : scaled) EXPECT_TRUE(v >= -2 && v < 6) << v;
+  constants([](Builder& b) { return normal(randomSplit(randomKey(b, 3), "chain", 4), {{"x", 3}, {"y", 2}}); }, &s);
+  EXPECT_EQ(s.axes, (std::vector<Axis>{{"chain", 4}, {"x", 3}, {"y", 2}}));
+  EXPECT_EQ(s.dtype, DType::f32);
+  const std::vector<double> c = constants([](Builder& b) { return bernoulli(randomKey(b, 3), 1.0, {{"n", 4}}); }, &s);
+  EXPECT_THAT(c, ElementsAre(1, 1, 1, 1));
+  EXPECT_EQ(s.dtype, DType::bool_);
+}
+
+TEST(Random, MisuseIsRefusedWithStableKinds) {
+  auto kind = [](auto fn) {
+    return errorKind(define("t", std::vector<Spec>{}, [&](Builder& b, Args) { return fn(b); }).status());
+  };
+  EXPECT_EQ(kind([](Builder& b) { return uniform(randomKey(b, 1).cast(DType::i32), {{"n", 2}}); }), ErrorKind::kUnsupportedDType);
+  EXPECT_EQ(kind([](Builder& b) { return uniform(randomKey(b, 1).rename("word", "w"), {{"n", 2}}); }), ErrorKind::kUnknownAxis);
+  EXPECT_EQ(kind([](Builder& b) { return normal(concat("word", {randomKey(b, 1), randomKey(b, 2)}), {{"n", 2}}); }),
+            ErrorKind::kAxisExtentMismatch);
+  EXPECT_EQ(kind([](Builder& b) { return uniform(randomSplit(randomKey(b, 1), "n", 2), {{"n", 2}}); }),
+            ErrorKind::kAxisNameCollision);
+  EXPECT_EQ(kind([](Builder& b) { return uniform(randomKey(b, 1), {{"n", 2}, {"n", 3}}); }), ErrorKind::kAxisNameCollision);
+  EXPECT_EQ(kind([](Builder& b) { return bernoulli(randomKey(b, 1), 1.5, {{"n", 2}}); }), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(kind([](Builder& b) { return uniform(randomKey(b, 1), {{"n", 2}}, DType::i32); }), ErrorKind::kUnsupportedDType);
+  EXPECT_EQ(kind([](Builder& b) { return threefry2x32(randomKey(b, 1), b.iota("word", 2, DType::i32)); }),
+            ErrorKind::kUnsupportedDType);
+  auto st = define("t", std::vector<Spec>{}, [](Builder& b, Args) {
+              return uniform(randomSplit(randomKey(b, 1), "n", 2), {{"n", 2}});
+            }).status();
+  EXPECT_THAT(st.message(), ::testing::HasSubstr("uniform: sample axis 'n'"));
 }
 
 }  // namespace

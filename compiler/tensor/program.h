@@ -27,9 +27,9 @@ enum class OpCode : uint8_t {
 };
 
 // The columns of the op table (ops.inc explains each).
-enum class OpCategory : uint8_t { Leaf, Unary, Binary, Compare, Select, Cast, Reduce, Dot, Layout, Index };
+enum class OpCategory : uint8_t { Leaf, Unary, Binary, Compare, Select, Cast, Reduce, Dot, Layout, Index, Random };
 enum class OpGradient : uint8_t { None, Smooth, Piecewise, Layout };
-enum class OpDTypes : uint8_t { Any, Numeric, Floating };
+enum class OpDTypes : uint8_t { Any, Numeric, Floating, Integer, Bits };
 enum class OpCost : uint8_t { Free, Cheap, Expensive };
 
 std::string_view opName(OpCode op);

@@ -1,6 +1,7 @@
 #include "compiler/tensor/scalar_ops.h"
 
 #include <cmath>
+#include <bit>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -14,6 +15,7 @@ int64_t toInt(double v) { return toInt64(v); }
 
 double wrapInt(int64_t v, DType dtype) {
   if (dtype == DType::i32) return static_cast<double>(static_cast<int32_t>(static_cast<uint32_t>(v)));
+  if (dtype == DType::u32) return static_cast<double>(static_cast<uint32_t>(v));
   if (dtype == DType::bool_) return v != 0 ? 1.0 : 0.0;
   return static_cast<double>(v);
 }
@@ -23,7 +25,72 @@ double nanAware(double a, double b, bool want_max) {
   return want_max ? std::max(a, b) : std::min(a, b);
 }
 
+// x shifted by a count read as unsigned in the dtype's width: a count at or
+// above the width gives 0 (left, and right on u32) or the sign fill (right
+// on i32 and i64).
+double shifted(int64_t x, int64_t count, DType dtype, bool left) {
+  const int width = integerBits(dtype);
+  const uint64_t c = width == 64 ? static_cast<uint64_t>(count) : static_cast<uint32_t>(count);
+  if (c >= static_cast<uint64_t>(width)) return (left || isUnsigned(dtype) || x >= 0) ? 0.0 : -1.0;
+  if (left) return wrapInt(static_cast<int64_t>(static_cast<uint64_t>(x) << c), dtype);
+  if (isUnsigned(dtype)) return static_cast<double>(static_cast<uint32_t>(x) >> c);
+  return wrapInt(x >> c, dtype);  // arithmetic on signed (C++20)
+}
+
 }  // namespace
+
+std::pair<uint32_t, uint32_t> threefry2x32(uint32_t k0, uint32_t k1, uint32_t c0, uint32_t c1) {
+  static constexpr int kRotations[8] = {13, 15, 26, 6, 17, 29, 16, 24};
+  const uint32_t ks[3] = {k0, k1, k0 ^ k1 ^ 0x1BD11BDAu};
+  uint32_t x0 = c0 + k0, x1 = c1 + k1;
+  for (int r = 0; r < 20; ++r) {
+    x0 += x1;
+    x1 = std::rotl(x1, kRotations[r % 8]) ^ x0;
+    if (r % 4 == 3) {
+      const uint32_t s = static_cast<uint32_t>(r / 4 + 1);
+      x0 += ks[s % 3];
+      x1 += ks[(s + 1) % 3] + s;
+    }
+  }
+  return {x0, x1};
+}
+
+double bitcastValue(double v, DType from, DType to) {
+  uint64_t bits = 0;
+  switch (from) {
+    case DType::f32:
+      bits = std::bit_cast<uint32_t>(static_cast<float>(v));
+      break;
+    case DType::f64:
+      bits = std::bit_cast<uint64_t>(v);
+      break;
+    case DType::i32:
+    case DType::u32:
+      bits = static_cast<uint32_t>(toInt64(v));
+      break;
+    case DType::i64:
+      bits = static_cast<uint64_t>(toInt64(v));
+      break;
+    case DType::bool_:
+      bits = v != 0;
+      break;
+  }
+  switch (to) {
+    case DType::f32:
+      return std::bit_cast<float>(static_cast<uint32_t>(bits));
+    case DType::f64:
+      return std::bit_cast<double>(bits);
+    case DType::i32:
+      return static_cast<int32_t>(static_cast<uint32_t>(bits));
+    case DType::u32:
+      return static_cast<uint32_t>(bits);
+    case DType::i64:
+      return static_cast<double>(static_cast<int64_t>(bits));
+    case DType::bool_:
+      return bits != 0;
+  }
+  return 0;
+}
 
 int64_t intPow(int64_t base, int64_t exponent) {
   if (exponent < 0) {
@@ -100,6 +167,8 @@ double applyUnary(OpCode op, DType dtype, double a) {
       return std::log1p(a);
     case OpCode::kExpm1:
       return std::expm1(a);
+    case OpCode::kBitNot:
+      return dtype == DType::bool_ ? (a != 0 ? 0.0 : 1.0) : wrapInt(~toInt(a), dtype);
 #define ACCY_CASES_ALL
 #define ACCY_CASES_Unary 0
 #include "compiler/tensor/op_cases.inc"
@@ -132,6 +201,16 @@ double applyBinary(OpCode op, DType dtype, double a, double b) {
       return integer ? static_cast<double>(std::min(ia, ib)) : nanAware(a, b, false);
     case OpCode::kPow:
       return integer ? wrapInt(intPow(ia, ib), dtype) : std::pow(a, b);
+    case OpCode::kBitAnd:
+      return wrapInt(ia & ib, dtype);
+    case OpCode::kBitOr:
+      return wrapInt(ia | ib, dtype);
+    case OpCode::kBitXor:
+      return wrapInt(ia ^ ib, dtype);
+    case OpCode::kShiftLeft:
+      return shifted(ia, ib, dtype, true);
+    case OpCode::kShiftRight:
+      return shifted(ia, ib, dtype, false);
     case OpCode::kLt:
       return a < b;
     case OpCode::kLe:
@@ -163,11 +242,12 @@ double convertValue(double v, DType from, DType to) {
     case DType::bool_:
       return v != 0 ? 1.0 : 0.0;
     case DType::i32:
-    case DType::i64: {
+    case DType::i64:
+    case DType::u32: {
       if (!isFloating(from)) return wrapToDType(v, to);
       if (std::isnan(v)) return 0;
-      const double lo = to == DType::i32 ? -2147483648.0 : -9223372036854775808.0;
-      const double hi = to == DType::i32 ? 2147483647.0 : 9223372036854775807.0;
+      const double lo = to == DType::i32 ? -2147483648.0 : to == DType::u32 ? 0.0 : -9223372036854775808.0;
+      const double hi = to == DType::i32 ? 2147483647.0 : to == DType::u32 ? 4294967295.0 : 9223372036854775807.0;
       const double t = std::trunc(v);
       return t < lo ? lo : (t > hi ? hi : t);
     }

@@ -7,6 +7,7 @@
 #define ACCY_COMPILER_TENSOR_SCALAR_OPS_H_
 
 #include <cstdint>
+#include <utility>
 
 #include "compiler/tensor/program.h"
 
@@ -19,6 +20,13 @@ double applyUnary(OpCode op, DType dtype, double a);
 double applyBinary(OpCode op, DType dtype, double a, double b);
 // Converts a value held for dtype `from` to dtype `to` (cast semantics).
 double convertValue(double v, DType from, DType to);
+// The value whose bits are those of `v` held for `from` (bitcast between
+// dtypes of one width; i64 values beyond 2^53 are as exact as the
+// evaluator's doubles hold them).
+double bitcastValue(double v, DType from, DType to);
+// Random123's Threefry-2x32 with 20 rounds: the two words of the
+// encryption of counter (c0, c1) under key (k0, k1).
+std::pair<uint32_t, uint32_t> threefry2x32(uint32_t k0, uint32_t k1, uint32_t c0, uint32_t c1);
 // `v` as an int64, saturating at the int64 range (which doubles cannot
 // represent exactly at its top) and mapping NaN to 0: the one safe way to
 // turn an evaluator value into a machine integer.

@@ -70,6 +70,10 @@ absl::Status checkTakes(const Node& node, DType dtype) {
       return unsupported(opName(node.op), dtype, "numeric");
     case OpDTypes::Floating:
       return unsupported(opName(node.op), dtype, "f32 or f64");
+    case OpDTypes::Integer:
+      return unsupported(opName(node.op), dtype, "integer (i32, i64 or u32)");
+    case OpDTypes::Bits:
+      return unsupported(opName(node.op), dtype, "integer or bool");
   }
   return absl::OkStatus();
 }
@@ -236,6 +240,18 @@ absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node) {
       out.dtype = opCategory(node.op) == OpCategory::Compare ? DType::bool_ : a.dtype;
       break;
     }
+    case OpCategory::Random: {
+      ACCY_RETURN_IF_ERROR(checkArity(node, 4));
+      ACCY_RETURN_IF_ERROR(checkAttrs(node, 0, 0));
+      for (size_t k = 0; k < 4; ++k) {
+        if (operand(k).dtype != DType::u32) {
+          return unsupported(op, operand(k).dtype, "u32 (key words k0 k1, counter words c0 c1)");
+        }
+        ACCY_ASSIGN_OR_RETURN(out.axes, broadcastAxes(op, out.axes, operand(k).axes));
+      }
+      out.dtype = DType::u32;
+      break;
+    }
     case OpCategory::Select: {
       ACCY_RETURN_IF_ERROR(checkArity(node, 3));
       ACCY_RETURN_IF_ERROR(checkAttrs(node, 0, 0));
@@ -253,6 +269,15 @@ absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node) {
     case OpCategory::Cast:
       ACCY_RETURN_IF_ERROR(checkArity(node, 1));
       ACCY_RETURN_IF_ERROR(checkAttrs(node, 0, 0));
+      if (node.op == OpCode::kBitcast) {
+        const DType from = operand(0).dtype;
+        if (from == DType::bool_ || node.dtype == DType::bool_ || dtypeSize(from) != dtypeSize(node.dtype)) {
+          return makeError(ErrorKind::kUnsupportedDType,
+                           strCat("bitcast: ", dtypeName(from), " to ", dtypeName(node.dtype),
+                                  " changes the width (f32, i32 and u32 are 4 bytes, f64 and i64 are 8; bool has "
+                                  "no bitcast)"));
+        }
+      }
       out = Spec{node.dtype, operand(0).axes};
       break;
     case OpCategory::Reduce: {

@@ -123,6 +123,17 @@ class Reverse {
 #define ACCY_CASES_Leaf 1
 #define ACCY_CASES_Compare 1
 #include "compiler/tensor/op_cases.inc"
+      // Integers and bits: no operand receives a gradient (a float
+      // bitcast to an integer neither).
+      case OpCode::kBitAnd:
+      case OpCode::kBitOr:
+      case OpCode::kBitXor:
+      case OpCode::kBitNot:
+      case OpCode::kShiftLeft:
+      case OpCode::kShiftRight:
+      case OpCode::kBitcast:
+      case OpCode::kThreefryWord0:
+      case OpCode::kThreefryWord1:
         return;
       case OpCode::kNeg:
         return add(op(0), -g);

@@ -56,7 +56,11 @@ std::string encode(const tensor::Program& program) {
 }
 
 uint16_t minorVersionOf(const tensor::Node& node) {
-  // Ops are appended (ops.inc): every number from take on is 1.1's.
+  // Ops and dtypes are appended (ops.inc, dtype.h): every op number from
+  // bitAnd on is 1.2's, and u32; from take on 1.1's.
+  if (static_cast<int>(node.op) >= static_cast<int>(tensor::OpCode::kBitAnd) || node.dtype == tensor::DType::u32) {
+    return 2;
+  }
   if (static_cast<int>(node.op) >= static_cast<int>(tensor::OpCode::kTake)) return 1;
   return node.op == tensor::OpCode::kDot && node.names.size() > 1 ? 1 : 0;
 }
@@ -230,7 +234,7 @@ absl::StatusOr<tensor::Program> decode(std::string_view bytes, const DecodeLimit
     return makeError(ErrorKind::kUnsupportedVersion,
                      strCat("wire: version ", major, ".", minor, " is newer than this reader's ", kMajorVersion,
                             ".", limits.reader_minor, " (1.1 added take, scatter_add, pad, window and dot over "
-                            "several axes)"));
+                            "several axes; 1.2 the dtype u32 and the bit operations)"));
   }
   if (static_cast<int64_t>(bytes.size()) > limits.max_bytes) {
     return invalid(strCat(bytes.size(), " bytes exceed the limit of ", limits.max_bytes));
@@ -255,7 +259,7 @@ absl::StatusOr<tensor::Program> decode(std::string_view bytes, const DecodeLimit
     if (p.op() >= static_cast<uint32_t>(tensor::kOpCount)) {
       return invalid(strCat("node %", i, " has unknown op number ", p.op()));
     }
-    if (p.dtype() > static_cast<uint32_t>(tensor::DType::bool_)) {
+    if (p.dtype() > static_cast<uint32_t>(tensor::DType::u32)) {
       return invalid(strCat("node %", i, " has unknown dtype number ", p.dtype()));
     }
     tensor::Node n;

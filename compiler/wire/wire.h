@@ -25,7 +25,9 @@ inline constexpr uint16_t kMajorVersion = 1;
 // writes the lowest minor that holds the program (1.0 when it uses none of
 // these), so readers of 1.0 keep reading what they could; a reader refuses
 // a higher minor than its own with UnsupportedVersion.
-inline constexpr uint16_t kMinorVersion = 1;
+// 1.2: the dtype u32 and the bit operations (bitAnd, bitOr, bitXor, bitNot,
+// shiftLeft, shiftRight, bitcast).
+inline constexpr uint16_t kMinorVersion = 2;
 inline constexpr size_t kHeaderBytes = 8;
 
 struct DecodeLimits {
@@ -37,7 +39,8 @@ struct DecodeLimits {
   uint16_t reader_minor = kMinorVersion;
 };
 
-// The minor version `node` needs: 1 for the ops of 1.1, else 0.
+// The minor version `node` needs: 2 for u32 values and the ops of 1.2, 1
+// for the ops of 1.1, else 0.
 uint16_t minorVersionOf(const tensor::Node& node);
 
 std::string encode(const tensor::Program& program);

@@ -26,6 +26,8 @@ bool int32LaneOp(OpCode op) {
     case tensor::OpCategory::Binary:
     case tensor::OpCategory::Compare:
     case tensor::OpCategory::Select:
+      // Shifts by a value per lane have no one instruction on every target.
+      if (op == OpCode::kShiftLeft || op == OpCode::kShiftRight) return false;
       return tensor::opTakes(op, DType::i32) && tensor::opCost(op) == tensor::OpCost::Cheap;
     case tensor::OpCategory::Leaf:
     case tensor::OpCategory::Cast:
@@ -33,6 +35,7 @@ bool int32LaneOp(OpCode op) {
     case tensor::OpCategory::Dot:
     case tensor::OpCategory::Layout:
     case tensor::OpCategory::Index:
+    case tensor::OpCategory::Random:
       return false;
   }
   return false;
@@ -53,7 +56,9 @@ bool uniformLanes(const Module& m, const ExprRef& e, int var, DType* lane, bool 
       isFloating(x.dtype) && *lane == x.dtype && invariantIn(m, x.args[0], var)) {
     return uniformLanes(m, x.args[1], var, lane, true) && uniformLanes(m, x.args[2], var, lane, true);
   }
-  if (x.kind == ExprKind::kIndex || (x.kind == ExprKind::kOp && x.op == OpCode::kCast)) return false;
+  if (x.kind == ExprKind::kIndex || (x.kind == ExprKind::kOp && tensor::opCategory(x.op) == tensor::OpCategory::Cast)) {
+    return false;
+  }
   const bool is_compare = x.kind == ExprKind::kOp && tensor::opCategory(x.op) == tensor::OpCategory::Compare;
   if (*lane == DType::i32 && x.kind == ExprKind::kOp && !int32LaneOp(x.op)) return false;
   if (!is_compare) {

@@ -75,6 +75,8 @@ class SourceTarget : public Target {
   Value logicAnd(Value a, Value b) override { return let(DType::bool_, strCat(n(a), " && ", n(b))); }
   Value logicOr(Value a, Value b) override { return let(DType::bool_, strCat(n(a), " || ", n(b))); }
   Value bitAnd(DType d, Value a, Value b) override { return let(d, strCat(n(a), " & ", n(b))); }
+  Value bitOr(DType d, Value a, Value b) override { return let(d, strCat(n(a), " | ", n(b))); }
+  Value bitXor(DType d, Value a, Value b) override { return let(d, strCat(n(a), " ^ ", n(b))); }
   Value absFloat(DType d, Value a) override { return let(d, strCat("abs(", n(a), ")")); }
 
   // The language's own elementary functions for fast mode: `prefix` + sin,

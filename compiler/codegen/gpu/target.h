@@ -140,7 +140,15 @@ class Target {
   virtual Value logicAnd(Value a, Value b) = 0;
   virtual Value logicOr(Value a, Value b) = 0;
   virtual Value bitAnd(DType d, Value a, Value b) = 0;    // integers
-  virtual Value shiftRight(DType d, Value a, int n) = 0;  // integers, arithmetic
+  virtual Value bitOr(DType d, Value a, Value b) = 0;
+  virtual Value bitXor(DType d, Value a, Value b) = 0;
+  // Integers: arithmetic on i32 and i64, logical on u32. The ...By forms
+  // take a count of x's dtype in [0, width).
+  virtual Value shiftRight(DType d, Value a, int n) = 0;
+  virtual Value shiftLeftBy(DType d, Value a, Value n) = 0;
+  virtual Value shiftRightBy(DType d, Value a, Value n) = 0;
+  // The same bits as `to` (the same width; never bool).
+  virtual Value bitcast(DType from, DType to, Value v) = 0;
   // Numeric conversions between different non-bool dtypes: float to float
   // and integer to float round to nearest, integer to integer sign-extends
   // or keeps the low bits, float to integer truncates a value the emitter

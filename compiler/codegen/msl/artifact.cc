@@ -36,7 +36,7 @@ bool number(std::string_view text, T* out) {
 
 absl::StatusOr<tensor::DType> dtypeNamed(std::string_view name) {
   for (tensor::DType d : {tensor::DType::f32, tensor::DType::f64, tensor::DType::i32, tensor::DType::i64,
-                          tensor::DType::bool_}) {
+                          tensor::DType::bool_, tensor::DType::u32}) {
     if (tensor::dtypeName(d) == name) return d;
   }
   return malformed(strCat("unknown dtype '", name, "' in its threadgroup arrays"));

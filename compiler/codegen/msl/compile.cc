@@ -115,6 +115,8 @@ const char* typeOf(DType d) {
       return "float";
     case DType::i32:
       return "int";
+    case DType::u32:
+      return "uint";
     case DType::i64:
       return "long";
     case DType::bool_:
@@ -194,6 +196,8 @@ class MslTarget final : public gpu::SourceTarget {
         const int64_t i = tensor::toInt64(c);
         return let(d, i > INT32_MIN ? strCat(i) : absl::StrFormat("as_type<int>(0x%08xu)", static_cast<uint32_t>(i)));
       }
+      case DType::u32:
+        return let(d, strCat(static_cast<uint32_t>(tensor::toInt64(c)), "u"));
       case DType::i64: {
         const int64_t i = tensor::toInt64(c);
         return let(d, i > INT64_MIN ? strCat("long(", i, "l)")
@@ -221,7 +225,14 @@ class MslTarget final : public gpu::SourceTarget {
   Value isNan(DType, Value a) override {
     return let(DType::bool_, strCat("(as_type<uint>(", n(a), ") & 0x7fffffffu) > 0x7f800000u"));
   }
+  // >> is arithmetic on int and long, logical on uint; << through the
+  // unsigned type (a signed overflow would be undefined).
   Value shiftRight(DType d, Value a, int bits) override { return let(d, strCat(n(a), " >> ", bits)); }
+  Value shiftLeftBy(DType d, Value a, Value c) override {
+    return let(d, wrapping(d, strCat(asUnsigned(d, a), " << ", n(c))));
+  }
+  Value shiftRightBy(DType d, Value a, Value c) override { return let(d, strCat(n(a), " >> ", n(c))); }
+  Value bitcast(DType, DType to, Value v) override { return let(to, strCat("as_type<", typeOf(to), ">(", n(v), ")")); }
   Value convert(DType from, DType to, Value v) override {
     // i64 -> i32 keeps the low bits through the unsigned types (defined).
     if (from == DType::i64 && to == DType::i32) return let(to, strCat("as_type<int>(uint(as_type<ulong>(", n(v), ")))"));

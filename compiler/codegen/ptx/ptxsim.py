@@ -641,7 +641,7 @@ def tolerance(dtype, ref, scale):
     return 0
 
 
-FORMATS = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "bool": "<B"}
+FORMATS = {"f32": "<f", "f64": "<d", "i32": "<i", "i64": "<q", "bool": "<B", "u32": "<I"}
 
 
 def run_case(directory, n):

@@ -36,6 +36,7 @@ RegClass classOf(DType d) {
     case DType::f64:
       return RegClass::kF64;
     case DType::i32:
+    case DType::u32:
       return RegClass::kB32;
     case DType::i64:
       return RegClass::kB64;
@@ -54,6 +55,8 @@ const char* ptype(DType d) {
       return ".f64";
     case DType::i32:
       return ".s32";
+    case DType::u32:
+      return ".u32";
     case DType::i64:
       return ".s64";
     case DType::bool_:
@@ -149,7 +152,8 @@ class PtxTarget final : public gpu::Target {
         e_.ins("mov.f64 ", r, ", ", f64Literal(c));
         break;
       case DType::i32:
-        e_.ins("mov.b32 ", r, ", ", static_cast<int32_t>(tensor::toInt64(c)));
+      case DType::u32:
+        e_.ins("mov.b32 ", r, ", ", static_cast<int32_t>(static_cast<uint32_t>(tensor::toInt64(c))));
         break;
       case DType::i64:
         e_.ins("mov.b64 ", r, ", ", absl::StrFormat("0x%016X", static_cast<uint64_t>(tensor::toInt64(c))));
@@ -168,7 +172,10 @@ class PtxTarget final : public gpu::Target {
     const int i = static_cast<int>(op);
     return emit(classOf(d), flt ? kFloat[i] : kInt[i], ptype(d), " ", "%d, ", n(a), ", ", n(b));
   }
-  Value negate(DType d, Value a) override { return emit(classOf(d), "neg", ptype(d), " %d, ", n(a)); }
+  // neg has no unsigned form: u32 negates as s32 (the same bits).
+  Value negate(DType d, Value a) override {
+    return emit(classOf(d), "neg", d == DType::u32 ? ".s32" : ptype(d), " %d, ", n(a));
+  }
   Value absFloat(DType d, Value a) override { return emit(classOf(d), "abs", ptype(d), " %d, ", n(a)); }
   Value sqrt(DType d, Value a) override { return emit(classOf(d), "sqrt.rn", ptype(d), " %d, ", n(a)); }
 
@@ -195,15 +202,36 @@ class PtxTarget final : public gpu::Target {
   Value bitAnd(DType d, Value a, Value b) override {
     return emit(classOf(d), "and", wide64(d) ? ".b64" : ".b32", " %d, ", n(a), ", ", n(b));
   }
+  Value bitOr(DType d, Value a, Value b) override {
+    return emit(classOf(d), "or", wide64(d) ? ".b64" : ".b32", " %d, ", n(a), ", ", n(b));
+  }
+  Value bitXor(DType d, Value a, Value b) override {
+    return emit(classOf(d), "xor", wide64(d) ? ".b64" : ".b32", " %d, ", n(a), ", ", n(b));
+  }
+  // shr.s32/.s64 is arithmetic, shr.u32 logical.
   Value shiftRight(DType d, Value a, int bits) override {
     return emit(classOf(d), "shr", ptype(d), " %d, ", n(a), ", ", bits);
   }
+  // The count of a PTX shift is a .u32 register.
+  Value shiftLeftBy(DType d, Value a, Value count) override {
+    return emit(classOf(d), "shl", wide64(d) ? ".b64" : ".b32", " %d, ", n(a), ", ", shiftCount(d, count));
+  }
+  Value shiftRightBy(DType d, Value a, Value count) override {
+    return emit(classOf(d), "shr", ptype(d), " %d, ", n(a), ", ", shiftCount(d, count));
+  }
+  // mov between a float register and a bit register of its width.
+  Value bitcast(DType, DType to, Value v) override { return emit(classOf(to), "mov", moveType(to), " %d, ", n(v)); }
   Value convert(DType from, DType to, Value v) override {
     const bool ff = tensor::isFloating(from), tf = tensor::isFloating(to);
     if (ff && tf) return emit(classOf(to), to == DType::f32 ? "cvt.rn.f32.f64 %d, " : "cvt.f64.f32 %d, ", n(v));
     if (!ff && tf) return emit(classOf(to), "cvt.rn", ptype(to), ptype(from), " %d, ", n(v));
-    // i32 -> i64 sign-extends; i64 -> i32 keeps the low 32 bits (wraps).
-    if (!ff && !tf) return emit(classOf(to), to == DType::i64 ? "cvt.s64.s32 %d, " : "cvt.u32.u64 %d, ", n(v));
+    // i32 -> i64 sign-extends, u32 -> i64 zero-extends; i64 -> i32 or u32
+    // keeps the low 32 bits (wraps); i32 <-> u32 keeps the bits.
+    if (!ff && !tf) {
+      if (to == DType::i64) return emit(classOf(to), from == DType::u32 ? "cvt.u64.u32 %d, " : "cvt.s64.s32 %d, ", n(v));
+      if (from == DType::i64) return emit(classOf(to), "cvt.u32.u64 %d, ", n(v));
+      return emit(classOf(to), "mov.b32 %d, ", n(v));
+    }
     return emit(classOf(to), "cvt.rzi", ptype(to), ptype(from), " %d, ", n(v));
   }
 
@@ -443,7 +471,12 @@ class PtxTarget final : public gpu::Target {
 
   // One instruction defining a fresh register of class `c`: the parts are
   // concatenated, "%d" standing for the register.
-  template <typename... Args>
+    // A shift count (in [0, width)) as the .u32 register PTX shifts take.
+  std::string shiftCount(DType d, Value count) {
+    if (!wide64(d)) return n(count);
+    return emitText(RegClass::kB32, "cvt.u32.u64 %d, ", n(count));
+  }
+template <typename... Args>
   std::string emitText(RegClass c, const Args&... parts) {
     const std::string r = e_.reg(c);
     std::string text = strCat(parts...);

@@ -23,8 +23,15 @@
 //   Value isNan(DType, Value);
 //   Value select(DType, Value cond, Value yes, Value no);   any dtype
 //   Value logicAnd(Value, Value), logicOr(Value, Value);   bools
-//   Value bitAnd(DType, Value, Value), shiftRight(DType, Value, int n);
-//       integers; the shift is arithmetic
+//   Value bitAnd(DType, Value, Value), bitOr(...), bitXor(...);  integers
+//   Value shiftRight(DType, Value, int n);
+//       integers; arithmetic on i32 and i64, logical on u32
+//   Value shiftLeftBy(DType, Value x, Value n), shiftRightBy(...);
+//       integers, n of x's dtype and in [0, width): the layer gives no
+//       other count; right shifts as shiftRight
+//   Value bitcast(DType from, DType to, Value);
+//       the same bits as another dtype of the same width (never bool)
+// u32 values compare, divide, convert and take max and min as unsigned.
 //   Value convert(DType from, DType to, Value);
 //       between different non-bool dtypes: to float rounds to nearest,
 //       integer to integer sign-extends or keeps the low bits, float to
@@ -124,6 +131,7 @@ class OpSemantics {
         return p_.negate(d, a[0]);
       case OpCode::kAbs:
         if (tensor::isFloating(d)) return p_.absFloat(d, a[0]);
+        if (tensor::isUnsigned(d)) return a[0];
         // Wrapping: abs(INT_MIN) = INT_MIN.
         return p_.select(d, p_.compare(Cmp::kLt, d, a[0], p_.constant(d, 0)), p_.negate(d, a[0]), a[0]);
       case OpCode::kSqrt:
@@ -140,6 +148,11 @@ class OpSemantics {
         return p_.select(d, a[0], a[1], a[2]);
       case OpCode::kCast:
         return convert(a[0], arg, d);
+      case OpCode::kBitcast:
+        return arg == d ? a[0] : p_.bitcast(arg, d, a[0]);
+      case OpCode::kBitNot:
+        if (d == DType::bool_) return p_.select(d, a[0], p_.constant(d, 0), p_.constant(d, 1));
+        return p_.bitXor(d, a[0], allOnes(d));
 #define ACCY_CASES_Leaf 1
 #define ACCY_CASES_Reduce 1
 #define ACCY_CASES_Dot 1
@@ -147,6 +160,9 @@ class OpSemantics {
 #define ACCY_CASES_Index 1
 #include "compiler/tensor/op_cases.inc"
         break;
+      case OpCode::kThreefryWord0:
+      case OpCode::kThreefryWord1:
+        return threefry(o == OpCode::kThreefryWord1, a[0], a[1], a[2], a[3]);
     }
     return refuse(o, d);
   }
@@ -163,6 +179,10 @@ class OpSemantics {
         return p_.arith(Arith::kMul, d, x, y);
       case OpCode::kDiv: {
         if (flt) return p_.arith(Arith::kDiv, d, x, y);
+        if (tensor::isUnsigned(d)) {  // x / 0 = 0
+          const Value zero = p_.constant(d, 0), is_zero = p_.compare(Cmp::kEq, d, y, zero);
+          return p_.select(d, is_zero, zero, p_.arith(Arith::kDiv, d, x, p_.select(d, is_zero, p_.constant(d, 1), y)));
+        }
         // x / 0 = 0 and x / -1 = -x (wrapping); the divisor given to the
         // machine's division is never 0 or -1.
         const Value zero = p_.constant(d, 0), one = p_.constant(d, 1), minus_one = p_.constant(d, -1);
@@ -176,6 +196,15 @@ class OpSemantics {
         return minMax(o == OpCode::kMax, d, x, y);
       case OpCode::kPow:
         return flt ? elementary(o, d, x, y) : intPow(d, x, y);
+      case OpCode::kBitAnd:
+        return d == DType::bool_ ? p_.logicAnd(x, y) : p_.bitAnd(d, x, y);
+      case OpCode::kBitOr:
+        return d == DType::bool_ ? p_.logicOr(x, y) : p_.bitOr(d, x, y);
+      case OpCode::kBitXor:
+        return d == DType::bool_ ? compare(Cmp::kNe, d, x, y) : p_.bitXor(d, x, y);
+      case OpCode::kShiftLeft:
+      case OpCode::kShiftRight:
+        return shift(o == OpCode::kShiftLeft, d, x, y);
 #define ACCY_CASES_ALL
 #define ACCY_CASES_Binary 0
 #include "compiler/tensor/op_cases.inc"
@@ -194,9 +223,9 @@ class OpSemantics {
     if constexpr (requires { p_.truncateSaturating(from, to, v); }) return p_.truncateSaturating(from, to, v);
     // Float to integer: truncation of a value made finite and in range
     // first, then the saturated ends and NaN put back.
-    const bool i64 = to == DType::i64;
-    const double lo = i64 ? -9223372036854775808.0 : -2147483648.0;
-    const double hi = i64 ? 9223372036854775808.0 : 2147483648.0;
+    const bool i64 = to == DType::i64, u32 = to == DType::u32;
+    const double lo = i64 ? -9223372036854775808.0 : u32 ? 0.0 : -2147483648.0;
+    const double hi = i64 ? 9223372036854775808.0 : u32 ? 4294967296.0 : 2147483648.0;
     const Value too_low = p_.compare(Cmp::kLt, from, v, p_.constant(from, lo));
     const Value too_high = p_.compare(Cmp::kGe, from, v, p_.constant(from, hi));
     const Value nan = p_.isNan(from, v);
@@ -204,7 +233,7 @@ class OpSemantics {
     const Value safe = p_.select(from, out_of_range, p_.constant(from, 0), v);
     Value r = p_.convert(from, to, safe);
     r = p_.select(to, too_low, p_.constant(to, lo), r);
-    r = p_.select(to, too_high, p_.constant(to, i64 ? 9223372036854775807.0 : 2147483647.0), r);
+    r = p_.select(to, too_high, p_.constant(to, i64 ? 9223372036854775807.0 : u32 ? 4294967295.0 : 2147483647.0), r);
     return p_.select(to, nan, p_.constant(to, 0), r);
   }
 
@@ -300,6 +329,47 @@ class OpSemantics {
     Value negative = p_.select(d, p_.compare(Cmp::kEq, d, base, minus_one), for_minus_one, zero);
     negative = p_.select(d, p_.compare(Cmp::kEq, d, base, one), one, negative);
     return p_.select(d, p_.compare(Cmp::kLt, d, exponent, zero), negative, positive);
+  }
+
+  // Threefry-2x32, 20 rounds (Random123; compiler/tensor/scalar_ops.cc's
+  // threefry2x32): word 0 or 1 of counter (c0, c1) under key (k0, k1), in
+  // u32 registers.
+  Value threefry(bool second, Value k0, Value k1, Value c0, Value c1) {
+    static constexpr int kRotations[8] = {13, 15, 26, 6, 17, 29, 16, 24};
+    const DType d = DType::u32;
+    const Value ks[3] = {k0, k1, p_.bitXor(d, p_.bitXor(d, k0, k1), p_.constant(d, 0x1BD11BDA))};
+    Value x0 = p_.arith(Arith::kAdd, d, c0, k0), x1 = p_.arith(Arith::kAdd, d, c1, k1);
+    for (int r = 0; r < 20; ++r) {
+      x0 = p_.arith(Arith::kAdd, d, x0, x1);
+      const int n = kRotations[r % 8];
+      const Value rotated = p_.bitOr(d, p_.shiftLeftBy(d, x1, p_.constant(d, n)), p_.shiftRight(d, x1, 32 - n));
+      x1 = p_.bitXor(d, rotated, x0);
+      if (r % 4 == 3) {
+        const int s = r / 4 + 1;
+        x0 = p_.arith(Arith::kAdd, d, x0, ks[s % 3]);
+        x1 = p_.arith(Arith::kAdd, d, x1, p_.arith(Arith::kAdd, d, ks[(s + 1) % 3], p_.constant(d, s)));
+      }
+    }
+    return second ? x1 : x0;
+  }
+
+  // Every bit set: -1, or 2^32 - 1 on u32 (constants are converted to the
+  // dtype, and -1 saturates to 0 there).
+  Value allOnes(DType d) { return p_.constant(d, tensor::isUnsigned(d) ? 4294967295.0 : -1.0); }
+
+  // x << n and x >> n with every count defined: n read as unsigned in the
+  // dtype's width, and a count at or above the width gives 0 (left, and
+  // right on u32) or the sign fill (right on i32 and i64). The target's
+  // shift only ever sees counts in [0, width).
+  Value shift(bool left, DType d, Value x, Value n) {
+    const int width = tensor::integerBits(d);
+    const Value zero = p_.constant(d, 0);
+    Value out_of_range = p_.compare(Cmp::kGe, d, n, p_.constant(d, width));
+    if (!tensor::isUnsigned(d)) out_of_range = p_.logicOr(out_of_range, p_.compare(Cmp::kLt, d, n, zero));
+    const Value safe = p_.select(d, out_of_range, zero, n);
+    const Value shifted = left ? p_.shiftLeftBy(d, x, safe) : p_.shiftRightBy(d, x, safe);
+    const Value fill = left || tensor::isUnsigned(d) ? zero : p_.shiftRight(d, x, width - 1);
+    return p_.select(d, out_of_range, fill, shifted);
   }
 
   Value refuse(OpCode o, DType d) {

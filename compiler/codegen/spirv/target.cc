@@ -118,7 +118,8 @@ class SpirvTarget final : public gpu::Target {
         return b_.constantBits(type, bits, 64);
       }
       case DType::i32:
-        return b_.constantBits(type, static_cast<uint32_t>(static_cast<int32_t>(tensor::toInt64(c))), 32);
+      case DType::u32:
+        return b_.constantBits(type, static_cast<uint32_t>(tensor::toInt64(c)), 32);
       case DType::i64:
         return b_.constantBits(type, static_cast<uint64_t>(tensor::toInt64(c)), 64);
       case DType::bool_:
@@ -131,6 +132,7 @@ class SpirvTarget final : public gpu::Target {
     static constexpr uint16_t kFloat[] = {op::FAdd, op::FSub, op::FMul, op::FDiv};
     static constexpr uint16_t kInt[] = {op::IAdd, op::ISub, op::IMul, op::SDiv};
     const int i = static_cast<int>(o);
+    if (d == DType::u32 && o == gpu::Arith::kDiv) return b_.value(op::UDiv, u32_, {a, b});
     return b_.value(tensor::isFloating(d) ? kFloat[i] : kInt[i], scalarType(d), {a, b});
   }
   Value negate(DType d, Value a) override {
@@ -143,8 +145,10 @@ class SpirvTarget final : public gpu::Target {
                                           op::FOrdGreaterThanEqual, op::FOrdEqual, op::FUnordNotEqual};
     static constexpr uint16_t kInt[] = {op::SLessThan, op::SLessThanEqual, op::SGreaterThan,
                                         op::SGreaterThanEqual, op::IEqual, op::INotEqual};
+    static constexpr uint16_t kUnsigned[] = {op::ULessThan, op::ULessThanEqual, op::UGreaterThan,
+                                             op::UGreaterThanEqual, op::IEqual, op::INotEqual};
     const int i = static_cast<int>(c);
-    return b_.value(tensor::isFloating(d) ? kFloat[i] : kInt[i], bool_, {a, b});
+    return b_.value(tensor::isFloating(d) ? kFloat[i] : d == DType::u32 ? kUnsigned[i] : kInt[i], bool_, {a, b});
   }
   Value isNan(DType, Value a) override { return b_.value(op::IsNan, bool_, {a}); }
   Value select(DType d, Value c, Value yes, Value no) override {
@@ -153,16 +157,29 @@ class SpirvTarget final : public gpu::Target {
   Value logicAnd(Value a, Value b) override { return b_.value(op::LogicalAnd, bool_, {a, b}); }
   Value logicOr(Value a, Value b) override { return b_.value(op::LogicalOr, bool_, {a, b}); }
   Value bitAnd(DType d, Value a, Value b) override { return b_.value(op::BitwiseAnd, scalarType(d), {a, b}); }
-  Value shiftRight(DType d, Value a, int n) override {
-    return b_.value(op::ShiftRightArithmetic, scalarType(d), {a, constant(d, n)});
+  Value bitOr(DType d, Value a, Value b) override { return b_.value(op::BitwiseOr, scalarType(d), {a, b}); }
+  Value bitXor(DType d, Value a, Value b) override { return b_.value(op::BitwiseXor, scalarType(d), {a, b}); }
+  // Arithmetic on i32 and i64, logical on u32.
+  Value shiftRight(DType d, Value a, int n) override { return shiftRightBy(d, a, constant(d, n)); }
+  Value shiftLeftBy(DType d, Value a, Value n) override { return b_.value(op::ShiftLeftLogical, scalarType(d), {a, n}); }
+  Value shiftRightBy(DType d, Value a, Value n) override {
+    return b_.value(d == DType::u32 ? op::ShiftRightLogical : op::ShiftRightArithmetic, scalarType(d), {a, n});
   }
+  Value bitcast(DType, DType to, Value v) override { return b_.value(op::Bitcast, scalarType(to), {v}); }
+  // SConvert and UConvert change the width; u32 <-> i32 is a Bitcast, and
+  // u32 -> i64 zero-extends to an unsigned 64-bit type first.
   Value convert(DType from, DType to, Value v) override {
     const bool ff = tensor::isFloating(from), tf = tensor::isFloating(to);
     const uint32_t type = scalarType(to);
     if (ff && tf) return b_.value(op::FConvert, type, {v});
-    if (!ff && tf) return b_.value(op::ConvertSToF, type, {v});
-    if (!ff && !tf) return b_.value(op::SConvert, type, {v});
-    return b_.value(op::ConvertFToS, type, {v});
+    if (!ff && tf) return b_.value(from == DType::u32 ? op::ConvertUToF : op::ConvertSToF, type, {v});
+    if (!ff && !tf) {
+      if (tensor::dtypeSize(from) == tensor::dtypeSize(to)) return b_.value(op::Bitcast, type, {v});
+      if (from == DType::u32) return b_.value(op::Bitcast, type, {b_.value(op::UConvert, b_.typeInt(64, false), {v})});
+      if (to == DType::u32) return b_.value(op::UConvert, type, {v});
+      return b_.value(op::SConvert, type, {v});
+    }
+    return b_.value(to == DType::u32 ? op::ConvertFToU : op::ConvertFToS, type, {v});
   }
 
   Value exactMath(OpCode o, DType d, Value x, Value y) override {
@@ -336,6 +353,8 @@ class SpirvTarget final : public gpu::Target {
         return b_.typeFloat(64);
       case DType::i32:
         return i32_;
+      case DType::u32:
+        return u32_;
       case DType::i64:
         b_.capability(11 /* Int64 */);
         return b_.typeInt(64, true);

@@ -29,11 +29,11 @@ enum : uint8_t {
   kI32Store = 0x36, kI64Store = 0x37, kF32Store = 0x38, kF64Store = 0x39, kI32Store8 = 0x3a,
   kI32Const = 0x41, kI64Const = 0x42, kF32Const = 0x43, kF64Const = 0x44,
   kI32Eqz = 0x45, kI32Eq = 0x46, kI32Ne = 0x47, kI32LtS = 0x48, kI32LtU = 0x49, kI32GtS = 0x4a,
-  kI32LeS = 0x4c, kI32GeS = 0x4e,
+  kI32GtU = 0x4b, kI32LeS = 0x4c, kI32LeU = 0x4d, kI32GeS = 0x4e, kI32GeU = 0x4f,
   kI64Eqz = 0x50, kI64Eq = 0x51, kI64Ne = 0x52, kI64LtS = 0x53, kI64GtS = 0x55, kI64LeS = 0x57, kI64GeS = 0x59,
   kF32Eq = 0x5b, kF32Ne = 0x5c, kF32Lt = 0x5d, kF32Gt = 0x5e, kF32Le = 0x5f, kF32Ge = 0x60,
   kF64Eq = 0x61, kF64Ne = 0x62, kF64Lt = 0x63, kF64Gt = 0x64, kF64Le = 0x65, kF64Ge = 0x66,
-  kI32Add = 0x6a, kI32Sub = 0x6b, kI32Mul = 0x6c, kI32DivS = 0x6d, kI32And = 0x71, kI32Or = 0x72,
+  kI32Add = 0x6a, kI32Sub = 0x6b, kI32Mul = 0x6c, kI32DivS = 0x6d, kI32DivU = 0x6e, kI32And = 0x71, kI32Or = 0x72,
   kI32Xor = 0x73, kI32Shl = 0x74, kI32ShrS = 0x75, kI32ShrU = 0x76,
   kI64Add = 0x7c, kI64Sub = 0x7d, kI64Mul = 0x7e, kI64DivS = 0x7f, kI64And = 0x83, kI64Or = 0x84,
   kI64Xor = 0x85, kI64Shl = 0x86, kI64ShrS = 0x87, kI64ShrU = 0x88,
@@ -42,8 +42,8 @@ enum : uint8_t {
   kF64Abs = 0x99, kF64Neg = 0x9a, kF64Nearest = 0x9e, kF64Sqrt = 0x9f, kF64Add = 0xa0, kF64Sub = 0xa1,
   kF64Mul = 0xa2, kF64Div = 0xa3, kF64Min = 0xa4, kF64Max = 0xa5,
   kI32WrapI64 = 0xa7, kI64ExtendI32S = 0xac, kI64ExtendI32U = 0xad,
-  kF32ConvertI32S = 0xb2, kF32ConvertI64S = 0xb4, kF32DemoteF64 = 0xb6,
-  kF64ConvertI32S = 0xb7, kF64ConvertI64S = 0xb9, kF64PromoteF32 = 0xbb,
+  kF32ConvertI32S = 0xb2, kF32ConvertI32U = 0xb3, kF32ConvertI64S = 0xb4, kF32DemoteF64 = 0xb6,
+  kF64ConvertI32S = 0xb7, kF64ConvertI32U = 0xb8, kF64ConvertI64S = 0xb9, kF64PromoteF32 = 0xbb,
   kI32ReinterpretF32 = 0xbc, kI64ReinterpretF64 = 0xbd, kF32ReinterpretI32 = 0xbe, kF64ReinterpretI64 = 0xbf,
   kPrefixFc = 0xfc, kPrefixSimd = 0xfd, kPrefixAtomic = 0xfe,
 };
@@ -51,7 +51,7 @@ enum : uint8_t {
 
 namespace fc {
 enum : uint32_t {
-  kI32TruncSatF32S = 0, kI32TruncSatF64S = 2, kI64TruncSatF32S = 4, kI64TruncSatF64S = 6,
+  kI32TruncSatF32S = 0, kI32TruncSatF32U = 1, kI32TruncSatF64S = 2, kI32TruncSatF64U = 3, kI64TruncSatF32S = 4, kI64TruncSatF64S = 6,
 };
 }  // namespace fc
 

@@ -83,6 +83,7 @@ class Primitives {
     }
     static constexpr uint8_t k32[] = {op::kI32Add, op::kI32Sub, op::kI32Mul, op::kI32DivS};
     static constexpr uint8_t k64[] = {op::kI64Add, op::kI64Sub, op::kI64Mul, op::kI64DivS};
+    if (d == DType::u32 && a == codegen::Arith::kDiv) return binary(op::kI32DivU, x, y, valType(d));
     return binary(d == DType::i64 ? k64[k] : k32[k], x, y, valType(d));
   }
   Value negate(DType d, Value x) {
@@ -102,8 +103,9 @@ class Primitives {
       return simdBinary(kV[i], x, y);
     }
     static constexpr uint8_t k32[] = {op::kI32LtS, op::kI32LeS, op::kI32GtS, op::kI32GeS, op::kI32Eq, op::kI32Ne};
+    static constexpr uint8_t kU32[] = {op::kI32LtU, op::kI32LeU, op::kI32GtU, op::kI32GeU, op::kI32Eq, op::kI32Ne};
     static constexpr uint8_t k64[] = {op::kI64LtS, op::kI64LeS, op::kI64GtS, op::kI64GeS, op::kI64Eq, op::kI64Ne};
-    return binary(d == DType::i64 ? k64[i] : k32[i], x, y, ValType::kI32);
+    return binary(d == DType::i64 ? k64[i] : d == DType::u32 ? kU32[i] : k32[i], x, y, ValType::kI32);
   }
   Value isNan(DType d, Value x) { return ops(d).cmp(math::Cmp::kNe, x, x); }
   Value select(DType d, Value c, Value t, Value f) {
@@ -119,10 +121,11 @@ class Primitives {
   }
   Value logicAnd(Value x, Value y) { return vector_ ? simdBinary(simd::kAnd, x, y) : binary(op::kI32And, x, y, ValType::kI32); }
   Value logicOr(Value x, Value y) { return vector_ ? simdBinary(simd::kOr, x, y) : binary(op::kI32Or, x, y, ValType::kI32); }
-  Value bitAnd(DType d, Value x, Value y) {
-    if (vector_) return fail("integer bit operations in a vector loop");
-    return binary(d == DType::i64 ? op::kI64And : op::kI32And, x, y, valType(d));
-  }
+  // Bitwise on lanes too (v128.and/or/xor are the same on every lane type).
+  Value bitAnd(DType d, Value x, Value y) { return bitwise(d, x, y, op::kI32And, op::kI64And, simd::kAnd); }
+  Value bitOr(DType d, Value x, Value y) { return bitwise(d, x, y, op::kI32Or, op::kI64Or, simd::kOr); }
+  Value bitXor(DType d, Value x, Value y) { return bitwise(d, x, y, op::kI32Xor, op::kI64Xor, simd::kXor); }
+  // Arithmetic on i32 and i64, logical on u32.
   Value shiftRight(DType d, Value x, int n) {
     if (vector_) return fail("integer shifts in a vector loop");
     f_.get(x);
@@ -131,32 +134,62 @@ class Primitives {
       f_.op(op::kI64ShrS);
     } else {
       f_.i32Const(n);
-      f_.op(op::kI32ShrS);
+      f_.op(d == DType::u32 ? op::kI32ShrU : op::kI32ShrS);
     }
     return keep(valType(d));
+  }
+  Value shiftLeftBy(DType d, Value x, Value n) { return shiftBy(d, x, n, op::kI32Shl, op::kI32Shl, op::kI64Shl); }
+  Value shiftRightBy(DType d, Value x, Value n) { return shiftBy(d, x, n, op::kI32ShrS, op::kI32ShrU, op::kI64ShrS); }
+  Value bitcast(DType from, DType to, Value v) {
+    if (vector_) return fail("a bitcast in a vector loop");
+    if (valType(from) == valType(to)) return v;  // i32 <-> u32
+    f_.get(v);
+    switch (to) {
+      case DType::f32:
+        f_.op(op::kF32ReinterpretI32);
+        break;
+      case DType::f64:
+        f_.op(op::kF64ReinterpretI64);
+        break;
+      case DType::i64:
+        f_.op(op::kI64ReinterpretF64);
+        break;
+      case DType::i32:
+      case DType::u32:
+      case DType::bool_:
+        f_.op(op::kI32ReinterpretF32);
+        break;
+    }
+    return keep(valType(to));
   }
   Value convert(DType from, DType to, Value v) {
     if (vector_) return fail("a cast in a vector loop");
     f_.get(v);
     switch (to) {
       case DType::i32:
+      case DType::u32: {  // i32 <-> u32 keeps the bits
+        const bool u = to == DType::u32;
         if (from == DType::i64) f_.op(op::kI32WrapI64);
-        if (from == DType::f32) f_.fcOp(fc::kI32TruncSatF32S);
-        if (from == DType::f64) f_.fcOp(fc::kI32TruncSatF64S);
+        if (from == DType::f32) f_.fcOp(u ? fc::kI32TruncSatF32U : fc::kI32TruncSatF32S);
+        if (from == DType::f64) f_.fcOp(u ? fc::kI32TruncSatF64U : fc::kI32TruncSatF64S);
         break;
+      }
       case DType::i64:
         if (from == DType::i32) f_.op(op::kI64ExtendI32S);
+        if (from == DType::u32) f_.op(op::kI64ExtendI32U);
         if (from == DType::f32) f_.fcOp(fc::kI64TruncSatF32S);
         if (from == DType::f64) f_.fcOp(fc::kI64TruncSatF64S);
         break;
       case DType::f32:
         if (from == DType::i32) f_.op(op::kF32ConvertI32S);
+        if (from == DType::u32) f_.op(op::kF32ConvertI32U);
         // Through f64, as the evaluator rounds (once to f64, then to f32).
         if (from == DType::i64) f_.op(op::kF64ConvertI64S), f_.op(op::kF32DemoteF64);
         if (from == DType::f64) f_.op(op::kF32DemoteF64);
         break;
       case DType::f64:
         if (from == DType::i32) f_.op(op::kF64ConvertI32S);
+        if (from == DType::u32) f_.op(op::kF64ConvertI32U);
         if (from == DType::i64) f_.op(op::kF64ConvertI64S);
         if (from == DType::f32) f_.op(op::kF64PromoteF32);
         break;
@@ -239,6 +272,14 @@ class Primitives {
     return keep(ValType::kV128);
   }
   Value pick(codegen::Cmp c, DType d, Value x, Value y) { return select(d, compare(c, d, x, y), x, y); }
+  Value bitwise(DType d, Value x, Value y, uint8_t op32, uint8_t op64, uint32_t lanes) {
+    if (vector_) return d == DType::i32 ? simdBinary(lanes, x, y) : fail(strCat(tensor::dtypeName(d), " lanes in a vector loop"));
+    return binary(d == DType::i64 ? op64 : op32, x, y, valType(d));
+  }
+  Value shiftBy(DType d, Value x, Value n, uint8_t op_i32, uint8_t op_u32, uint8_t op_i64) {
+    if (vector_) return fail("integer shifts by a value in a vector loop");
+    return binary(d == DType::i64 ? op_i64 : d == DType::u32 ? op_u32 : op_i32, x, n, valType(d));
+  }
   Value fail(std::string what) {
     if (error_.ok()) error_ = unimplemented(what);
     return pool_.get(vector_ ? ValType::kV128 : ValType::kI32, 0, 32);
@@ -266,6 +307,7 @@ MemoryOps memoryOps(DType d) {
     case DType::f64:
       return {op::kF64Load, op::kF64Store, 3};
     case DType::i32:
+    case DType::u32:
       return {op::kI32Load, op::kI32Store, 2};
     case DType::i64:
       return {op::kI64Load, op::kI64Store, 3};
@@ -286,6 +328,7 @@ ValType valType(DType d) {
     case DType::i64:
       return ValType::kI64;
     case DType::i32:
+    case DType::u32:
     case DType::bool_:
       return ValType::kI32;
   }
@@ -383,7 +426,7 @@ bool KernelEmitter::vectorizable(const choir::ExprRef& e, int var, DType lane) c
         ok = false;
         break;
       case ExprKind::kOp:
-        if (x.op == OpCode::kCast) ok = false;
+        if (tensor::opCategory(x.op) == tensor::OpCategory::Cast) ok = false;
         // Bools only from comparing lane values.
         if (x.dtype != lane && !(x.dtype == DType::bool_ && x.args.size() == 2 && x.args[0]->dtype == lane)) ok = false;
         if (lane == DType::i32 && x.dtype == DType::i32 && !choir::int32LaneOp(x.op)) ok = false;

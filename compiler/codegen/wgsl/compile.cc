@@ -126,6 +126,8 @@ const char* typeOf(DType d) {
       return "f32";
     case DType::i32:
       return "i32";
+    case DType::u32:
+      return "u32";
     case DType::bool_:
       return "bool";
     default:
@@ -189,6 +191,7 @@ class WgslTarget final : public gpu::SourceTarget {
     if (d == DType::i32) {
       return let(d, absl::StrFormat("bitcast<i32>(0x%08xu)", static_cast<uint32_t>(tensor::toInt64(c))));
     }
+    if (d == DType::u32) return let(d, absl::StrFormat("0x%08xu", static_cast<uint32_t>(tensor::toInt64(c))));
     // f64 and i64 are refused before any value is made.
     return let(DType::f32, d == DType::f32 ? f32Literal(static_cast<float>(c)) : std::string("0.0"));
   }
@@ -198,6 +201,7 @@ class WgslTarget final : public gpu::SourceTarget {
   }
   Value negate(DType d, Value a) override {
     // -INT_MIN wraps (0 - x: WGSL's i32 arithmetic wraps).
+    if (d == DType::u32) return let(d, strCat("0u - ", n(a)));
     return let(d, d == DType::i32 ? strCat("0i - ", n(a)) : strCat("-", n(a)));
   }
   Value sqrt(DType d, Value a) override { return let(d, strCat("sqrt(", n(a), ")")); }
@@ -205,7 +209,12 @@ class WgslTarget final : public gpu::SourceTarget {
   Value isNan(DType, Value a) override {
     return let(DType::bool_, strCat("(bitcast<u32>(", n(a), ") & 0x7fffffffu) > 0x7f800000u"));
   }
+  // >> is arithmetic on i32 and logical on u32; a count is a u32.
   Value shiftRight(DType d, Value a, int bits) override { return let(d, strCat(n(a), " >> ", bits, "u")); }
+  Value shiftLeftBy(DType d, Value a, Value c) override { return let(d, strCat(n(a), " << u32(", n(c), ")")); }
+  Value shiftRightBy(DType d, Value a, Value c) override { return let(d, strCat(n(a), " >> u32(", n(c), ")")); }
+  Value bitcast(DType, DType to, Value v) override { return let(to, strCat("bitcast<", typeOf(to), ">(", n(v), ")")); }
+  // i32(u32) and u32(i32) keep the bits.
   Value convert(DType, DType to, Value v) override { return let(to, strCat(typeOf(to), "(", n(v), ")")); }
 
   Value exactMath(OpCode op, DType, Value x, Value y) override {

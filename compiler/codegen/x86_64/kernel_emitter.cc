@@ -253,8 +253,11 @@ x86::Mem KernelEmitter::address(int buffer, const std::vector<Affine>& index, co
   return x86::ptr(base, scaled, shiftOf(dtype), static_cast<int32_t>(disp));
 }
 
+// i32 is held sign-extended to 64 bits, u32 zero-extended: a 64-bit
+// comparison, division or conversion to float then has the dtype's meaning.
 void KernelEmitter::sext32(x86::Gp r, DType dtype) {
   if (dtype == DType::i32) cc_.movsxd(r, r.r32());
+  if (dtype == DType::u32) cc_.mov(r.r32(), r.r32());
 }
 
 Val KernelEmitter::loadScalar(DType dtype, const x86::Mem& mem) {
@@ -273,6 +276,11 @@ Val KernelEmitter::loadScalar(DType dtype, const x86::Mem& mem) {
       v.g = cc_.newInt64("ld");
       m.setSize(4);
       cc_.movsxd(v.g, m);
+      return v;
+    case DType::u32:
+      v.g = cc_.newInt64("ld");
+      m.setSize(4);
+      cc_.mov(v.g.r32(), m);
       return v;
     case DType::i64:
       v.g = cc_.newInt64("ld");
@@ -296,6 +304,7 @@ void KernelEmitter::storeScalar(DType dtype, const x86::Mem& mem, const Val& v) 
       scalarSimd(dtype).store(m, v.v);
       return;
     case DType::i32:
+    case DType::u32:
       m.setSize(4);
       cc_.mov(m, v.g.r32());
       return;

@@ -176,12 +176,53 @@ class KernelEmitter::Prims {
     cc_.and_(r.g, y.g);
     return r;
   }
+  Value bitOr(choir::DType d, const Val& x, const Val& y) { return intBinary(d, x, y, &x86::Compiler::or_); }
+  Value bitXor(choir::DType d, const Val& x, const Val& y) { return intBinary(d, x, y, &x86::Compiler::xor_); }
+  // An arithmetic shift of the 64-bit register: arithmetic on i32 (held
+  // sign-extended) and i64, logical on u32 (held zero-extended).
   Value shiftRight(choir::DType d, const Val& x, int n) {
     if (!scalarInt(d)) return fail("integer shifts in a vector loop");
     Val r;
     r.g = cc_.newInt64("sar");
     cc_.mov(r.g, x.g);
     cc_.sar(r.g, n);
+    return r;
+  }
+  // Counts in [0, width): the register allocator puts the count in cl.
+  Value shiftLeftBy(choir::DType d, const Val& x, const Val& n) {
+    Val r = intBinary(d, x, n, &x86::Compiler::shl);
+    if (scalarInt(d)) e_.sext32(r.g, d);
+    return r;
+  }
+  Value shiftRightBy(choir::DType d, const Val& x, const Val& n) { return intBinary(d, x, n, &x86::Compiler::sar); }
+  Value bitcast(choir::DType from, choir::DType to, const Val& a) {
+    if (mode_.vector) return fail("bitcast in a vector loop");
+    const bool vex = e_.isa_ != Isa::kSse41;
+    const bool wide = tensor::dtypeSize(from) == 8;
+    if (isFloat(from)) {
+      Val r;
+      r.g = cc_.newInt64("bits");
+      if (wide) {
+        vex ? cc_.vmovq(r.g, a.v.xmm()) : cc_.movq(r.g, a.v.xmm());
+      } else {
+        vex ? cc_.vmovd(r.g.r32(), a.v.xmm()) : cc_.movd(r.g.r32(), a.v.xmm());
+        e_.sext32(r.g, to);
+      }
+      return r;
+    }
+    if (isFloat(to)) {
+      Val r = vec(e_.scalarSimd(to).newVec("bits"));
+      if (wide) {
+        vex ? cc_.vmovq(r.v.xmm(), a.g) : cc_.movq(r.v.xmm(), a.g);
+      } else {
+        vex ? cc_.vmovd(r.v.xmm(), a.g.r32()) : cc_.movd(r.v.xmm(), a.g.r32());
+      }
+      return r;
+    }
+    Val r;  // i32 <-> u32
+    r.g = cc_.newInt64("bits");
+    cc_.mov(r.g, a.g);
+    e_.sext32(r.g, to);
     return r;
   }
   Value convert(choir::DType from, choir::DType to, const Val& a) {
@@ -201,9 +242,10 @@ class KernelEmitter::Prims {
       Val r;
       r.g = cc_.newInt64("cvt");
       const bool f32 = from == choir::DType::f32;
-      if (to == choir::DType::i64) {
+      if (to != choir::DType::i32) {  // i64, or u32 through 64 bits (a value in [0, 2^32))
         f32 ? (vex ? cc_.vcvttss2si(r.g, a.v.xmm()) : cc_.cvttss2si(r.g, a.v.xmm()))
             : (vex ? cc_.vcvttsd2si(r.g, a.v.xmm()) : cc_.cvttsd2si(r.g, a.v.xmm()));
+        e_.sext32(r.g, to);
       } else {
         f32 ? (vex ? cc_.vcvttss2si(r.g.r32(), a.v.xmm()) : cc_.cvttss2si(r.g.r32(), a.v.xmm()))
             : (vex ? cc_.vcvttsd2si(r.g.r32(), a.v.xmm()) : cc_.cvttsd2si(r.g.r32(), a.v.xmm()));
@@ -211,7 +253,7 @@ class KernelEmitter::Prims {
       }
       return r;
     }
-    if (isFloat(to)) {  // from an integer held sign-extended in 64 bits
+    if (isFloat(to)) {  // from an integer held sign- (u32: zero-) extended in 64 bits
       Val r = vec(e_.scalarSimd(to).newVec("cvt"));
       e_.scalarSimd(to).zero(r.v);
       if (to == choir::DType::f32) {
@@ -312,6 +354,14 @@ class KernelEmitter::Prims {
     r.g = cc_.newInt64(both ? "and" : "or");
     cc_.mov(r.g, x.g);
     both ? cc_.and_(r.g, y.g) : cc_.or_(r.g, y.g);
+    return r;
+  }
+  Val intBinary(choir::DType d, const Val& x, const Val& y, asmjit::Error (x86::Compiler::*op)(const x86::Gp&, const x86::Gp&)) {
+    if (!scalarInt(d)) return fail("integer bit operations in a vector loop");
+    Val r;
+    r.g = cc_.newInt64("bits");
+    cc_.mov(r.g, x.g);
+    (cc_.*op)(r.g, y.g);
     return r;
   }
   Val pick(choir::DType d, const Val& x, const Val& y, bool greater) {
