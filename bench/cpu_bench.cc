@@ -409,7 +409,7 @@ void runReferenceCommand(benchmark::State& state, const std::string& command_and
     return;
   }
   for (auto _ : state) state.SetIterationTime(seconds);
-  for (const char* label : {"torch ", "halide "}) {
+  for (const char* label : {"torch ", "halide ", "numpy "}) {
     const size_t v = out.find(label);
     if (v != std::string::npos) state.SetLabel(out.substr(v, out.find('\n', v) - v));
   }
@@ -1147,6 +1147,71 @@ void BM_Embedding_PyTorch_2Threads(benchmark::State& state) {
   runTorchScript(state, "bench/torch_indexing.py --case=embedding", 2);
 }
 
+// --- random numbers: 2^24 f32 samples ------------------------------------
+//
+// uniform and normal from a key (Threefry-2x32, docs/SEMANTICS.md), against
+// NumPy's PCG64 Generator and PyTorch (bench/random_refs.py), one thread;
+// and the noise fused into its consumer (x + 0.1 * normal) beside x + 0.1 * y
+// read from memory.
+
+constexpr int64_t kSamples = int64_t{1} << 24;
+
+void runRandomAccy(benchmark::State& state, bool normal, int threads) {
+  auto exe = compileFor({tensor::spec(tensor::DType::u32, {{"word", 2}})}, threads,
+                        [&](tensor::Builder&, std::span<const tensor::Value> a) {
+                          return normal ? tensor::normal(a[0], {{"n", kSamples}}) : tensor::uniform(a[0], {{"n", kSamples}});
+                        });
+  if (!ok(state, exe, "compile")) return;
+  const std::vector<uint32_t> key = {0, 42};
+  std::vector<float> out(kSamples, 0.0f);
+  for (auto _ : state) {
+    auto st = exe->launch({accy::bytes(key)}, {accy::writableBytes(out)});
+    benchmark::ClobberMemory();
+    if (!ok(state, st, "launch")) return;
+  }
+  double sum = 0, squares = 0;
+  for (float v : out) sum += v, squares += double{v} * v;
+  const double mean = sum / kSamples, var = squares / kSamples - mean * mean;
+  if (!check(state, normal ? std::abs(mean) < 1e-3 && std::abs(var - 1) < 2e-3 : std::abs(mean - 0.5) < 1e-3,
+             "moments off")) {
+    return;
+  }
+  state.SetItemsProcessed(state.iterations() * kSamples);
+}
+void BM_Uniform_Accy_1Thread(benchmark::State& state) { runRandomAccy(state, false, 1); }
+void BM_Normal_Accy_1Thread(benchmark::State& state) { runRandomAccy(state, true, 1); }
+void runRandomReference(benchmark::State& state, const char* lib, const char* which) {
+  runReferenceCommand(state, std::string("/usr/bin/python3 bench/random_refs.py --lib=") + lib + " --case=" + which, 1,
+                      "No module named", std::string(lib) + " is not installed");
+}
+void BM_Uniform_NumPy_1Thread(benchmark::State& state) { runRandomReference(state, "numpy", "uniform"); }
+void BM_Uniform_PyTorch_1Thread(benchmark::State& state) { runRandomReference(state, "torch", "uniform"); }
+void BM_Normal_NumPy_1Thread(benchmark::State& state) { runRandomReference(state, "numpy", "normal"); }
+void BM_Normal_PyTorch_1Thread(benchmark::State& state) { runRandomReference(state, "torch", "normal"); }
+
+// x + 0.1 * noise: drawn in the consumer's loop, or read from memory.
+void runNoisy(benchmark::State& state, bool drawn) {
+  std::vector<tensor::Spec> specs = {tensor::spec(tensor::DType::f32, {{"n", kSamples}}),
+                                     drawn ? tensor::spec(tensor::DType::u32, {{"word", 2}})
+                                           : tensor::spec(tensor::DType::f32, {{"n", kSamples}})};
+  auto exe = compileFor(specs, 1, [&](tensor::Builder&, std::span<const tensor::Value> a) {
+    return a[0] + (drawn ? tensor::normal(a[1], {{"n", kSamples}}) : a[1]) * 0.1;
+  });
+  if (!ok(state, exe, "compile")) return;
+  const std::vector<float> x(kSamples, 1.0f), y(kSamples, 0.5f);
+  const std::vector<uint32_t> key = {0, 42};
+  std::vector<float> out(kSamples, 0.0f);
+  for (auto _ : state) {
+    auto st = drawn ? exe->launch({accy::bytes(x), accy::bytes(key)}, {accy::writableBytes(out)})
+                    : exe->launch({accy::bytes(x), accy::bytes(y)}, {accy::writableBytes(out)});
+    benchmark::ClobberMemory();
+    if (!ok(state, st, "launch")) return;
+  }
+  state.SetItemsProcessed(state.iterations() * kSamples);
+}
+void BM_NoisyAdd_Drawn_Accy_1Thread(benchmark::State& state) { runNoisy(state, true); }
+void BM_NoisyAdd_FromMemory_Accy_1Thread(benchmark::State& state) { runNoisy(state, false); }
+
 // The gather's gradient: 2^20 rows of 64 added into a zeroed table at the
 // tokens (scatterAdd; duplicates add up in token order).
 void runEmbeddingGradAccy(benchmark::State& state, int threads) {
@@ -1462,6 +1527,14 @@ BENCHMARK(BM_Embedding_Memcpy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTi
 BENCHMARK(BM_Embedding_HandLoop_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Embedding_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_Embedding_PyTorch_2Threads)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_Uniform_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Uniform_NumPy_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_Uniform_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_Normal_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Normal_NumPy_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_Normal_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_NoisyAdd_Drawn_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_NoisyAdd_FromMemory_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_EmbeddingGrad_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_EmbeddingGrad_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_EmbeddingGrad_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);

@@ -157,6 +157,39 @@ TEST(Grad, IntegerInputsAndConditionsCarryNoGradient) {
   EXPECT_EQ(errorKind(f->grad({.wrt = {1}}).status()), ErrorKind::kUnsupportedDType);
 }
 
+// Random values are constants to gradients: d/dx sum(x * u + noise) is u,
+// the same u the forward program draws. vmap over keys: a batch of keys
+// gives each slice the samples its own key gives.
+TEST(Random, GradientsTreatSamplesAsConstantsAndVmapMapsKeys) {
+  const std::vector<Spec> specs = {spec(DType::f64, {{"n", 5}}), spec(DType::u32, {{"word", 2}})};
+  auto f = Function::define("noisy", specs, [](Builder&, Args a) {
+    return (a[0] * tensor::uniform(a[1], {{"n", 5}}, DType::f64) + tensor::normal(a[1], {{"n", 5}}, DType::f64)).sum("n");
+  });
+  ASSERT_TRUE(f.ok()) << f.status();
+  auto g = f->grad({.wrt = {0}});
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto u = Function::define("u", {specs[1]}, [](Builder&, Args a) { return tensor::uniform(a[0], {{"n", 5}}, DType::f64); });
+  ASSERT_TRUE(u.ok()) << u.status();
+  const std::vector<double> x = {1, 2, 3, 4, 5};
+  const std::vector<uint32_t> key = {7, 9};
+  auto grad = testing::evalDoubles(g->program(), {accy::bytes(x), accy::bytes(key)});
+  auto want = testing::evalDoubles(u->program(), {accy::bytes(key)});
+  ASSERT_TRUE(grad.ok() && want.ok());
+  EXPECT_EQ((*grad)[0], (*want)[0]);
+  EXPECT_EQ(errorKind(f->grad({.wrt = {1}}).status()), ErrorKind::kUnsupportedDType);
+  auto batched = u->vmap({.axis_size = 3, .in_axes = {mappedAxis(0)}, .axis_name = "chain"});
+  ASSERT_TRUE(batched.ok()) << batched.status();
+  const std::vector<uint32_t> keys = {7, 9, 1, 2, 3, 4};
+  auto all = testing::evalDoubles(batched->program(), {accy::bytes(keys)});
+  ASSERT_TRUE(all.ok()) << all.status();
+  for (int c = 0; c < 3; ++c) {
+    const std::vector<uint32_t> one = {keys[2 * c], keys[2 * c + 1]};
+    auto slice = testing::evalDoubles(u->program(), {accy::bytes(one)});
+    ASSERT_TRUE(slice.ok());
+    EXPECT_EQ(std::vector<double>((*all)[0].begin() + 5 * c, (*all)[0].begin() + 5 * c + 5), (*slice)[0]) << c;
+  }
+}
+
 TEST(Grad, Errors) {
   const std::vector<Spec> specs = {spec(DType::f32, {{"a", 3}})};
   auto vector_out = Function::define("v", specs, [](Builder&, Args a) { return a[0] * 2; });

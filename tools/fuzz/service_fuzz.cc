@@ -33,6 +33,7 @@
 
 #include "compiler/tensor/builder.h"
 #include "compiler/tensor/program.h"
+#include "compiler/tensor/random.h"
 #include "compiler/wire/wire.h"
 #include "backends/cpu/cpu_backend.h"
 #include "client/remote_session.h"
@@ -159,6 +160,10 @@ struct Fixture {
                                    tensor::spec(tensor::DType::i32, {{"i", 16}})};
     programs.push_back(accy::wire::encode(*tensor::define("take", gather, [](tensor::Builder&, std::span<const tensor::Value> a) {
       return scatterAdd(a[0], "v", a[1], take(a[0], "v", a[1]));
+    })));
+    const tensor::Spec words[] = {tensor::spec(tensor::DType::u32, {{"i", 8}})};
+    programs.push_back(accy::wire::encode(*tensor::define("bits", words, [](tensor::Builder&, std::span<const tensor::Value> a) {
+      return tensor::uniform(tensor::randomFoldIn(tensor::randomKey(*a[0].builder(), 5), a[0].shiftRight(a[0])), {{"n", 3}});
     })));
     const tensor::Spec ints[] = {tensor::spec(tensor::DType::i32, {{"i", 8}})};
     programs.push_back(accy::wire::encode(*tensor::define("div", ints, [](tensor::Builder&, std::span<const tensor::Value> a) {

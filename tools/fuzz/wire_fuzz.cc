@@ -124,7 +124,7 @@ std::vector<tensor::OpCode> opsOf(tensor::OpCategory category) {
     case 1:  // an input's or cast's dtype
       if (n.op == tensor::OpCode::kInput || n.op == tensor::OpCode::kCast || n.op == tensor::OpCode::kConstant ||
           n.op == tensor::OpCode::kIota) {
-        n.dtype = static_cast<tensor::DType>(pick(rng, 5));
+        n.dtype = static_cast<tensor::DType>(pick(rng, 6));
       }
       break;
     case 2:  // an input gains or loses an axis
@@ -184,7 +184,7 @@ std::vector<tensor::OpCode> opsOf(tensor::OpCategory category) {
         p.nodes.push_back(std::move(c));
         return static_cast<int32_t>(p.nodes.size() - 1);
       };
-      switch (pick(rng, 10)) {
+      switch (pick(rng, 11)) {
         case 0:
           m.op = opsOf(tensor::OpCategory::Unary)[pick(rng, opsOf(tensor::OpCategory::Unary).size())];
           m.operands = {a};
@@ -205,10 +205,10 @@ std::vector<tensor::OpCode> opsOf(tensor::OpCategory category) {
           if (na.axes.empty()) return;
           m.names = {na.axes[pick(rng, na.axes.size())].name};
           break;
-        case 4:
-          m.op = tensor::OpCode::kCast;
+        case 4:  // cast or bitcast (mostly between widths that differ: refused)
+          m.op = pick(rng, 2) == 0 ? tensor::OpCode::kCast : tensor::OpCode::kBitcast;
           m.operands = {a};
-          m.dtype = static_cast<tensor::DType>(pick(rng, 5));
+          m.dtype = static_cast<tensor::DType>(pick(rng, 6));
           break;
         case 5:  // take: indices from any node, out of range as they come
           if (na.axes.empty()) return;
@@ -237,6 +237,10 @@ std::vector<tensor::OpCode> opsOf(tensor::OpCategory category) {
           m.ints = {kInts[pick(rng, std::size(kInts))], kInts[pick(rng, std::size(kInts))],
                     kInts[pick(rng, std::size(kInts))]};
           m.operands = {a};
+          break;
+        case 9:  // Threefry's words over any four nodes (u32 ones decode)
+          m.op = pick(rng, 2) == 0 ? tensor::OpCode::kThreefryWord0 : tensor::OpCode::kThreefryWord1;
+          m.operands = {a, b, b, a};
           break;
         default:
           m.op = tensor::OpCode::kBroadcast;
