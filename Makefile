@@ -1,7 +1,7 @@
 # Two commands on a fresh machine:
 #   make demo   installs what is missing, builds, runs the tone example
 #   make test   installs what is missing, builds, runs every test
-.PHONY: setup demo test test-asan test-ubsan test-tsan bench release release-check fuzz fuzz-service hostile
+.PHONY: setup demo test test-asan test-ubsan test-tsan bench release release-check fuzz fuzz-service hostile random-quality
 
 setup:
 	bash tools/setup.sh
@@ -38,6 +38,12 @@ release-check: setup
 # Long fuzz runs (docs/FUZZING.md), with libFuzzer, ASan and UBSan (clang):
 # make fuzz [RUNS=N] the wire decoder and compiler; make fuzz-service
 # [RUNS=N] accyd's service in process (1,000,000 inputs by default).
+# dieharder's battery (all of it by default, hours; TESTS="0 2 100" for some)
+# on Accy's raw Threefry bits (tools/random_bits.cc); docs/RANDOM_QUALITY.md.
+random-quality: setup
+	bash tools/setup.sh --random-quality
+	bash tools/random_quality.sh $(TESTS)
+
 fuzz: setup
 	bash tools/fuzz/run_fuzzer.sh $(or $(RUNS),1000000)
 

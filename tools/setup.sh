@@ -21,7 +21,11 @@ packages=(
 # `make bench` also measures PyTorch on the CPU (bench/torch_perceptron.py,
 # bench/torch_indexing.py) and Halide 14 (bench/halide_blur.cc).
 if [ "${1:-}" = "--bench" ]; then
-  packages+=(python3-torch libhalide14-0-dev)
+  packages+=(python3-torch libhalide14-0-dev python3-numpy)
+fi
+# `make random-quality` runs dieharder on Accy's raw random bits.
+if [ "${1:-}" = "--random-quality" ]; then
+  packages+=(dieharder)
 fi
 
 missing=()
