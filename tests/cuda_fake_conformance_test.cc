@@ -10,7 +10,9 @@
 // The interpreter runs every thread in Python, so a few parts of the suite
 // are smaller (GpuSuiteSize): tree reductions over rows of up to 20000
 // elements (split in 2 parts a row, where 70000 is split in 8), 100 of the
-// 200 random programs and 20 of the 60 transformed ones. The rest runs whole (every
+// 200 random programs and 20 of the 60 transformed ones, and the scatterAdd
+// op cases at p = 40 where the others take 300 (their GPU form is quadratic
+// in p: 35 s a dtype at 300). The rest runs whole (every
 // op, integer pow, bool buffers, tiled products, the three tone tests),
 // and tf32 products on the interpreter's mma.sync, as
 // tests/cuda_conformance_test.cc does on a real GPU.
@@ -65,6 +67,7 @@ GpuUnderTest gpu() {
   g.size.tree_extents = {256, 1000, 4099, 20000};
   g.size.random_programs = 100;
   g.size.transformed_programs = 20;
+  g.size.scatter_max_extent = 40;
   return g;
 }
 

@@ -31,6 +31,11 @@ struct GpuSuiteSize {
   std::vector<int64_t> tree_extents = {256, 1000, 4099, 70000};  // checkTreeReductions' reduced extents
   int random_programs = 200;                                     // checkRandomPrograms: seeds 1 to this
   int transformed_programs = 60;                                 // checkTransformedPrograms: seeds 1 to this
+  // checkEveryOp's largest extent p for the scatterAdd cases, whose GPU form
+  // reduces every update for every output row (p * 5 rows of p updates: at
+  // p = 300, 35 s a dtype on the PTX interpreter). Every other case runs
+  // at p = 1, 17 and 300.
+  int64_t scatter_max_extent = 300;
 };
 
 struct GpuUnderTest {

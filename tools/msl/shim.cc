@@ -2,7 +2,9 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -24,6 +27,35 @@
 #include "compiler/codegen/msl/artifact.h"
 #include "compiler/codegen/msl/compile.h"
 #include "compiler/codegen/targets.h"
+
+// Fiber switches told to the sanitizers, which otherwise take another
+// stack for an overflow (ASan) or lose track of the running thread (TSan).
+#if defined(__SANITIZE_ADDRESS__)
+#define ACCY_SHIM_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ACCY_SHIM_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define ACCY_SHIM_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define ACCY_SHIM_TSAN 1
+#endif
+#endif
+#ifndef ACCY_SHIM_ASAN
+#define ACCY_SHIM_ASAN 0
+#endif
+#ifndef ACCY_SHIM_TSAN
+#define ACCY_SHIM_TSAN 0
+#endif
+#if ACCY_SHIM_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+#if ACCY_SHIM_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
 
 namespace accy::mslshim {
 namespace {
@@ -63,56 +95,192 @@ struct Hooks {
   void (*shuffle_down)(void* value, unsigned bytes, unsigned delta);
 };
 
-// A reusable barrier for `count` threads that gives up (and lets every
-// thread through from then on) when one waits longer than kBarrierTimeout.
-class Barrier {
- public:
-  Barrier(int count, std::chrono::milliseconds timeout) : count_(count), timeout_(timeout) {}
-  void wait() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (broken_) return;
-    const uint64_t generation = generation_;
-    if (++arrived_ == count_) {
-      arrived_ = 0;
-      ++generation_;
-      cv_.notify_all();
-      return;
-    }
-    if (!cv_.wait_for(lock, timeout_, [&] { return generation_ != generation || broken_; })) {
-      broken_ = true;
-      cv_.notify_all();
-    }
-  }
-  bool broken() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return broken_;
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  const int count_;
-  const std::chrono::milliseconds timeout_;
-  int arrived_ = 0;
-  uint64_t generation_ = 0;
-  bool broken_ = false;
+// A barrier a threadgroup's fibers meet at, reusable: each time `count`
+// of them have arrived, its generation advances and they all go on.
+struct FiberBarrier {
+  explicit FiberBarrier(int n) : count(n) {}
+  const int count;
+  int arrived = 0;
+  uint64_t generation = 0;
 };
 
 // A SIMD group's exchange: a slot per lane and a barrier of its own.
 struct SimdGroup {
-  SimdGroup(int lanes, std::chrono::milliseconds timeout) : barrier(lanes, timeout), slots(static_cast<size_t>(lanes)) {}
-  Barrier barrier;
+  explicit SimdGroup(int lanes) : barrier(lanes), slots(static_cast<size_t>(lanes)) {}
+  FiberBarrier barrier;
   std::vector<uint64_t> slots;
 };
 
+class Fibers;
+
 // What a running thread's hooks act on.
 struct ThreadState {
-  Barrier* group = nullptr;  // null: a kernel whose threads never meet
+  Fibers* fibers = nullptr;  // null: a kernel whose threads never meet
+  FiberBarrier* group = nullptr;
   SimdGroup* simd = nullptr;
   unsigned lane = 0, lanes = 0;
   std::atomic<bool>* misuse = nullptr;  // set when a hook is called without a group
 };
 thread_local ThreadState* current = nullptr;
+
+// A threadgroup's threads as fibers on the calling CPU thread, each with a
+// stack of its own (a guard page below it), switching only where a thread
+// waits at a barrier: a wait that completes the barrier goes on, others
+// yield until its generation advances. When every unfinished fiber waits
+// and no barrier can complete, the threads did not all reach a barrier:
+// the group is stuck, and from then on every wait returns at once so the
+// fibers run to their ends.
+class Fibers {
+ public:
+  static constexpr size_t kStackBytes = 256 << 10;
+
+  explicit Fibers(int count) : fibers_(static_cast<size_t>(count)) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    slot_bytes_ = kStackBytes + page;
+    mapped_bytes_ = slot_bytes_ * fibers_.size();
+    void* m = mmap(nullptr, mapped_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    mapping_ = m == MAP_FAILED ? nullptr : static_cast<char*>(m);
+    for (size_t t = 0; mapping_ != nullptr && t < fibers_.size(); ++t) {
+      mprotect(mapping_ + t * slot_bytes_, page, PROT_NONE);  // stacks grow down onto the guard
+      fibers_[t].stack = mapping_ + t * slot_bytes_ + page;
+    }
+  }
+  ~Fibers() {
+    if (mapping_ != nullptr) munmap(mapping_, mapped_bytes_);
+  }
+  Fibers(const Fibers&) = delete;
+  Fibers& operator=(const Fibers&) = delete;
+
+  bool mapped() const { return mapping_ != nullptr; }
+  bool stuck() const { return stuck_; }
+
+  // Runs body(t) on fiber t for every t until all have returned, with
+  // `current` at states[t] while fiber t runs.
+  void run(std::vector<ThreadState>& states, const std::function<void(int)>& body) {
+    body_ = &body;
+    states_ = &states;
+    for (size_t t = 0; t < fibers_.size(); ++t) {
+      Fiber& f = fibers_[t];
+      f.index = static_cast<int>(t);
+      getcontext(&f.context);
+      f.context.uc_stack.ss_sp = f.stack;
+      f.context.uc_stack.ss_size = kStackBytes;
+      f.context.uc_link = nullptr;
+      makecontext(&f.context, &Fibers::start, 0);
+#if ACCY_SHIM_TSAN
+      f.tsan = __tsan_create_fiber(0);
+#endif
+    }
+#if ACCY_SHIM_TSAN
+    main_tsan_ = __tsan_get_current_fiber();
+#endif
+    Fibers* const outer = self_;
+    self_ = this;
+    size_t live = fibers_.size();
+    while (live > 0) {
+      bool ran = false;
+      for (Fiber& f : fibers_) {
+        if (f.done || (!stuck_ && f.waiting != nullptr && f.waiting->generation == f.generation)) continue;
+        f.waiting = nullptr;
+        ran = true;
+        resume(f);
+        if (f.done) --live;
+      }
+      if (!ran) stuck_ = true;  // every unfinished fiber waits at a barrier the others do not reach
+    }
+    self_ = outer;
+#if ACCY_SHIM_TSAN
+    for (Fiber& f : fibers_) __tsan_destroy_fiber(f.tsan);
+#endif
+  }
+
+  // The running fiber waits at `b` (see the class comment).
+  void wait(FiberBarrier& b) {
+    if (stuck_) return;
+    if (++b.arrived == b.count) {
+      b.arrived = 0;
+      ++b.generation;
+      return;
+    }
+    running_->waiting = &b;
+    running_->generation = b.generation;
+    suspend(false);
+  }
+
+ private:
+  struct Fiber {
+    ucontext_t context;
+    char* stack = nullptr;
+    int index = 0;
+    bool done = false;
+    const FiberBarrier* waiting = nullptr;
+    uint64_t generation = 0;
+    void* asan_fake_stack = nullptr;
+    void* tsan = nullptr;
+  };
+
+  // From the scheduler into fiber f, until it waits or returns.
+  void resume(Fiber& f) {
+    running_ = &f;
+    ThreadState* const scheduler_state = current;
+    current = &(*states_)[static_cast<size_t>(f.index)];
+#if ACCY_SHIM_ASAN
+    void* fake = nullptr;
+    __sanitizer_start_switch_fiber(&fake, f.stack, kStackBytes);
+#endif
+#if ACCY_SHIM_TSAN
+    __tsan_switch_to_fiber(f.tsan, 0);
+#endif
+    swapcontext(&main_, &f.context);
+#if ACCY_SHIM_ASAN
+    __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#endif
+    current = scheduler_state;
+    running_ = nullptr;
+  }
+
+  // From the running fiber back to the scheduler; `finished`: for good.
+  void suspend(bool finished) {
+    Fiber& f = *running_;
+#if ACCY_SHIM_ASAN
+    __sanitizer_start_switch_fiber(finished ? nullptr : &f.asan_fake_stack, main_stack_bottom_, main_stack_bytes_);
+#endif
+#if ACCY_SHIM_TSAN
+    __tsan_switch_to_fiber(main_tsan_, 0);
+#endif
+    swapcontext(&f.context, &main_);
+    // Resumed.
+#if ACCY_SHIM_ASAN
+    __sanitizer_finish_switch_fiber(f.asan_fake_stack, nullptr, nullptr);
+#endif
+    (void)finished;
+  }
+
+  static void start() {
+    Fibers* const self = self_;
+    Fiber& f = *self->running_;
+#if ACCY_SHIM_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, &self->main_stack_bottom_, &self->main_stack_bytes_);
+#endif
+    (*self->body_)(f.index);
+    f.done = true;
+    self->suspend(true);  // never resumed
+  }
+
+  static thread_local Fibers* self_;
+  std::vector<Fiber> fibers_;
+  char* mapping_ = nullptr;
+  size_t slot_bytes_ = 0, mapped_bytes_ = 0;
+  const std::function<void(int)>* body_ = nullptr;
+  std::vector<ThreadState>* states_ = nullptr;
+  ucontext_t main_;
+  Fiber* running_ = nullptr;
+  bool stuck_ = false;
+  const void* main_stack_bottom_ = nullptr;
+  size_t main_stack_bytes_ = 0;
+  void* main_tsan_ = nullptr;
+};
+thread_local Fibers* Fibers::self_ = nullptr;
 
 void hookBarrier() {
   if (current->group == nullptr) {
@@ -120,7 +288,7 @@ void hookBarrier() {
     return;
   }
   barriers_met.fetch_add(1, std::memory_order_relaxed);
-  current->group->wait();
+  current->fibers->wait(*current->group);
 }
 
 void hookShuffleDown(void* value, unsigned bytes, unsigned delta) {
@@ -131,9 +299,9 @@ void hookShuffleDown(void* value, unsigned bytes, unsigned delta) {
   shuffles_done.fetch_add(1, std::memory_order_relaxed);
   SimdGroup& s = *current->simd;
   std::memcpy(&s.slots[current->lane], value, bytes);
-  s.barrier.wait();
+  current->fibers->wait(s.barrier);
   if (current->lane + delta < current->lanes) std::memcpy(value, &s.slots[current->lane + delta], bytes);
-  s.barrier.wait();  // every lane has read before the slots are written again
+  current->fibers->wait(s.barrier);  // every lane has read before the slots are written again
 }
 
 const Hooks kHooks = {hookBarrier, hookShuffleDown};
@@ -173,12 +341,8 @@ using Entry = void (*)(void* const* pointers, const uint32_t* builtins);
 class ShimProgram final : public backends::LoadedProgram {
  public:
   ShimProgram(executable::Executable exe, void* library, std::vector<Entry> entries,
-              std::vector<msl::KernelInfo> infos, std::chrono::milliseconds barrier_timeout)
-      : exe_(std::move(exe)),
-        library_(library),
-        entries_(std::move(entries)),
-        infos_(std::move(infos)),
-        barrier_timeout_(barrier_timeout) {}
+              std::vector<msl::KernelInfo> infos)
+      : exe_(std::move(exe)), library_(library), entries_(std::move(entries)), infos_(std::move(infos)) {}
   ~ShimProgram() override { dlclose(library_); }
 
   const executable::Executable& executable() const override { return exe_; }
@@ -240,46 +404,47 @@ class ShimProgram final : public backends::LoadedProgram {
       }
       for (std::thread& t : pool) t.join();
     } else {
-      // Each threadgroup's threads as CPU threads, meeting at barriers. The
+      // Each threadgroup's threads as fibers, meeting at barriers. The
       // threadgroup arrays are the kernel's statics (the shim's
       // `threadgroup`): one threadgroup of one launch at a time.
       std::lock_guard<std::mutex> one_at_a_time(cooperative_);
       // The kernel's barriers, and another where a threadgroup's threads
       // finish (a thread that skips a barrier its group meets cannot pair
       // with the others' next one).
-      Barrier group(threads, barrier_timeout_), finished(threads, barrier_timeout_);
+      FiberBarrier group(threads), finished(threads);
+      Fibers fibers(threads);
+      if (!fibers.mapped()) {
+        return makeError(ErrorKind::kOutOfMemory,
+                         strCat("MSL shim: kernel ", step.kernel, ": no memory for ", threads, " threads' stacks"));
+      }
       cooperative_threads.fetch_add(threads, std::memory_order_relaxed);
       std::vector<std::unique_ptr<SimdGroup>> simd;
-      for (int s = 0; s * 32 < threads; ++s) simd.push_back(std::make_unique<SimdGroup>(std::min(32, threads - 32 * s), barrier_timeout_));
+      for (int s = 0; s * 32 < threads; ++s) simd.push_back(std::make_unique<SimdGroup>(std::min(32, threads - 32 * s)));
       const uint32_t simd_count = static_cast<uint32_t>(simd.size());
-      std::vector<std::thread> pool;
+      std::vector<ThreadState> states(static_cast<size_t>(threads));
       for (int t = 0; t < threads; ++t) {
-        pool.emplace_back([&, t] {
-          ThreadState state;
-          state.group = &group;
-          state.simd = simd[static_cast<size_t>(t / 32)].get();
-          state.lane = static_cast<unsigned>(t % 32);
-          state.lanes = static_cast<unsigned>(std::min(32, threads - 32 * (t / 32)));
-          state.misuse = &misuse;
-          current = &state;
-          for (int64_t g = 0; g < groups; ++g) {
-            const uint32_t builtins[7] = {static_cast<uint32_t>(t),      static_cast<uint32_t>(g),
-                                          static_cast<uint32_t>(g * threads + t),
-                                          32u,  // threads_per_simdgroup: the SIMD width
-                                          simd_count, static_cast<uint32_t>(t / 32), static_cast<uint32_t>(t % 32)};
-            entry(pointers.data(), builtins);
-            finished.wait();  // the threadgroup's memory passes to the next
-          }
-          current = nullptr;
-        });
+        ThreadState& state = states[static_cast<size_t>(t)];
+        state.fibers = &fibers;
+        state.group = &group;
+        state.simd = simd[static_cast<size_t>(t / 32)].get();
+        state.lane = static_cast<unsigned>(t % 32);
+        state.lanes = static_cast<unsigned>(std::min(32, threads - 32 * (t / 32)));
+        state.misuse = &misuse;
       }
-      for (std::thread& t : pool) t.join();
-      bool stuck = group.broken() || finished.broken();
-      for (const auto& s : simd) stuck = stuck || s->barrier.broken();
-      if (stuck) {
+      fibers.run(states, [&](int t) {
+        for (int64_t g = 0; g < groups; ++g) {
+          const uint32_t builtins[7] = {static_cast<uint32_t>(t),      static_cast<uint32_t>(g),
+                                        static_cast<uint32_t>(g * threads + t),
+                                        32u,  // threads_per_simdgroup: the SIMD width
+                                        simd_count, static_cast<uint32_t>(t / 32), static_cast<uint32_t>(t % 32)};
+          entry(pointers.data(), builtins);
+          fibers.wait(finished);  // the threadgroup's memory passes to the next
+        }
+      });
+      if (fibers.stuck()) {
         return makeError(ErrorKind::kLaunchFailed,
                          strCat("MSL shim: kernel ", step.kernel, ": threads of a threadgroup did not all reach a "
-                                "barrier or SIMD-group operation within ", barrier_timeout_.count(), " ms"));
+                                "barrier or SIMD-group operation (every thread left was waiting at one)"));
       }
     }
     if (misuse.load()) {
@@ -294,7 +459,6 @@ class ShimProgram final : public backends::LoadedProgram {
   void* library_;
   std::vector<Entry> entries_;
   std::vector<msl::KernelInfo> infos_;
-  std::chrono::milliseconds barrier_timeout_;
   mutable std::mutex cooperative_;
 };
 
@@ -417,7 +581,7 @@ absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> ShimBackend::load
   }
   *hooks = &kHooks;
   return std::shared_ptr<const backends::LoadedProgram>(
-      std::make_shared<ShimProgram>(std::move(exe), library, std::move(entries), std::move(infos), barrier_timeout_));
+      std::make_shared<ShimProgram>(std::move(exe), library, std::move(entries), std::move(infos)));
 }
 
 }  // namespace accy::mslshim

@@ -5,10 +5,12 @@
 // generated code with warnings as errors, undefined behaviour trapping:
 // a kernel that overflows a signed integer stops the process) into a
 // shared library and loads it. A launch runs every threadgroup of a kernel whose threads meet
-// (threadgroup memory, barriers, SIMD-group shuffles) as that many CPU
-// threads meeting at real barriers, SIMD groups of 32 exchanging values
-// through barriers of their own; kernels whose threads never meet run their
-// threads' work on a few CPU threads.
+// (threadgroup memory, barriers, SIMD-group shuffles) as that many fibers,
+// each thread with its own stack, switching where a thread waits at a
+// barrier (SIMD groups of 32 exchange values through barriers of their
+// own): every thread waits until all of its group arrive, and threads that
+// cannot all arrive fail the launch at once. Kernels whose threads never
+// meet run their threads' work on a few CPU threads.
 //
 // A check of the emitter, not a Metal device: Apple's compiler and GPUs are
 // not involved. Not part of the library; used by tests/msl_conformance_test
@@ -16,7 +18,6 @@
 #ifndef ACCY_TOOLS_MSL_SHIM_H_
 #define ACCY_TOOLS_MSL_SHIM_H_
 
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,7 +31,7 @@ namespace accy::mslshim {
 struct ShimStats {
   int64_t barriers = 0;  // threadgroup_barrier calls
   int64_t shuffles = 0;  // simd_shuffle_down calls
-  int64_t threads = 0;   // CPU threads started as a threadgroup's threads
+  int64_t threads = 0;   // fibers started as a threadgroup's threads
 };
 ShimStats stats();
 
@@ -50,11 +51,6 @@ class ShimBackend final : public backends::Backend {
   // compile (the source is kept in the work directory and named).
   absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> load(executable::Executable exe) const override;
 
-  // How long a thread waits at a barrier or SIMD-group operation before a
-  // launch fails as stuck (threads that do not all reach it); 60 s unless
-  // set. Applies to programs loaded afterwards.
-  void setBarrierTimeout(std::chrono::milliseconds timeout) { barrier_timeout_ = timeout; }
-
   // Seconds spent in clang++ and loads so far.
   double compileSeconds() const { return *compile_seconds_; }
   int loads() const { return *loads_; }
@@ -62,7 +58,6 @@ class ShimBackend final : public backends::Backend {
  private:
   std::string work_dir_;
   backends::DeviceInfo info_;
-  std::chrono::milliseconds barrier_timeout_{60000};
   std::shared_ptr<double> compile_seconds_ = std::make_shared<double>(0);
   std::shared_ptr<int> loads_ = std::make_shared<int>(0);
 };

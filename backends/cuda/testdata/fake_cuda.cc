@@ -36,10 +36,11 @@
 // cuLaunchKernel: the module's text and, per parameter, the bytes from the
 // parameter's address to the end of its allocation go to files in a fresh
 // directory under $TEST_TMPDIR (else $TMPDIR, else /tmp), then
-//   $ACCY_FAKE_CUDA_PYTHON ptxsim.py launch module.ptx ENTRY GRID_X BLOCK_X
-//       param0 param1 ...
-// runs (ACCY_FAKE_CUDA_PYTHON, a path or a name on PATH, defaults to
-// /usr/bin/python3) and the files are copied back into the allocations.
+// ptxsim.py runs `launch module.ptx ENTRY GRID_X BLOCK_X param0 param1 ...`
+// in one long-lived `$ACCY_FAKE_CUDA_PYTHON ptxsim.py serve` process
+// (ACCY_FAKE_CUDA_PYTHON, a path or a name on PATH, defaults to
+// /usr/bin/python3; started at the first launch, again when it dies) and
+// the files are copied back into the allocations.
 // Every parameter must point into an allocation, no two into the same one.
 // When the interpreter fails (a load or store outside a buffer, an
 // instruction it does not know, a deadlock at a barrier),
@@ -54,6 +55,7 @@
 #include <cuda.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -198,6 +200,117 @@ std::string tempRoot() {
   return "/tmp";
 }
 
+// The interpreter as one process for every launch (ptxsim.py's serve
+// mode): a request line with the launch's arguments separated by tabs, a
+// reply line "ok" or "failed WHY". Started at the first launch and again
+// after it exits or when the interpreter's path changes; its standard error
+// goes to a log under the temporary root, read when it dies.
+class SimServer {
+ public:
+  // Runs one launch (the launch mode's arguments after "launch"); the empty
+  // string on success, else what failed.
+  std::string launch(const std::string& python, const std::string& sim, const std::vector<std::string>& args) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string line;
+    for (const std::string& a : args) {
+      if (a.find_first_of("\t\n") != std::string::npos) return "a path with a tab or newline: " + a;
+      line += (line.empty() ? "" : "\t") + a;
+    }
+    line += "\n";
+    if (fd_ >= 0 && (python != python_ || sim != sim_)) stop();
+    if (fd_ < 0) {
+      if (std::string why = start(python, sim); !why.empty()) return why;
+    }
+    for (size_t sent = 0; sent < line.size();) {
+      const ssize_t n = send(fd_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return died();
+      sent += static_cast<size_t>(n);
+    }
+    std::string reply;
+    char c = 0;
+    while (true) {
+      const ssize_t n = recv(fd_, &c, 1, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return died();
+      if (c == '\n') break;
+      reply += c;
+    }
+    if (reply == "ok") return "";
+    if (reply.rfind("failed ", 0) == 0) return reply.substr(7);
+    return "the interpreter replied \"" + reply + "\"";
+  }
+
+ private:
+  std::string start(const std::string& python, const std::string& sim) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+      return std::string("socketpair: ") + std::strerror(errno);
+    }
+    log_ = tempRoot() + "/accy_fake_cuda_ptxsim." + std::to_string(getpid()) + ".log";
+    std::vector<std::string> args = {python, sim, "serve"};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, sv[1], 0);
+    posix_spawn_file_actions_adddup2(&actions, sv[1], 1);
+    posix_spawn_file_actions_addopen(&actions, 2, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int spawned = posix_spawnp(&pid_, python.c_str(), &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(sv[1]);
+    if (spawned != 0) {
+      close(sv[0]);
+      pid_ = -1;
+      return "cannot run " + python + ": " + std::strerror(spawned);
+    }
+    fd_ = sv[0];
+    python_ = python;
+    sim_ = sim;
+    return "";
+  }
+
+  // The interpreter is gone: how it ended and the end of its log.
+  std::string died() {
+    int status = 0;
+    const pid_t pid = pid_;
+    close(fd_);
+    fd_ = -1;
+    pid_ = -1;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    std::string text;
+    readFile(log_, &text);
+    if (text.size() > 2000) text = text.substr(text.size() - 2000);
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    return std::string("the interpreter ended (") +
+           (WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
+                              : "signal " + std::to_string(WTERMSIG(status))) +
+           "): " + text;
+  }
+
+  void stop() {
+    if (fd_ < 0) return;
+    close(fd_);  // its stdin ends: it exits
+    fd_ = -1;
+    int status = 0;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+  }
+
+  std::mutex mu_;
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  std::string python_, sim_, log_;
+};
+
+SimServer& simServer() {
+  static SimServer* server = new SimServer;  // never destroyed: launches may come from exit handlers
+  return *server;
+}
+
 // Runs kernel f on the PTX interpreter `sim` (see the top of the file):
 // parameter i is the memory [begin[i], end[i]). Returns why it failed, or
 // the empty string; on failure the memory is as it was.
@@ -229,33 +342,10 @@ std::string simulate(const char* sim, const CUfunc_st& f, unsigned grid, unsigne
   }
   if (!written) failure = what + "cannot write the files in " + dir;
   if (failure.empty()) {
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    pid_t pid = 0;
-    const int spawned = posix_spawnp(&pid, python, &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    int status = 0;
-    if (spawned != 0) {
-      failure = what + "cannot run " + python + ": " + std::strerror(spawned);
-    } else {
-      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        std::string text;
-        readFile(log, &text);
-        while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-        failure = "ptxsim failed on kernel " + f.name + " (" + std::to_string(grid) + " blocks of " +
-                  std::to_string(block) + " threads, " +
-                  (WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
-                                     : "signal " + std::to_string(WTERMSIG(status))) +
-                  "): " + text;
-      }
+    const std::string why = simServer().launch(python, sim, std::vector<std::string>(args.begin() + 3, args.end()));
+    if (!why.empty()) {
+      failure = "ptxsim failed on kernel " + f.name + " (" + std::to_string(grid) + " blocks of " +
+                std::to_string(block) + " threads): " + why;
     }
   }
   if (failure.empty()) {

@@ -32,6 +32,13 @@ place. Exit status 0 on success; otherwise 1, with one line on stderr
 saying what failed (a load or store outside a buffer, an instruction the
 simulator does not know, a deadlock at a barrier, ...), and the files left
 as they were.
+
+Serve mode (what the fake driver runs, one process for all its launches):
+  /usr/bin/python3 ptxsim.py serve
+reads launch requests from stdin, one a line: the launch mode's arguments
+separated by tabs. Each gets one line on stdout: "ok", or "failed " and
+what failed (as the launch mode says it). Each module text is parsed once.
+It exits when stdin ends.
 """
 
 import math
@@ -698,15 +705,23 @@ def check(args):
     return n, name, why
 
 
-def launch(args):
-    """The launch mode (see the docstring); returns the exit status."""
+def run_launch(args, modules=None):
+    """One launch (the launch mode's arguments): (0, "") on success, else
+    (1, what failed), the files left as they were. `modules`, when given,
+    keeps parsed modules by text for later launches."""
     if len(args) < 4:
-        print("usage: ptxsim.py launch MODULE.ptx ENTRY GRID_X BLOCK_X BUF...", file=sys.stderr)
-        return 2
+        return 2, "usage: ptxsim.py launch MODULE.ptx ENTRY GRID_X BLOCK_X BUF..."
     module, name, grid, block, files = args[0], args[1], int(args[2]), int(args[3]), args[4:]
     try:
         with open(module) as f:
-            entries = parse_module(f.read(), only=name)
+            text = f.read()
+        entries = modules.get(text) if modules is not None else None
+        if entries is None:
+            entries = parse_module(text, only=None if modules is not None else name)
+            if modules is not None:
+                if len(modules) >= 64:
+                    modules.clear()
+                modules[text] = entries
         if name not in entries:
             raise LookupError("the module has no entry named %s" % name)
         entry = entries[name]
@@ -723,17 +738,40 @@ def launch(args):
         for b in range(grid):
             run_block(entry, b, grid, mem)
     except Exception as e:  # a simulator or module error: say which
-        print("ptxsim: %s: %s" % (type(e).__name__, e), file=sys.stderr)
-        return 1
+        return 1, "ptxsim: %s: %s" % (type(e).__name__, e)
     for path, buf in zip(files, mem):
         with open(path, "r+b") as f:
             f.write(buf)
-    return 0
+    return 0, ""
+
+
+def launch(args):
+    """The launch mode (see the docstring); returns the exit status."""
+    status, message = run_launch(args)
+    if message:
+        print(message, file=sys.stderr)
+    return status
+
+
+def serve():
+    """The serve mode (see the docstring): launches until stdin ends."""
+    modules = {}
+    requests = sys.stdin.buffer
+    while True:
+        line = requests.readline()
+        if not line:
+            return 0
+        status, message = run_launch(line.decode().rstrip("\n").split("\t"), modules)
+        reply = "ok" if status == 0 else "failed " + " ".join(message.split())
+        sys.stdout.write(reply + "\n")
+        sys.stdout.flush()
 
 
 def main(argv):
     if len(argv) > 1 and argv[1] == "launch":
         return launch(argv[2:])
+    if len(argv) > 1 and argv[1] == "serve":
+        return serve()
     directory = argv[1]
     cases = [int(a) for a in argv[2:]] or sorted(
         int(f[:-5]) for f in os.listdir(directory) if f.endswith(".json"))
