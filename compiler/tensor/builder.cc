@@ -21,14 +21,6 @@ std::vector<std::string> toStrings(std::initializer_list<std::string_view> list)
   return std::vector<std::string>(list.begin(), list.end());
 }
 
-// The builder an op records into: the first operand that has one.
-Builder* ownerOf(absl::Span<const Value> operands) {
-  for (const Value& v : operands) {
-    if (v.builder() != nullptr) return v.builder();
-  }
-  return nullptr;
-}
-
 Value literalLike(const Value& like, double number) {
   if (like.builder() == nullptr) return Value();
   return like.builder()->constant(number, like.valid() ? like.dtype() : DType::f32);
@@ -368,6 +360,13 @@ absl::StatusOr<Program> defineProgram(std::string_view name, absl::Span<const Sp
                                   " placeholder(s) of its own; inputs come from the specs"));
   }
   return program;
+}
+
+Builder* ownerOf(absl::Span<const Value> operands) {
+  for (const Value& v : operands) {
+    if (v.builder() != nullptr) return v.builder();
+  }
+  return nullptr;
 }
 
 }  // namespace accy::tensor

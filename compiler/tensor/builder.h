@@ -321,6 +321,13 @@ inline Value slice(const Value& a, std::string_view axis, int64_t start, int64_t
                    int64_t step = 1) {
   return a.slice(axis, start, stop, step);
 }
+// The builder an op on `operands` records into: the first operand that
+// has one (null when none has).
+Builder* ownerOf(absl::Span<const Value> operands);
+inline Builder* ownerOf(std::initializer_list<Value> operands) {
+  return ownerOf(absl::Span<const Value>(operands.begin(), operands.size()));
+}
+
 // Joins `pieces` (at least one) along `axis`.
 Value concat(std::string_view axis, absl::Span<const Value> pieces);
 inline Value concat(std::string_view axis, std::initializer_list<Value> pieces) {

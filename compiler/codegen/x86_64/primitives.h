@@ -168,14 +168,7 @@ class KernelEmitter::Prims {
   Value select(choir::DType d, const Val& c, const Val& t, const Val& f) { return e_.select(c, t, f, d, mode_); }
   Value logicAnd(const Val& x, const Val& y) { return logic(x, y, true); }
   Value logicOr(const Val& x, const Val& y) { return logic(x, y, false); }
-  Value bitAnd(choir::DType d, const Val& x, const Val& y) {
-    if (!scalarInt(d)) return fail("integer bit operations in a vector loop");
-    Val r;
-    r.g = cc_.newInt64("and");
-    cc_.mov(r.g, x.g);
-    cc_.and_(r.g, y.g);
-    return r;
-  }
+  Value bitAnd(choir::DType d, const Val& x, const Val& y) { return intBinary(d, x, y, &x86::Compiler::and_); }
   Value bitOr(choir::DType d, const Val& x, const Val& y) { return intBinary(d, x, y, &x86::Compiler::or_); }
   Value bitXor(choir::DType d, const Val& x, const Val& y) { return intBinary(d, x, y, &x86::Compiler::xor_); }
   // An arithmetic shift of the 64-bit register: arithmetic on i32 (held
