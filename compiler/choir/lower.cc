@@ -1,5 +1,6 @@
 #include "compiler/choir/lower.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -215,8 +216,17 @@ class Lowering {
         // The operand at the index read from `indices`, clamped.
         const std::string& axis = n.names[0];
         const int32_t ind = n.operands[1];
-        const ExprRef index =
-            clampIndex(access(ind, restrictTo(p_.nodes[ind].axes, idx)), tensor::axisExtent(p_.nodes[src].axes, axis) - 1);
+        const int64_t last = tensor::axisExtent(p_.nodes[src].axes, axis) - 1;
+        if (p_.nodes[ind].op == OpCode::kConstant) {
+          // A constant index: the clamped position is known, a plain read
+          // (equal reads then share their value numbers).
+          const double c = std::clamp(p_.nodes[ind].scalar, 0.0, static_cast<double>(last));
+          for (const tensor::Axis& a : p_.nodes[src].axes) {
+            inner[a.name] = a.name == axis ? Affine::constantOf(static_cast<int64_t>(c)) : at(a.name);
+          }
+          return access(src, inner);
+        }
+        const ExprRef index = clampIndex(access(ind, restrictTo(p_.nodes[ind].axes, idx)), last);
         const int v = m_.newVar();
         for (const tensor::Axis& a : p_.nodes[src].axes) inner[a.name] = a.name == axis ? Affine::var(v) : at(a.name);
         return bindVar(access(src, inner), v, index);

@@ -1,6 +1,7 @@
 #include "compiler/choir/value_numbering.h"
 
 #include <cstring>
+#include <memory>
 
 #include "compiler/choir/work.h"
 
@@ -61,6 +62,12 @@ int ValueNumbering::number(const ExprRef& e) {
   by_node_.emplace(e.get(), n);
   keep_.push_back(e);
   return n;
+}
+
+int ValueNumbering::otherThreefryWord(const ExprRef& e) {
+  auto other = std::make_shared<Expr>(*e);
+  other->op = e->op == OpCode::kThreefryWord0 ? OpCode::kThreefryWord1 : OpCode::kThreefryWord0;
+  return number(other);
 }
 
 }  // namespace accy::choir

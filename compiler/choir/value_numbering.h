@@ -23,6 +23,10 @@ class ValueNumbering {
  public:
   // The number of `e` (0, 1, 2, ... in order of first appearance).
   int number(const ExprRef& e);
+  // For a Threefry word op (threefryWord0 or threefryWord1), the number of
+  // the other word with the same operands: one encryption computes both,
+  // so an emitter keeps the other under this number.
+  int otherThreefryWord(const ExprRef& e);
   // Distinct values numbered so far.
   int count() const { return static_cast<int>(by_key_.size()); }
 

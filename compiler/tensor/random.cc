@@ -13,15 +13,7 @@ namespace {
 
 // Axis names the samplers use inside their recordings; a request naming
 // one is refused like a collision.
-constexpr std::string_view kBlock = "_rng_block", kWord = "_rng_word", kFlat = "_rng_flat", kPair = "_rng_pair",
-                           kHalf = "_rng_half", kRest = "_rng_rest";
-
-Builder* ownerOf(std::initializer_list<Value> values) {
-  for (const Value& v : values) {
-    if (v.builder() != nullptr) return v.builder();
-  }
-  return nullptr;
-}
+constexpr std::string_view kFlat = "_rng_flat", kRest = "_rng_rest";
 
 bool hasAxis(const std::vector<Axis>& axes, std::string_view name) {
   return std::any_of(axes.begin(), axes.end(), [&](const Axis& a) { return a.name == name; });
@@ -69,12 +61,17 @@ absl::Status checkSampleAxes(std::string_view op, const Value& key, const std::v
     const std::string& n = axes[i].name;
     bool again = false;
     for (size_t j = 0; j < i; ++j) again = again || axes[j].name == n;
-    if (again || hasAxis(stream, n) || n.rfind("_rng_", 0) == 0) {
+    if (again) {
       return makeError(ErrorKind::kAxisNameCollision,
-                       strCat(op, ": sample axis '", n, "' of ", axesText(axes),
-                              again ? " is named twice" : n.rfind("_rng_", 0) == 0 ? " is a name the samplers use"
-                                                                                      : " is an axis of the key ",
-                              again || n.rfind("_rng_", 0) == 0 ? std::string() : axesText(key.axes())));
+                       strCat(op, ": sample axis '", n, "' of ", axesText(axes), " is named twice"));
+    }
+    if (n.rfind("_rng_", 0) == 0) {
+      return makeError(ErrorKind::kAxisNameCollision,
+                       strCat(op, ": sample axis '", n, "' of ", axesText(axes), " is a name the samplers use"));
+    }
+    if (hasAxis(stream, n)) {
+      return makeError(ErrorKind::kAxisNameCollision, strCat(op, ": sample axis '", n, "' of ", axesText(axes),
+                                                             " is an axis of the key ", axesText(key.axes())));
     }
   }
   return absl::OkStatus();
@@ -140,20 +137,29 @@ int64_t countOf(const std::vector<Axis>& axes) {
   return n;
 }
 
-// The u32 bits of `axes` after the key's stream axes: block j of the key's
-// stream encrypts the counter (0, j); its two words are samples 2j and
-// 2j + 1 in row-major order over `axes`.
-Value bitsOf(const Value& key, const std::vector<Axis>& axes) {
-  Builder* b = key.builder();
+// The counter of block `first + i` for each sample i, numbered row-major
+// over `axes`: (the block number's high 32 bits, its low 32 bits).
+Words countersOf(Builder* b, const std::vector<Axis>& axes, int64_t first) {
   const int64_t n = countOf(axes);
-  const int64_t blocks = (n + 1) / 2;
-  const Value k0 = wordOf(key, 0), k1 = wordOf(key, 1);
-  const Words w = encrypt(k0, k1, b->constant(0, DType::u32), b->iota(kBlock, blocks, DType::u32));
+  if (first + n <= (int64_t{1} << 32)) {
+    Value low = b->iota(kFlat, n, DType::u32);
+    if (first != 0) low = low + static_cast<double>(first);
+    return {b->constant(0, DType::u32), unflatten(low, kFlat, axes)};
+  }
+  Value block = b->iota(kFlat, n, DType::i64);
+  if (first != 0) block = block + static_cast<double>(first);
+  return {unflatten(block.shiftRight(32).cast(DType::u32), kFlat, axes), unflatten(block.cast(DType::u32), kFlat, axes)};
+}
+
+// Both words of block `first + i` under the key for each sample i of
+// `axes`: the key's stream axes, then `axes`. One encryption gives both
+// (the CPU emitters compute the pair once).
+Words blocksOf(const Value& key, const std::vector<Axis>& axes, int64_t first) {
+  const Words c = countersOf(key.builder(), axes, first);
+  const Words w = encrypt(wordOf(key, 0), wordOf(key, 1), c.x0, c.x1);
   std::vector<std::string> order = namesOf(streamAxes(key));
-  order.push_back(std::string(kBlock));
-  Value flat = stack(w.x0, w.x1, order, kWord).merge({std::string(kBlock), std::string(kWord)}, kFlat);
-  if (2 * blocks != n) flat = flat.slice(kFlat, 0, n);
-  return unflatten(flat, kFlat, axes);
+  for (const Axis& a : axes) order.push_back(a.name);
+  return {ordered(w.x0, order), ordered(w.x1, order)};
 }
 
 // The checks every sampler shares; ok when `key` may be sampled over `axes`.
@@ -163,19 +169,13 @@ absl::Status checkSampler(std::string_view op, const Value& key, const std::vect
   return checkAxes(op, DType::u32, axes, kMaxValueBytes);
 }
 
-// Uniform [0, 1) of `dtype` from bits with a last axis kHalf (f64: two
-// words per sample) or without (f32): exact in both, so every target
-// computes the same value.
-Value unitInterval(const Value& bits, DType dtype) {
-  if (dtype == DType::f32) return bits.shiftRight(8).cast(DType::f32) * std::ldexp(1.0, -24);
-  const Value hi = take(bits, kHalf, bits.builder()->constant(0, DType::i32)).shiftRight(5).cast(DType::f64);
-  const Value lo = take(bits, kHalf, bits.builder()->constant(1, DType::i32)).shiftRight(6).cast(DType::f64);
+// Uniform [0, 1) from one block's words, exact in the dtype so every target
+// computes the same value: f32 from 24 bits of w0, f64 from 27 bits of w0
+// and 26 of w1.
+Value unitInterval(const Words& w, DType dtype) {
+  if (dtype == DType::f32) return w.x0.shiftRight(8).cast(DType::f32) * std::ldexp(1.0, -24);
+  const Value hi = w.x0.shiftRight(5).cast(DType::f64), lo = w.x1.shiftRight(6).cast(DType::f64);
   return (hi * std::ldexp(1.0, 26) + lo) * std::ldexp(1.0, -53);
-}
-
-std::vector<Axis> with(std::vector<Axis> axes, std::string_view name, int64_t extent) {
-  axes.push_back(Axis{std::string(name), extent});
-  return axes;
 }
 
 Value refuse(const Value& key, absl::Status s) {
@@ -220,8 +220,8 @@ Value randomSplit(const Value& key, std::string_view axis, int64_t count) {
   if (absl::Status s = checkSampler("randomSplit", key, axes); !s.ok()) return refuse(key, std::move(s));
   std::vector<std::string> order = {std::string(axis)};
   for (const Axis& a : streamAxes(key)) order.push_back(a.name);
-  order.push_back("word");
-  return ordered(bitsOf(key, with(axes, "word", 2)), order);
+  const Words w = blocksOf(key, axes, 0);
+  return stack(w.x0, w.x1, order, "word");
 }
 
 Value randomFoldIn(const Value& key, const Value& data) {
@@ -247,7 +247,7 @@ Value randomBits(const Value& key, const std::vector<Axis>& axes) {
   if (key.builder() == nullptr) return Value();
   if (!key.valid()) return key.add(key);
   if (absl::Status s = checkSampler("randomBits", key, axes); !s.ok()) return refuse(key, std::move(s));
-  return bitsOf(key, axes);
+  return blocksOf(key, axes, 0).x0;
 }
 
 Value uniform(const Value& key, const std::vector<Axis>& axes, DType dtype, double lo, double hi) {
@@ -259,7 +259,7 @@ Value uniform(const Value& key, const std::vector<Axis>& axes, DType dtype, doub
     s = makeError(ErrorKind::kInvalidArgument, strCat("uniform: bounds [", lo, ", ", hi, ") are empty or not finite"));
   }
   if (!s.ok()) return refuse(key, std::move(s));
-  const Value u = unitInterval(bitsOf(key, dtype == DType::f64 ? with(axes, kHalf, 2) : axes), dtype);
+  const Value u = unitInterval(blocksOf(key, axes, 0), dtype);
   if (lo == 0 && hi == 1) return u;
   // Rounded into [lo, hi): the largest value below hi at most.
   const double top = dtype == DType::f32 ? std::nextafter(static_cast<float>(hi), -INFINITY) : std::nextafter(hi, -INFINITY);
@@ -272,21 +272,19 @@ Value normal(const Value& key, const std::vector<Axis>& axes, DType dtype) {
   absl::Status s = checkSampler("normal", key, axes);
   if (s.ok()) s = checkFloat("normal", dtype);
   if (!s.ok()) return refuse(key, std::move(s));
-  // Pairs of samples from pairs of uniforms: r = sqrt(-2 log(1 - u1)),
-  // z0 = r cos(2 pi u2), z1 = r sin(2 pi u2) (1 - u1 in (0, 1]).
-  const int64_t n = countOf(axes), pairs = (n + 1) / 2;
-  std::vector<Axis> drawn = {Axis{std::string(kBlock), pairs}, Axis{std::string(kPair), 2}};
-  if (dtype == DType::f64) drawn.push_back(Axis{std::string(kHalf), 2});
-  const Value u = unitInterval(bitsOf(key, drawn), dtype);
-  Builder* b = key.builder();
-  const Value u1 = take(u, kPair, b->constant(0, DType::i32)), u2 = take(u, kPair, b->constant(1, DType::i32));
+  // r = sqrt(-2 log(1 - u1)), z = r cos(2 pi u2) (1 - u1 in (0, 1]); u1
+  // and u2 from sample i's block (f32), or from blocks i and n + i (f64).
+  const Words first = blocksOf(key, axes, 0);
+  Value u1, u2;
+  if (dtype == DType::f32) {
+    u1 = unitInterval(first, dtype);
+    u2 = unitInterval(Words{first.x1, first.x0}, dtype);  // from w1
+  } else {
+    u1 = unitInterval(first, dtype);
+    u2 = unitInterval(blocksOf(key, axes, countOf(axes)), dtype);
+  }
   const Value r = ((1.0 - u1).log() * -2.0).sqrt();
-  const Value angle = u2 * (2 * std::numbers::pi);
-  std::vector<std::string> order = namesOf(streamAxes(key));
-  order.push_back(std::string(kBlock));
-  Value flat = stack(r * angle.cos(), r * angle.sin(), order, kWord).merge({std::string(kBlock), std::string(kWord)}, kFlat);
-  if (2 * pairs != n) flat = flat.slice(kFlat, 0, n);
-  return unflatten(flat, kFlat, axes);
+  return r * (u2 * (2 * std::numbers::pi)).cos();
 }
 
 Value bernoulli(const Value& key, double p, const std::vector<Axis>& axes) {
@@ -297,7 +295,7 @@ Value bernoulli(const Value& key, double p, const std::vector<Axis>& axes) {
     s = makeError(ErrorKind::kInvalidArgument, strCat("bernoulli: probability ", p, " is outside [0, 1]"));
   }
   if (!s.ok()) return refuse(key, std::move(s));
-  return unitInterval(bitsOf(key, axes), DType::f32).lt(static_cast<double>(static_cast<float>(p)));
+  return unitInterval(blocksOf(key, axes, 0), DType::f32).lt(static_cast<double>(static_cast<float>(p)));
 }
 
 }  // namespace accy::tensor

@@ -44,7 +44,8 @@ Value randomBits(const Value& key, const std::vector<Axis>& axes);
 // Uniform on [lo, hi) (f32 or f64; never hi itself).
 Value uniform(const Value& key, const std::vector<Axis>& axes, DType dtype = DType::f32, double lo = 0,
               double hi = 1);
-// Standard normal (f32 or f64), by Box-Muller on pairs of uniforms.
+// Standard normal (f32 or f64), by Box-Muller: one sample from each
+// sample's own block of bits (docs/SEMANTICS.md).
 Value normal(const Value& key, const std::vector<Axis>& axes, DType dtype = DType::f32);
 // True with probability p (a bool).
 Value bernoulli(const Value& key, double p, const std::vector<Axis>& axes);

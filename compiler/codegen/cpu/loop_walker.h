@@ -472,7 +472,16 @@ class LoopWalker {
         }
         auto p = self().prims(mode);
         OpSemantics<decltype(p)> sem(p, self().emitterName());
-        v = sem.op(e->op, e->dtype, e->args.empty() ? e->dtype : e->args[0]->dtype, args);
+        if (e->op == choir::OpCode::kThreefryWord0 || e->op == choir::OpCode::kThreefryWord1) {
+          // One encryption gives both words: the other is kept for this
+          // point under its own key, so a sampler reading both pays once.
+          const auto [w0, w1] = sem.threefryWords(args[0], args[1], args[2], args[3]);
+          const bool second = e->op == choir::OpCode::kThreefryWord1;
+          cse_[numbers_.otherThreefryWord(e)] = second ? w0 : w1;
+          v = second ? w1 : w0;
+        } else {
+          v = sem.op(e->op, e->dtype, e->args.empty() ? e->dtype : e->args[0]->dtype, args);
+        }
         ACCY_RETURN_IF_ERROR(p.status());
         ACCY_RETURN_IF_ERROR(sem.status());
         break;

@@ -607,7 +607,17 @@ absl::StatusOr<Value> KernelEmitter::expr(const ExprRef& e) {
         ACCY_ASSIGN_OR_RETURN(Value av, expr(x));
         a.push_back(av);
       }
-      v = sem_.op(e->op, e->dtype, e->args.empty() ? e->dtype : e->args[0]->dtype, a);
+      if (e->op == OpCode::kThreefryWord0 || e->op == OpCode::kThreefryWord1) {
+        // One encryption gives both words: the other is kept for this scope.
+        const auto [w0, w1] = sem_.threefryWords(a[0], a[1], a[2], a[3]);
+        const bool second = e->op == OpCode::kThreefryWord1;
+        const int other = numbers_.otherThreefryWord(e);
+        cse_.emplace(other, second ? w0 : w1);
+        cse_log_.push_back(other);
+        v = second ? w1 : w0;
+      } else {
+        v = sem_.op(e->op, e->dtype, e->args.empty() ? e->dtype : e->args[0]->dtype, a);
+      }
       ACCY_RETURN_IF_ERROR(sem_.status());
       break;
     }

@@ -335,6 +335,13 @@ class OpSemantics {
   // threefry2x32): word 0 or 1 of counter (c0, c1) under key (k0, k1), in
   // u32 registers.
   Value threefry(bool second, Value k0, Value k1, Value c0, Value c1) {
+    const std::pair<Value, Value> w = threefryWords(k0, k1, c0, c1);
+    return second ? w.second : w.first;
+  }
+
+  // Both words of one encryption (docs/SEMANTICS.md, "Random numbers").
+ public:
+  std::pair<Value, Value> threefryWords(Value k0, Value k1, Value c0, Value c1) {
     static constexpr int kRotations[8] = {13, 15, 26, 6, 17, 29, 16, 24};
     const DType d = DType::u32;
     const Value ks[3] = {k0, k1, p_.bitXor(d, p_.bitXor(d, k0, k1), p_.constant(d, 0x1BD11BDA))};
@@ -350,8 +357,10 @@ class OpSemantics {
         x1 = p_.arith(Arith::kAdd, d, x1, p_.arith(Arith::kAdd, d, ks[(s + 1) % 3], p_.constant(d, s)));
       }
     }
-    return second ? x1 : x0;
+    return {x0, x1};
   }
+
+ private:
 
   // Every bit set: -1, or 2^32 - 1 on u32 (constants are converted to the
   // dtype, and -1 saturates to 0 there).
