@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numbers>
 #include <random>
 
 #include "accy/accy.h"
@@ -513,6 +514,42 @@ TEST(CpuConformance, SumBitsDoNotDependOnAddressOrThreads) {
 // evaluator's bit for bit. The bounds are about four standard errors (the
 // KS bound is the 0.1% critical value): a sampler off by a fraction of a
 // percent fails.
+// normal f32 (exact mode) against the same formula in double from the same
+// bits: each sample's block's words w0, w1 (threefry2x32 of the counter
+// (0, i)), u1 = (w0 >> 8) 2^-24, u2 = (w1 >> 8) 2^-24, r = sqrt(-2 log(1 - u1)),
+// z = r cos(2 pi u2). The bar (docs/MATH_ACCURACY.md, "Samplers"): |z - z64|
+// <= 2^-20 (r + |z|), from the f32 roundings of the angle (2 pi u2, up to
+// 2^-21 absolute, times r) and of log, sqrt, cos and the product (a few
+// ulps of r and z).
+TEST(CpuConformance, NormalIsWithinItsBarOfADoubleComputationFromTheSameBits) {
+  constexpr int64_t kN = int64_t{1} << 16;
+  auto program = tensor::define("normal", std::vector<Spec>{}, [](Builder& b, std::span<const Value>) {
+    const Value key = tensor::randomKey(b, 99);
+    const Value counter = tensor::concat("word", {b.constant(0, DType::u32).broadcast("n", kN).broadcast("word", 1),
+                                                  b.iota("n", kN, DType::u32).broadcast("word", 1)});
+    return std::vector<Value>{tensor::normal(key, {{"n", kN}}), tensor::threefry2x32(key, counter)};
+  });
+  ASSERT_TRUE(program.ok()) << program.status();
+  auto cpu = tensor::CpuExecutable::compile(*program, {.threads = 2});
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  std::vector<float> z(kN);
+  std::vector<uint32_t> words(2 * kN);
+  ASSERT_TRUE(cpu->launch({}, {writableBytes(z), writableBytes(words)}).ok());
+  double worst = 0;
+  int64_t over = 0;
+  for (int64_t i = 0; i < kN; ++i) {
+    const double u1 = std::ldexp(static_cast<double>(words[2 * i] >> 8), -24);
+    const double u2 = std::ldexp(static_cast<double>(words[2 * i + 1] >> 8), -24);
+    const double r = std::sqrt(-2 * std::log(1 - u1)), z64 = r * std::cos(2 * std::numbers::pi * u2);
+    const double err = std::abs(static_cast<double>(z[i]) - z64) / (r + std::abs(z64));
+    worst = std::max(worst, err);
+    if (err > std::ldexp(1.0, -20)) ++over;
+  }
+  EXPECT_EQ(over, 0) << "worst error " << worst << " (r + |z|)";
+  std::printf("normal f32 against double from the same bits: worst %.3g (r + |z|), bar %.3g\n", worst,
+              std::ldexp(1.0, -20));
+}
+
 // A sample that reads both words of its block (f64 uniform, f32 normal)
 // costs one encryption: the walker computes the pair once. Measured by the
 // machine code: a 20-round encryption is about 100 instructions, and an f64

@@ -159,18 +159,7 @@ class Fibers {
   void run(std::vector<ThreadState>& states, const std::function<void(int)>& body) {
     body_ = &body;
     states_ = &states;
-    for (size_t t = 0; t < fibers_.size(); ++t) {
-      Fiber& f = fibers_[t];
-      f.index = static_cast<int>(t);
-      getcontext(&f.context);
-      f.context.uc_stack.ss_sp = f.stack;
-      f.context.uc_stack.ss_size = kStackBytes;
-      f.context.uc_link = nullptr;
-      makecontext(&f.context, &Fibers::start, 0);
-#if ACCY_SHIM_TSAN
-      f.tsan = __tsan_create_fiber(0);
-#endif
-    }
+    for (size_t t = 0; t < fibers_.size(); ++t) prepare(fibers_[t], static_cast<int>(t));
 #if ACCY_SHIM_TSAN
     main_tsan_ = __tsan_get_current_fiber();
 #endif
@@ -218,6 +207,20 @@ class Fibers {
     void* asan_fake_stack = nullptr;
     void* tsan = nullptr;
   };
+
+  // Fiber f's context, to start at start(). Not inlined: getcontext
+  // returns twice, which would put the caller's locals at risk.
+  [[gnu::noinline]] static void prepare(Fiber& f, int index) {
+    f.index = index;
+    getcontext(&f.context);
+    f.context.uc_stack.ss_sp = f.stack;
+    f.context.uc_stack.ss_size = kStackBytes;
+    f.context.uc_link = nullptr;
+    makecontext(&f.context, &Fibers::start, 0);
+#if ACCY_SHIM_TSAN
+    f.tsan = __tsan_create_fiber(0);
+#endif
+  }
 
   // From the scheduler into fiber f, until it waits or returns.
   void resume(Fiber& f) {
