@@ -514,6 +514,45 @@ TEST(CpuConformance, SumBitsDoNotDependOnAddressOrThreads) {
 // evaluator's bit for bit. The bounds are about four standard errors (the
 // KS bound is the 0.1% critical value): a sampler off by a fraction of a
 // percent fails.
+// bitcast between f64 and i64 keeps every bit on every ISA: signed zeros,
+// infinities, NaN payloads (quiet and signalling patterns), subnormals and
+// integers past 2^53. Compared with the input bytes themselves: the
+// op-case row narrows to 32 bits first, because the evaluator holds i64
+// exactly only up to 2^53.
+TEST(CpuConformance, Bitcast64KeepsEveryBit) {
+  const std::vector<uint64_t> patterns = {
+      0x3FF0000000000000,  // 1.0
+      0x8000000000000000,  // -0.0, and INT64_MIN
+      0x0000000000000000, 0x7FF0000000000000, 0xFFF0000000000000,  // 0, +inf, -inf
+      0x7FF8000000000123,  // a quiet NaN with a payload
+      0x7FF0000000000001,  // a signalling NaN pattern
+      0xFFFFFFFFFFFFFFFF,  // -1, a negative NaN with every payload bit
+      0x0000000000000001,  // the smallest subnormal
+      0x7FEFFFFFFFFFFFFF,  // the largest finite double
+      0x0123456789ABCDEF, 0x8000000000000001, 0x7FFFFFFFFFFFFFFF,
+  };
+  const int64_t n = static_cast<int64_t>(patterns.size());
+  const std::vector<Spec> specs = {tensor::spec(DType::f64, {{"i", n}}), tensor::spec(DType::i64, {{"i", n}})};
+  auto program = tensor::define("bitcast64", specs, [](Builder&, std::span<const Value> a) {
+    return std::vector<Value>{a[0].bitcast(DType::i64), a[1].bitcast(DType::f64)};
+  });
+  ASSERT_TRUE(program.ok()) << program.status();
+  std::vector<std::byte> bytes(patterns.size() * 8);
+  std::memcpy(bytes.data(), patterns.data(), bytes.size());
+  for (x64::Isa isa : hostIsas()) {
+    auto exe = x64::compileProgram(*program, {.threads = 1, .isa = isa});
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    auto loaded = cpu::LoadedExecutable::load(*exe, 1);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    std::vector<std::byte> as_int(bytes.size()), as_float(bytes.size());
+    const std::span<const std::byte> in[] = {bytes, bytes};
+    const std::span<std::byte> out[] = {as_int, as_float};
+    ASSERT_TRUE(loaded->launch(in, out).ok()) << x64::isaName(isa);
+    EXPECT_EQ(as_int, bytes) << "f64 to i64, " << x64::isaName(isa);
+    EXPECT_EQ(as_float, bytes) << "i64 to f64, " << x64::isaName(isa);
+  }
+}
+
 // normal f32 (exact mode) against the same formula in double from the same
 // bits: each sample's block's words w0, w1 (threefry2x32 of the counter
 // (0, i)), u1 = (w0 >> 8) 2^-24, u2 = (w1 >> 8) 2^-24, r = sqrt(-2 log(1 - u1)),
