@@ -589,6 +589,35 @@ TEST(CpuConformance, NormalIsWithinItsBarOfADoubleComputationFromTheSameBits) {
               std::ldexp(1.0, -20));
 }
 
+// Noise drawn where it is used (x + 0.1 * normal(key, n)) costs no pass
+// over memory of its own: no temporary grows with n (the key's two words
+// are the only scratch), and the samples come from the consumer's loop.
+TEST(CpuConformance, SamplesFuseIntoTheirConsumer) {
+  constexpr int64_t kN = int64_t{1} << 20;
+  const std::vector<Spec> specs = {tensor::spec(DType::f32, {{"n", kN}})};
+  for (const char* sampler : {"normal", "uniform", "bernoulli"}) {
+    auto program = tensor::define("noisy", specs, [&](Builder& b, std::span<const Value> a) {
+      const Value key = tensor::randomKey(b, 5);
+      const std::string_view s = sampler;
+      const Value noise = s == "normal"    ? tensor::normal(key, {{"n", kN}})
+                          : s == "uniform" ? tensor::uniform(key, {{"n", kN}})
+                                           : tensor::bernoulli(key, 0.5, {{"n", kN}}).cast(DType::f32);
+      return a[0] + noise * 0.1;
+    });
+    ASSERT_TRUE(program.ok()) << program.status();
+    auto exe = x64::compileProgram(*program, {.threads = 2});
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    EXPECT_LE(exe->artifact_plan.scratch_bytes, 256) << sampler << ": a temporary of "
+                                                     << exe->artifact_plan.scratch_bytes << " bytes";
+    int64_t full = 0;  // kernels over all n points
+    for (const executable::LaunchStep& step : exe->launch_plan.steps) full += step.parallel_extent >= kN / 2 ? 1 : 0;
+    EXPECT_EQ(full, 1) << sampler;
+    std::printf("x + 0.1 * %s: %zu kernels, %lld over all points, %lld bytes of scratch\n", sampler,
+                exe->launch_plan.steps.size(), static_cast<long long>(full),
+                static_cast<long long>(exe->artifact_plan.scratch_bytes));
+  }
+}
+
 // A sample that reads both words of its block (f64 uniform, f32 normal)
 // costs one encryption: the walker computes the pair once. Measured by the
 // machine code: a 20-round encryption is about 100 instructions, and an f64
