@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <numbers>
 #include <random>
 
@@ -610,7 +611,7 @@ TEST(CpuConformance, SamplesFuseIntoTheirConsumer) {
     EXPECT_LE(exe->artifact_plan.scratch_bytes, 256) << sampler << ": a temporary of "
                                                      << exe->artifact_plan.scratch_bytes << " bytes";
     int64_t full = 0;  // kernels over all n points
-    for (const executable::LaunchStep& step : exe->launch_plan.steps) full += step.parallel_extent >= kN / 2 ? 1 : 0;
+    for (const executable::LaunchStep& step : exe->launch_plan.steps) full += step.work >= kN / 2 ? 1 : 0;
     EXPECT_EQ(full, 1) << sampler;
     std::printf("x + 0.1 * %s: %zu kernels, %lld over all points, %lld bytes of scratch\n", sampler,
                 exe->launch_plan.steps.size(), static_cast<long long>(full),
@@ -622,12 +623,14 @@ TEST(CpuConformance, SamplesFuseIntoTheirConsumer) {
 // costs one encryption: the walker computes the pair once. Measured by the
 // machine code: a 20-round encryption is about 100 instructions, and an f64
 // uniform adds a few to the raw bits' kernel, where evaluating the pair
-// twice would double it.
+// twice would double it. Three samples, fewer than one vector: both
+// kernels run scalar (raw bits would otherwise run in vector lanes, with a
+// second, vector encryption, and f64 samples cannot).
 TEST(CpuConformance, BothWordsOfABlockCostOneEncryption) {
   auto sizeOf = [](bool f64) {
     auto program = tensor::define("draw", std::vector<Spec>{}, [&](Builder& b, std::span<const Value>) {
       const Value key = tensor::randomKey(b, 7);
-      return f64 ? tensor::uniform(key, {{"n", 64}}, DType::f64) : tensor::randomBits(key, {{"n", 64}});
+      return f64 ? tensor::uniform(key, {{"n", 3}}, DType::f64) : tensor::randomBits(key, {{"n", 3}});
     });
     EXPECT_TRUE(program.ok()) << program.status();
     if (!program.ok()) return size_t{0};
@@ -638,6 +641,85 @@ TEST(CpuConformance, BothWordsOfABlockCostOneEncryption) {
   const size_t bits = sizeOf(false), f64 = sizeOf(true);
   ASSERT_GT(bits, 0u);
   EXPECT_LT(f64, bits * 3 / 2) << "raw bits: " << bits << " bytes; f64 uniform: " << f64;
+}
+
+// The 32-bit integer lanes of vector loops (choir/passes/vectorize.h,
+// lanes32): Threefry words and samplers, index values along the loop,
+// signed and unsigned comparisons, min and max across 2^31, constant
+// shifts in and out of range, negation and abs at INT_MIN, wrapping
+// products, casts to f32 (rounding, ties) and between i32 and u32, and
+// bitcasts, at rows of whole vectors, with a tail, and split between two
+// threads, on every ISA of the host: the integer outputs and the uniform
+// samples' bits equal the evaluator's exactly.
+TEST(CpuConformance, IntegerLanesMatchTheEvaluator) {
+  for (int64_t n : {8, 37, 1000}) {
+    const std::vector<Spec> specs = {tensor::spec(DType::u32, {{"r", 3}, {"n", n}}),
+                                     tensor::spec(DType::i32, {{"r", 3}, {"n", n}})};
+    auto program = tensor::define("lanes", specs, [&](Builder& b, std::span<const Value> a) -> std::vector<Value> {
+      const Value u = a[0], i = a[1];
+      auto u32 = [&](double v) { return b.constant(v, DType::u32); };
+      auto i32 = [&](double v) { return b.constant(v, DType::i32); };
+      const Value v = u * 3.0 + 2147483647.0;  // wraps: both sides of 2^31
+      const Value key = tensor::randomKey(b, 11);
+      const Value position = b.iota("n", n, DType::u32) * 2654435761.0 + u;
+      const Value compares = u.lt(v).where(u, v) + u.le(v).where(u32(1), u32(2)) + u.ge(v).where(u32(4), u32(8)) +
+                             u.eq(v).where(u32(16), u32(32)) + u.ne(v).where(u32(64), u32(128)) +
+                             u.gt(v).where(u.max(v), u.min(v) - 5.0);
+      const Value j = i * 7.0 - 3.0;
+      const Value signed_compares = i.lt(j).where(i, j) + i.le(j).where(i32(1), i32(2)) +
+                                    i.ge(j).where(i32(4), i32(8)) + i.gt(j).where(i.max(j), i.min(j));
+      const Value shifts = u.shiftRight(3.0).bitXor(u.shiftLeft(31.0)) + u.shiftRight(32.0) + u.shiftLeft(40.0);
+      const Value signed_shifts = i.shiftRight(5.0) + i.shiftRight(33.0) + i.shiftLeft(7.0) + i.shiftLeft(-1.0) -
+                                  b.iota("n", n, DType::i32) * 7.0;
+      return {tensor::randomBits(tensor::randomSplit(key, "r", 3), {{"n", n}}),
+              tensor::uniform(key, {{"r", 3}, {"n", n}}).bitcast(DType::u32),
+              tensor::normal(key, {{"r", 3}, {"n", n}}),
+              position,
+              compares,
+              signed_compares,
+              shifts,
+              signed_shifts,
+              i.neg().bitXor(i.abs()) + i * i,
+              u.cast(DType::f32) + i.cast(DType::f32).bitcast(DType::u32).cast(DType::f32),
+              i.cast(DType::u32).bitXor(u.cast(DType::i32).bitcast(DType::u32)),
+              (u.cast(DType::f32) * 0.5f).bitcast(DType::i32),
+              // An f32 sum over integer lanes (unrolled: lanes at offsets);
+              // whole numbers below 2^24, exact in any order.
+              (b.iota("n", n, DType::i32) + i.shiftRight(28.0)).cast(DType::f32).sum("n")};
+    });
+    ASSERT_TRUE(program.ok()) << program.status();
+    // Every 32-bit pattern is likely; the first columns hold the edges.
+    std::mt19937 rng(static_cast<uint32_t>(n));
+    std::vector<std::vector<std::byte>> inputs = {std::vector<std::byte>(specs[0].byteSize()),
+                                                  std::vector<std::byte>(specs[1].byteSize())};
+    const uint32_t edges[] = {0, 1, 0x7fffffff, 0x80000000, 0xffffffff, 0xffffff80, 0x00ffffff, 0x01000001};
+    for (size_t k = 0; k < 3 * static_cast<size_t>(n); ++k) {
+      const uint32_t x = k < std::size(edges) ? edges[k] : static_cast<uint32_t>(rng());
+      const uint32_t y = k < std::size(edges) ? edges[std::size(edges) - 1 - k] : static_cast<uint32_t>(rng());
+      std::memcpy(&inputs[0][4 * k], &x, 4);
+      std::memcpy(&inputs[1][4 * k], &y, 4);
+    }
+    for (x64::Isa isa : hostIsas()) {
+      for (int threads : {1, 2}) {
+        EXPECT_TRUE(runAndCompare(*program, inputs, isa, threads)) << "n=" << n << " threads=" << threads;
+      }
+    }
+  }
+  // Each row above is one vectorized loop (not the scalar form, which
+  // would compare equal too).
+  const std::vector<Spec> one = {tensor::spec(DType::u32, {{"n", 64}})};
+  for (auto fn : std::vector<std::function<Value(Builder&, const Value&)>>{
+           [](Builder& b, const Value& u) { return tensor::randomBits(tensor::randomKey(b, 1), {{"n", 64}}) + u; },
+           [](Builder& b, const Value& u) { return b.iota("n", 64, DType::u32).bitXor(u.shiftRight(9.0)); },
+           [](Builder&, const Value& u) { return u.cast(DType::f32) * 2.0f; },
+           [](Builder& b, const Value& u) { return u.lt(b.constant(5, DType::u32)).where(u.max(7.0), u.neg()); }}) {
+    auto program = tensor::define("one", one, [&](Builder& b, std::span<const Value> a) { return fn(b, a[0]); });
+    ASSERT_TRUE(program.ok()) << program.status();
+    std::string choir;
+    auto exe = x64::compileProgram(*program, {.threads = 1, .isa = x64::Isa::kSse41, .choir_text = &choir});
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    EXPECT_NE(choir.find("[vectorized x4]"), std::string::npos) << choir;
+  }
 }
 
 TEST(CpuConformance, RandomSamplersHaveTheirDistributions) {

@@ -43,28 +43,72 @@ bool int32LaneOp(OpCode op) {
 
 namespace {
 
-// Whether every value in `e` has the dtype `lane` (f32, f64, or i32 under
-// the ops above), comparisons aside, and every load walks `var` with stride
-// 0 or 1. A load at data-dependent positions qualifies when the positions
-// do not change along `var` (an embedding row read along its features):
-// the emitter computes them once per row, and its bound values, integers,
-// are not lanes.
-bool uniformLanes(const Module& m, const ExprRef& e, int var, DType* lane, bool uniform_conditions) {
+bool is32(DType d) { return d == DType::f32 || d == DType::i32 || d == DType::u32; }
+
+// Whether a value of dtype `d` may run in the lanes of a loop of `lane`:
+// the same dtype (f32, f64 or i32), or under lanes32 any 4-byte dtype in a
+// loop of one.
+bool sameLanes(const VectorizeOptions& o, DType lane, DType d) {
+  if (o.lanes32 && is32(lane)) return is32(d);
+  return d == lane && (d == DType::f32 || d == DType::f64 || d == DType::i32);
+}
+
+// Under lanes32: whether op `x` (its value, or a comparison's operands, of
+// a 4-byte dtype) has a form in 32-bit lanes.
+bool lanes32Op(const Expr& x) {
+  const DType arg = x.args.empty() ? x.dtype : x.args[0]->dtype;
+  switch (tensor::opCategory(x.op)) {
+    case tensor::OpCategory::Unary:
+    case tensor::OpCategory::Binary:
+    case tensor::OpCategory::Compare:
+    case tensor::OpCategory::Select: {
+      const DType d = tensor::opCategory(x.op) == tensor::OpCategory::Compare ? arg : x.dtype;
+      if (isFloating(d)) return true;
+      // Shifts by a count known when emitting: one instruction each.
+      if (x.op == OpCode::kShiftLeft || x.op == OpCode::kShiftRight) return x.args[1]->kind == ExprKind::kConstant;
+      return tensor::opTakes(x.op, DType::i32) && tensor::opCost(x.op) == tensor::OpCost::Cheap;
+    }
+    case tensor::OpCategory::Cast:
+      if (x.op == OpCode::kBitcast) return is32(arg) && is32(x.dtype);
+      // i32 <-> u32 keep the bits; either to f32 rounds.
+      return (arg == DType::i32 || arg == DType::u32) && is32(x.dtype);
+    case tensor::OpCategory::Random:
+      return true;
+    case tensor::OpCategory::Leaf:
+    case tensor::OpCategory::Reduce:
+    case tensor::OpCategory::Dot:
+    case tensor::OpCategory::Layout:
+    case tensor::OpCategory::Index:
+      return false;
+  }
+  return false;
+}
+
+// Whether every value in `e` runs in the lanes of `lane` (sameLanes;
+// comparisons aside) under ops those lanes have, and every load walks
+// `var` with stride 0 or 1. A load at data-dependent positions qualifies
+// when the positions do not change along `var` (an embedding row read
+// along its features): the emitter computes them once per row, and its
+// bound values, integers, are not lanes.
+bool uniformLanes(const Module& m, const ExprRef& e, int var, DType lane, const VectorizeOptions& o) {
   countWork();
   const Expr& x = *e;
-  if (uniform_conditions && x.kind == ExprKind::kOp && x.op == OpCode::kWhere && x.args[0]->dtype == DType::bool_ &&
-      isFloating(x.dtype) && *lane == x.dtype && invariantIn(m, x.args[0], var)) {
-    return uniformLanes(m, x.args[1], var, lane, true) && uniformLanes(m, x.args[2], var, lane, true);
+  const bool mixed = o.lanes32 && is32(lane);
+  if (o.uniform_conditions && x.kind == ExprKind::kOp && x.op == OpCode::kWhere && x.args[0]->dtype == DType::bool_ &&
+      (isFloating(x.dtype) || mixed) && sameLanes(o, lane, x.dtype) && invariantIn(m, x.args[0], var)) {
+    return uniformLanes(m, x.args[1], var, lane, o) && uniformLanes(m, x.args[2], var, lane, o);
   }
-  if (x.kind == ExprKind::kIndex || (x.kind == ExprKind::kOp && tensor::opCategory(x.op) == tensor::OpCategory::Cast)) {
-    return false;
-  }
+  if (x.kind == ExprKind::kIndex) return mixed && (x.dtype == DType::i32 || x.dtype == DType::u32);
   const bool is_compare = x.kind == ExprKind::kOp && tensor::opCategory(x.op) == tensor::OpCategory::Compare;
-  if (*lane == DType::i32 && x.kind == ExprKind::kOp && !int32LaneOp(x.op)) return false;
-  if (!is_compare) {
-    if (x.dtype != DType::f32 && x.dtype != DType::f64 && x.dtype != DType::i32) return false;
-    if (*lane != x.dtype) return false;
+  if (x.kind == ExprKind::kOp) {
+    if (mixed) {
+      if (!lanes32Op(x)) return false;
+    } else {
+      if (tensor::opCategory(x.op) == tensor::OpCategory::Cast) return false;
+      if (lane == DType::i32 && !int32LaneOp(x.op)) return false;
+    }
   }
+  if (!is_compare && !sameLanes(o, lane, x.dtype)) return false;
   if (x.kind == ExprKind::kLoad) {
     for (const ExprRef& a : x.args) {
       if (!invariantIn(m, a, var)) return false;
@@ -73,7 +117,7 @@ bool uniformLanes(const Module& m, const ExprRef& e, int var, DType* lane, bool 
     return c == 0 || c == 1;
   }
   for (const ExprRef& a : x.args) {
-    if (!uniformLanes(m, a, var, lane, uniform_conditions)) return false;
+    if (!uniformLanes(m, a, var, lane, o)) return false;
   }
   return true;
 }
@@ -89,13 +133,13 @@ void visit(const Module& m, std::vector<Stmt>& stmts, const VectorizeOptions& o)
         continue;
       }
       const Stmt& st = s.body[0];
-      DType lane = m.buffers[st.buffer].dtype;
+      const DType lane = m.buffers[st.buffer].dtype;
       const int width = lanesFor(o, lane, s.loop.extent);
       bool positions_fixed = true;  // a store's bound positions, the same along the loop
       for (const ExprRef& a : st.args) positions_fixed = positions_fixed && invariantIn(m, a, s.loop.var);
-      if (s.loop.tag == LoopTag::kSerial && vectorLane(o, lane) && s.loop.extent >= width && positions_fixed &&
-          flatCoeff(m.buffers[st.buffer], st.index, s.loop.var) == 1 &&
-          uniformLanes(m, st.value, s.loop.var, &lane, o.uniform_conditions)) {
+      if (s.loop.tag == LoopTag::kSerial && (vectorLane(o, lane) || (o.lanes32 && is32(lane))) &&
+          s.loop.extent >= width && positions_fixed && flatCoeff(m.buffers[st.buffer], st.index, s.loop.var) == 1 &&
+          uniformLanes(m, st.value, s.loop.var, lane, o)) {
         s.loop.tag = LoopTag::kVectorized;
         s.loop.vector_width = width;
       }
@@ -103,10 +147,10 @@ void visit(const Module& m, std::vector<Stmt>& stmts, const VectorizeOptions& o)
     }
     if (s.kind == StmtKind::kReduce) {
       LoopHeader& h = s.domain.back();
-      DType lane = m.buffers[s.buffer].dtype;
+      const DType lane = m.buffers[s.buffer].dtype;
       const int width = lanesFor(o, lane, h.extent);
       if (h.tag == LoopTag::kSerial && vectorLane(o, lane) && h.extent >= width &&
-          uniformLanes(m, s.value, h.var, &lane, o.uniform_conditions)) {
+          uniformLanes(m, s.value, h.var, lane, o)) {
         h.tag = LoopTag::kVectorized;
         h.vector_width = width;
       }

@@ -23,13 +23,23 @@ struct VectorizeOptions {
   // once per step as a scalar, of any dtype, and fills a lane mask (a
   // target whose walker has uniformMask).
   bool uniform_conditions = false;
+  // Also 4-byte lanes of mixed dtype (a target with 32-bit integer lanes
+  // beside its f32 lanes: x86-64): f32, i32 and u32 values in one store
+  // loop, or under an f32 reduction, with the cheap integer ops (as
+  // `int32`, on u32 too), bit operations, shifts by a constant count,
+  // bitcasts among the three, casts between i32 and u32 and from either to
+  // f32, Threefry words, and index values of i32 or u32 (the lanes hold
+  // consecutive positions).
+  bool lanes32 = false;
 };
 
 // An innermost store loop, or the innermost loop of a reduction domain, is
 // tagged kVectorized with vector_bytes / element-size lanes when: every
 // value in the statement is f32, or every value is f64, or (with `int32`)
 // every value is i32 under the ops above (comparisons giving bool may feed
-// `where`); it has no index values or casts; every load walks
+// `where`), or (with `lanes32`) every value is f32, i32 or u32 under the
+// ops listed there; it has no index values or casts (but those `lanes32`
+// lists); every load walks
 // the loop's variable with stride 0 or 1; a store walks it with stride 1;
 // and the extent is at least one vector. The vector is the target's widest,
 // or narrower (down to 16 bytes) for a loop shorter than the widest. The

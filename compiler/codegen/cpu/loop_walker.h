@@ -70,12 +70,15 @@
 //     void endVectorStore(const Mode& lanes);
 //     void beginScalarStore(); void endScalarStore();   (optional)
 //     int reduceWidth(const choir::Stmt& reduce);
-//     void beginReduce(choir::DType, int width);
+//     void beginReduce(const choir::Stmt& reduce, choir::DType, int width);
 //     void beginReduceBody(const choir::Stmt& reduce, const Mode& lanes);
 //     void endReduceBody();
 //     void prefetch(Index base, int64_t bytes);   (optional, with indexAhead)
 //         hint the cache lines of [base, base + bytes)
 //     Index indexAhead(Index i, Index limit, int64_t d);  min(i + d, limit - 1)
+//     Value indexLanes(const choir::Affine&, choir::DType, const Mode&);
+//         (optional) an index value (i32 or u32) in the lanes of a vector
+//         loop: its value at each lane's position
 //     Value uniformMask(const Value& b);   (optional) a vector mask of a scalar
 //         bool: every lane b (a `where` condition the same along the loop)
 //     std::optional<absl::Status> specialLoop(const choir::Stmt& loop, bool outermost);
@@ -312,7 +315,7 @@ class LoopWalker {
     Value acc = self().accumulator(s.combiner, dtype, false);
     const int width = self().reduceWidth(s);
     const bool vectorized = width > 1;
-    self().beginReduce(dtype, width);
+    self().beginReduce(s, dtype, width);
     std::vector<Value> vacc;
     if (vectorized) {
       for (int u = 0; u < kUnroll; ++u) vacc.push_back(self().accumulator(s.combiner, dtype, true));
@@ -425,7 +428,14 @@ class LoopWalker {
         break;
       }
       case choir::ExprKind::kIndex: {
-        if (mode.vector) return unimplemented("index values in a vector loop");
+        if (mode.vector) {
+          if constexpr (requires(T& t) { t.indexLanes(e->index[0], e->dtype, mode); }) {
+            v = self().indexLanes(e->index[0], e->dtype, mode);
+            break;
+          } else {
+            return unimplemented("index values in a vector loop");
+          }
+        }
         const Value iv = self().indexValue(e->index[0]);
         const Mode point;
         auto p = self().prims(point);
@@ -479,6 +489,11 @@ class LoopWalker {
           const bool second = e->op == choir::OpCode::kThreefryWord1;
           cse_[numbers_.otherThreefryWord(e)] = second ? w0 : w1;
           v = second ? w1 : w0;
+        } else if ((e->op == choir::OpCode::kShiftLeft || e->op == choir::OpCode::kShiftRight) &&
+                   e->args[1]->kind == choir::ExprKind::kConstant) {
+          // A count known now: a shift by an immediate (the only form a
+          // vector loop has: vectorize.h).
+          v = sem.shiftByConstant(e->op == choir::OpCode::kShiftLeft, e->dtype, args[0], e->args[1]->constant);
         } else {
           v = sem.op(e->op, e->dtype, e->args.empty() ? e->dtype : e->args[0]->dtype, args);
         }

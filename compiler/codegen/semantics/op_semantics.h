@@ -53,6 +53,8 @@
 //   Value intMax(DType, Value, Value), intMin(...)
 //   Value truncateSaturating(DType from, DType to, Value): float to
 //       integer with this layer's cast meaning (NaN to 0, saturating)
+//   Value shiftLeft(DType, Value, int n): x << n for n in [0, width) (a
+//       shift by an immediate; without it, shiftLeftBy a constant)
 // A primitive that cannot be expressed (a dtype the target lacks, an
 // integer op in a vector loop) records the failure in the target and
 // returns a placeholder; the caller checks the target's status.
@@ -237,6 +239,18 @@ class OpSemantics {
     return p_.select(to, nan, p_.constant(to, 0), r);
   }
 
+  // shiftLeft or shiftRight of `x` by a count known when emitting (a
+  // constant, as a double of d's value): the target's shift by an
+  // immediate, or the result of a count out of range (binary's meaning).
+  Value shiftByConstant(bool left, DType d, Value x, double count) {
+    const int width = tensor::integerBits(d);
+    if (count < 0 || count >= width) {
+      return left || tensor::isUnsigned(d) ? p_.constant(d, 0) : p_.shiftRight(d, x, width - 1);
+    }
+    const int n = static_cast<int>(count);
+    return left ? shiftLeftConstant(d, x, n) : p_.shiftRight(d, x, n);
+  }
+
   // The identity a reduction with `combiner` starts from.
   Value identity(OpCode combiner, DType d) { return p_.constant(d, choir::combinerIdentity(combiner, d)); }
 
@@ -349,7 +363,7 @@ class OpSemantics {
     for (int r = 0; r < 20; ++r) {
       x0 = p_.arith(Arith::kAdd, d, x0, x1);
       const int n = kRotations[r % 8];
-      const Value rotated = p_.bitOr(d, p_.shiftLeftBy(d, x1, p_.constant(d, n)), p_.shiftRight(d, x1, 32 - n));
+      const Value rotated = p_.bitOr(d, shiftLeftConstant(d, x1, n), p_.shiftRight(d, x1, 32 - n));
       x1 = p_.bitXor(d, rotated, x0);
       if (r % 4 == 3) {
         const int s = r / 4 + 1;
@@ -379,6 +393,14 @@ class OpSemantics {
     const Value shifted = left ? p_.shiftLeftBy(d, x, safe) : p_.shiftRightBy(d, x, safe);
     const Value fill = left || tensor::isUnsigned(d) ? zero : p_.shiftRight(d, x, width - 1);
     return p_.select(d, out_of_range, fill, shifted);
+  }
+
+  Value shiftLeftConstant(DType d, Value x, int n) {
+    if constexpr (requires { p_.shiftLeft(d, x, n); }) {
+      return p_.shiftLeft(d, x, n);
+    } else {
+      return p_.shiftLeftBy(d, x, p_.constant(d, n));
+    }
   }
 
   Value refuse(OpCode o, DType d) {

@@ -74,7 +74,7 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, uint32_t, u
   Mode beginVectorStore(const choir::Stmt& loop, int width, const Mode& lanes);
   void endVectorStore(const Mode&) { broadcast_.clear(); }
   int reduceWidth(const choir::Stmt& reduce) const;
-  void beginReduce(choir::DType, int width) { reduce_width_ = width; }
+  void beginReduce(const choir::Stmt&, choir::DType, int width) { reduce_width_ = width; }
   void beginReduceBody(const choir::Stmt& reduce, const Mode& lanes);
   void endReduceBody() { broadcast_.clear(); }
 

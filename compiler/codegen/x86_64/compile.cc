@@ -20,6 +20,7 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
   choir::PipelineOptions pipeline;
   pipeline.vectorize.vector_bytes = vectorBytes(isa);
   pipeline.vectorize.uniform_conditions = true;
+  pipeline.vectorize.lanes32 = true;  // i32 and u32 beside f32 (primitives.h)
   pipeline.parallelize.threads = resolveThreads(options.threads);
   pipeline.fuse = options.fuse;
   pipeline.fuse_limits = options.fuse_limits;

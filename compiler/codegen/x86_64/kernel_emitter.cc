@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
+#include <vector>
 
 #include "base/check.h"
 #include "base/errors.h"
@@ -97,7 +99,31 @@ void KernelEmitter::closeLoop(const OpenLoop& l) {
   cc_.bind(l.done);
 }
 
-int KernelEmitter::loopWidth(int width, DType dtype, const ExprRef& value) const {
+bool KernelEmitter::integerLanes(const ExprRef& value, int var) const {
+  std::set<const Expr*> seen;
+  std::vector<const Expr*> todo = {value.get()};
+  while (!todo.empty()) {
+    const Expr* x = todo.back();
+    todo.pop_back();
+    if (!seen.insert(x).second) continue;
+    if (x->dtype == DType::i32 || x->dtype == DType::u32) return true;
+    if (x->kind == ExprKind::kLoad) continue;  // its bound positions are scalars
+    // A condition the same along the loop is computed apart, as a scalar.
+    const bool uniform = x->kind == ExprKind::kOp && x->op == OpCode::kWhere && choir::invariantIn(m_, x->args[0], var);
+    for (size_t j = uniform ? 1 : 0; j < x->args.size(); ++j) todo.push_back(x->args[j].get());
+  }
+  return false;
+}
+
+Simd KernelEmitter::laneSimd(DType dtype, int width, const ExprRef& value, int var) const {
+  const Isa isa = integerLanes(value, var) ? std::min(isa_, Isa::kAvx2) : isa_;
+  return Simd(cc_, isa, laneOf(dtype), width * static_cast<int>(tensor::dtypeSize(dtype)));
+}
+
+int KernelEmitter::loopWidth(int width, DType dtype, const ExprRef& value, int var) const {
+  if (integerLanes(value, var) || dtype == DType::i32 || dtype == DType::u32) {
+    width = std::min(width, 32 / static_cast<int>(tensor::dtypeSize(dtype)));
+  }
   // A light loop (a load and an add or two per element) is bound by its
   // loads. A 64-byte load from a buffer that is not 64-byte aligned (a
   // caller's std::vector is 16) always spans two cache lines and counts
@@ -115,12 +141,13 @@ int KernelEmitter::storeWidth(const Stmt& l, bool parallel) const {
   const Stmt& st = l.body[0];
   const DType dtype = m_.buffers[st.buffer].dtype;
   const bool vectorized = l.loop.tag == LoopTag::kVectorized || (parallel && l.loop.vector_width > 1);
-  return vectorized && isFloat(dtype) ? loopWidth(l.loop.vector_width, dtype, st.value) : 1;
+  const bool lanes = isFloat(dtype) || dtype == DType::i32 || dtype == DType::u32;
+  return vectorized && lanes ? loopWidth(l.loop.vector_width, dtype, st.value, l.loop.var) : 1;
 }
 
 KernelEmitter::Mode KernelEmitter::beginVectorStore(const Stmt& l, int width, const Mode& lanes) {
   const DType dtype = m_.buffers[l.body[0].buffer].dtype;
-  loop_simd_.emplace(cc_, isa_, laneOf(dtype), width * static_cast<int>(tensor::dtypeSize(dtype)));
+  loop_simd_.emplace(laneSimd(dtype, width, l.body[0].value, l.loop.var));
   vsimd_ = &*loop_simd_;
   beginHoist({vsimd_, &scalar32_, &scalar64_});
   Mode r = lanes;
@@ -137,11 +164,16 @@ void KernelEmitter::endVectorStore(const Mode& lanes) {
 int KernelEmitter::reduceWidth(const Stmt& s) const {
   const DType dtype = m_.buffers[s.buffer].dtype;
   const choir::LoopHeader& inner = s.domain.back();
-  return inner.tag == LoopTag::kVectorized && isFloat(dtype) ? loopWidth(inner.vector_width, dtype, s.value) : 1;
+  return inner.tag == LoopTag::kVectorized && isFloat(dtype) ? loopWidth(inner.vector_width, dtype, s.value, inner.var)
+                                                               : 1;
 }
 
-void KernelEmitter::beginReduce(DType dtype, int width) {
-  loop_simd_.emplace(cc_, isa_, laneOf(dtype), width > 1 ? width * static_cast<int>(tensor::dtypeSize(dtype)) : 16);
+void KernelEmitter::beginReduce(const Stmt& s, DType dtype, int width) {
+  if (width > 1) {
+    loop_simd_.emplace(laneSimd(dtype, width, s.value, s.domain.back().var));
+  } else {
+    loop_simd_.emplace(cc_, isa_, laneOf(dtype), 16);
+  }
   vsimd_ = &*loop_simd_;
 }
 
@@ -400,6 +432,30 @@ Val KernelEmitter::uniformMask(const Val& b) {
   Val v;
   v.kind = Val::Kind::kMask;
   v.m = vsimd_->cmp(Cmp::kNe, x, vsimd_->constantValue(0.0));
+  return v;
+}
+
+// base + c * k in lane k, where base is the index at the loop's current
+// point and c its coefficient of the loop's variable, in the dtype's 32
+// bits (an index cast to i32 or u32 keeps its low bits).
+Val KernelEmitter::indexLanes(const Affine& a, DType dtype, const Mode& mode) {
+  ACCY_CHECK(dtype == DType::i32 || dtype == DType::u32, "index lanes of a dtype %d", static_cast<int>(dtype));
+  const int64_t c = a.coeffOf(mode.inner_var);
+  x86::Gp base = affineValue(a);
+  if (const int64_t shift = c * mode.offset; shift != 0) {
+    if (fitsImm32(shift)) {
+      cc_.add(base, static_cast<int32_t>(shift));
+    } else {
+      x86::Gp t = cc_.newInt64("shift");
+      cc_.mov(t, shift);
+      cc_.add(base, t);
+    }
+  }
+  Val v;
+  v.kind = Val::Kind::kVec;
+  v.v = vsimd_->newVec("index");
+  vsimd_->broadcastInt(v.v, base);
+  vsimd_->intAdd(v.v, v.v, vsimd_->laneSteps(static_cast<uint32_t>(c)));
   return v;
 }
 

@@ -73,6 +73,7 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, Val, asmjit
   choir::DType indexDType() const { return choir::DType::i64; }
   asmjit::x86::Gp valueIndex(const Val& v);
   Val uniformMask(const Val& b);
+  Val indexLanes(const choir::Affine& a, choir::DType dtype, const Mode& mode);
   Val accumulator(choir::OpCode combiner, choir::DType dtype, bool vector);
   void assign(choir::DType dtype, const Val& var, const Val& v, bool vector);
   void combineLanes(choir::OpCode combiner, choir::DType dtype, const Val& lanes, Val& acc);
@@ -85,7 +86,7 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, Val, asmjit
   void beginScalarStore() { beginHoist({&scalar32_, &scalar64_}); }
   void endScalarStore() { endHoist(); }
   int reduceWidth(const choir::Stmt& reduce) const;
-  void beginReduce(choir::DType dtype, int width);
+  void beginReduce(const choir::Stmt& reduce, choir::DType dtype, int width);
   void beginReduceBody(const choir::Stmt&, const Mode&) { beginHoist({vsimd_, &scalar32_, &scalar64_}); }
   void endReduceBody() { endHoist(); }
   std::optional<absl::Status> specialLoop(const choir::Stmt& loop, bool outermost);
@@ -146,7 +147,14 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, Val, asmjit
   Simd& scalarSimd(choir::DType dtype);
   // The lanes a vectorized loop over `value` steps by: the vectorizer's
   // `width`, or half of it for a light loop on AVX-512.
-  int loopWidth(int width, choir::DType dtype, const choir::ExprRef& value) const;
+  int loopWidth(int width, choir::DType dtype, const choir::ExprRef& value, int var) const;
+  // Whether a vector loop over `value` along `var` holds i32 or u32 values
+  // in its lanes: it then runs in an AVX2 Simd (at most 8 lanes) on
+  // AVX-512 hosts too (simd.h).
+  bool integerLanes(const choir::ExprRef& value, int var) const;
+  // The lanes of a vector loop over `value` along `var` of `width` lanes
+  // of `dtype`.
+  Simd laneSimd(choir::DType dtype, int width, const choir::ExprRef& value, int var) const;
   Val loadScalar(choir::DType dtype, const asmjit::x86::Mem& m);
   void storeScalar(choir::DType dtype, const asmjit::x86::Mem& m, const Val& v);
   void streamScalar(choir::DType dtype, const asmjit::x86::Mem& m, const Val& v);

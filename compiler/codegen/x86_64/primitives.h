@@ -58,9 +58,10 @@ inline absl::Status notEmitted(std::string_view what) {
 // The primitives of op_semantics.h on x86-64: floats in vector registers
 // (the loop's Simd in a vector loop, a scalar one otherwise), integers and
 // scalar bools in general registers (i32 held sign-extended to 64 bits),
-// the bools of a vector loop as masks. Integer values do not run in vector
-// loops (the vectorizer makes none on this target); what cannot be emitted
-// is refused with the first error kept.
+// the bools of a vector loop as masks. In a vector loop i32 and u32 values
+// run in the 32-bit integer lanes of the loop's Simd (an f32 one: the
+// vectorizer's lanes32 mixes them with f32); what cannot be emitted is
+// refused with the first error kept.
 class KernelEmitter::Prims {
  public:
   using Value = Val;
@@ -70,7 +71,10 @@ class KernelEmitter::Prims {
   Value constant(choir::DType d, double v) {
     const double c = tensor::convertValue(v, choir::DType::f64, d);
     if (isFloat(d)) return vec(simd(d).constantValue(c));
-    if (mode_.vector) return fail(strCat(tensor::dtypeName(d), " constant in a vector loop"));
+    if (mode_.vector) {
+      if (!lanes32(d)) return fail(strCat(tensor::dtypeName(d), " constant in a vector loop"));
+      return vec(vec_->constantBitsValue(static_cast<uint32_t>(tensor::toInt64(c))));
+    }
     Val r;
     r.g = cc_.newInt64("k");
     cc_.mov(r.g, tensor::toInt64(c));
@@ -96,7 +100,23 @@ class KernelEmitter::Prims {
       }
       return r;
     }
-    if (!scalarInt(d)) return fail(strCat(tensor::dtypeName(d), " arithmetic in a vector loop"));
+    if (mode_.vector) {
+      if (!lanes32(d) || a == codegen::Arith::kDiv) return fail(strCat(tensor::dtypeName(d), " division in a vector loop"));
+      Val r = vec(vec_->newVec("arith"));
+      switch (a) {
+        case codegen::Arith::kAdd:
+          vec_->intAdd(r.v, x.v, y.v);
+          break;
+        case codegen::Arith::kSub:
+          vec_->intSub(r.v, x.v, y.v);
+          break;
+        case codegen::Arith::kMul:
+        case codegen::Arith::kDiv:
+          vec_->intMul(r.v, x.v, y.v);
+          break;
+      }
+      return r;
+    }
     Val r;
     r.g = cc_.newInt64("arith");
     switch (a) {
@@ -125,7 +145,13 @@ class KernelEmitter::Prims {
   }
   Value negate(choir::DType d, const Val& x) {
     if (isFloat(d)) return floatUnary(d, &Simd::neg, x);
-    if (!scalarInt(d)) return fail("integer negation in a vector loop");
+    if (mode_.vector) {
+      if (!lanes32(d)) return fail("i64 negation in a vector loop");
+      Val r = vec(vec_->newVec("neg"));
+      Val zero = constant(d, 0);
+      vec_->intSub(r.v, zero.v, x.v);
+      return r;
+    }
     Val r;
     r.g = cc_.newInt64("neg");
     cc_.mov(r.g, x.g);
@@ -137,7 +163,13 @@ class KernelEmitter::Prims {
   Value sqrt(choir::DType d, const Val& x) { return floatUnary(d, &Simd::sqrt, x); }
   Value compare(codegen::Cmp c, choir::DType d, const Val& x, const Val& y) {
     if (isFloat(d)) return maskOrBool(d, simd(d).cmp(static_cast<Cmp>(c), x.v, y.v));
-    if (!scalarInt(d)) return fail("integer comparison in a vector loop");
+    if (mode_.vector) {
+      if (!lanes32(d)) return fail(strCat(tensor::dtypeName(d), " comparison in a vector loop"));
+      Val r;
+      r.kind = Val::Kind::kMask;
+      r.m = vec_->intCmp(static_cast<Cmp>(c), tensor::isUnsigned(d), x.v, y.v);
+      return r;
+    }
     Val r;
     r.g = cc_.newInt64("cmp");
     cc_.xor_(r.g.r32(), r.g.r32());
@@ -168,28 +200,58 @@ class KernelEmitter::Prims {
   Value select(choir::DType d, const Val& c, const Val& t, const Val& f) { return e_.select(c, t, f, d, mode_); }
   Value logicAnd(const Val& x, const Val& y) { return logic(x, y, true); }
   Value logicOr(const Val& x, const Val& y) { return logic(x, y, false); }
-  Value bitAnd(choir::DType d, const Val& x, const Val& y) { return intBinary(d, x, y, &x86::Compiler::and_); }
-  Value bitOr(choir::DType d, const Val& x, const Val& y) { return intBinary(d, x, y, &x86::Compiler::or_); }
-  Value bitXor(choir::DType d, const Val& x, const Val& y) { return intBinary(d, x, y, &x86::Compiler::xor_); }
+  Value bitAnd(choir::DType d, const Val& x, const Val& y) {
+    return intBinary(d, x, y, &x86::Compiler::and_, &Simd::intAnd);
+  }
+  Value bitOr(choir::DType d, const Val& x, const Val& y) { return intBinary(d, x, y, &x86::Compiler::or_, &Simd::intOr); }
+  Value bitXor(choir::DType d, const Val& x, const Val& y) {
+    return intBinary(d, x, y, &x86::Compiler::xor_, &Simd::intXor);
+  }
   // An arithmetic shift of the 64-bit register: arithmetic on i32 (held
   // sign-extended) and i64, logical on u32 (held zero-extended).
   Value shiftRight(choir::DType d, const Val& x, int n) {
-    if (!scalarInt(d)) return fail("integer shifts in a vector loop");
+    if (mode_.vector) {
+      if (!lanes32(d)) return fail("i64 shifts in a vector loop");
+      Val r = vec(vec_->newVec("shr"));
+      tensor::isUnsigned(d) ? vec_->intShr(r.v, x.v, n) : vec_->intSar(r.v, x.v, n);
+      return r;
+    }
     Val r;
     r.g = cc_.newInt64("sar");
     cc_.mov(r.g, x.g);
     cc_.sar(r.g, n);
     return r;
   }
-  // Counts in [0, width): the register allocator puts the count in cl.
+  // n in [0, width).
+  Value shiftLeft(choir::DType d, const Val& x, int n) {
+    if (mode_.vector) {
+      if (!lanes32(d)) return fail("i64 shifts in a vector loop");
+      Val r = vec(vec_->newVec("shl"));
+      vec_->intShl(r.v, x.v, n);
+      return r;
+    }
+    Val r;
+    r.g = cc_.newInt64("shl");
+    cc_.mov(r.g, x.g);
+    cc_.shl(r.g, n);
+    e_.sext32(r.g, d);
+    return r;
+  }
+  // Counts in [0, width): the register allocator puts the count in cl. A
+  // vector loop shifts by constants only (vectorize.h).
   Value shiftLeftBy(choir::DType d, const Val& x, const Val& n) {
-    Val r = intBinary(d, x, n, &x86::Compiler::shl);
+    Val r = intBinary(d, x, n, &x86::Compiler::shl, nullptr);
     if (scalarInt(d)) e_.sext32(r.g, d);
     return r;
   }
-  Value shiftRightBy(choir::DType d, const Val& x, const Val& n) { return intBinary(d, x, n, &x86::Compiler::sar); }
+  Value shiftRightBy(choir::DType d, const Val& x, const Val& n) {
+    return intBinary(d, x, n, &x86::Compiler::sar, nullptr);
+  }
   Value bitcast(choir::DType from, choir::DType to, const Val& a) {
-    if (mode_.vector) return fail("bitcast in a vector loop");
+    if (mode_.vector) {  // the same register, read as another 4-byte dtype
+      if (!lanes32(from) && from != choir::DType::f32) return fail("a 64-bit bitcast in a vector loop");
+      return vec(a.v);
+    }
     const bool vex = e_.isa_ != Isa::kSse41;
     const bool wide = tensor::dtypeSize(from) == 8;
     if (isFloat(from)) {
@@ -219,7 +281,7 @@ class KernelEmitter::Prims {
     return r;
   }
   Value convert(choir::DType from, choir::DType to, const Val& a) {
-    if (mode_.vector) return fail("cast in a vector loop");
+    if (mode_.vector) return convertLanes(from, to, a);
     const bool vex = e_.isa_ != Isa::kSse41;
     if (isFloat(from) && isFloat(to)) {
       Val r = vec(e_.scalarSimd(to).newVec("cvt"));
@@ -309,6 +371,29 @@ class KernelEmitter::Prims {
  private:
   Simd& simd(choir::DType d) { return mode_.vector ? *vec_ : e_.scalarSimd(d); }
   bool scalarInt(choir::DType d) const { return !mode_.vector && !isFloat(d); }
+  static bool lanes32(choir::DType d) { return d == choir::DType::i32 || d == choir::DType::u32; }
+  // Casts in 32-bit lanes: i32 <-> u32 keep the bits; i32 to f32 is one
+  // conversion; u32 to f32 converts its high and low 16 bits (each exact)
+  // and adds them, hi * 65536 + lo, with one rounding.
+  Val convertLanes(choir::DType from, choir::DType to, const Val& a) {
+    if (lanes32(from) && lanes32(to)) return a;
+    if (from == choir::DType::i32 && to == choir::DType::f32) {
+      Val r = vec(vec_->newVec("cvt"));
+      vec_->intToFloat(r.v, a.v);
+      return r;
+    }
+    if (from == choir::DType::u32 && to == choir::DType::f32) {
+      x86::Vec hi = vec_->newVec("hi"), lo = vec_->newVec("lo");
+      vec_->intShr(hi, a.v, 16);
+      vec_->intAnd(lo, a.v, vec_->constantBitsValue(0xffffu));
+      vec_->intToFloat(hi, hi);
+      vec_->intToFloat(lo, lo);
+      Val r = vec(vec_->newVec("cvt"));
+      vec_->fma(r.v, hi, vec_->constantValue(65536.0), lo);
+      return r;
+    }
+    return fail(strCat("a cast from ", tensor::dtypeName(from), " to ", tensor::dtypeName(to), " in a vector loop"));
+  }
   static Val vec(asmjit::x86::Vec v) {
     Val r;
     r.kind = Val::Kind::kVec;
@@ -349,8 +434,14 @@ class KernelEmitter::Prims {
     both ? cc_.and_(r.g, y.g) : cc_.or_(r.g, y.g);
     return r;
   }
-  Val intBinary(choir::DType d, const Val& x, const Val& y, asmjit::Error (x86::Compiler::*op)(const x86::Gp&, const x86::Gp&)) {
-    if (!scalarInt(d)) return fail("integer bit operations in a vector loop");
+  Val intBinary(choir::DType d, const Val& x, const Val& y, asmjit::Error (x86::Compiler::*op)(const x86::Gp&, const x86::Gp&),
+                void (Simd::*lanes)(x86::Vec, x86::Vec, x86::Vec)) {
+    if (mode_.vector) {
+      if (!lanes32(d) || lanes == nullptr) return fail(strCat(tensor::dtypeName(d), " bit operation in a vector loop"));
+      Val r = vec(vec_->newVec("bits"));
+      (vec_->*lanes)(r.v, x.v, y.v);
+      return r;
+    }
     Val r;
     r.g = cc_.newInt64("bits");
     cc_.mov(r.g, x.g);
@@ -358,7 +449,12 @@ class KernelEmitter::Prims {
     return r;
   }
   Val pick(choir::DType d, const Val& x, const Val& y, bool greater) {
-    if (!scalarInt(d)) return fail("integer max and min in a vector loop");
+    if (mode_.vector) {
+      if (!lanes32(d)) return fail("i64 max and min in a vector loop");
+      Val r = vec(vec_->newVec(greater ? "max" : "min"));
+      vec_->intMinMax(greater, tensor::isUnsigned(d), r.v, x.v, y.v);
+      return r;
+    }
     Val r;
     r.g = cc_.newInt64(greater ? "max" : "min");
     cc_.mov(r.g, x.g);

@@ -132,6 +132,10 @@ ACCY_SIMD_INT_BINARY(bitXor, kIdXorps, kIdXorpd, kIdVxorps, kIdVxorpd, kIdVpxord
 ACCY_SIMD_INT_BINARY(bitAndNot, kIdAndnps, kIdAndnpd, kIdVandnps, kIdVandnpd, kIdVpandnd,
                      kIdVpandnq, false)
 ACCY_SIMD_INT_BINARY(intAdd, kIdPaddd, kIdPaddq, kIdVpaddd, kIdVpaddq, kIdVpaddd, kIdVpaddq, true)
+ACCY_SIMD_INT_BINARY(intSub, kIdPsubd, kIdPsubq, kIdVpsubd, kIdVpsubq, kIdVpsubd, kIdVpsubq, false)
+ACCY_SIMD_INT_BINARY(intAnd, kIdPand, kIdPand, kIdVpand, kIdVpand, kIdVpandd, kIdVpandq, true)
+ACCY_SIMD_INT_BINARY(intOr, kIdPor, kIdPor, kIdVpor, kIdVpor, kIdVpord, kIdVporq, true)
+ACCY_SIMD_INT_BINARY(intXor, kIdPxor, kIdPxor, kIdVpxor, kIdVpxor, kIdVpxord, kIdVpxorq, true)
 #undef ACCY_SIMD_INT_BINARY
 
 void Simd::mov(Vec d, Vec a) {
@@ -314,6 +318,103 @@ void Simd::intShr(Vec d, Vec a, int bits) {
   }
   mov(d, a);
   cc_.emit(f32() ? x86::Inst::kIdPsrld : x86::Inst::kIdPsrlq, d, bits);
+}
+
+void Simd::intMul(Vec d, Vec a, Vec b) {
+  ACCY_CHECK(f32() && isa_ != Isa::kAvx512, "32-bit integer lanes in SSE4.1 or AVX2 only");
+  binary(x86::Inst::kIdPmulld, x86::Inst::kIdVpmulld, d, a, b, true);
+}
+
+void Simd::intSar(Vec d, Vec a, int bits) {
+  ACCY_CHECK(f32(), "arithmetic shifts of 32-bit lanes only");
+  d = fit(d), a = fit(a);
+  if (vex()) {
+    cc_.emit(x86::Inst::kIdVpsrad, d, a, bits);
+    return;
+  }
+  mov(d, a);
+  cc_.emit(x86::Inst::kIdPsrad, d, bits);
+}
+
+void Simd::intMinMax(bool max, bool is_unsigned, Vec d, Vec a, Vec b) {
+  ACCY_CHECK(f32() && isa_ != Isa::kAvx512, "32-bit integer lanes in SSE4.1 or AVX2 only");
+  if (max) {
+    binary(is_unsigned ? x86::Inst::kIdPmaxud : x86::Inst::kIdPmaxsd,
+           is_unsigned ? x86::Inst::kIdVpmaxud : x86::Inst::kIdVpmaxsd, d, a, b, true);
+  } else {
+    binary(is_unsigned ? x86::Inst::kIdPminud : x86::Inst::kIdPminsd,
+           is_unsigned ? x86::Inst::kIdVpminud : x86::Inst::kIdVpminsd, d, a, b, true);
+  }
+}
+
+// SSE and AVX2 compare 32-bit lanes for equality and signed greater-than
+// only: < swaps the operands, <=, >= and != negate the opposite test, and
+// unsigned lanes compare as signed with their top bits flipped.
+Mask Simd::intCmp(Cmp pred, bool is_unsigned, Vec a, Vec b) {
+  ACCY_CHECK(f32() && isa_ != Isa::kAvx512, "32-bit integer lanes in SSE4.1 or AVX2 only");
+  ACCY_CHECK(pred != Cmp::kUnordered, "integers are always ordered");
+  a = fit(a), b = fit(b);
+  if (is_unsigned && pred != Cmp::kEq && pred != Cmp::kNe) {
+    const Vec top = constantBitsValue(0x80000000u);
+    Vec fa = newVec("flip"), fb = newVec("flip");
+    intXor(fa, a, top);
+    intXor(fb, b, top);
+    a = fit(fa), b = fit(fb);
+  }
+  Mask m = newMask();
+  const Vec r = fit(m.v);
+  bool negate = false;
+  switch (pred) {
+    case Cmp::kEq:
+    case Cmp::kNe:
+      binary(x86::Inst::kIdPcmpeqd, x86::Inst::kIdVpcmpeqd, r, a, b, true);
+      negate = pred == Cmp::kNe;
+      break;
+    case Cmp::kGt:
+    case Cmp::kLe:
+      binary(x86::Inst::kIdPcmpgtd, x86::Inst::kIdVpcmpgtd, r, a, b, false);
+      negate = pred == Cmp::kLe;
+      break;
+    case Cmp::kLt:
+    case Cmp::kGe:
+      binary(x86::Inst::kIdPcmpgtd, x86::Inst::kIdVpcmpgtd, r, b, a, false);
+      negate = pred == Cmp::kGe;
+      break;
+    case Cmp::kUnordered:
+      break;
+  }
+  if (negate) intXor(r, r, constantBitsValue(0xffffffffu));
+  return m;
+}
+
+void Simd::intToFloat(Vec d, Vec a) {
+  ACCY_CHECK(f32(), "i32 lanes to f32 only");
+  cc_.emit(vex() ? x86::Inst::kIdVcvtdq2ps : x86::Inst::kIdCvtdq2ps, fit(d), fit(a));
+}
+
+void Simd::broadcastInt(Vec d, const x86::Gp& g) {
+  ACCY_CHECK(f32() && isa_ != Isa::kAvx512, "32-bit integer lanes in SSE4.1 or AVX2 only");
+  if (vex()) {
+    cc_.vmovd(d.xmm(), g.r32());
+    if (width_ > 16) {
+      cc_.vpbroadcastd(fit(d), d.xmm());
+    } else {
+      cc_.vpshufd(d.xmm(), d.xmm(), 0);
+    }
+    return;
+  }
+  cc_.movd(d.xmm(), g.r32());
+  cc_.pshufd(d.xmm(), d.xmm(), 0);
+}
+
+Vec Simd::laneSteps(uint32_t step) {
+  ACCY_CHECK(f32(), "32-bit lanes only");
+  return hoistedValue("steps:" + std::to_string(step), [this, step](Vec r) {
+    uint32_t data[16];
+    for (int k = 0; k < 16; ++k) data[k] = static_cast<uint32_t>(k) * step;
+    x86::Mem m = cc_.newConst(asmjit::ConstPoolScope::kLocal, data, width_);
+    cc_.emit(vex() ? x86::Inst::kIdVmovdqu : x86::Inst::kIdMovdqu, r, m);
+  });
 }
 
 Mask Simd::newMask() {
