@@ -95,6 +95,35 @@ TEST(Vectorize, Int32LoopsWhenTheTargetHasI32Lanes) {
   EXPECT_EQ(v->kernels[0].body[0].body[0].domain.back().tag, LoopTag::kVectorized);
 }
 
+// With lanes32 (x86-64): f32, i32 and u32 mixed in 4-byte lanes, with
+// Threefry words, index values, constant shifts and casts to f32; not
+// division, shifts by a value, float-to-integer casts, or 8-byte values.
+TEST(Vectorize, MixedFourByteLanesUnderLanes32) {
+  auto tag = [](const std::vector<tensor::Spec>& specs, auto fn) {
+    Module m = *fuseKernels(lowered(specs, fn));
+    return innermost(*vectorizeLoops(m, VectorizeOptions{.vector_bytes = 32, .lanes32 = true})).tag;
+  };
+  const std::vector<tensor::Spec> u = {tensor::spec(DType::u32, {{"i", 40}})};
+  const std::vector<tensor::Spec> f = {tensor::spec(DType::f32, {{"i", 40}})};
+  EXPECT_EQ(tag(u, [](tensor::Builder& b, Args a) {
+              return (b.iota("i", 40, DType::u32) + a[0]).shiftRight(8.0).cast(DType::f32) * 0.5f;
+            }),
+            LoopTag::kVectorized);
+  EXPECT_EQ(tag(u, [](tensor::Builder&, Args a) { return a[0].lt(7.0).where(a[0].max(3.0), a[0].bitNot()); }),
+            LoopTag::kVectorized);
+  EXPECT_EQ(tag(f, [](tensor::Builder&, Args a) { return a[0].bitcast(DType::u32).bitXor(1.0).bitcast(DType::f32); }),
+            LoopTag::kVectorized);
+  EXPECT_EQ(tag(u, [](tensor::Builder&, Args a) { return a[0] / 3.0; }), LoopTag::kSerial);
+  EXPECT_EQ(tag(u, [](tensor::Builder&, Args a) { return a[0].shiftLeft(a[0]); }), LoopTag::kSerial);
+  EXPECT_EQ(tag(f, [](tensor::Builder&, Args a) { return a[0].cast(DType::i32); }), LoopTag::kSerial);
+  EXPECT_EQ(tag(u, [](tensor::Builder&, Args a) { return a[0].cast(DType::f64); }), LoopTag::kSerial);
+  EXPECT_EQ(tag({tensor::spec(DType::i64, {{"i", 40}})}, [](tensor::Builder&, Args a) { return a[0] * 2.0; }),
+            LoopTag::kSerial);
+  // Without lanes32 an integer value keeps an f32 loop scalar.
+  Module m = *fuseKernels(lowered(f, [](tensor::Builder&, Args a) { return a[0].bitcast(DType::u32).bitcast(DType::f32); }));
+  EXPECT_EQ(innermost(*vectorizeLoops(m, VectorizeOptions{.vector_bytes = 32})).tag, LoopTag::kSerial);
+}
+
 TEST(Vectorize, ARowShorterThanTheWidestVectorTakesANarrowerOne) {
   auto width = [](int64_t n) {
     Module m = *fuseKernels(lowered({tensor::spec(DType::f32, {{"r", 5}, {"i", n}})},
