@@ -43,7 +43,7 @@
 //                     const Value& v, const Mode&);
 //   Values
 //     using Prims = ...;   the primitives op_semantics.h drives
-//     Prims prims(const Mode&);
+//     Prims prims(const Mode&);   depending on mode.vector only
 //     const char* emitterName();             "x86-64 emitter"
 //     bool contractsMultiplyAdd(choir::DType);  add(mul(a, b), c) as one
 //         fused multiply-add (optional, with multiplyAdd: none without)
@@ -61,6 +61,10 @@
 //   Schedules: how wide each innermost loop runs (1: scalar), and what the
 //   target does around its loops (hoisting, broadcasts, streaming)
 //     int storeWidth(const choir::Stmt& loop, bool parallel);
+//     int storeCopies(const choir::Stmt& loop, int width);   (optional)
+//         vector steps evaluated together, their instructions interleaved
+//         (independent chains for a core whose vector loop is latency-bound:
+//         2 on x86-64 for a Threefry encryption), else 1
 //     Mode beginVectorStore(const choir::Stmt& loop, int width, const Mode& lanes);
 //         returns the lanes' mode (stream set for non-temporal stores)
 //     absl::Status alignStream(const choir::Stmt& loop, Index i, Index limit,
@@ -88,15 +92,18 @@
 #define ACCY_COMPILER_CODEGEN_CPU_LOOP_WALKER_H_
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -150,6 +157,8 @@ template <class T, class Value, class Index>
 class LoopWalker {
  public:
   using Mode = cpu::Mode<Index>;
+  // A value at each copy of a step (one, or kMaxCopies: storeCopies).
+  using Values = absl::InlinedVector<Value, 2>;
 
  protected:
   explicit LoopWalker(const choir::Module& module) : m_(module) {}
@@ -255,6 +264,16 @@ class LoopWalker {
           return absl::InternalError(strCat(self().emitterName(), ": streamed stores without alignStream"));
         }
       }
+      int copies = 1;
+      if constexpr (requires(T& t) { t.storeCopies(l, width); }) copies = self().storeCopies(l, width);
+      if (copies > 1 && l.loop.extent >= int64_t{copies} * width) {
+        // Steps of `copies` vectors evaluated together, then single ones.
+        const Index ulimit = self().limitLess(limit, copies * width - 1);
+        ACCY_RETURN_IF_ERROR(counted(i, ulimit, copies * width, [&] {
+          cse_.clear();
+          return storeCopiesAt(st, lanes, copies, width);
+        }));
+      }
       const Index vlimit = self().limitLess(limit, width - 1);
       ACCY_RETURN_IF_ERROR(counted(i, vlimit, width, step(lanes)));
       if (parallel || lanes.stream || l.loop.extent % width != 0) {
@@ -281,6 +300,16 @@ class LoopWalker {
     ACCY_ASSIGN_OR_RETURN(const Value v, expr(s.value, mode));
     self().storeValue(s.buffer, s.index, v, mode);
     if (bind_here) unbindData(s.bound);
+    return absl::OkStatus();
+  }
+
+  // `copies` vector steps of store `s` at once, at offsets 0, width, ...
+  absl::Status storeCopiesAt(const choir::Stmt& s, const Mode& lanes, int copies, int width) {
+    if (!s.bound.empty() && !hoisted(s.bound)) return unimplemented("a store at data-dependent positions in a vector loop");
+    std::vector<Mode> modes(copies, lanes);
+    for (int c = 0; c < copies; ++c) modes[c].offset = lanes.offset + int64_t{c} * width;
+    ACCY_ASSIGN_OR_RETURN(const Values v, exprs(s.value, modes));
+    for (int c = 0; c < copies; ++c) self().storeValue(s.buffer, s.index, v[c], modes[c]);
     return absl::OkStatus();
   }
 
@@ -403,34 +432,49 @@ class LoopWalker {
   }
 
   absl::StatusOr<Value> expr(const choir::ExprRef& e, const Mode& mode) {
+    const Mode modes[1] = {mode};
+    ACCY_ASSIGN_OR_RETURN(const Values v, exprs(e, modes));
+    return v[0];
+  }
+
+  // The values of `e` at each of `modes`: one point, or copies of one
+  // vector step at successive offsets. The copies are evaluated op by op
+  // in lockstep, so that their instructions interleave and the core
+  // overlaps their dependency chains. A target's primitives depend only on
+  // whether a mode is a vector one, so one set serves every copy.
+  absl::StatusOr<Values> exprs(const choir::ExprRef& e, std::span<const Mode> modes) {
     choir::countWork();  // a caller's stop check is asked as emitting goes (choir/work.h)
+    const Mode& mode = modes[0];
+    const size_t n = modes.size();
     const int key = numbers_.number(e);
     if (auto it = cse_.find(key); it != cse_.end()) return it->second;
-    Value v{};
+    Values v(n);
     switch (e->kind) {
       case choir::ExprKind::kLoad:
         if (!e->bound.empty() && !hoisted(e->bound)) {
           // Variables bound to clamped indices read from data join the loop
           // variables for this load's address (one point at a time: the
           // vectorizer leaves such loads scalar).
-          if (mode.vector) return unimplemented("a load at data-dependent positions in a vector loop");
+          if (mode.vector || n > 1) return unimplemented("a load at data-dependent positions in a vector loop");
           ACCY_RETURN_IF_ERROR(bindData(e->bound, e->args, mode));
-          v = self().scalarLoad(*e, mode);
+          v[0] = self().scalarLoad(*e, mode);
           unbindData(e->bound);
           break;
         }
-        v = mode.vector ? self().vectorLoad(*e, key, mode) : self().scalarLoad(*e, mode);
+        for (size_t c = 0; c < n; ++c) {
+          v[c] = mode.vector ? self().vectorLoad(*e, key, modes[c]) : self().scalarLoad(*e, modes[c]);
+        }
         break;
       case choir::ExprKind::kConstant: {
         auto p = self().prims(mode);
-        v = p.constant(e->dtype, e->constant);
+        v.assign(n, p.constant(e->dtype, e->constant));  // values are only read
         ACCY_RETURN_IF_ERROR(p.status());
         break;
       }
       case choir::ExprKind::kIndex: {
         if (mode.vector) {
           if constexpr (requires(T& t) { t.indexLanes(e->index[0], e->dtype, mode); }) {
-            v = self().indexLanes(e->index[0], e->dtype, mode);
+            for (size_t c = 0; c < n; ++c) v[c] = self().indexLanes(e->index[0], e->dtype, modes[c]);
             break;
           } else {
             return unimplemented("index values in a vector loop");
@@ -440,7 +484,7 @@ class LoopWalker {
         const Mode point;
         auto p = self().prims(point);
         OpSemantics<decltype(p)> sem(p, self().emitterName());
-        v = sem.convert(iv, self().indexDType(), e->dtype);
+        v.assign(n, sem.convert(iv, self().indexDType(), e->dtype));
         ACCY_RETURN_IF_ERROR(p.status());
         ACCY_RETURN_IF_ERROR(sem.status());
         break;
@@ -454,48 +498,61 @@ class LoopWalker {
               const choir::ExprRef& m = e->args[side];
               if (m->kind != choir::ExprKind::kOp || m->op != choir::OpCode::kMul) continue;
               if (cse_.contains(numbers_.number(m))) continue;
-              ACCY_ASSIGN_OR_RETURN(const Value a, expr(m->args[0], mode));
-              ACCY_ASSIGN_OR_RETURN(const Value b, expr(m->args[1], mode));
-              ACCY_ASSIGN_OR_RETURN(const Value c, expr(e->args[1 - side], mode));
-              v = self().multiplyAdd(e->dtype, a, b, c, mode);
+              ACCY_ASSIGN_OR_RETURN(const Values a, exprs(m->args[0], modes));
+              ACCY_ASSIGN_OR_RETURN(const Values b, exprs(m->args[1], modes));
+              ACCY_ASSIGN_OR_RETURN(const Values c, exprs(e->args[1 - side], modes));
+              for (size_t k = 0; k < n; ++k) v[k] = self().multiplyAdd(e->dtype, a[k], b[k], c[k], modes[k]);
               cse_[key] = v;
               return v;
             }
           }
         }
-        std::vector<Value> args;
+        std::vector<Values> args;
         args.reserve(e->args.size());
         for (const choir::ExprRef& a : e->args) {
           if constexpr (requires(T& t, const Value& x) { t.uniformMask(x); }) {
             // A condition the same in every lane (vectorize.h): evaluated at
-            // the point, apart from the lanes' values, then spread.
+            // the point, apart from the lanes' values, then spread (once
+            // for every copy).
             if (mode.vector && e->op == choir::OpCode::kWhere && args.empty() &&
                 choir::invariantIn(m_, a, mode.inner_var)) {
               const absl::StatusOr<Value> c = apartFromCse([&] { return expr(a, Mode{}); });
               if (!c.ok()) return c.status();
-              args.push_back(self().uniformMask(*c));
+              args.push_back(Values(n, self().uniformMask(*c)));
               continue;
             }
           }
-          ACCY_ASSIGN_OR_RETURN(const Value av, expr(a, mode));
-          args.push_back(av);
+          ACCY_ASSIGN_OR_RETURN(Values av, exprs(a, modes));
+          args.push_back(std::move(av));
         }
         auto p = self().prims(mode);
         OpSemantics<decltype(p)> sem(p, self().emitterName());
         if (e->op == choir::OpCode::kThreefryWord0 || e->op == choir::OpCode::kThreefryWord1) {
           // One encryption gives both words: the other is kept for this
           // point under its own key, so a sampler reading both pays once.
-          const auto [w0, w1] = sem.threefryWords(args[0], args[1], args[2], args[3]);
+          std::vector<std::array<Value, 4>> in(n);
+          for (size_t c = 0; c < n; ++c) in[c] = {args[0][c], args[1][c], args[2][c], args[3][c]};
+          const std::vector<std::pair<Value, Value>> words = sem.threefryWords(in);
           const bool second = e->op == choir::OpCode::kThreefryWord1;
-          cse_[numbers_.otherThreefryWord(e)] = second ? w0 : w1;
-          v = second ? w1 : w0;
+          Values other(n);
+          for (size_t c = 0; c < n; ++c) {
+            v[c] = second ? words[c].second : words[c].first;
+            other[c] = second ? words[c].first : words[c].second;
+          }
+          cse_[numbers_.otherThreefryWord(e)] = other;
         } else if ((e->op == choir::OpCode::kShiftLeft || e->op == choir::OpCode::kShiftRight) &&
                    e->args[1]->kind == choir::ExprKind::kConstant) {
           // A count known now: a shift by an immediate (the only form a
           // vector loop has: vectorize.h).
-          v = sem.shiftByConstant(e->op == choir::OpCode::kShiftLeft, e->dtype, args[0], e->args[1]->constant);
+          for (size_t c = 0; c < n; ++c) {
+            v[c] = sem.shiftByConstant(e->op == choir::OpCode::kShiftLeft, e->dtype, args[0][c], e->args[1]->constant);
+          }
         } else {
-          v = sem.op(e->op, e->dtype, e->args.empty() ? e->dtype : e->args[0]->dtype, args);
+          std::vector<Value> at(args.size());
+          for (size_t c = 0; c < n; ++c) {
+            for (size_t j = 0; j < args.size(); ++j) at[j] = args[j][c];
+            v[c] = sem.op(e->op, e->dtype, e->args.empty() ? e->dtype : e->args[0]->dtype, at);
+          }
         }
         ACCY_RETURN_IF_ERROR(p.status());
         ACCY_RETURN_IF_ERROR(sem.status());
@@ -631,7 +688,7 @@ class LoopWalker {
   // mode, than the current one's), the current cache kept for after.
   template <class F>
   auto apartFromCse(F&& fn) {
-    absl::flat_hash_map<int, Value> kept;
+    absl::flat_hash_map<int, Values> kept;
     kept.swap(cse_);
     auto result = fn();
     cse_.swap(kept);
@@ -699,7 +756,7 @@ class LoopWalker {
   std::vector<Around> open_;
   bool rows_active_ = false;
   choir::ValueNumbering numbers_;         // the CSE keys, for the whole module
-  absl::flat_hash_map<int, Value> cse_;  // one evaluation point
+  absl::flat_hash_map<int, Values> cse_;  // one evaluation point (its copies)
 
  private:
   T& self() { return static_cast<T&>(*this); }

@@ -61,10 +61,13 @@
 #ifndef ACCY_COMPILER_CODEGEN_SEMANTICS_OP_SEMANTICS_H_
 #define ACCY_COMPILER_CODEGEN_SEMANTICS_OP_SEMANTICS_H_
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "base/errors.h"
@@ -356,22 +359,42 @@ class OpSemantics {
   // Both words of one encryption (docs/SEMANTICS.md, "Random numbers").
  public:
   std::pair<Value, Value> threefryWords(Value k0, Value k1, Value c0, Value c1) {
+    const std::array<Value, 4> in[1] = {{k0, k1, c0, c1}};
+    return threefryWords(in)[0];
+  }
+  // The words of several encryptions ({k0, k1, c0, c1} each) emitted round
+  // by round, the encryptions' instructions interleaved: each is a chain of
+  // 20 dependent rounds, and a core overlaps independent chains only when
+  // their instructions are near one another.
+  std::vector<std::pair<Value, Value>> threefryWords(std::span<const std::array<Value, 4>> in) {
     static constexpr int kRotations[8] = {13, 15, 26, 6, 17, 29, 16, 24};
     const DType d = DType::u32;
-    const Value ks[3] = {k0, k1, p_.bitXor(d, p_.bitXor(d, k0, k1), p_.constant(d, 0x1BD11BDA))};
-    Value x0 = p_.arith(Arith::kAdd, d, c0, k0), x1 = p_.arith(Arith::kAdd, d, c1, k1);
+    struct State {
+      Value ks[3], x0, x1;
+    };
+    std::vector<State> st;
+    st.reserve(in.size());
+    for (const std::array<Value, 4>& w : in) {
+      st.push_back(State{{w[0], w[1], p_.bitXor(d, p_.bitXor(d, w[0], w[1]), p_.constant(d, 0x1BD11BDA))},
+                         p_.arith(Arith::kAdd, d, w[2], w[0]), p_.arith(Arith::kAdd, d, w[3], w[1])});
+    }
     for (int r = 0; r < 20; ++r) {
-      x0 = p_.arith(Arith::kAdd, d, x0, x1);
       const int n = kRotations[r % 8];
-      const Value rotated = p_.bitOr(d, shiftLeftConstant(d, x1, n), p_.shiftRight(d, x1, 32 - n));
-      x1 = p_.bitXor(d, rotated, x0);
-      if (r % 4 == 3) {
-        const int s = r / 4 + 1;
-        x0 = p_.arith(Arith::kAdd, d, x0, ks[s % 3]);
-        x1 = p_.arith(Arith::kAdd, d, x1, p_.arith(Arith::kAdd, d, ks[(s + 1) % 3], p_.constant(d, s)));
+      for (State& x : st) {
+        x.x0 = p_.arith(Arith::kAdd, d, x.x0, x.x1);
+        const Value rotated = p_.bitOr(d, shiftLeftConstant(d, x.x1, n), p_.shiftRight(d, x.x1, 32 - n));
+        x.x1 = p_.bitXor(d, rotated, x.x0);
+        if (r % 4 == 3) {
+          const int s = r / 4 + 1;
+          x.x0 = p_.arith(Arith::kAdd, d, x.x0, x.ks[s % 3]);
+          x.x1 = p_.arith(Arith::kAdd, d, x.x1, p_.arith(Arith::kAdd, d, x.ks[(s + 1) % 3], p_.constant(d, s)));
+        }
       }
     }
-    return {x0, x1};
+    std::vector<std::pair<Value, Value>> out;
+    out.reserve(st.size());
+    for (const State& x : st) out.emplace_back(x.x0, x.x1);
+    return out;
   }
 
  private:

@@ -145,6 +145,15 @@ int KernelEmitter::storeWidth(const Stmt& l, bool parallel) const {
   return vectorized && lanes ? loopWidth(l.loop.vector_width, dtype, st.value, l.loop.var) : 1;
 }
 
+int KernelEmitter::storeCopies(const Stmt& l, int width) const {
+  if (width <= 1) return 1;
+  bool encrypts = false;
+  choir::visitExpr(l.body[0].value, [&](const Expr& x) {
+    encrypts = encrypts || (x.kind == ExprKind::kOp && tensor::opCategory(x.op) == tensor::OpCategory::Random);
+  });
+  return encrypts ? 2 : 1;
+}
+
 KernelEmitter::Mode KernelEmitter::beginVectorStore(const Stmt& l, int width, const Mode& lanes) {
   const DType dtype = m_.buffers[l.body[0].buffer].dtype;
   loop_simd_.emplace(laneSimd(dtype, width, l.body[0].value, l.loop.var));

@@ -79,6 +79,9 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, Val, asmjit
   void combineLanes(choir::OpCode combiner, choir::DType dtype, const Val& lanes, Val& acc);
 
   int storeWidth(const choir::Stmt& loop, bool parallel) const;
+  // Two vector steps interleaved for a value with a Threefry encryption
+  // (20 dependent rounds: one step alone leaves the core waiting on each).
+  int storeCopies(const choir::Stmt& loop, int width) const;
   Mode beginVectorStore(const choir::Stmt& loop, int width, const Mode& lanes);
   absl::Status alignStream(const choir::Stmt& loop, asmjit::x86::Gp i, asmjit::x86::Gp limit, int width,
                            const Mode& scalar);
