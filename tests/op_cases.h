@@ -206,6 +206,17 @@ inline std::vector<OpCase> opCases() {
       {"random_bits", [](Builder& b, Args a) {
          return tensor::randomBits(tensor::randomFoldIn(tensor::randomKey(b, 42), a[0].cast(DType::u32).sum("p")), {{"n", 3}});
        }, 0, 1e6},
+      // uniform's samples compared exactly, so every target must draw the
+      // same ones: f32 as its bits; f64 on [1, 2) (53 significant bits at
+      // one exponent) as the two 26-bit halves of its fraction, each a whole
+      // number an f64 holds exactly.
+      {"uniform_bits", [](Builder& b, Args a) {
+         const Value keys = tensor::randomFoldIn(tensor::randomKey(b, 9), a[0].cast(DType::u32).sum("p"));
+         if (a[0].dtype() == DType::f32) return tensor::uniform(keys, {{"n", 3}}, DType::f32, -2, 3).bitcast(DType::u32);
+         const Value fraction = (tensor::uniform(keys, {{"n", 3}}, DType::f64, 1, 2) - 1.0) * 67108864.0;
+         const Value high = fraction.floor();
+         return tensor::concat("n", {high, (fraction - high) * 67108864.0});
+       }, 0, 1e6},
       {"random_samplers", [](Builder& b, Args a) {
          const Value keys = tensor::randomFoldIn(tensor::randomKey(b, 7), a[0].cast(DType::u32).sum("p"));
          const DType d = a[0].dtype();

@@ -263,7 +263,15 @@ Value uniform(const Value& key, const std::vector<Axis>& axes, DType dtype, doub
   if (lo == 0 && hi == 1) return u;
   // Rounded into [lo, hi): the largest value below hi at most.
   const double top = dtype == DType::f32 ? std::nextafter(static_cast<float>(hi), -INFINITY) : std::nextafter(hi, -INFINITY);
-  return (u * (hi - lo) + lo).max(lo).min(top);
+  // The product rounded to the dtype before the addition on every target:
+  // a multiply-add fused into one rounding (x86-64 with FMA contracts
+  // add(mul)) would give other bits. f32 rounds through its bits (also in
+  // the evaluator, which holds f32 values in doubles); f64, which the
+  // evaluator already rounds at each op, through a max with 0 (u * (hi -
+  // lo) >= 0), which no emitter fuses across.
+  Value scaled = u * (hi - lo);
+  scaled = dtype == DType::f32 ? scaled.bitcast(DType::u32).bitcast(DType::f32) : scaled.max(0.0);
+  return (scaled + lo).max(lo).min(top);
 }
 
 Value normal(const Value& key, const std::vector<Axis>& axes, DType dtype) {
