@@ -59,7 +59,29 @@ absl::StatusOr<Module> tileReductions(Module m, const TileOptions& options) {
     Stmt fin = r;
     fin.domain = {combine_loop};
     fin.value = makeLoad(partial.dtype, partial_id, {Affine::var(combine_loop.var)});
+    if (r.combiner != OpCode::kAdd || partial.dtype != DType::f32) {
+      out.push_back(Kernel{strCat(k.name, "_combine"), {std::move(fin)}});
+      continue;
+    }
+    // An f32 sum's tiles are added in f64 and rounded once
+    // (docs/MATH_ACCURACY.md, "Sums"): each tile's own rounding is a small
+    // part of the total, so the result is within about half an ulp of the
+    // exact sum, where adding the tiles in f32 pairs left it an ulp or
+    // two away.
+    Buffer total;
+    total.name = strCat(m.buffers[r.buffer].name, "_total");
+    total.dtype = DType::f64;
+    total.shape = {1};
+    m.buffers.push_back(total);
+    const int total_id = static_cast<int>(m.buffers.size() - 1);
+    fin.buffer = total_id;
+    fin.index = {Affine::constantOf(0)};
+    fin.value = makeOp(OpCode::kCast, DType::f64, {fin.value});
     out.push_back(Kernel{strCat(k.name, "_combine"), {std::move(fin)}});
+    out.push_back(Kernel{strCat(k.name, "_round"),
+                         {Stmt::store(r.buffer, r.index,
+                                      makeOp(OpCode::kCast, DType::f32,
+                                             {makeLoad(DType::f64, total_id, {Affine::constantOf(0)})}))}});
   }
   m.kernels = std::move(out);
   return m;

@@ -27,6 +27,8 @@ struct TileOptions {
 // E / T * rest >= min_points_per_tile), becomes two kernels:
 //   partial[t] = reduce over (E/T, rest of the domain)    for t < T
 //   out = reduce over (t < T) of partial[t]   (then / mean_count)
+// An f32 sum (or mean) combines its tiles in f64 and rounds once, a third
+// kernel: total = reduce over (t < T) of f64(partial[t]); out = f32(total).
 absl::StatusOr<Module> tileReductions(Module module, const TileOptions& options);
 
 }  // namespace accy::choir

@@ -94,6 +94,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -152,6 +153,9 @@ struct RowKey {
 // has enough independent work per lane for the core to overlap steps).
 inline constexpr int kUnroll = 4;
 inline constexpr int kUnrollNodes = 32;
+// A floating sum's unrolled steps are cascaded in blocks of this many
+// (reduce(): no chain of additions longer than kCascade, but the top's).
+inline constexpr int64_t kCascade = 16;
 
 template <class T, class Value, class Index>
 class LoopWalker {
@@ -378,16 +382,62 @@ class LoopWalker {
     };
     const bool unroll = vectorized && h.extent >= kUnroll * width && choir::exprSize(s.value) <= kUnrollNodes;
     const int64_t after_unroll = unroll ? h.extent % (kUnroll * width) : h.extent;
-    if (unroll) {
-      const Index ulimit = self().constantIndex(h.extent - (kUnroll * width - 1));
-      ACCY_RETURN_IF_ERROR(counted(i, ulimit, kUnroll * width, [&]() -> absl::Status {
+    const int64_t step = int64_t{kUnroll} * width;
+    // One unrolled step: a vector into each of `into`'s accumulators.
+    auto unrolledStep = [&](std::vector<Value>& into) {
+      return [&]() -> absl::Status {
         for (int u = 0; u < kUnroll; ++u) {
           Mode copy = lanes;
           copy.offset = int64_t{u} * width;
-          ACCY_RETURN_IF_ERROR(combineAt(copy, vacc[u]));
+          ACCY_RETURN_IF_ERROR(combineAt(copy, into[u]));
         }
         return absl::OkStatus();
-      }));
+      };
+    };
+    // A long floating sum is cascaded (docs/MATH_ACCURACY.md, "Sums"): its
+    // unrolled steps are summed in blocks of kCascade into accumulators of
+    // their own, which are added into the level above, blocks of blocks
+    // likewise. Each chain of additions then holds at most kCascade terms
+    // (the top level's at most kCascade too), where one chain over the loop
+    // held all extent / step of them; the order depends on the extent and
+    // the width alone, so the bits do not change with threads or addresses.
+    const int64_t unrolled_steps = unroll ? h.extent / step : 0;
+    int levels = 0;
+    if (s.combiner == choir::OpCode::kAdd && tensor::isFloating(dtype) && h.extent < (int64_t{1} << 31)) {
+      for (int64_t span = kCascade; span < unrolled_steps; span *= kCascade) ++levels;
+    }
+    if (unroll && levels == 0) {
+      const Index ulimit = self().constantIndex(h.extent - (step - 1));
+      ACCY_RETURN_IF_ERROR(counted(i, ulimit, step, unrolledStep(vacc)));
+    } else if (unroll) {
+      std::vector<std::vector<Value>> level(levels);
+      for (std::vector<Value>& set : level) {
+        for (int u = 0; u < kUnroll; ++u) set.push_back(self().accumulator(s.combiner, dtype, true));
+      }
+      const Value zero = self().accumulator(s.combiner, dtype, true);  // never written
+      // `count` steps from the current i into `into`, in blocks of
+      // kCascade^lev steps, each summed one level down.
+      std::function<absl::Status(int, int64_t, std::vector<Value>&)> cascade =
+          [&](int lev, int64_t count, std::vector<Value>& into) -> absl::Status {
+        if (lev == 0) return counted(i, self().limitLess(i, -count * step), step, unrolledStep(into));
+        int64_t block = 1;
+        for (int k = 0; k < lev; ++k) block *= kCascade;
+        std::vector<Value>& below = level[lev - 1];
+        auto oneBlock = [&](int64_t steps) -> absl::Status {
+          for (Value& a : below) self().assign(dtype, a, zero, true);
+          ACCY_RETURN_IF_ERROR(cascade(lev - 1, steps, below));
+          for (int u = 0; u < kUnroll; ++u) combine(s.combiner, dtype, into[u], below[u], true);
+          return absl::OkStatus();
+        };
+        if (const int64_t full = count / block; full > 0) {
+          const Index b = self().newIndex();
+          self().zeroIndex(b);
+          ACCY_RETURN_IF_ERROR(counted(b, self().constantIndex(full), 1, [&] { return oneBlock(block); }));
+        }
+        if (const int64_t rest = count % block; rest > 0) ACCY_RETURN_IF_ERROR(oneBlock(rest));
+        return absl::OkStatus();
+      };
+      ACCY_RETURN_IF_ERROR(cascade(levels, unrolled_steps, vacc));
     }
     if (vectorized && after_unroll >= width) {
       const Index vlimit = self().constantIndex(h.extent - (width - 1));

@@ -244,10 +244,13 @@ Vec Simd::hoistedValue(const std::string& key, const std::function<void(Vec)>& e
   if (it == hoist_->cache.end()) {
     Vec r = newVec("hoisted");
     asmjit::BaseNode* here = cc_.cursor();
-    cc_.setCursor(hoist_->point);
+    asmjit::BaseNode* point = hoist_->point;
+    cc_.setCursor(point);
     emit(fit(r));
     hoist_->point = cc_.cursor();
-    cc_.setCursor(here);
+    // Emitting right at the hoist point: go on after what was hoisted, not
+    // before it (the code that reads it would come first).
+    cc_.setCursor(here == point ? hoist_->point : here);
     it = hoist_->cache.emplace(full, r).first;
   }
   return fit(it->second);
