@@ -1,6 +1,6 @@
 """The f32 sums of four data sets of 2^24 values, relative error against a double sum,
 for PyTorch 1.13 (torch.sum, 1 and 2 threads) and NumPy (np.sum): the bars Accy's sums
-are held to (tests/cpu_conformance_test.cc, CpuConformance.SumsAtMostAsFarAsPyTorchs;
+are held to (tests/sum_data.h, whose values are the same; CpuConformance and WasmConformance.SumsAtMostAsFarAsPyTorchs;
 docs/MATH_ACCURACY.md, "Sums"). The data are made from a 32-bit hash of the index,
 which the test computes the same way.
 

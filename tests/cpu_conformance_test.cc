@@ -18,6 +18,7 @@
 #include "tests/device_suite.h"
 #include "tests/op_cases.h"
 #include "tests/random_programs.h"
+#include "tests/sum_data.h"
 
 namespace accy::testing {
 namespace {
@@ -724,41 +725,12 @@ TEST(CpuConformance, IntegerLanesMatchTheEvaluator) {
 
 // f32 sums of 2^24 values on every ISA and thread count, relative error
 // against a double sum of the same values at most PyTorch 1.13's on that
-// data (bench/sum_accuracy.py computes PyTorch's with the same hash; its
-// figures, on this project's machine, are in docs/MATH_ACCURACY.md, "Sums"),
-// the smaller of its 1- and 2-thread errors.
+// data (tests/sum_data.h).
 TEST(CpuConformance, SumsAtMostAsFarAsPyTorchs) {
-  constexpr int64_t kN = int64_t{1} << 24;
-  auto hashed = [](uint32_t i, uint32_t salt) {
-    uint32_t x = i * 2654435761u + salt;
-    x ^= x >> 16;
-    x *= 0x45D9F3Bu;
-    x ^= x >> 16;
-    return x;
-  };
-  struct Set {
-    const char* name;
-    double pytorch;  // bench/sum_accuracy.py: min(torch 1 thread, 2 threads)
-    std::function<float(uint32_t)> value;
-  };
-  auto unit = [&](uint32_t i) { return static_cast<float>(hashed(i, 1) >> 8) * 0x1p-24f; };
-  const Set sets[] = {
-      {"0.1", 5.22e-07, [](uint32_t) { return 0.1f; }},
-      {"uniform", 8.53e-08, unit},
-      {"alternating", 1.33e-03, [&](uint32_t i) { return (i % 2 == 1 ? -1.0f : 1.0f) * unit(i); }},
-      {"mixed", 3.4e-08,
-       [&](uint32_t i) { return unit(i) * static_cast<float>(std::pow(10.0, static_cast<int>(hashed(i, 2) % 7) - 3)); }},
-  };
-  const std::vector<Spec> specs = {tensor::spec(DType::f32, {{"n", kN}})};
+  const std::vector<Spec> specs = {tensor::spec(DType::f32, {{"n", kSumValues}})};
   auto program = tensor::define("sum", specs, [](Builder&, std::span<const Value> a) { return a[0].sum("n"); });
   ASSERT_TRUE(program.ok()) << program.status();
-  for (const Set& set : sets) {
-    std::vector<float> x(kN);
-    double exact = 0;
-    for (int64_t i = 0; i < kN; ++i) {
-      x[i] = set.value(static_cast<uint32_t>(i));
-      exact += x[i];
-    }
+  for (const SumData& set : sumDataSets()) {
     for (x64::Isa isa : hostIsas()) {
       for (int threads : {1, 2}) {
         auto exe = x64::compileProgram(*program, {.threads = threads, .isa = isa});
@@ -766,10 +738,10 @@ TEST(CpuConformance, SumsAtMostAsFarAsPyTorchs) {
         auto loaded = cpu::LoadedExecutable::load(*exe, threads);
         ASSERT_TRUE(loaded.ok()) << loaded.status();
         float sum = 0;
-        const std::span<const std::byte> in[] = {std::as_bytes(std::span<const float>(x))};
+        const std::span<const std::byte> in[] = {std::as_bytes(std::span<const float>(set.values))};
         const std::span<std::byte> out[] = {std::as_writable_bytes(std::span<float>(&sum, 1))};
         ASSERT_TRUE(loaded->launch(in, out).ok());
-        const double error = std::fabs(sum - exact) / std::fabs(exact);
+        const double error = std::fabs(sum - set.exact) / std::fabs(set.exact);
         EXPECT_LE(error, set.pytorch) << set.name << " " << x64::isaName(isa) << " threads=" << threads;
         std::printf("sum of %s: relative error %.3g (%s, %d threads; PyTorch %.3g)\n", set.name, error,
                     x64::isaName(isa), threads, set.pytorch);
