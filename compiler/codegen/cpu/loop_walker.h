@@ -156,6 +156,10 @@ inline constexpr int kUnrollNodes = 32;
 // A floating sum's unrolled steps are cascaded in blocks of this many
 // (reduce(): no chain of additions longer than kCascade, but the top's).
 inline constexpr int64_t kCascade = 16;
+// A cascaded sum of a value of at most this many nodes, none expensive
+// (an elementary function is tens of instructions), writes its blocks of
+// kCascade steps out (reduce()).
+inline constexpr int64_t kStraightNodes = 6;
 
 template <class T, class Value, class Index>
 class LoopWalker {
@@ -415,6 +419,7 @@ class LoopWalker {
         for (int u = 0; u < kUnroll; ++u) set.push_back(self().accumulator(s.combiner, dtype, true));
       }
       const Value zero = self().accumulator(s.combiner, dtype, true);  // never written
+      const bool straight = choir::exprSize(s.value) <= kStraightNodes && !choir::exprIsExpensive(s.value);
       // `count` steps from the current i into `into`, in blocks of
       // kCascade^lev steps, each summed one level down.
       std::function<absl::Status(int, int64_t, std::vector<Value>&)> cascade =
@@ -429,7 +434,25 @@ class LoopWalker {
           for (int u = 0; u < kUnroll; ++u) combine(s.combiner, dtype, into[u], below[u], true);
           return absl::OkStatus();
         };
-        if (const int64_t full = count / block; full > 0) {
+        const int64_t full = count / block;
+        if (lev == 1 && full > 0 && straight) {
+          // A light value's blocks of kCascade steps written out, one loop
+          // step a block: no loop of kCascade iterations to leave (its exit
+          // mispredicted every block cost 8% of a bandwidth-bound sum).
+          const Index end = self().limitLess(i, -full * block * step);
+          ACCY_RETURN_IF_ERROR(counted(i, end, block * step, [&]() -> absl::Status {
+            for (Value& a : below) self().assign(dtype, a, zero, true);
+            for (int64_t k = 0; k < block; ++k) {
+              for (int u = 0; u < kUnroll; ++u) {
+                Mode copy = lanes;
+                copy.offset = k * step + int64_t{u} * width;
+                ACCY_RETURN_IF_ERROR(combineAt(copy, below[u]));
+              }
+            }
+            for (int u = 0; u < kUnroll; ++u) combine(s.combiner, dtype, into[u], below[u], true);
+            return absl::OkStatus();
+          }));
+        } else if (full > 0) {
           const Index b = self().newIndex();
           self().zeroIndex(b);
           ACCY_RETURN_IF_ERROR(counted(b, self().constantIndex(full), 1, [&] { return oneBlock(block); }));
