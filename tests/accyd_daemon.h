@@ -146,6 +146,16 @@ class Daemon {
     for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid_) + "/fd")) ++n;
     return n;
   }
+  // What each open descriptor points at, for a failure message.
+  std::string descriptorTargets() const {
+    std::string out;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/" + std::to_string(pid_) + "/fd")) {
+      std::error_code ec;
+      const auto target = std::filesystem::read_symlink(e.path(), ec);
+      out += e.path().filename().string() + "->" + (ec ? std::string("?") : target.string()) + " ";
+    }
+    return out;
+  }
   int regionMappings() const {
     std::ifstream maps("/proc/" + std::to_string(pid_) + "/maps");
     std::string line;
