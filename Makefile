@@ -1,7 +1,7 @@
 # Two commands on a fresh machine:
 #   make demo   installs what is missing, builds, runs the tone example
 #   make test   installs what is missing, builds, runs every test
-.PHONY: setup demo test test-asan test-ubsan test-tsan bench release release-check fuzz fuzz-service hostile random-quality
+.PHONY: setup demo test test-asan test-ubsan test-tsan bench release release-check fuzz fuzz-service hostile random-quality web-sums
 
 setup:
 	bash tools/setup.sh
@@ -55,3 +55,8 @@ fuzz-service: setup
 # (docs/ACCYD.md, "Hostile clients", has its figures).
 hostile: setup
 	bazel test //tests:accyd_hostile_test --test_env=ACCY_HOSTILE_LONG=1 --test_output=all --test_timeout=3600
+
+# The device suite's AccurateSums on WGSL in headless Chromium: f32 sums of
+# 2^24 values against PyTorch's error (5 minutes: make test leaves it out).
+web-sums: setup
+	bazel test //tests:wgsl_conformance_test --test_filter='*AccurateSums*' --test_env=ACCY_WGSL_SUMS=1 --test_output=all

@@ -1,7 +1,8 @@
 """The f32 sums of four data sets of 2^24 values, relative error against a double sum,
 for PyTorch 1.13 (torch.sum, 1 and 2 threads) and NumPy (np.sum): the bars Accy's sums
-are held to (tests/sum_data.h, whose values are the same; CpuConformance and WasmConformance.SumsAtMostAsFarAsPyTorchs;
-docs/MATH_ACCURACY.md, "Sums"). The data are made from a 32-bit hash of the index,
+are held to (tests/sum_data.h, whose values are the same; CpuConformance.SumsAtMostAsFarAsPyTorchs and the device suite's AccurateSums;
+docs/MATH_ACCURACY.md, "Sums"), and the same values as 8192 rows of 2048 summed along the
+row (the device suite's AccurateSums; the largest error relative to the largest row). The data are made from a 32-bit hash of the index,
 which the test computes the same way.
 
 Run: /usr/bin/python3 bench/sum_accuracy.py (Debian's python3, where python3-torch installs)
@@ -12,6 +13,7 @@ import numpy as np
 import torch
 
 N = 1 << 24
+ROWS = 8192
 
 
 def hashed(i, salt):
@@ -51,6 +53,15 @@ def main():
             got = float(torch.from_numpy(x).sum())
             row.append(f"torch{threads}={abs(got - exact) / abs(exact):.3g}")
         row.append(f"numpy={abs(float(np.sum(x)) - exact) / abs(exact):.3g}")
+        # The same values as ROWS rows summed along the row: the largest
+        # error relative to the largest row (the device suite's AccurateSums).
+        rows = x.reshape(ROWS, -1)
+        exact_rows = rows.astype(np.float64).sum(axis=1)
+        scale = np.abs(exact_rows).max()
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            got = torch.from_numpy(rows).sum(dim=1).double().numpy()
+            row.append(f"rows_torch{threads}={np.abs(got - exact_rows).max() / scale:.6g}")
         print("  ".join(row))
 
 

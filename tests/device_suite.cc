@@ -29,6 +29,7 @@ constexpr CheckEntry kChecks[] = {
     {Check::kRandomPrograms, "RandomPrograms", checkRandomPrograms},
     {Check::kTransformedPrograms, "TransformedPrograms", checkTransformedPrograms},
     {Check::kTheThreeToneTests, "TheThreeToneTests", checkTheThreeToneTests},
+    {Check::kAccurateSums, "AccurateSums", checkAccurateSums},
 };
 
 bool refuses(const DeviceSuite& s, tensor::DType d) {

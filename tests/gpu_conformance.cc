@@ -15,6 +15,7 @@
 #include "tests/conformance.h"
 #include "tests/op_cases.h"
 #include "tests/random_programs.h"
+#include "tests/sum_data.h"
 
 namespace accy::testing {
 
@@ -85,7 +86,7 @@ void checkEveryOp(const GpuUnderTest& gpu) {
     for (DType dtype : dtypes) {
       if (c.floats_only && !tensor::isFloating(dtype)) continue;
       const bool scatter = std::string_view(c.name).starts_with("scatter_add");
-      for (int64_t p : {int64_t{1}, int64_t{17}, scatter ? gpu.size.scatter_max_extent : int64_t{300}}) {
+      for (int64_t p : {int64_t{1}, int64_t{17}, scatter ? gpu.size.scatter_max_extent : gpu.size.op_max_extent}) {
         const std::vector<Spec> specs = {tensor::spec(dtype, {{"p", p}, {"q", 5}}), tensor::spec(dtype, {{"p", p}, {"q", 5}})};
         const std::optional<tensor::Program> program = recordCase(c, dtype, p, specs);
         if (!program) continue;  // a refusal by design, asserted by recordCase
@@ -410,6 +411,62 @@ void checkTheThreeToneTests(const GpuUnderTest& gpu) {
   EXPECT_NEAR(3.0f, f8[2], 1e-6);
   EXPECT_NEAR(3.0f, f8[3], 1e-6);
   for (int g = 0; g < 8; ++g) EXPECT_NEAR(mismatch(f8[g]), value[g], 1e-3) << "the last step's value, guess " << g;
+}
+
+void checkAccurateSums(const GpuUnderTest& gpu) {
+  auto compiles = gpu.sum_compiles;
+  if (compiles.empty()) {
+    compiles.push_back({"as the device chooses",
+                        [&gpu](const tensor::Program& p) { return gpu.backend->compile(p, gpu.target); }});
+  }
+  constexpr int64_t kRows = kSumRows, kRow = kSumValues / kRows;
+  const Spec flat[] = {tensor::spec(DType::f32, {{"n", kSumValues}})};
+  const Spec rows[] = {tensor::spec(DType::f32, {{"row", kRows}, {"col", kRow}})};
+  auto total = tensor::define("total", flat, [](tensor::Builder&, std::span<const tensor::Value> a) { return a[0].sum("n"); });
+  auto by_row = tensor::define("rows", rows, [](tensor::Builder&, std::span<const tensor::Value> a) { return a[0].sum("col"); });
+  ASSERT_TRUE(total.ok()) << total.status();
+  ASSERT_TRUE(by_row.ok()) << by_row.status();
+  const std::vector<SumData> sets = sumDataSets();
+  for (const auto& [how, compile] : compiles) {
+    for (const tensor::Program* program : {&*total, &*by_row}) {
+      const bool whole = program == &*total;
+      auto exe = compile(*program);
+      ASSERT_TRUE(exe.ok()) << exe.status();
+      auto loaded = gpu.backend->load(*exe);
+      ASSERT_TRUE(loaded.ok()) << loaded.status();
+      for (const SumData& set : sets) {
+        std::vector<float> out(whole ? 1 : kRows);
+        poison(std::span<float>(out));
+        const std::span<const std::byte> in[] = {std::as_bytes(std::span<const float>(set.values))};
+        const std::span<std::byte> outs[] = {std::as_writable_bytes(std::span<float>(out))};
+        ASSERT_TRUE((*loaded)->launch(in, outs).ok()) << set.name;
+        // The whole sum's relative error; the rows' largest error relative
+        // to the largest row.
+        double error = 0, largest = 0;
+        for (size_t k = 0; k < out.size(); ++k) {
+          double exact = set.exact;
+          if (!whole) {
+            exact = 0;
+            for (int64_t j = 0; j < kRow; ++j) exact += set.values[static_cast<size_t>(k * kRow + j)];
+          }
+          error = std::max(error, std::fabs(out[k] - exact));
+          largest = std::max(largest, std::fabs(exact));
+        }
+        error /= largest;
+        const double bar = whole ? set.pytorch : set.pytorch_rows;
+        // The row sums are held to PyTorch's on a GPU's forms (the serial
+        // reduction's compensated sum); a CPU schedule's vector lanes split
+        // each row by position, as PyTorch's do, and its figures are
+        // recorded (docs/MATH_ACCURACY.md, "Sums"), not held.
+        const bool held = whole || gpu.gpu_forms;
+        if (held) {
+          EXPECT_LE(error, bar) << set.name << ", " << program->name << ", " << how;
+        }
+        std::printf("%s: f32 %s of %s: relative error %.3g (%s; PyTorch %.3g%s)\n", gpu.target.c_str(),
+                    whole ? "sum" : "row sums", set.name, error, how.c_str(), bar, held ? "" : ", not held");
+      }
+    }
+  }
 }
 
 std::string testDir(std::string_view sub) {

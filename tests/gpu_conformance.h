@@ -14,6 +14,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -33,9 +34,10 @@ struct GpuSuiteSize {
   int transformed_programs = 60;                                 // checkTransformedPrograms: seeds 1 to this
   // checkEveryOp's largest extent p for the scatterAdd cases, whose GPU form
   // reduces every update for every output row (p * 5 rows of p updates: at
-  // p = 300, 35 s a dtype on the PTX interpreter). Every other case runs
-  // at p = 1, 17 and 300.
+  // p = 300, 35 s a dtype on the PTX interpreter), and for every other case
+  // (which runs at p = 1, 17 and this).
   int64_t scatter_max_extent = 300;
+  int64_t op_max_extent = 300;
 };
 
 struct GpuUnderTest {
@@ -51,6 +53,10 @@ struct GpuUnderTest {
   // false for a target scheduled as a CPU (wasm), whose forms are loops.
   bool gpu_forms = true;
   GpuSuiteSize size;   // the whole suite unless changed
+  // checkAccurateSums' compiles, each named; empty: the backend's own
+  // compile for `target` (what the device chooses) and compile_for_gpu.
+  std::vector<std::pair<std::string, std::function<absl::StatusOr<executable::Executable>(const tensor::Program&)>>>
+      sum_compiles;
 };
 
 // Programs runAndCompare left out because they hold a dtype the device
@@ -77,6 +83,11 @@ void checkReductionsAsTheDeviceChooses(const GpuUnderTest& gpu);
 void checkRandomPrograms(const GpuUnderTest& gpu);
 void checkTransformedPrograms(const GpuUnderTest& gpu);
 void checkTheThreeToneTests(const GpuUnderTest& gpu);
+// The f32 sums of tests/sum_data.h (2^24 values each, and the same values
+// as 8192 rows of 2048 summed along the row): every sum's relative error
+// against the double sum at most PyTorch's on the same values (the rows on
+// GPU forms only: a CPU schedule's row sums are printed, not held).
+void checkAccurateSums(const GpuUnderTest& gpu);
 
 // A directory for the test's files: $TEST_TMPDIR (or /tmp), with `sub`
 // below it made when given.

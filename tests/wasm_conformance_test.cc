@@ -26,7 +26,6 @@
 #include "tests/gpu_conformance.h"
 #include "tests/op_cases.h"
 #include "tests/random_programs.h"
-#include "tests/sum_data.h"
 #include "tools/webgpu/page_backend.h"
 #include "tools/webgpu/page_runner.h"
 
@@ -63,12 +62,18 @@ GpuUnderTest wasmUnderTest(int threads = 1) {
   g.float64 = true;
   g.note = "WebAssembly SIMD128 in node";
   g.gpu_forms = false;
-  g.compile_for_gpu = [threads](const tensor::Program& program) -> absl::StatusOr<executable::Executable> {
-    absl::StatusOr<executable::Executable> exe = wasm::compileProgram(program, wasm::TargetInfo{.threads = threads});
-    if (!exe.ok()) return exe;
-    if (absl::Status st = validate(*exe); !st.ok()) return st;
-    return exe;
+  auto compile = [](int n) {
+    return [n](const tensor::Program& program) -> absl::StatusOr<executable::Executable> {
+      absl::StatusOr<executable::Executable> exe = wasm::compileProgram(program, wasm::TargetInfo{.threads = n});
+      if (!exe.ok()) return exe;
+      if (absl::Status st = validate(*exe); !st.ok()) return st;
+      return exe;
+    };
   };
+  g.compile_for_gpu = compile(threads);
+  // The sums at 1 and 2 threads: the CPU walker's cascade and tile.cc's f64
+  // combine, as on x86-64.
+  g.sum_compiles = {{"1 thread", compile(1)}, {"2 threads", compile(2)}};
   return g;
 }
 
@@ -101,32 +106,6 @@ TEST(WasmConformance, RandomF64ProgramsMatch) {
   for (uint32_t seed = 1; seed <= 100; ++seed) {
     RandomCase c = randomProgram(seed, o);
     ASSERT_TRUE(runAndCompare(g, c.program, c.inputs)) << "seed " << seed;
-  }
-}
-
-// The sums of tests/sum_data.h in node, 1 and 2 threads: each at most
-// PyTorch's relative error (the CPU walker's cascade and tile.cc's f64
-// combine, as on x86-64).
-TEST(WasmConformance, SumsAtMostAsFarAsPyTorchs) {
-  if (skipWithoutNode()) GTEST_SKIP() << "node not found (/usr/bin/node or ACCY_NODE): nothing to run wasm in";
-  const std::vector<tensor::Spec> specs = {tensor::spec(tensor::DType::f32, {{"n", kSumValues}})};
-  auto program = tensor::define("sum", specs, [](tensor::Builder&, std::span<const tensor::Value> a) { return a[0].sum("n"); });
-  ASSERT_TRUE(program.ok()) << program.status();
-  for (const SumData& set : sumDataSets()) {
-    for (int threads : {1, 2}) {
-      auto exe = wasm::compileProgram(*program, wasm::TargetInfo{.threads = threads});
-      ASSERT_TRUE(exe.ok()) << exe.status();
-      auto loaded = node().load(*exe);
-      ASSERT_TRUE(loaded.ok()) << loaded.status();
-      float sum = 0;
-      const std::span<const std::byte> in[] = {std::as_bytes(std::span<const float>(set.values))};
-      const std::span<std::byte> out[] = {std::as_writable_bytes(std::span<float>(&sum, 1))};
-      ASSERT_TRUE((*loaded)->launch(in, out).ok());
-      const double error = std::fabs(sum - set.exact) / std::fabs(set.exact);
-      EXPECT_LE(error, set.pytorch) << set.name << " threads=" << threads;
-      std::printf("wasm sum of %s: relative error %.3g (%d threads; PyTorch %.3g)\n", set.name, error, threads,
-                  set.pytorch);
-    }
   }
 }
 

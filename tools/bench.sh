@@ -51,4 +51,8 @@ status=0
 ./bazel-bin/bench/gpu_bench "${reps[@]}" --benchmark_out="$out/gpu.json" --benchmark_out_format=json "$@" || status=1
 echo
 /usr/bin/python3 tools/bench_table.py "$out/cpu.json" "$out/accyd.json" "$out/gpu.json" | tee "$out/tables.md"
+# PyTorch's and NumPy's errors on the sums the tests hold Accy to
+# (tests/sum_data.h; docs/MATH_ACCURACY.md, "Sums").
+echo
+/usr/bin/python3 bench/sum_accuracy.py | tee "$out/sum_accuracy.txt" || status=1
 exit $status

@@ -191,6 +191,8 @@ Stmt Stmt::store(int buffer, std::vector<Affine> index, ExprRef value) {
   return s;
 }
 
+bool cascades(OpCode combiner, DType dtype) { return combiner == OpCode::kAdd && tensor::isFloating(dtype); }
+
 double combinerIdentity(OpCode combiner, DType dtype) {
   const bool f = tensor::isFloating(dtype);
   if (combiner == OpCode::kMul) return 1;

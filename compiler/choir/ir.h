@@ -157,6 +157,13 @@ enum class StmtKind : uint8_t {
 // (+inf, INT_MAX, true). One definition for every target and pass.
 double combinerIdentity(OpCode combiner, DType dtype);
 
+// A floating sum (kAdd on f32 or f64) is cascaded on every target: its
+// terms are added kCascade at a time into an accumulator of their own, the
+// blocks' totals likewise one level up, so no chain of additions holds more
+// than kCascade terms (docs/MATH_ACCURACY.md, "Sums").
+inline constexpr int64_t kCascade = 16;
+bool cascades(OpCode combiner, DType dtype);
+
 struct Stmt {
   StmtKind kind = StmtKind::kStore;
   LoopHeader loop;          // kLoop
@@ -170,6 +177,11 @@ struct Stmt {
   // kReduce lowered from a `dot` node (lower.cc): what a request for
   // tensor cores applies to (passes/tf32.h). Fusion keeps it.
   bool from_dot = false;
+  // kReduce of a floating sum (cascades()): the accumulator carries its
+  // rounding error beside it (two-sum; the error terms summed and added at
+  // the end), so the result is within about one rounding of the exact sum
+  // of the terms. A GPU runs such a reduction serially (passes/gpu_map.h).
+  bool compensated = false;
   // kStore at data-dependent positions (scatter_add on the CPU): `bound[j]`
   // is bound to the clamped index `args[j]` (clampIndex, as for loads),
   // evaluated before the value; the index and the value may use them.

@@ -58,7 +58,7 @@ void printStmts(const Module& m, const std::vector<Stmt>& stmts, int depth, std:
                   indexText(s.index), " over (",
                   absl::StrJoin(s.domain, ", ",
                                 [](std::string* o, const LoopHeader& h) { o->append(headerText(h)); }),
-                  ")", s.mean_count ? strCat(" / ", s.mean_count) : "", " = ",
+                  ")", s.mean_count ? strCat(" / ", s.mean_count) : "", s.compensated ? " compensated" : "", " = ",
                   toText(m, s.value), "\n");
         break;
       case StmtKind::kBarrier:

@@ -197,6 +197,9 @@ class Verifier {
           return fail(strCat("reduce combiner ", tensor::opName(s.combiner)));
         }
         if (s.domain.empty()) return fail("reduce without a domain");
+        if (s.compensated && !cascades(s.combiner, m_.buffers[s.buffer].dtype)) {
+          return fail("a compensated reduction that is not a floating sum");
+        }
         for (size_t i = 0; i < s.domain.size(); ++i) {
           ACCY_RETURN_IF_ERROR(bind(s.domain[i]));
           if (s.domain[i].tag == LoopTag::kVectorized && i + 1 != s.domain.size()) {

@@ -82,6 +82,10 @@ Kernel combineParts(Module& m, const Kernel& k, const std::vector<LoopHeader>& l
                            {add(scale(flat, k.gpu_split), Affine::var(part.var))});
   combine.combiner = r.combiner;
   combine.mean_count = r.mean_count;
+  // A floating sum's parts are added with their rounding errors carried:
+  // its top levels hold the largest values, whose roundings are the
+  // largest (docs/MATH_ACCURACY.md, "Sums").
+  combine.compensated = cascades(r.combiner, m.buffers[r.buffer].dtype);
   Kernel out;
   out.name = strCat(k.name, "_parts");
   Stmt body = combine;
@@ -148,8 +152,13 @@ absl::StatusOr<Module> mapToGpu(Module m, const GpuMapOptions& options) {
       s->domain[0] = tagged(s->domain[0], LoopTag::kSerial, 0);
       continue;
     }
-    const bool tree = (domain >= options.min_domain_for_tree && outputs <= options.max_outputs_for_tree) ||
-                      domain > options.max_serial_domain;
+    // A compensated sum (the parts of a split one, at most
+    // max_split_workgroups of them) is serial, unless the device bounds its
+    // loops below its length: then it is a tree, uncompensated.
+    if (s->compensated && domain > options.max_serial_domain) s->compensated = false;
+    const bool tree = !s->compensated &&
+                      ((domain >= options.min_domain_for_tree && outputs <= options.max_outputs_for_tree) ||
+                       domain > options.max_serial_domain);
     for (Stmt* l : nest) l->loop = tagged(l->loop, tree ? LoopTag::kGpuBlock : LoopTag::kGpuThread, 0);
     for (LoopHeader& h : s->domain) h = tagged(h, tree ? LoopTag::kGpuThread : LoopTag::kSerial, 0);
     k.gpu_split = 0;

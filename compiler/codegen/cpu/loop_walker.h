@@ -153,9 +153,9 @@ struct RowKey {
 // has enough independent work per lane for the core to overlap steps).
 inline constexpr int kUnroll = 4;
 inline constexpr int kUnrollNodes = 32;
-// A floating sum's unrolled steps are cascaded in blocks of this many
-// (reduce(): no chain of additions longer than kCascade, but the top's).
-inline constexpr int64_t kCascade = 16;
+// A floating sum's unrolled steps are cascaded in blocks of
+// choir::kCascade (reduce()).
+using choir::kCascade;
 // A cascaded sum of a value of at most this many nodes, none expensive
 // (an elementary function is tens of instructions), writes its blocks of
 // kCascade steps out (reduce()).
@@ -407,7 +407,7 @@ class LoopWalker {
     // the width alone, so the bits do not change with threads or addresses.
     const int64_t unrolled_steps = unroll ? h.extent / step : 0;
     int levels = 0;
-    if (s.combiner == choir::OpCode::kAdd && tensor::isFloating(dtype) && h.extent < (int64_t{1} << 31)) {
+    if (choir::cascades(s.combiner, dtype) && h.extent < (int64_t{1} << 31)) {
       for (int64_t span = kCascade; span < unrolled_steps; span *= kCascade) ++levels;
     }
     if (unroll && levels == 0) {

@@ -154,12 +154,54 @@ absl::Status KernelEmitter::when(Value cond, const Target::Body& body) {
   });
 }
 
-absl::Status KernelEmitter::domainLoops(const std::vector<LoopHeader>& domain, size_t i, const Target::Body& body) {
-  if (i == domain.size()) return body();
-  return strided(t_.index(0), t_.index(domain[i].extent), t_.index(1), [&](Value x) {
-    vars_[domain[i].var] = x;
-    return domainLoops(domain, i + 1, body);
-  });
+absl::Status KernelEmitter::accumulate(const Stmt& s, Value into, Value start, Value limit, int64_t step,
+                                       int64_t trips, const AddTerms& add) {
+  const DType d = m_.buffers[s.buffer].dtype;
+  if (!choir::cascades(s.combiner, d) || trips <= choir::kCascade) {
+    return strided(start, limit, t_.index(step), [&](Value r) { return add(r, into); }, trips);
+  }
+  // Blocks of `inner` terms (a power of kCascade), at most kCascade of
+  // them: each summed on its own, one level down, then added to `into`.
+  int64_t inner = choir::kCascade;
+  while (inner * choir::kCascade < trips) inner *= choir::kCascade;
+  const int64_t span = inner * step;
+  return strided(
+      start, limit, t_.index(span),
+      [&](Value b) -> absl::Status {
+        const Value part = t_.variable(d, identity(s.combiner, d));
+        // min(b + span, limit), never past what an index holds.
+        const Value end = t_.indexAdd(b, t_.indexMin(t_.indexSub(limit, b), t_.index(span)));
+        ACCY_RETURN_IF_ERROR(accumulate(s, part, b, end, step, inner, add));
+        t_.write(d, into, binary(s.combiner, d, t_.read(d, into), t_.read(d, part)));
+        return absl::OkStatus();
+      },
+      (trips + inner - 1) / inner);
+}
+
+absl::Status KernelEmitter::domainLoops(const Stmt& s, const Target::IndexBody& body) {
+  const int64_t n = product(s.domain);
+  if (!t_.desc().nested_domain_loops) {
+    return strided(t_.index(0), t_.index(n), t_.index(1), [&](Value r) {
+      decompose(r, s.domain);
+      return body(r);
+    }, n);
+  }
+  std::function<absl::Status(size_t)> loop = [&](size_t i) -> absl::Status {
+    if (i == s.domain.size()) return body(0);
+    const LoopHeader& h = s.domain[i];
+    return strided(t_.index(0), t_.index(h.extent), t_.index(1), [&](Value x) {
+      vars_[h.var] = x;
+      return loop(i + 1);
+    }, h.extent);
+  };
+  return loop(0);
+}
+
+absl::Status KernelEmitter::addValue(const Stmt& s, Value into) {
+  const DType d = m_.buffers[s.buffer].dtype;
+  ACCY_ASSIGN_OR_RETURN(Value x, expr(s.value));
+  t_.write(d, into, binary(s.combiner, d, t_.read(d, into), x));
+  return absl::OkStatus();
 }
 
 // --- indices and accesses -----------------------------------------------------
@@ -227,24 +269,26 @@ absl::Status KernelEmitter::perOutput(int64_t outputs) {
   return strided(t_.globalId(), t_.index(outputs), t_.invocationCount(launched_), body);
 }
 
-// One invocation walks the whole domain.
+// One invocation walks the whole domain. A floating sum is compensated
+// (Target::twoSum: a + x is exactly sum + e; the e are summed apart and
+// added at the end), so its error does not grow with the domain: within
+// about one rounding of the exact sum of the terms.
 absl::Status KernelEmitter::reduceSerial(const Stmt& s) {
   const DType d = m_.buffers[s.buffer].dtype;
   const Value acc = t_.variable(d, identity(s.combiner, d));
-  auto step = [&]() -> absl::Status {
-    ACCY_ASSIGN_OR_RETURN(Value x, expr(s.value));
-    t_.write(d, acc, binary(s.combiner, d, t_.read(d, acc), x));
-    return absl::OkStatus();
-  };
-  if (t_.desc().nested_domain_loops) {
-    ACCY_RETURN_IF_ERROR(domainLoops(s.domain, 0, step));
-  } else {
-    ACCY_RETURN_IF_ERROR(strided(t_.index(0), t_.index(product(s.domain)), t_.index(1), [&](Value r) {
-      decompose(r, s.domain);
-      return step();
-    }));
+  if (!choir::cascades(s.combiner, d)) {
+    ACCY_RETURN_IF_ERROR(domainLoops(s, [&](Value) { return addValue(s, acc); }));
+    return storeResult(s, t_.read(d, acc));
   }
-  return storeResult(s, t_.read(d, acc));
+  const Value error = t_.variable(d, t_.constant(d, 0));
+  ACCY_RETURN_IF_ERROR(domainLoops(s, [&](Value) -> absl::Status {
+    ACCY_ASSIGN_OR_RETURN(Value x, expr(s.value));
+    const auto [sum, e] = t_.twoSum(d, t_.read(d, acc), x);
+    t_.write(d, error, binary(OpCode::kAdd, d, t_.read(d, error), e));
+    t_.write(d, acc, sum);
+    return absl::OkStatus();
+  }));
+  return storeResult(s, binary(OpCode::kAdd, d, t_.read(d, acc), t_.read(d, error)));
 }
 
 // One workgroup per output (grid-stride over outputs), or nest_.split
@@ -259,22 +303,22 @@ absl::Status KernelEmitter::treeReduce(int64_t outputs, int64_t domain) {
   launched_ = std::clamp<int64_t>(blocks, 1, t_.desc().max_workgroups);
   const Value lid = t_.localId();
   return strided(t_.groupId(), t_.index(blocks), t_.groupCount(launched_), [&](Value block) -> absl::Status {
-    Value start = lid, stride = t_.index(wg_);
+    Value start = lid;
+    int64_t stride = wg_;
     if (split > 0) {
       decompose(t_.indexDiv(block, split), nest_.loops);
       start = t_.indexMulAdd(t_.indexRem(block, split), wg_, lid);
-      stride = t_.index(split * wg_);
+      stride = split * wg_;
     } else {
       decompose(block, nest_.loops);
     }
     const Value acc = t_.variable(d, identity(s.combiner, d));
     const std::map<int, Value> outer = vars_;
-    ACCY_RETURN_IF_ERROR(strided(start, t_.index(domain), stride, [&](Value r) -> absl::Status {
+    const int64_t trips = (domain + stride - 1) / stride;
+    ACCY_RETURN_IF_ERROR(accumulate(s, acc, start, t_.index(domain), stride, trips, [&](Value r, Value into) {
       vars_ = outer;
       decompose(r, s.domain);
-      ACCY_ASSIGN_OR_RETURN(Value x, expr(s.value));
-      t_.write(d, acc, binary(s.combiner, d, t_.read(d, acc), x));
-      return absl::OkStatus();
+      return addValue(s, into);
     }));
     vars_ = outer;
     return combineWorkgroup(s, acc, [&](Value combined) -> absl::Status {
@@ -310,6 +354,19 @@ absl::Status KernelEmitter::combineWorkgroup(const Stmt& s, Value acc,
         /*max_trips=*/8);  // offsets 1 to 64 within a subgroup of at most 128
   };
   const TargetDesc& desc = t_.desc();
+  // Invocation 0 adds the subgroups' results one after another (as many as
+  // the workgroup has subgroups, 64 for subgroups of 4): a floating sum
+  // compensated (two-sum), as reduceSerial's, and the error added at the end.
+  const bool runtime = desc.subgroups == Subgroups::kRuntime || desc.subgroups == Subgroups::kRuntimeLanes;
+  const bool compensate = runtime && choir::cascades(c, d);
+  const Value error = compensate ? t_.variable(d, t_.constant(d, 0)) : 0;
+  auto foldSerial = [&](Value other) {
+    if (!compensate) return fold(other);
+    const auto [sum, e] = t_.twoSum(d, t_.read(d, acc), other);
+    t_.write(d, error, binary(OpCode::kAdd, d, t_.read(d, error), e));
+    t_.write(d, acc, sum);
+  };
+  auto total = [&]() { return compensate ? binary(OpCode::kAdd, d, t_.read(d, acc), t_.read(d, error)) : t_.read(d, acc); };
   if (desc.subgroups == Subgroups::kRuntime) {
     const SharedArray slots = t_.sharedArray(d, wg_);
     const Value size = t_.subgroupBuiltin(0), count = t_.subgroupBuiltin(1), id = t_.subgroupBuiltin(2),
@@ -325,11 +382,11 @@ absl::Status KernelEmitter::combineWorkgroup(const Stmt& s, Value acc,
       ACCY_RETURN_IF_ERROR(strided(
           t_.index(1), count, t_.index(1),
           [&](Value i) {
-            fold(t_.sharedLoad(slots, i, 0));
+            foldSerial(t_.sharedLoad(slots, i, 0));
             return absl::OkStatus();
           },
           /*max_trips=*/wg_));  // one slot per subgroup
-      return finish(t_.read(d, acc));
+      return finish(total());
     }));
     t_.barrier();  // the slots are reused by the next output
     return absl::OkStatus();
@@ -344,10 +401,10 @@ absl::Status KernelEmitter::combineWorkgroup(const Stmt& s, Value acc,
     ACCY_RETURN_IF_ERROR(when(first(), [&]() -> absl::Status {
       t_.write(d, acc, t_.sharedLoad(slots, t_.index(0), 0));
       ACCY_RETURN_IF_ERROR(strided(t_.index(1), t_.index(wg_), t_.index(1), [&](Value i) {
-        fold(t_.sharedLoad(slots, i, 0));
+        foldSerial(t_.sharedLoad(slots, i, 0));
         return absl::OkStatus();
       }));
-      return finish(t_.read(d, acc));
+      return finish(total());
     }));
     t_.barrier();  // the slots are reused by the next output
     return absl::OkStatus();

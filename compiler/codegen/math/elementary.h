@@ -285,6 +285,16 @@ Pair<typename O::Vec> fastTwoSum(O& o, typename O::Vec a, typename O::Vec b) {
   return {s, o.sub(b, o.sub(s, a))};
 }
 
+// a + b exactly, whatever their magnitudes (Knuth's two-sum).
+template <class O>
+Pair<typename O::Vec> twoSum(O& o, typename O::Vec a, typename O::Vec b) {
+  using Vec = typename O::Vec;
+  const Vec s = o.add(a, b);
+  const Vec b_part = o.sub(s, a);
+  const Vec a_part = o.sub(s, b_part);
+  return {s, o.add(o.sub(a, a_part), o.sub(b, b_part))};
+}
+
 // a * b exactly (barring overflow): FMA where fused, else Dekker's product.
 template <class O>
 Pair<typename O::Vec> twoProd(O& o, typename O::Vec a, typename O::Vec b) {

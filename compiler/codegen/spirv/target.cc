@@ -195,6 +195,14 @@ class SpirvTarget final : public gpu::Target {
     return x;
   }
 
+  // Every operation decorated NoContraction: a driver may otherwise fold
+  // (a + b) - a into b (Mesa's NIR does for inexact instructions).
+  std::pair<Value, Value> twoSum(DType d, Value a, Value b) override {
+    SpirvOps ops(b_, scalarType(d), u32_, d == DType::f64);
+    const math::Pair<uint32_t> p = math::twoSum(ops, a, b);
+    return {p.hi, p.lo};
+  }
+
   // GLSL.std.450 (f32 only: it has no f64 transcendentals).
   Value fastMath(OpCode o, DType d, Value x, Value y) override {
     if (d != DType::f32) return 0;

@@ -226,6 +226,13 @@ class WgslTarget final : public gpu::SourceTarget {
     return x;
   }
 
+  // On bits, as exactMath: the browser's compiler folded (x + c) - c.
+  std::pair<Value, Value> twoSum(DType, Value a, Value b) override {
+    WgslOps o(w_, "accy_opaque");
+    const math::Pair<std::string> p = math::twoSum(o, o.fromFloat(n(a)), o.fromFloat(n(b)));
+    return {handle(o.toFloat(p.hi)), handle(o.toFloat(p.lo))};
+  }
+
   // WGSL's built-ins (not accurate: the browser's sin was 5.7e-4 off).
   Value fastMath(OpCode op, DType d, Value x, Value y) override {
     return builtinMath(op, d, x, y, "", "1.0");
