@@ -1,7 +1,7 @@
 # Two commands on a fresh machine:
 #   make demo   installs what is missing, builds, runs the tone example
 #   make test   installs what is missing, builds, runs every test
-.PHONY: setup demo test test-asan test-ubsan test-tsan bench release release-check fuzz fuzz-service hostile random-quality web-sums
+.PHONY: setup demo test test-asan test-ubsan test-tsan bench release release-check fuzz fuzz-service hostile random-quality gpu-sums
 
 setup:
 	bash tools/setup.sh
@@ -56,7 +56,9 @@ fuzz-service: setup
 hostile: setup
 	bazel test //tests:accyd_hostile_test --test_env=ACCY_HOSTILE_LONG=1 --test_output=all --test_timeout=3600
 
-# The device suite's AccurateSums on WGSL in headless Chromium: f32 sums of
-# 2^24 values against PyTorch's error (5 minutes: make test leaves it out).
-web-sums: setup
-	bazel test //tests:wgsl_conformance_test --test_filter='*AccurateSums*' --test_env=ACCY_WGSL_SUMS=1 --test_output=all
+# The device suite's AccurateSums on WGSL (headless Chromium) and MSL (the
+# shim): f32 sums of 2^24 values against PyTorch's error, 10 minutes; make
+# test leaves them out (Vulkan, x86-64 and wasm run it there).
+gpu-sums: setup
+	bazel test //tests:wgsl_conformance_test //tests:msl_conformance_test --test_filter='*AccurateSums*' \
+	  --test_env=ACCY_SLOW_SUMS=1 --test_output=all

@@ -633,18 +633,19 @@ bool checkSum(benchmark::State& state, float s) {
                "wrong sum " + std::to_string(s) + ", expected " + std::to_string(exact));
 }
 
-// The sum of a 2^24 f32 vector, compiled for `threads`.
-absl::StatusOr<tensor::CpuExecutable> compileSum(int threads) {
+// The sum of a 2^24 f32 vector, compiled for `threads`; compensated
+// (tensor::SumOptions) when asked.
+absl::StatusOr<tensor::CpuExecutable> compileSum(int threads, bool compensated = false) {
   const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", kN}})};
-  auto program = tensor::define("sum", specs, [](tensor::Builder&, std::span<const tensor::Value> v) {
-    return v[0].sum("i");
+  auto program = tensor::define("sum", specs, [&](tensor::Builder&, std::span<const tensor::Value> v) {
+    return v[0].sum("i", tensor::SumOptions{.compensated = compensated});
   });
   if (!program.ok()) return program.status();
   return tensor::CpuExecutable::compile(*program, {.threads = threads});
 }
 
-void runSumAccy(benchmark::State& state, int threads) {
-  auto exe = compileSum(threads);
+void runSumAccy(benchmark::State& state, int threads, bool compensated = false) {
+  auto exe = compileSum(threads, compensated);
   if (!ok(state, exe, "compile")) return;
   float out = 0;
   for (auto _ : state) {
@@ -657,6 +658,9 @@ void runSumAccy(benchmark::State& state, int threads) {
 }
 
 void BM_Sum_Accy_1Thread(benchmark::State& state) { runSumAccy(state, 1); }
+// The cost of SumOptions::compensated (docs/PERFORMANCE.md, "Compensated sums").
+void BM_Sum_Compensated_1Thread(benchmark::State& state) { runSumAccy(state, 1, true); }
+void BM_Sum_Compensated_2Threads(benchmark::State& state) { runSumAccy(state, 2, true); }
 
 void BM_Sum_Avx512Intrinsics_1Thread(benchmark::State& state) {
   if (!ref::hasAvx512()) {
@@ -1496,6 +1500,8 @@ BENCHMARK(BM_Sum_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Sum_Avx512Intrinsics_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Sum_Avx2Intrinsics_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Sum_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Sum_Compensated_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Sum_Compensated_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Sum_Avx512Intrinsics_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Sum_Avx2Intrinsics_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Sum_Alternating_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime();

@@ -417,19 +417,24 @@ void checkAccurateSums(const GpuUnderTest& gpu) {
   auto compiles = gpu.sum_compiles;
   if (compiles.empty()) {
     compiles.push_back({"as the device chooses",
-                        [&gpu](const tensor::Program& p) { return gpu.backend->compile(p, gpu.target); }});
+                        [&gpu](const tensor::Program& p) { return gpu.backend->compile(p, gpu.target); }, false});
   }
   constexpr int64_t kRows = kSumRows, kRow = kSumValues / kRows;
   const Spec flat[] = {tensor::spec(DType::f32, {{"n", kSumValues}})};
   const Spec rows[] = {tensor::spec(DType::f32, {{"row", kRows}, {"col", kRow}})};
   auto total = tensor::define("total", flat, [](tensor::Builder&, std::span<const tensor::Value> a) { return a[0].sum("n"); });
   auto by_row = tensor::define("rows", rows, [](tensor::Builder&, std::span<const tensor::Value> a) { return a[0].sum("col"); });
+  auto compensated = tensor::define("compensated", flat, [](tensor::Builder&, std::span<const tensor::Value> a) {
+    return a[0].sum("n", tensor::SumOptions{.compensated = true});
+  });
   ASSERT_TRUE(total.ok()) << total.status();
   ASSERT_TRUE(by_row.ok()) << by_row.status();
+  ASSERT_TRUE(compensated.ok()) << compensated.status();
   const std::vector<SumData> sets = sumDataSets();
-  for (const auto& [how, compile] : compiles) {
-    for (const tensor::Program* program : {&*total, &*by_row}) {
-      const bool whole = program == &*total;
+  for (const auto& [how, compile, whole_only] : compiles) {
+    for (const tensor::Program* program : {&*total, &*by_row, &*compensated}) {
+      if (whole_only && program != &*total) continue;
+      const bool whole = program != &*by_row;
       auto exe = compile(*program);
       ASSERT_TRUE(exe.ok()) << exe.status();
       auto loaded = gpu.backend->load(*exe);
@@ -453,6 +458,18 @@ void checkAccurateSums(const GpuUnderTest& gpu) {
           largest = std::max(largest, std::fabs(exact));
         }
         error /= largest;
+        if (program == &*compensated) {
+          // Within two ulps of the exact sum (SumOptions::compensated: the
+          // rounding of each thread's or workgroup's part, up to a few
+          // thousand of them, adds a little to the one of the result).
+          const float rounded = static_cast<float>(set.exact);
+          const double ulp = std::nextafter(std::fabs(rounded), INFINITY) - std::fabs(rounded);
+          const double off = error * largest;
+          EXPECT_LE(off, 2 * ulp) << set.name << ", compensated, " << how;
+          std::printf("%s: f32 compensated sum of %s: %.3g ulps off (relative error %.3g; %s)\n", gpu.target.c_str(),
+                      set.name, off / ulp, error, how.c_str());
+          continue;
+        }
         const double bar = whole ? set.pytorch : set.pytorch_rows;
         // The row sums are held to PyTorch's on a GPU's forms (the serial
         // reduction's compensated sum); a CPU schedule's vector lanes split

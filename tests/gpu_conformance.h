@@ -54,9 +54,14 @@ struct GpuUnderTest {
   bool gpu_forms = true;
   GpuSuiteSize size;   // the whole suite unless changed
   // checkAccurateSums' compiles, each named; empty: the backend's own
-  // compile for `target` (what the device chooses) and compile_for_gpu.
-  std::vector<std::pair<std::string, std::function<absl::StatusOr<executable::Executable>(const tensor::Program&)>>>
-      sum_compiles;
+  // compile for `target` (what the device chooses). `whole_only`: the
+  // plain sums of all the values alone (not the rows or the compensated).
+  struct SumCompile {
+    std::string name;
+    std::function<absl::StatusOr<executable::Executable>(const tensor::Program&)> compile;
+    bool whole_only = false;
+  };
+  std::vector<SumCompile> sum_compiles;
 };
 
 // Programs runAndCompare left out because they hold a dtype the device
@@ -86,7 +91,8 @@ void checkTheThreeToneTests(const GpuUnderTest& gpu);
 // The f32 sums of tests/sum_data.h (2^24 values each, and the same values
 // as 8192 rows of 2048 summed along the row): every sum's relative error
 // against the double sum at most PyTorch's on the same values (the rows on
-// GPU forms only: a CPU schedule's row sums are printed, not held).
+// GPU forms only: a CPU schedule's row sums are printed, not held); the
+// compensated sum (tensor::SumOptions) of each within two ulps of the exact.
 void checkAccurateSums(const GpuUnderTest& gpu);
 
 // A directory for the test's files: $TEST_TMPDIR (or /tmp), with `sub`

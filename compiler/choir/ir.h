@@ -209,7 +209,8 @@ struct Kernel {
   int64_t gpu_micro = 0;
   // A tree reduction split across gpu_split workgroups per output
   // (passes/gpu_map.h): each leaves its partial result in buffer
-  // gpu_partials at [output * gpu_split + part], and the next kernel
+  // gpu_partials at [output * gpu_split + part] (a compensated sum's part
+  // at [output * 2 gpu_split + part], its error gpu_split after it), and the next kernel
   // combines the parts. 0 and -1 otherwise.
   int64_t gpu_split = 0;
   int gpu_partials = -1;

@@ -343,7 +343,8 @@ class Lowering {
           r.value = access(n.operands[0], idx);
           r.combiner = combinerOf(n.op);
           r.mean_count = n.op == OpCode::kReduceMean ? count : 0;
-          if (count <= kUnrolledReducePoints) {
+          r.compensated = !n.ints.empty();  // ints = {1}: checked by shape inference
+          if (count <= kUnrolledReducePoints && !r.compensated) {
             // A few points (a window's taps): the fold written out, in the
             // domain's row-major order as the reduction combines them, so
             // the output loop vectorizes and consumers fuse it like any

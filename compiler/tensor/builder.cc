@@ -157,6 +157,21 @@ ACCY_VALUE_BINARY(shiftRight, OpCode::kShiftRight)
     return recordOp(makeNode(code, axes), {*this});                                     \
   }
 ACCY_VALUE_REDUCE(sum, OpCode::kReduceSum)
+Value Value::sum(std::string_view axis, SumOptions options) const {
+  return sum(std::vector<std::string>{std::string(axis)}, options);
+}
+// A compensated sum or mean carries ints = {1} (ops.inc).
+Value Value::sum(const std::vector<std::string>& axes, SumOptions options) const {
+  return recordOp(makeNode(OpCode::kReduceSum, axes, options.compensated ? std::vector<int64_t>{1} : std::vector<int64_t>{}),
+                  {*this});
+}
+Value Value::mean(std::string_view axis, SumOptions options) const {
+  return mean(std::vector<std::string>{std::string(axis)}, options);
+}
+Value Value::mean(const std::vector<std::string>& axes, SumOptions options) const {
+  return recordOp(makeNode(OpCode::kReduceMean, axes, options.compensated ? std::vector<int64_t>{1} : std::vector<int64_t>{}),
+                  {*this});
+}
 ACCY_VALUE_REDUCE(max, OpCode::kReduceMax)
 ACCY_VALUE_REDUCE(min, OpCode::kReduceMin)
 ACCY_VALUE_REDUCE(mean, OpCode::kReduceMean)

@@ -29,6 +29,11 @@ namespace accy::tensor {
 
 class Builder;
 
+// How sum and mean accumulate (Value::sum, Value::mean).
+struct SumOptions {
+  bool compensated = false;
+};
+
 class Value {
  public:
   Value() = default;  // an invalid value; ops on it fail with InvalidValue
@@ -106,6 +111,15 @@ class Value {
   Value sum(std::string_view axis) const;
   Value sum(std::initializer_list<std::string_view> axes) const;
   Value sum(const std::vector<std::string>& axes) const;
+  // sum and mean of f32 or f64 with SumOptions{.compensated = true}: each
+  // addition's rounding error is carried beside the sum (two-sum), so the
+  // result is within about one ulp of the exact sum of the terms whatever
+  // their number and signs (docs/SEMANTICS.md, "Sums"). On other dtypes a
+  // sticky UnsupportedDType.
+  Value sum(std::string_view axis, SumOptions options) const;
+  Value sum(const std::vector<std::string>& axes, SumOptions options) const;
+  Value mean(std::string_view axis, SumOptions options) const;
+  Value mean(const std::vector<std::string>& axes, SumOptions options) const;
   Value max(std::string_view axis) const;
   Value max(std::initializer_list<std::string_view> axes) const;
   Value max(const std::vector<std::string>& axes) const;

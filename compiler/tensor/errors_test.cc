@@ -168,6 +168,24 @@ TEST(Errors, EvaluatorRejectsBadBuffers) {
   EXPECT_EQ(errorKind(evaluate(broken, {accy::bytes(four)}).status()), ErrorKind::kInvalidProgram);
 }
 
+// Compensated sums are for floats: on integers a sticky UnsupportedDType
+// naming the op and the dtype; on f64 and f32 sums and means they record.
+TEST(Errors, CompensatedSumsAreForFloats) {
+  const tensor::SumOptions compensated{.compensated = true};
+  for (DType d : {DType::i32, DType::i64, DType::u32}) {
+    const absl::Status st = recordError({spec(d, {{"n", 4}})}, [&](Builder&, Args a) { return a[0].sum("n", compensated); });
+    EXPECT_EQ(errorKind(st), ErrorKind::kUnsupportedDType) << st;
+    EXPECT_THAT(st.message(), HasSubstr("sum")) << st;
+    EXPECT_THAT(st.message(), HasSubstr(std::string(tensor::dtypeName(d)))) << st;
+  }
+  for (DType d : {DType::f32, DType::f64}) {
+    auto p = tensor::define("ok", std::vector<Spec>{spec(d, {{"n", 4}, {"m", 2}})}, [&](Builder&, Args a) {
+      return std::vector<tensor::Value>{a[0].sum("n", compensated), a[0].mean(std::vector<std::string>{"n", "m"}, compensated)};
+    });
+    EXPECT_TRUE(p.ok()) << p.status();
+  }
+}
+
 // Indexing and windows: every misuse has its kind and names the op and axes.
 TEST(Errors, IndexingAndWindows) {
   const Spec x = f32({{"vocab", 5}, {"feature", 3}});

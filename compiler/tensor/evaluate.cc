@@ -172,6 +172,7 @@ class Evaluator {
     const std::vector<double>& x = in(node, 0);
     std::vector<bool> started(out.size(), false);
     std::vector<int64_t> count(out.size(), 0);
+    const bool compensated = !node.ints.empty();  // sum or mean of floats (ops.inc)
     forEachIndex(a.axes, [&](const std::vector<int64_t>& idx, int64_t flat) {
       const int64_t r = byName(node.axes, a.axes, idx);
       const double v = x[flat];
@@ -184,7 +185,8 @@ class Evaluator {
       switch (node.op) {
         case OpCode::kReduceSum:
         case OpCode::kReduceMean:
-          out[r] = applyBinary(OpCode::kAdd, node.dtype, out[r], v);
+          // Compensated: the sum in double, rounded once at the end.
+          out[r] = compensated ? out[r] + v : applyBinary(OpCode::kAdd, node.dtype, out[r], v);
           break;
         case OpCode::kReduceProd:
           out[r] = applyBinary(OpCode::kMul, node.dtype, out[r], v);
@@ -201,6 +203,9 @@ class Evaluator {
           break;
       }
     });
+    if (compensated && node.op == OpCode::kReduceSum) {
+      for (double& o : out) o = convertValue(o, DType::f64, node.dtype);
+    }
     if (node.op == OpCode::kReduceMean) {
       for (size_t r = 0; r < out.size(); ++r) {
         out[r] = isFloating(node.dtype)

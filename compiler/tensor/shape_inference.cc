@@ -283,9 +283,21 @@ absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node) {
     case OpCategory::Reduce: {
       ACCY_RETURN_IF_ERROR(checkArity(node, 1));
       const Node& a = operand(0);
-      if (node.names.empty() || !node.ints.empty()) {
+      if (node.names.empty()) {
         return makeError(ErrorKind::kInvalidArgument,
                          strCat(op, ": name at least one axis to reduce"));
+      }
+      if (!node.ints.empty()) {
+        const bool sum_or_mean = node.op == OpCode::kReduceSum || node.op == OpCode::kReduceMean;
+        if (!sum_or_mean || node.ints != std::vector<int64_t>{1}) {
+          return makeError(ErrorKind::kInvalidArgument,
+                           strCat(op, ": the only attribute a reduction takes is compensated (ints = [1]) on sum and "
+                                      "mean"));
+        }
+        if (!isFloating(a.dtype)) {
+          return makeError(ErrorKind::kUnsupportedDType,
+                           strCat(op, ": compensated accumulation is for f32 and f64 values, not ", dtypeName(a.dtype)));
+        }
       }
       ACCY_RETURN_IF_ERROR(noDuplicates(op, node.names));
       ACCY_RETURN_IF_ERROR(checkTakes(node, a.dtype));

@@ -58,6 +58,9 @@ std::string encode(const tensor::Program& program) {
 uint16_t minorVersionOf(const tensor::Node& node) {
   // Ops and dtypes are appended (ops.inc, dtype.h): every op number from
   // bitAnd on is 1.2's, and u32; from take on 1.1's.
+  if ((node.op == tensor::OpCode::kReduceSum || node.op == tensor::OpCode::kReduceMean) && !node.ints.empty()) {
+    return 3;
+  }
   if (static_cast<int>(node.op) >= static_cast<int>(tensor::OpCode::kBitAnd) || node.dtype == tensor::DType::u32) {
     return 2;
   }
@@ -234,7 +237,7 @@ absl::StatusOr<tensor::Program> decode(std::string_view bytes, const DecodeLimit
     return makeError(ErrorKind::kUnsupportedVersion,
                      strCat("wire: version ", major, ".", minor, " is newer than this reader's ", kMajorVersion,
                             ".", limits.reader_minor, " (1.1 added take, scatter_add, pad, window and dot over "
-                            "several axes; 1.2 the dtype u32 and the bit operations)"));
+                            "several axes; 1.2 the dtype u32 and the bit operations; 1.3 compensated sum and mean)"));
   }
   if (static_cast<int64_t>(bytes.size()) > limits.max_bytes) {
     return invalid(strCat(bytes.size(), " bytes exceed the limit of ", limits.max_bytes));

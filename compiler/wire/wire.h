@@ -27,7 +27,8 @@ inline constexpr uint16_t kMajorVersion = 1;
 // a higher minor than its own with UnsupportedVersion.
 // 1.2: the dtype u32 and the bit operations (bitAnd, bitOr, bitXor, bitNot,
 // shiftLeft, shiftRight, bitcast).
-inline constexpr uint16_t kMinorVersion = 2;
+// 1.3: compensated sum and mean (ints = [1] on the reduction).
+inline constexpr uint16_t kMinorVersion = 3;
 inline constexpr size_t kHeaderBytes = 8;
 
 struct DecodeLimits {
@@ -39,8 +40,8 @@ struct DecodeLimits {
   uint16_t reader_minor = kMinorVersion;
 };
 
-// The minor version `node` needs: 2 for u32 values and the ops of 1.2, 1
-// for the ops of 1.1, else 0.
+// The minor version `node` needs: 3 for a compensated sum or mean, 2 for
+// u32 values and the ops of 1.2, 1 for the ops of 1.1, else 0.
 uint16_t minorVersionOf(const tensor::Node& node);
 
 std::string encode(const tensor::Program& program);

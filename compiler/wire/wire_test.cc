@@ -148,6 +148,30 @@ TEST(Wire, MinorVersionOneOps) {
 // reader with UnsupportedVersion and under a 1.1 header with
 // InvalidProgram; bit operations on floats are refused by the decoder as
 // by recording.
+TEST(Wire, MinorVersionThreeCompensatedSums) {
+  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"v", 6}, {"w", 3}})};
+  auto sum = tensor::define("sum", specs, [](tensor::Builder&, std::span<const tensor::Value> a) {
+    return a[0].sum("v", tensor::SumOptions{.compensated = true});
+  });
+  ASSERT_TRUE(sum.ok()) << sum.status();
+  expectMinorVersion(*sum, 3, "compensated sum");
+  auto mean = tensor::define("mean", specs, [](tensor::Builder&, std::span<const tensor::Value> a) {
+    return a[0].mean(std::vector<std::string>{"v", "w"}, tensor::SumOptions{.compensated = true});
+  });
+  ASSERT_TRUE(mean.ok()) << mean.status();
+  expectMinorVersion(*mean, 3, "compensated mean");
+  // Other ints on a reduction, put there by hand, are refused by name.
+  for (std::vector<int64_t> ints : {std::vector<int64_t>{2}, std::vector<int64_t>{1, 1}}) {
+    tensor::Program bad = *sum;
+    for (tensor::Node& n : bad.nodes) {
+      if (n.op == tensor::OpCode::kReduceSum) n.ints = ints;
+    }
+    auto st = decode(encode(bad)).status();
+    EXPECT_EQ(errorKind(st), ErrorKind::kInvalidProgram) << st;
+    EXPECT_THAT(st.message(), HasSubstr("sum: the only attribute a reduction takes is compensated")) << st;
+  }
+}
+
 TEST(Wire, MinorVersionTwoBitsAndRandomNumbers) {
   const tensor::Spec specs[] = {tensor::spec(tensor::DType::u32, {{"v", 6}}),
                                 tensor::spec(tensor::DType::i32, {{"v", 6}})};

@@ -72,14 +72,17 @@ Kernel combineParts(Module& m, const Kernel& k, const std::vector<LoopHeader>& l
     flat = add(scale(flat, h.extent), Affine::var(n.var));
     fresh.push_back(n);
   }
-  const LoopHeader part{m.newVar(), k.gpu_split, LoopTag::kSerial, 1, 1, 0};
+  // A compensated sum's parts are pairs (the rounded part, then its
+  // error): [output][2 * split], each part's error `split` after it.
+  const int64_t per_output = r.compensated ? 2 * k.gpu_split : k.gpu_split;
+  const LoopHeader part{m.newVar(), per_output, LoopTag::kSerial, 1, 1, 0};
   Stmt combine;
   combine.kind = StmtKind::kReduce;
   combine.buffer = r.buffer;
   for (const Affine& a : r.index) combine.index.push_back(substitute(a, subst));
   combine.domain = {part};
   combine.value = makeLoad(m.buffers[k.gpu_partials].dtype, k.gpu_partials,
-                           {add(scale(flat, k.gpu_split), Affine::var(part.var))});
+                           {add(scale(flat, per_output), Affine::var(part.var))});
   combine.combiner = r.combiner;
   combine.mean_count = r.mean_count;
   // A floating sum's parts are added with their rounding errors carried:
@@ -152,11 +155,12 @@ absl::StatusOr<Module> mapToGpu(Module m, const GpuMapOptions& options) {
       s->domain[0] = tagged(s->domain[0], LoopTag::kSerial, 0);
       continue;
     }
-    // A compensated sum (the parts of a split one, at most
-    // max_split_workgroups of them) is serial, unless the device bounds its
-    // loops below its length: then it is a tree, uncompensated.
-    if (s->compensated && domain > options.max_serial_domain) s->compensated = false;
-    const bool tree = !s->compensated &&
+    // A short compensated sum (the parts of a split one, at most
+    // max_split_workgroups of them) is serial; a longer one (asked for:
+    // tensor::SumOptions) is a tree whose invocations compensate their parts.
+    const bool serial_compensated =
+        s->compensated && domain <= options.max_split_workgroups && domain <= options.max_serial_domain;
+    const bool tree = !serial_compensated &&
                       ((domain >= options.min_domain_for_tree && outputs <= options.max_outputs_for_tree) ||
                        domain > options.max_serial_domain);
     for (Stmt* l : nest) l->loop = tagged(l->loop, tree ? LoopTag::kGpuBlock : LoopTag::kGpuThread, 0);
@@ -172,7 +176,7 @@ absl::StatusOr<Module> mapToGpu(Module m, const GpuMapOptions& options) {
       Buffer partials;
       partials.name = strCat(k.name, "_parts");
       partials.dtype = m.buffers[s->buffer].dtype;
-      partials.shape = {outputs * parts};
+      partials.shape = {outputs * parts * (s->compensated ? 2 : 1)};
       partials.role = BufferRole::kTemp;
       m.buffers.push_back(partials);
       k.gpu_partials = static_cast<int>(m.buffers.size()) - 1;

@@ -69,9 +69,10 @@ struct GpuMapOptions {
 //    divided for a mean) result in temp buffer kernel.gpu_partials at
 //    [o * P + p]; the pass adds the kernel after it that combines each
 //    output's P parts (an ordinary reduction, mapped like any other).
-//    Each invocation's part of a floating sum is cascaded (choir::kCascade).
-//    The combining kernel of a floating sum is compensated
-//    (Stmt::compensated), hence serial.
+//    Each invocation's part of a floating sum is cascaded (choir::kCascade),
+//    or compensated when the Stmt asks. The combining kernel of a floating
+//    sum is compensated (Stmt::compensated), hence serial: a compensated
+//    reduction of at most max_split_workgroups points is serial.
 //  - Other reductions (kSerialReduce): one invocation per output (output
 //    loops kGpuThread), the domain sequential, a floating sum compensated
 //    (two-sum) whether or not the Stmt asks.

@@ -58,6 +58,9 @@
 //     void assign(choir::DType, const Value& var, const Value& v, bool vector);
 //     void combineLanes(choir::OpCode combiner, choir::DType, const Value& lanes,
 //                       Value& acc);  acc = combiner over acc and every lane
+//     std::vector<Value> laneValues(choir::DType, const Value& lanes);
+//         each lane as a scalar value, first lane first (a compensated
+//         sum adds them one by one)
 //   Schedules: how wide each innermost loop runs (1: scalar), and what the
 //   target does around its loops (hoisting, broadcasts, streaming)
 //     int storeWidth(const choir::Stmt& loop, bool parallel);
@@ -357,6 +360,12 @@ class LoopWalker {
     if (vectorized) {
       for (int u = 0; u < kUnroll; ++u) vacc.push_back(self().accumulator(s.combiner, dtype, true));
     }
+    // A compensated sum (Stmt::compensated) carries each accumulator's
+    // rounding errors in an accumulator beside it, one vector of lanes
+    // (no unrolled copies) and the scalar tail's.
+    const bool compensated = s.compensated;
+    Value error = compensated ? self().accumulator(s.combiner, dtype, false) : Value{};
+    Value verror = compensated && vectorized ? self().accumulator(s.combiner, dtype, true) : Value{};
     using OpenLoop = decltype(self().openLoop(Index{}, Index{}, 1));
     std::vector<OpenLoop> open;
     for (size_t d = 0; d + 1 < s.domain.size(); ++d) {
@@ -381,10 +390,15 @@ class LoopWalker {
     auto combineAt = [&](const Mode& mode, Value& into) -> absl::Status {
       cse_.clear();
       ACCY_ASSIGN_OR_RETURN(const Value x, expr(s.value, mode));
-      combine(s.combiner, dtype, into, x, mode.vector);
+      if (compensated) {
+        addCompensated(dtype, into, mode.vector ? verror : error, x, mode.vector);
+      } else {
+        combine(s.combiner, dtype, into, x, mode.vector);
+      }
       return absl::OkStatus();
     };
-    const bool unroll = vectorized && h.extent >= kUnroll * width && choir::exprSize(s.value) <= kUnrollNodes;
+    const bool unroll = vectorized && !compensated && h.extent >= kUnroll * width &&
+                        choir::exprSize(s.value) <= kUnrollNodes;
     const int64_t after_unroll = unroll ? h.extent % (kUnroll * width) : h.extent;
     const int64_t step = int64_t{kUnroll} * width;
     // One unrolled step: a vector into each of `into`'s accumulators.
@@ -473,10 +487,16 @@ class LoopWalker {
     self().endReduceBody();
     endRows();
     for (size_t d = open.size(); d-- > 0;) self().closeLoop(open[d]);
-    if (vectorized) {
+    if (vectorized && compensated) {
+      // Each lane's sum added to the tail's, compensated (the lanes of an
+      // alternating-sign sum are large and cancel), their errors beside.
+      for (const Value& lane : self().laneValues(dtype, vacc[0])) addCompensated(dtype, acc, error, lane, false);
+      self().combineLanes(s.combiner, dtype, verror, error);
+    } else if (vectorized) {
       for (int u = 1; u < kUnroll; ++u) combine(s.combiner, dtype, vacc[0], vacc[u], true);
       self().combineLanes(s.combiner, dtype, vacc[0], acc);
     }
+    if (compensated) combine(s.combiner, dtype, acc, error, false);
     Value result = acc;
     if (s.mean_count != 0 || (dtype == choir::DType::bool_ && s.combiner == choir::OpCode::kAdd)) {
       const Mode point;
@@ -493,6 +513,16 @@ class LoopWalker {
     cse_.clear();
     self().storeValue(s.buffer, s.index, result, Mode{});
     return absl::OkStatus();
+  }
+
+  // acc = acc + x, its rounding error added to `error` (OpSemantics::twoSum).
+  void addCompensated(choir::DType dtype, Value& acc, Value& error, const Value& x, bool vector) {
+    Mode mode;
+    mode.vector = vector;
+    auto p = self().prims(mode);
+    const auto [sum, e] = OpSemantics<decltype(p)>(p, self().emitterName()).twoSum(dtype, acc, x);
+    self().assign(dtype, acc, sum, vector);
+    combine(choir::OpCode::kAdd, dtype, error, e, vector);
   }
 
   // acc = combiner(acc, x), in acc's variable (a loop-carried accumulator).

@@ -36,6 +36,11 @@ int64_t product(const std::vector<LoopHeader>& loops) {
 
 }  // namespace
 
+std::pair<Value, Value> Target::twoSum(DType d, Value a, Value b) {
+  codegen::OpSemantics<Target> sem(*this, desc().name + " emitter");
+  return sem.twoSum(d, a, b);
+}
+
 absl::Status KernelEmitter::unimplemented(std::string_view what) const {
   return makeError(ErrorKind::kUnimplemented, strCat(t_.desc().name, " emitter: ", what));
 }
@@ -197,6 +202,12 @@ absl::Status KernelEmitter::domainLoops(const Stmt& s, const Target::IndexBody& 
   return loop(0);
 }
 
+void KernelEmitter::addCompensated(DType d, Value into, Value error, Value x) {
+  const auto [sum, e] = t_.twoSum(d, t_.read(d, into), x);
+  t_.write(d, error, binary(OpCode::kAdd, d, t_.read(d, error), e));
+  t_.write(d, into, sum);
+}
+
 absl::Status KernelEmitter::addValue(const Stmt& s, Value into) {
   const DType d = m_.buffers[s.buffer].dtype;
   ACCY_ASSIGN_OR_RETURN(Value x, expr(s.value));
@@ -283,9 +294,7 @@ absl::Status KernelEmitter::reduceSerial(const Stmt& s) {
   const Value error = t_.variable(d, t_.constant(d, 0));
   ACCY_RETURN_IF_ERROR(domainLoops(s, [&](Value) -> absl::Status {
     ACCY_ASSIGN_OR_RETURN(Value x, expr(s.value));
-    const auto [sum, e] = t_.twoSum(d, t_.read(d, acc), x);
-    t_.write(d, error, binary(OpCode::kAdd, d, t_.read(d, error), e));
-    t_.write(d, acc, sum);
+    addCompensated(d, acc, error, x);
     return absl::OkStatus();
   }));
   return storeResult(s, binary(OpCode::kAdd, d, t_.read(d, acc), t_.read(d, error)));
@@ -313,15 +322,42 @@ absl::Status KernelEmitter::treeReduce(int64_t outputs, int64_t domain) {
       decompose(block, nest_.loops);
     }
     const Value acc = t_.variable(d, identity(s.combiner, d));
+    const Value error = s.compensated ? t_.variable(d, t_.constant(d, 0)) : 0;
     const std::map<int, Value> outer = vars_;
     const int64_t trips = (domain + stride - 1) / stride;
-    ACCY_RETURN_IF_ERROR(accumulate(s, acc, start, t_.index(domain), stride, trips, [&](Value r, Value into) {
-      vars_ = outer;
-      decompose(r, s.domain);
-      return addValue(s, into);
-    }));
+    if (s.compensated) {
+      // Asked for: each invocation's part compensated, its error carried
+      // through the workgroup's combine (an invocation's part may be large
+      // and cancel another's: strided parts of alternating signs).
+      ACCY_RETURN_IF_ERROR(strided(
+          start, t_.index(domain), t_.index(stride),
+          [&](Value r) -> absl::Status {
+            vars_ = outer;
+            decompose(r, s.domain);
+            ACCY_ASSIGN_OR_RETURN(Value x, expr(s.value));
+            addCompensated(d, acc, error, x);
+            return absl::OkStatus();
+          },
+          trips));
+    } else {
+      ACCY_RETURN_IF_ERROR(accumulate(s, acc, start, t_.index(domain), stride, trips, [&](Value r, Value into) {
+        vars_ = outer;
+        decompose(r, s.domain);
+        return addValue(s, into);
+      }));
+    }
     vars_ = outer;
-    return combineWorkgroup(s, acc, [&](Value combined) -> absl::Status {
+    return combineWorkgroup(s, acc, error, [&](Value combined, Value rest) -> absl::Status {
+      if (split > 0 && s.compensated) {
+        // The part and what its rounding left (passes/gpu_map.h):
+        // [o][2 split], at p and split + p, for block o * split + p.
+        const Value at = t_.indexAdd(block, t_.indexMul(t_.indexDiv(block, split), split));
+        vars_[kPartVar] = at;
+        store(nest_.partials, {Affine::var(kPartVar)}, combined);
+        vars_[kPartVar] = t_.indexAdd(at, t_.index(split));
+        store(nest_.partials, {Affine::var(kPartVar)}, rest);
+        return absl::OkStatus();
+      }
       if (split > 0) {
         vars_[kPartVar] = block;
         store(nest_.partials, {Affine::var(kPartVar)}, combined);
@@ -334,12 +370,41 @@ absl::Status KernelEmitter::treeReduce(int64_t outputs, int64_t domain) {
 
 // Combines the workgroup's values of `acc` (a variable); invocation 0
 // passes the result to `finish`.
-absl::Status KernelEmitter::combineWorkgroup(const Stmt& s, Value acc,
-                                             const std::function<absl::Status(Value)>& finish) {
+absl::Status KernelEmitter::combineWorkgroup(const Stmt& s, Value acc, Value error, const Finish& finish) {
   const DType d = m_.buffers[s.buffer].dtype;
   const OpCode c = s.combiner;
   const Value lid = t_.localId();
-  auto fold = [&](Value other) { t_.write(d, acc, binary(c, d, t_.read(d, acc), other)); };
+  const TargetDesc& desc = t_.desc();
+  // `error` given (a compensated sum): every value travels with its error,
+  // and every addition is a two-sum. Otherwise the tree's additions are
+  // plain, and only invocation 0's pass over the subgroups' results (as
+  // many as the workgroup has subgroups, 64 for subgroups of 4, where the
+  // subgroup size is known at run time) is compensated for a floating sum.
+  const bool carried = error != 0;
+  const bool runtime = desc.subgroups == Subgroups::kRuntime || desc.subgroups == Subgroups::kRuntimeLanes;
+  const bool serial_compensated = !carried && runtime && choir::cascades(c, d);
+  const Value serial_error = serial_compensated ? t_.variable(d, t_.constant(d, 0)) : 0;
+  const Value zero = carried ? t_.constant(d, 0) : 0;
+  auto plain = [&](Value other) { t_.write(d, acc, binary(c, d, t_.read(d, acc), other)); };
+  // acc (+)= other, in the tree (pairwise) and in the serial pass.
+  auto foldTree = [&](Value other, Value other_error) {
+    if (!carried) return plain(other);
+    addCompensated(d, acc, error, other);
+    t_.write(d, error, binary(OpCode::kAdd, d, t_.read(d, error), other_error));
+  };
+  auto foldSerial = [&](Value other, Value other_error) {
+    if (serial_compensated) return addCompensated(d, acc, serial_error, other);
+    foldTree(other, other_error);
+  };
+  // finish(total, what its rounding left: 0 unless `error` is given).
+  auto done = [&]() -> absl::Status {
+    if (carried) {
+      const auto [hi, lo] = t_.twoSum(d, t_.read(d, acc), t_.read(d, error));
+      return finish(hi, lo);
+    }
+    if (serial_compensated) return finish(binary(OpCode::kAdd, d, t_.read(d, acc), t_.read(d, serial_error)), 0);
+    return finish(t_.read(d, acc), 0);
+  };
   auto first = [&]() { return t_.indexEq(lid, t_.index(0)); };
   // Lane 0 of each subgroup gathers its subgroup's values: shuffle-downs at
   // offsets 1, 2, 4, ... below the subgroup size read at run time.
@@ -348,63 +413,57 @@ absl::Status KernelEmitter::combineWorkgroup(const Stmt& s, Value acc,
         t_.index(1), size,
         [&](Value off) {
           const Value mine = t_.read(d, acc);
-          t_.write(d, acc, binary(c, d, mine, t_.shuffleDown(d, mine, off, 0)));
+          const Value other_error = carried ? t_.shuffleDown(d, t_.read(d, error), off, 0) : 0;
+          foldTree(t_.shuffleDown(d, mine, off, 0), other_error);
           return absl::OkStatus();
         },
         /*max_trips=*/8);  // offsets 1 to 64 within a subgroup of at most 128
   };
-  const TargetDesc& desc = t_.desc();
-  // Invocation 0 adds the subgroups' results one after another (as many as
-  // the workgroup has subgroups, 64 for subgroups of 4): a floating sum
-  // compensated (two-sum), as reduceSerial's, and the error added at the end.
-  const bool runtime = desc.subgroups == Subgroups::kRuntime || desc.subgroups == Subgroups::kRuntimeLanes;
-  const bool compensate = runtime && choir::cascades(c, d);
-  const Value error = compensate ? t_.variable(d, t_.constant(d, 0)) : 0;
-  auto foldSerial = [&](Value other) {
-    if (!compensate) return fold(other);
-    const auto [sum, e] = t_.twoSum(d, t_.read(d, acc), other);
-    t_.write(d, error, binary(OpCode::kAdd, d, t_.read(d, error), e));
-    t_.write(d, acc, sum);
-  };
-  auto total = [&]() { return compensate ? binary(OpCode::kAdd, d, t_.read(d, acc), t_.read(d, error)) : t_.read(d, acc); };
+  const SharedArray no_slots{};
   if (desc.subgroups == Subgroups::kRuntime) {
     const SharedArray slots = t_.sharedArray(d, wg_);
+    const SharedArray error_slots = carried ? t_.sharedArray(d, wg_) : no_slots;
     const Value size = t_.subgroupBuiltin(0), count = t_.subgroupBuiltin(1), id = t_.subgroupBuiltin(2),
                 lane = t_.subgroupBuiltin(3);
     ACCY_RETURN_IF_ERROR(foldSubgroup(size));
     ACCY_RETURN_IF_ERROR(when(t_.indexEq(lane, t_.index(0)), [&]() {
       t_.sharedStore(slots, id, 0, t_.read(d, acc));
+      if (carried) t_.sharedStore(error_slots, id, 0, t_.read(d, error));
       return absl::OkStatus();
     }));
     t_.barrier();
     ACCY_RETURN_IF_ERROR(when(first(), [&]() -> absl::Status {
       t_.write(d, acc, t_.sharedLoad(slots, t_.index(0), 0));
+      if (carried) t_.write(d, error, t_.sharedLoad(error_slots, t_.index(0), 0));
       ACCY_RETURN_IF_ERROR(strided(
           t_.index(1), count, t_.index(1),
           [&](Value i) {
-            foldSerial(t_.sharedLoad(slots, i, 0));
+            foldSerial(t_.sharedLoad(slots, i, 0), carried ? t_.sharedLoad(error_slots, i, 0) : 0);
             return absl::OkStatus();
           },
           /*max_trips=*/wg_));  // one slot per subgroup
-      return finish(total());
+      return done();
     }));
     t_.barrier();  // the slots are reused by the next output
     return absl::OkStatus();
   }
   if (desc.subgroups == Subgroups::kRuntimeLanes) {
     const SharedArray slots = t_.sharedArray(d, wg_);
+    const SharedArray error_slots = carried ? t_.sharedArray(d, wg_) : no_slots;
     const Value size = t_.subgroupBuiltin(0), lane = t_.subgroupBuiltin(3);
     ACCY_RETURN_IF_ERROR(foldSubgroup(size));
-    const Value own = t_.select(d, t_.indexEq(lane, t_.index(0)), t_.read(d, acc), identity(c, d));
-    t_.sharedStore(slots, lid, 0, own);
+    const Value lead = t_.indexEq(lane, t_.index(0));
+    t_.sharedStore(slots, lid, 0, t_.select(d, lead, t_.read(d, acc), identity(c, d)));
+    if (carried) t_.sharedStore(error_slots, lid, 0, t_.select(d, lead, t_.read(d, error), zero));
     t_.barrier();
     ACCY_RETURN_IF_ERROR(when(first(), [&]() -> absl::Status {
       t_.write(d, acc, t_.sharedLoad(slots, t_.index(0), 0));
+      if (carried) t_.write(d, error, t_.sharedLoad(error_slots, t_.index(0), 0));
       ACCY_RETURN_IF_ERROR(strided(t_.index(1), t_.index(wg_), t_.index(1), [&](Value i) {
-        foldSerial(t_.sharedLoad(slots, i, 0));
+        foldSerial(t_.sharedLoad(slots, i, 0), carried ? t_.sharedLoad(error_slots, i, 0) : 0);
         return absl::OkStatus();
       }));
-      return finish(total());
+      return done();
     }));
     t_.barrier();  // the slots are reused by the next output
     return absl::OkStatus();
@@ -414,12 +473,17 @@ absl::Status KernelEmitter::combineWorkgroup(const Stmt& s, Value acc,
   const bool slots_used = wg_ > width;
   if (slots_used) {
     const SharedArray slots = t_.sharedArray(d, wg_);
-    t_.sharedStore(slots, lid, 0, t_.read(d, acc));
+    const SharedArray error_slots = carried ? t_.sharedArray(d, wg_) : no_slots;
+    auto put = [&]() {
+      t_.sharedStore(slots, lid, 0, t_.read(d, acc));
+      if (carried) t_.sharedStore(error_slots, lid, 0, t_.read(d, error));
+    };
+    put();
     t_.barrier();
     for (int64_t half = wg_ / 2; half >= width; half /= 2) {
       ACCY_RETURN_IF_ERROR(when(t_.indexLess(lid, t_.index(half)), [&]() {
-        fold(t_.sharedLoad(slots, lid, half));
-        t_.sharedStore(slots, lid, 0, t_.read(d, acc));
+        foldTree(t_.sharedLoad(slots, lid, half), carried ? t_.sharedLoad(error_slots, lid, half) : 0);
+        put();
         return absl::OkStatus();
       }));
       t_.barrier();
@@ -429,11 +493,14 @@ absl::Status KernelEmitter::combineWorkgroup(const Stmt& s, Value acc,
     // The first subgroup: shuffles over min(width, workgroup) lanes.
     const int64_t lanes = std::min<int64_t>(wg_, width);
     ACCY_RETURN_IF_ERROR(when(t_.indexLess(lid, t_.index(width)), [&]() -> absl::Status {
-      for (int64_t off = lanes / 2; off >= 1; off /= 2) fold(t_.shuffleDown(d, t_.read(d, acc), t_.index(off), lanes));
-      return when(first(), [&]() { return finish(t_.read(d, acc)); });
+      for (int64_t off = lanes / 2; off >= 1; off /= 2) {
+        const Value other_error = carried ? t_.shuffleDown(d, t_.read(d, error), t_.index(off), lanes) : 0;
+        foldTree(t_.shuffleDown(d, t_.read(d, acc), t_.index(off), lanes), other_error);
+      }
+      return when(first(), [&]() { return done(); });
     }));
   } else {
-    ACCY_RETURN_IF_ERROR(when(first(), [&]() { return finish(t_.read(d, acc)); }));
+    ACCY_RETURN_IF_ERROR(when(first(), [&]() { return done(); }));
   }
   if (slots_used) t_.barrier();  // the slots are reused by the next output
   return absl::OkStatus();

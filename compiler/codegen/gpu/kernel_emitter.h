@@ -84,7 +84,12 @@ class KernelEmitter {
   absl::Status perOutput(int64_t outputs);
   absl::Status reduceSerial(const choir::Stmt& s);
   absl::Status treeReduce(int64_t outputs, int64_t domain);
-  absl::Status combineWorkgroup(const choir::Stmt& s, Value acc, const std::function<absl::Status(Value)>& finish);
+  // Combines the workgroup's values of `acc` (a variable), with their
+  // rounding errors in `error` for a compensated sum (else 0); invocation 0
+  // passes the result to `finish`, with what its rounding left for a
+  // compensated sum (else 0).
+  using Finish = std::function<absl::Status(Value total, Value rest)>;
+  absl::Status combineWorkgroup(const choir::Stmt& s, Value acc, Value error, const Finish& finish);
   absl::Status tiledProduct();
 
   // Control flow keeping the common-subexpression cache to what dominates.
@@ -101,6 +106,8 @@ class KernelEmitter {
                           const AddTerms& add);
   absl::Status domainLoops(const choir::Stmt& s, const Target::IndexBody& body);
   absl::Status addValue(const choir::Stmt& s, Value into);  // into = into (+) value
+  // into = into + x, the rounding error added to `error` (Target::twoSum).
+  void addCompensated(DType d, Value into, Value error, Value x);
 
   // Indices and accesses.
   Value affine(const choir::Affine& a);

@@ -162,12 +162,7 @@ class Target {
   // each rounded where written), for compensated sums
   // (choir::Stmt::compensated). Targets whose shader compilers may
   // reassociate floats override it to keep those roundings.
-  virtual std::pair<Value, Value> twoSum(DType d, Value a, Value b) {
-    const Value s = arith(Arith::kAdd, d, a, b);
-    const Value b_part = arith(Arith::kSub, d, s, a);
-    const Value a_part = arith(Arith::kSub, d, s, b_part);
-    return {s, arith(Arith::kAdd, d, arith(Arith::kSub, d, a, a_part), arith(Arith::kSub, d, b, b_part))};
-  }
+  virtual std::pair<Value, Value> twoSum(DType d, Value a, Value b);
   // Fast mode (ArithmeticMode::kFast): the target's built-in approximation
   // of `op` on `d`, or 0 where it has none (the exact sequence is used).
   virtual Value fastMath(OpCode op, DType d, Value x, Value y) = 0;

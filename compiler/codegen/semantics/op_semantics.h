@@ -257,7 +257,24 @@ class OpSemantics {
   // The identity a reduction with `combiner` starts from.
   Value identity(OpCode combiner, DType d) { return p_.constant(d, choir::combinerIdentity(combiner, d)); }
 
+  // a + b on floats and its rounding error (math::twoSum), for compensated
+  // sums (choir::Stmt::compensated).
+  std::pair<Value, Value> twoSum(DType d, Value a, Value b) {
+    SumOps ops{*this, d};
+    const math::Pair<Value> p = math::twoSum(ops, a, b);
+    return {p.hi, p.lo};
+  }
+
  private:
+  // Addition and subtraction in `d`: the ops type math::twoSum needs.
+  struct SumOps {
+    using Vec = Value;
+    OpSemantics& s;
+    DType d;
+    Value add(Value x, Value y) { return s.binary(OpCode::kAdd, d, x, y); }
+    Value sub(Value x, Value y) { return s.binary(OpCode::kSub, d, x, y); }
+  };
+
   static Cmp cmpOf(OpCode o) {
     switch (o) {
       case OpCode::kLt:

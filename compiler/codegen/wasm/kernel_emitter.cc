@@ -595,4 +595,15 @@ void KernelEmitter::combineLanes(OpCode combiner, DType dtype, uint32_t lanes, u
   }
 }
 
+std::vector<uint32_t> KernelEmitter::laneValues(DType dtype, uint32_t lanes) {
+  std::vector<uint32_t> out;
+  for (int l = 0; l < lanesOf(dtype); ++l) {
+    f_.get(lanes);
+    f_.simdOp(dtype == DType::f64 ? simd::kF64x2ExtractLane : simd::kF32x4ExtractLane);
+    f_.lane(static_cast<uint8_t>(l));
+    out.push_back(keep(valType(dtype)));
+  }
+  return out;
+}
+
 }  // namespace accy::wasm

@@ -69,6 +69,7 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, uint32_t, u
   uint32_t accumulator(choir::OpCode combiner, choir::DType dtype, bool vector);
   void assign(choir::DType, uint32_t var, uint32_t v, bool vector);
   void combineLanes(choir::OpCode combiner, choir::DType dtype, uint32_t lanes, uint32_t& acc);
+  std::vector<uint32_t> laneValues(choir::DType dtype, uint32_t lanes);
 
   int storeWidth(const choir::Stmt& loop, bool parallel) const;
   Mode beginVectorStore(const choir::Stmt& loop, int width, const Mode& lanes);

@@ -539,4 +539,24 @@ void KernelEmitter::combineLanes(OpCode combiner, DType dtype, const Val& lanes,
   combine(combiner, dtype, acc, h, false);
 }
 
+// Through a stack slot: the vector stored, each lane loaded as a scalar.
+std::vector<Val> KernelEmitter::laneValues(DType dtype, const Val& lanes) {
+  const int count = vsimd_->lanes();
+  const int bytes = dtype == DType::f64 ? 8 : 4;
+  const asmjit::x86::Mem slot = cc_.newStack(static_cast<uint32_t>(count * bytes), 64, "lanes");
+  vsimd_->store(slot, lanes.v);
+  Simd& one = scalarSimd(dtype);
+  std::vector<Val> out;
+  for (int l = 0; l < count; ++l) {
+    Val x;
+    x.kind = Val::Kind::kVec;
+    x.v = one.newVec("lane");
+    asmjit::x86::Mem at = slot;
+    at.addOffset(int64_t{l} * bytes);
+    one.load(x.v, at);
+    out.push_back(x);
+  }
+  return out;
+}
+
 }  // namespace accy::x64

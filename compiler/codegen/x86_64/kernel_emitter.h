@@ -77,6 +77,7 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, Val, asmjit
   Val accumulator(choir::OpCode combiner, choir::DType dtype, bool vector);
   void assign(choir::DType dtype, const Val& var, const Val& v, bool vector);
   void combineLanes(choir::OpCode combiner, choir::DType dtype, const Val& lanes, Val& acc);
+  std::vector<Val> laneValues(choir::DType dtype, const Val& lanes);
 
   int storeWidth(const choir::Stmt& loop, bool parallel) const;
   // Two vector steps interleaved for a value with a Threefry encryption
