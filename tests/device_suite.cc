@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <span>
 #include <string>
@@ -106,6 +107,11 @@ class RefusalTest : public ::testing::Test {
 };
 
 }  // namespace
+
+std::vector<std::pair<Check, std::string>> slowSumsLeftOut(const std::string& why) {
+  if (std::getenv("ACCY_SLOW_SUMS") != nullptr) return {};
+  return {{Check::kAccurateSums, why + "; `make gpu-sums` runs it (docs/MATH_ACCURACY.md, \"Sums\")"}};
+}
 
 bool registerDeviceSuite(DeviceSuite suite) {
   const std::string test_suite = "DeviceSuite/" + suite.name;

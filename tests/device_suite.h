@@ -62,6 +62,11 @@ struct DeviceSuite {
   std::vector<std::pair<Check, std::string>> leaves_out;
 };
 
+// The device suite's AccurateSums where it takes minutes on a device (a
+// stand-in running every thread on the CPU): left out, saying `why` and
+// that `make gpu-sums` runs it, unless $ACCY_SLOW_SUMS is set.
+std::vector<std::pair<Check, std::string>> slowSumsLeftOut(const std::string& why);
+
 // Registers the suite's tests for `suite`; call it from a namespace-scope
 // initializer of the device's test (before RUN_ALL_TESTS). Returns true.
 bool registerDeviceSuite(DeviceSuite suite);

@@ -72,13 +72,7 @@ const bool registered = registerDeviceSuite({
     },
     .device = [] { return gpu(); },
     .refuses = {{tensor::DType::f64, "Metal has no 64-bit floats"}},
-    // Every thread of 2^24 a fiber in the shim: 2 minutes for the check.
-    .leaves_out = std::getenv("ACCY_SLOW_SUMS") != nullptr
-                      ? std::vector<std::pair<Check, std::string>>{}
-                      : std::vector<std::pair<Check, std::string>>{
-                            {Check::kAccurateSums,
-                             "its twelve launches of 2^24 values, every thread a fiber in the shim, take 2 minutes; "
-                             "`make gpu-sums` runs it (docs/MATH_ACCURACY.md, \"Sums\")"}},
+    .leaves_out = slowSumsLeftOut("its twelve launches of 2^24 values, every thread a fiber in the shim, take 2 minutes"),
 });
 
 // Trees again, finishing in threadgroup memory only (the form for devices

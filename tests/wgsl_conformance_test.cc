@@ -62,14 +62,8 @@ const bool registered = registerDeviceSuite({
     .unavailable = withoutChromium,
     .device = gpu,
     .refuses = {{tensor::DType::f64, "WGSL has no 64-bit floats"}, {tensor::DType::i64, "WGSL has no 64-bit integers"}},
-    // 64 MB of input a launch goes to the page as one line of base64 JSON:
-    // 37 s a launch here, 7 minutes for the check.
-    .leaves_out = std::getenv("ACCY_SLOW_SUMS") != nullptr
-                      ? std::vector<std::pair<Check, std::string>>{}
-                      : std::vector<std::pair<Check, std::string>>{
-                            {Check::kAccurateSums,
-                             "its twelve launches of 2^24 values take 7 minutes through the page (base64 JSON); "
-                             "`make gpu-sums` runs it (docs/MATH_ACCURACY.md, \"Sums\")"}},
+    .leaves_out = slowSumsLeftOut("its twelve launches of 2^24 values, 64 MB each as base64 JSON into the page, take 7 "
+                                  "minutes"),
 });
 
 // The plain modules (the fallback for adapters without subgroups), in the
