@@ -168,7 +168,7 @@ template <class T, class Value, class Index>
 class LoopWalker {
  public:
   using Mode = cpu::Mode<Index>;
-  // A value at each copy of a step (one, or kMaxCopies: storeCopies).
+  // A value at each copy of a step: one, or as many as storeCopies() asks.
   using Values = absl::InlinedVector<Value, 2>;
 
  protected:
