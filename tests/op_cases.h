@@ -5,6 +5,7 @@
 #define ACCY_TESTS_OP_CASES_H_
 
 #include <functional>
+#include <limits>
 #include <optional>
 #include <random>
 #include <string_view>
@@ -164,6 +165,16 @@ inline std::vector<OpCase> opCases() {
       {"bit_ops", [](Builder&, Args a) { return a[0].bitAnd(a[1]).bitOr(a[0].bitXor(a[1].bitNot())); }, -70000, 70000, false},
       // Counts negative, in range, and at or past the width (0 or the sign).
       {"shifts", [](Builder&, Args a) { return a[0].shiftLeft(a[1]).bitXor(a[0].shiftRight(a[1])); }, -40, 70, false},
+      // Constants no integer holds mean what a cast makes of them (NaN is 0,
+      // beyond the range saturates): as a shift count known when emitting,
+      // as a constant take index, and as a value.
+      {"integer_constants", [](Builder& b, Args a) {
+         const double nan = std::numeric_limits<double>::quiet_NaN();
+         const Value x = a[0].cast(DType::i32);
+         const Value shifted = x.shiftLeft(b.constant(nan, DType::i32)) + x.shiftRight(b.constant(1e30, DType::i32));
+         const Value picked = take(a[0], "p", b.constant(nan, DType::i32)).cast(DType::i32);
+         return shifted + picked + b.constant(-3e9, DType::i32).bitAnd(b.constant(nan, DType::i64).cast(DType::i32) + 7);
+       }, -40, 70, false},
       // u32 from every dtype (wrapping from integers, saturating from
       // floats), then wrapping arithmetic, unsigned division, comparison,
       // max and a logical shift.

@@ -92,7 +92,14 @@ if tools/fuzz/build_fuzzer.sh --check; then
   else
     echo "fuzz: the end of wire_fuzz's log:"
     tail -n 60 "$work/fuzz"
-    echo "failed fuzz: wire_fuzz (20000 runs, -seed=1)" >>"$extra"
+    # The failed line names what went wrong and carries the reproducer
+    # (at most 4 KiB: -max_len), so the count alone is enough to reproduce it:
+    # base64 -d >crash; $FUZZ_BUILD_DIR/wire_fuzz crash.
+    why=$(grep -m1 -E '^(==[0-9]+==ERROR|ERROR: libFuzzer|wire_fuzz: |SUMMARY: )' "$work/fuzz" | cut -c1-300)
+    crash=$(grep -m1 -oE "Test unit written to [^ ]+" "$work/fuzz" | sed 's/^Test unit written to //')
+    reproducer=""
+    [ -n "$crash" ] && [ -f "$crash" ] && reproducer=", reproducer (base64) $(base64 -w0 "$crash")"
+    echo "failed fuzz: wire_fuzz (20000 runs, -seed=1): ${why:-no error line in its log}$reproducer" >>"$extra"
   fi
 else
   echo "skipped fuzz: wire_fuzz: clang++ with libFuzzer is not installed (tools/setup.sh installs it)" >>"$extra"

@@ -159,7 +159,10 @@ class Lowering {
     IndexMap inner;
     switch (n.op) {
       case OpCode::kConstant:
-        return makeConstant(n.dtype, n.scalar);
+        // The value the evaluator gives it: a NaN or out-of-range integer
+        // constant converted as a cast converts it (NaN -> 0, saturated),
+        // never a double that no integer holds.
+        return makeConstant(n.dtype, tensor::convertValue(n.scalar, DType::f64, n.dtype));
       case OpCode::kIota:
         return makeIndex(n.dtype, at(n.names[0]));
       case OpCode::kTranspose:
@@ -220,7 +223,9 @@ class Lowering {
         if (p_.nodes[ind].op == OpCode::kConstant) {
           // A constant index: the clamped position is known, a plain read
           // (equal reads then share their value numbers).
-          const double c = std::clamp(p_.nodes[ind].scalar, 0.0, static_cast<double>(last));
+          const Node& k = p_.nodes[ind];
+          const double c =
+              std::clamp(tensor::convertValue(k.scalar, DType::f64, k.dtype), 0.0, static_cast<double>(last));
           for (const tensor::Axis& a : p_.nodes[src].axes) {
             inner[a.name] = a.name == axis ? Affine::constantOf(static_cast<int64_t>(c)) : at(a.name);
           }

@@ -8,6 +8,7 @@
 // The outputs are checked in; rerun when the wire format changes. Files
 // that other tools add to the directory (crash reproducers) are left alone.
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -134,6 +135,14 @@ int main(int argc, char** argv) {
   // the cast, and on x86-64 every result came out INT64_MIN.
   ok &= emit(dir, "regress_i64_reduce_min", {tensor::spec(DType::i64, {{"r", 4}, {"c", 3}})},
              [](Builder&, std::span<const Value> a) { return a[0].min("r"); });
+
+  // A shift by a NaN i64 constant (found by the fuzzer): the count reached
+  // the emitter as a NaN double, cast to int (UBSan: undefined behaviour).
+  // Lowering now gives a constant the value the evaluator gives it (NaN -> 0).
+  ok &= emit(dir, "regress_shift_by_nan_constant", {tensor::spec(DType::i64, {{"z", 1000}})},
+             [](Builder& b, std::span<const Value> a) {
+               return a[0].shiftLeft(b.constant(std::numeric_limits<double>::quiet_NaN(), DType::i64));
+             });
 
   // Invalid encodings next to each early exit of the decoder.
   ok &= write(dir + "/bad_truncated_header.wire", std::string("ACCY\x01", 5));

@@ -308,12 +308,27 @@ int64_t estimatedWork(const tensor::Program& program) {
   return work;
 }
 
+// The widest instruction set the fuzzer compiles for: the host's, or less
+// where ACCY_FUZZ_ISA (sse41, avx2) says so, to take the paths a smaller
+// host takes (a run's inputs follow what it covers).
+accy::x64::Isa widestIsa() {
+  static const accy::x64::Isa widest = [] {
+    const accy::x64::Isa host = accy::x64::detectIsa();
+    const char* cap = std::getenv("ACCY_FUZZ_ISA");
+    if (cap == nullptr) return host;
+    if (std::strcmp(cap, "sse41") == 0) return std::min(host, accy::x64::Isa::kSse41);
+    if (std::strcmp(cap, "avx2") == 0) return std::min(host, accy::x64::Isa::kAvx2);
+    return host;
+  }();
+  return widest;
+}
+
 void compileAndRun(const tensor::Program& program, uint8_t isa_choice) {
   accy::x64::CompileOptions options;
   options.threads = 1;
   // Each instruction set the host can run, chosen by the input's last byte.
   const auto isa = static_cast<accy::x64::Isa>(isa_choice % 3);
-  options.isa = std::min(isa, accy::x64::detectIsa());
+  options.isa = std::min(isa, widestIsa());
   absl::StatusOr<accy::executable::Executable> exe = accy::x64::compileProgram(program, options);
   if (!exe.ok()) return;
   absl::StatusOr<accy::cpu::LoadedExecutable> loaded = accy::cpu::LoadedExecutable::load(*std::move(exe), 1);

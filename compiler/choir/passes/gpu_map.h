@@ -67,8 +67,9 @@ struct GpuMapOptions {
 //    part p of output o starting at p * workgroup_size + local id and
 //    striding by P * workgroup_size, each leaving its (uncombined, not yet
 //    divided for a mean) result in temp buffer kernel.gpu_partials at
-//    [o * P + p]; the pass adds the kernel after it that combines each
-//    output's P parts (an ordinary reduction, mapped like any other).
+//    [o * P + p] (a compensated sum: [o * 2P + p], its error P after it;
+//    splitSlotsPerOutput); the pass adds the kernel after it that combines
+//    each output's parts (an ordinary reduction, mapped like any other).
 //    Each invocation's part of a floating sum is cascaded (choir::kCascade),
 //    or compensated when the Stmt asks. The combining kernel of a floating
 //    sum is compensated (Stmt::compensated), hence serial: a compensated
@@ -78,6 +79,12 @@ struct GpuMapOptions {
 //    (two-sum) whether or not the Stmt asks.
 // Anything else fails with Unimplemented naming the kernel.
 absl::StatusOr<Module> mapToGpu(Module module, const GpuMapOptions& options);
+
+// The slots of kernel.gpu_partials each output of a split reduction with
+// `split` parts takes: its parts, then for a compensated sum (Stmt::
+// compensated) their rounding errors, part p's error `split` after it.
+// The combining kernel reads them all; the split kernel writes them.
+inline int64_t splitSlotsPerOutput(int64_t split, bool compensated) { return compensated ? 2 * split : split; }
 
 enum class GpuForm : uint8_t { kElementwise, kSerialReduce, kTreeReduce, kTiledProduct };
 const char* gpuFormName(GpuForm form);

@@ -6,6 +6,7 @@
 #include "base/errors.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
+#include "compiler/choir/passes/gpu_map.h"
 #include "compiler/choir/rewrite.h"
 #include "compiler/tensor/scalar_ops.h"
 
@@ -349,9 +350,10 @@ absl::Status KernelEmitter::treeReduce(int64_t outputs, int64_t domain) {
     vars_ = outer;
     return combineWorkgroup(s, acc, error, [&](Value combined, Value rest) -> absl::Status {
       if (split > 0 && s.compensated) {
-        // The part and what its rounding left (passes/gpu_map.h):
-        // [o][2 split], at p and split + p, for block o * split + p.
-        const Value at = t_.indexAdd(block, t_.indexMul(t_.indexDiv(block, split), split));
+        // The part and what its rounding left, for block o * split + p
+        // (choir::splitSlotsPerOutput): at o * slots + p and split after.
+        const Value at = t_.indexMulAdd(t_.indexDiv(block, split), choir::splitSlotsPerOutput(split, true),
+                                        t_.indexRem(block, split));
         vars_[kPartVar] = at;
         store(nest_.partials, {Affine::var(kPartVar)}, combined);
         vars_[kPartVar] = t_.indexAdd(at, t_.index(split));

@@ -133,7 +133,14 @@ class SpirvTarget final : public gpu::Target {
     static constexpr uint16_t kInt[] = {op::IAdd, op::ISub, op::IMul, op::SDiv};
     const int i = static_cast<int>(o);
     if (d == DType::u32 && o == gpu::Arith::kDiv) return b_.value(op::UDiv, u32_, {a, b});
-    return b_.value(tensor::isFloating(d) ? kFloat[i] : kInt[i], scalarType(d), {a, b});
+    if (!tensor::isFloating(d)) return b_.value(kInt[i], scalarType(d), {a, b});
+    // NoContraction: each result rounded as the reference rounds it, as PTX's
+    // `.rn` and MSL's `fp contract(off)` keep theirs (NVIDIA's driver fused
+    // a uniform's scale and shift into one fma, across the bitcasts that
+    // mark the rounding, and its bits differed from every other target's).
+    const uint32_t v = b_.value(kFloat[i], scalarType(d), {a, b});
+    b_.decorate(v, {42 /* NoContraction */});
+    return v;
   }
   Value negate(DType d, Value a) override {
     return b_.value(tensor::isFloating(d) ? op::FNegate : op::SNegate, scalarType(d), {a});
