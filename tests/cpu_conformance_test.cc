@@ -123,6 +123,31 @@ TEST(CpuConformance, EveryOpEveryDTypeOddExtents) {
   }
 }
 
+// Found by the wire fuzzer (tools/fuzz): on SSE4.1 a kernel of this
+// program read a spilled pointer from a stack slot something else had
+// overwritten, and faulted. Four outputs of one input's products: a cos
+// chain, a sum over `point`, the sum divided, the input itself.
+TEST(CpuConformance, FuzzerFoundProgramsMatch) {
+  absl::StatusOr<tensor::Program> program = tensor::define(
+      "tone_mismatch8",
+      {tensor::spec(DType::f32, {{"guess", 8}}), tensor::spec(DType::f32, {{"point", 16}, {"z", 32}}),
+       tensor::spec(DType::f32, {{"point", 16}})},
+      [](tensor::Builder&, std::span<const tensor::Value> a) -> std::vector<tensor::Value> {
+        // In the fuzzer's order: the fuser cuts by the order of the nodes.
+        const tensor::Value prod = a[0] * a[1];
+        const tensor::Value chain = (prod.cos() - a[2]) * a[0];
+        const tensor::Value sum = prod.sum("point");
+        return {sum, chain, sum / a[0], a[0]};
+      });
+  ASSERT_TRUE(program.ok()) << program.status();
+  std::mt19937 rng(11);
+  std::vector<std::vector<std::byte>> inputs;
+  for (const Spec& s : program->inputSpecs()) inputs.push_back(randomBytes(s, rng, 0.5, 2));
+  for (x64::Isa isa : hostIsas()) {
+    for (int threads : {1, 2}) EXPECT_TRUE(runAndCompare(*program, inputs, isa, threads)) << "threads " << threads;
+  }
+}
+
 // Indices at the i32 and i64 extremes, negative, past the end and
 // duplicated: take, scatter_add and pad read and write only inside their
 // buffers. Every buffer sits between canary bytes that must come back
@@ -311,10 +336,13 @@ TEST(CpuConformance, MatrixProductsOfEveryRemainderMatch) {
         "product_batched",
         {tensor::spec(sh.dtype, {{"b", 3}, {"m", sh.m}, {"k", sh.k}}), tensor::spec(sh.dtype, {{"b", 3}, {"k", sh.k}, {"n", sh.n}})},
         [](Builder&, Args a) { return a[0].dot(a[1], "k"); });
-    // An elementwise epilogue (choir/passes/epilogue.h), applied per tile.
+    // An elementwise epilogue (choir/passes/epilogue.h), applied per tile,
+    // with a value per column and one per row (each row's is the same in
+    // all its vectors: loaded once a row, after the row's addresses).
     auto epilogue = tensor::define(
-        "product_epilogue", {specs[0], specs[1], tensor::spec(sh.dtype, {{"n", sh.n}})},
-        [](Builder&, Args a) { return (a[0].dot(a[1], "k") + a[2]).tanh() * 2 - a[2]; });
+        "product_epilogue",
+        {specs[0], specs[1], tensor::spec(sh.dtype, {{"n", sh.n}}), tensor::spec(sh.dtype, {{"m", sh.m}})},
+        [](Builder&, Args a) { return (a[0].dot(a[1], "k") + a[2]).tanh() * a[3] - a[2]; });
     ASSERT_TRUE(plain.ok() && transposed.ok() && batched.ok() && epilogue.ok());
     for (const tensor::Program* p : {&*plain, &*transposed, &*batched, &*epilogue}) {
       std::vector<std::vector<std::byte>> inputs;

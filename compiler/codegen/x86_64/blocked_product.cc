@@ -369,11 +369,16 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
       cc_.cmp(end, all_k);
       cc_.jne(skip);
     }
-    // Constants are loaded once per tile (the sums' registers are free by
-    // now) and each row's addresses computed once for its vectors.
+    // Each row's addresses are computed once for its vectors, and what
+    // does not change along the row (constants, a broadcast of in0[i]) is
+    // loaded once for them, after those addresses: hoisted to the tile, a
+    // row's broadcast was loaded before any row's address existed (from a
+    // stack slot not yet written) and every row reused the first row's.
     const int lanes = s.scalar() ? 1 : width;
-    const bool hoist = hoisting_.empty();
-    if (hoist) beginHoist({&s, &scalar32_, &scalar64_});
+    const Hoist outer_hoist = hoist_;
+    const std::vector<Simd*> outer_hoisting = hoisting_;
+    for (Simd* o : outer_hoisting) o->setHoist(nullptr);
+    hoisting_.clear();
     const bool rows_were_active = rows_active_;
     Simd* const outer_simd = vsimd_;
     vsimd_ = s.scalar() ? nullptr : &s;
@@ -387,6 +392,7 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
       rows_.clear();
       forgetHoisted();  // bound values of the previous row
       prepareRows(*p.epilogue, p.epilogue_var);
+      beginHoist({&s, &scalar32_, &scalar64_});
       for (int v = 0; v < v_count; ++v) {
         x86::Gp column = cc_.newInt64("column");
         cc_.lea(column, x86::ptr(j, v * lanes));
@@ -395,12 +401,15 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
         cse_.clear();
         ACCY_RETURN_IF_ERROR(store(*p.epilogue, mode));
       }
+      endHoist();
     }
     forgetHoisted();
     rows_.swap(outer_rows);
     vsimd_ = outer_simd;
     rows_active_ = rows_were_active;
-    if (hoist) endHoist();
+    hoist_ = outer_hoist;
+    hoisting_ = outer_hoisting;
+    for (Simd* o : hoisting_) o->setHoist(&hoist_);
     cse_.clear();
     vars_[i_var] = i;
     cc_.bind(skip);
