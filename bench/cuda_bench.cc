@@ -2,7 +2,8 @@
 // one run, each timed with CUDA events around kernels on device-resident
 // buffers (no host copies in the timed region):
 //   - a device-to-device copy (cuMemcpyDtoDAsync): the bandwidth reference;
-//   - `y = 2x + b` and `sum` over 2^26 f32, compiled by Accy to PTX;
+//   - `y = 2x + b` and `sum` (plain and compensated) over 2^26 f32,
+//     compiled by Accy to PTX;
 //   - `dot` 4096^3 in f32 (exact: FMA on CUDA cores, tiled through shared
 //     memory) and in tf32 (tensor cores), against cuBLAS's SGEMM in its
 //     default math mode (the f32 baseline), pedantic, and with TF32
@@ -191,7 +192,8 @@ void BM_Cuda_Elementwise(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kN * 12);
 }
 
-void BM_Cuda_Sum(benchmark::State& state) {
+// `sum` over 2^26 f32, plain or compensated (tensor::SumOptions).
+void sumRow(benchmark::State& state, bool compensated) {
   std::vector<float> x(kN), s;
   double exact = 0, magnitude = 0;
   for (int64_t i = 0; i < kN; ++i) {
@@ -201,7 +203,10 @@ void BM_Cuda_Sum(benchmark::State& state) {
   }
   if (!runAccy(
           state, {tensor::spec(tensor::DType::f32, {{"i", kN}})},
-          [](tensor::Builder&, std::span<const tensor::Value> a) { return a[0].sum("i"); }, {x}, &s)) {
+          [compensated](tensor::Builder&, std::span<const tensor::Value> a) {
+            return a[0].sum("i", tensor::SumOptions{.compensated = compensated});
+          },
+          {x}, &s)) {
     return;
   }
   if (!check(state, std::fabs(s[0] - exact) <= magnitude * 1e-6 + 1e-3,
@@ -210,6 +215,9 @@ void BM_Cuda_Sum(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * kN * 4);
 }
+
+void BM_Cuda_Sum(benchmark::State& state) { sumRow(state, false); }
+void BM_Cuda_Sum_Compensated(benchmark::State& state) { sumRow(state, true); }
 
 std::vector<tensor::Spec> dotSpecs() {
   return {tensor::spec(tensor::DType::f32, {{"i", kM}, {"k", kM}}), tensor::spec(tensor::DType::f32, {{"k", kM}, {"j", kM}})};
@@ -303,6 +311,7 @@ void BM_Cublas_Sgemm_Tf32(benchmark::State& state) { cublasDot(state, CUBLAS_TF3
 BENCHMARK(BM_Cuda_Copy)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Cuda_Elementwise)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Cuda_Sum)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Cuda_Sum_Compensated)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Cuda_Dot_F32)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Cublas_Sgemm_F32)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Cublas_Sgemm_F32Pedantic)->UseManualTime()->Unit(benchmark::kMillisecond);

@@ -105,7 +105,10 @@ TEST(MslConformance, TheArtifactDescribesEachKernel) {
   ASSERT_TRUE(json.ok()) << json.status();
   EXPECT_THAT(*json, HasSubstr("\"format\": \"accy-msl-1\""));
   EXPECT_THAT(*json, HasSubstr("\"function\": \"accy_kernel\", \"math_mode\": \"safe\""));
-  EXPECT_THAT(*json, HasSubstr("\"threadgroup\": [{\"dtype\": \"f32\", \"elements\": 256}]"));
+  // Two threadgroup arrays: the subgroups' sums and their errors (a
+  // floating sum is compensated).
+  EXPECT_THAT(*json, HasSubstr("\"threadgroup\": [{\"dtype\": \"f32\", \"elements\": 256}, "
+                               "{\"dtype\": \"f32\", \"elements\": 256}]"));
   EXPECT_THAT(*json, HasSubstr("\"simdgroups\": true"));
   EXPECT_THAT(*json, HasSubstr("simd_shuffle_down("));
   absl::StatusOr<executable::Executable> fast =

@@ -22,7 +22,12 @@
 #                             runs with -seed=1, and seeds 2 to 8).
 #                             Logs go to $OUT (or ./gpu-results).
 #   bench/gpu/run.sh device PARTS   only PARTS, of "cuda vulkan cpu" (a rerun
-#                             of one part costs less of a lease).
+#                             of one part costs less of a lease), or
+#                             "cudabench" for the CUDA benchmark alone.
+#   BASELINE=REV bench/gpu/run.sh pack   also bundles REV's CUDA benchmark;
+#                             the device run then runs it and this build's
+#                             again after this build's (BENCH_FILTER=REGEX
+#                             on the device narrows those two).
 #                             Fails when a test failed or skipped a case (on a
 #                             GPU machine a skip means the GPU was not used).
 #
@@ -66,6 +71,19 @@ pack)
     [[ -e "/usr/lib/x86_64-linux-gnu/$lib" ]] && cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$bundle/lib/"
   done
   getconf GNU_LIBC_VERSION | awk '{print $2}' >"$bundle/libc/VERSION"
+  # BASELINE=REV: that revision's CUDA benchmark too, run beside this
+  # build's. It is built in a worktree kept for the next pack
+  # (BASELINE_DIR, default /tmp/accy-baseline-REV; a first build there is a
+  # fresh Bazel workspace: minutes).
+  if [[ -n "${BASELINE:-}" ]]; then
+    rev="$(git rev-parse --short "$BASELINE")"
+    wt="${BASELINE_DIR:-${TMPDIR:-/tmp}/accy-baseline-$rev}"
+    [[ -d "$wt" ]] || git worktree add -q --detach "$wt" "$BASELINE"
+    [[ "$(git -C "$wt" rev-parse --short HEAD)" == "$rev" ]] || { echo "$wt is not at $rev" >&2; exit 2; }
+    (cd "$wt" && bazel build -c opt //bench:cuda_bench)
+    cp "$wt/bazel-bin/bench/cuda_bench" "$bundle/bin/cuda_bench.baseline"
+    echo "$BASELINE ($rev)" >"$bundle/bin/BASELINE"
+  fi
   # The backend test's data (hand-written PTX, the fake driver), where it
   # looks for it: $TEST_SRCDIR/accy/backends/cuda/testdata.
   data="$bundle/srcdir/accy/backends/cuda/testdata"
@@ -144,8 +162,19 @@ device)
       >"$out/cuda_backend_test.log" 2>&1 || status=1
     timeout 200 "$run" "$root/bin/cuda_conformance_test" --gtest_filter='-CudaConformance.TheBackendSaysWhyItIsUnavailable' \
       >"$out/cuda_conformance_test.log" 2>&1 || status=1
+  fi
+  if [[ "$parts" == *" cuda "* || "$parts" == *" cudabench "* ]]; then
     timeout 90 "$run" "$root/bin/cuda_bench" --benchmark_min_time=0.2 --benchmark_out="$out/cuda_bench.json" \
       --benchmark_out_format=json 2>&1 | tee "$logs/cuda_bench.log" || status=1
+    # The baseline's benchmark (pack with BASELINE=REV), then this build's
+    # again: before and after in one run, alternated.
+    if [[ -x "$root/bin/cuda_bench.baseline" ]]; then
+      echo "baseline: $(cat "$root/bin/BASELINE")"
+      timeout 90 "$run" "$root/bin/cuda_bench.baseline" --benchmark_min_time=0.2 --benchmark_filter="${BENCH_FILTER:-.}" \
+        --benchmark_out="$logs/cuda_bench_baseline.json" --benchmark_out_format=json 2>&1 | tee "$logs/cuda_bench_baseline.log" || status=1
+      timeout 90 "$run" "$root/bin/cuda_bench" --benchmark_min_time=0.2 --benchmark_filter="${BENCH_FILTER:-.}" \
+        --benchmark_out="$logs/cuda_bench_again.json" --benchmark_out_format=json 2>&1 | tee "$logs/cuda_bench_again.log" || status=1
+    fi
   fi
   if [[ "$parts" == *" vulkan "* ]]; then
     # SPIR-V on the GPU's own Vulkan driver.

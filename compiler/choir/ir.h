@@ -157,10 +157,11 @@ enum class StmtKind : uint8_t {
 // (+inf, INT_MAX, true). One definition for every target and pass.
 double combinerIdentity(OpCode combiner, DType dtype);
 
-// A floating sum (kAdd on f32 or f64) is cascaded on every target: its
+// A floating sum (kAdd on f32 or f64) is cascaded on the CPU targets: its
 // terms are added kCascade at a time into an accumulator of their own, the
 // blocks' totals likewise one level up, so no chain of additions holds more
-// than kCascade terms (docs/MATH_ACCURACY.md, "Sums").
+// than kCascade terms. The GPU targets compensate it instead
+// (passes/gpu_map.h, compensatesParts; docs/MATH_ACCURACY.md, "Sums").
 inline constexpr int64_t kCascade = 16;
 bool cascades(OpCode combiner, DType dtype);
 

@@ -72,7 +72,7 @@ Kernel combineParts(Module& m, const Kernel& k, const std::vector<LoopHeader>& l
     flat = add(scale(flat, h.extent), Affine::var(n.var));
     fresh.push_back(n);
   }
-  const int64_t per_output = splitSlotsPerOutput(k.gpu_split, r.compensated);
+  const int64_t per_output = splitSlotsPerOutput(k.gpu_split, compensatesParts(r, m.buffers[r.buffer].dtype));
   const LoopHeader part{m.newVar(), per_output, LoopTag::kSerial, 1, 1, 0};
   Stmt combine;
   combine.kind = StmtKind::kReduce;
@@ -174,7 +174,7 @@ absl::StatusOr<Module> mapToGpu(Module m, const GpuMapOptions& options) {
       Buffer partials;
       partials.name = strCat(k.name, "_parts");
       partials.dtype = m.buffers[s->buffer].dtype;
-      partials.shape = {outputs * splitSlotsPerOutput(parts, s->compensated)};
+      partials.shape = {outputs * splitSlotsPerOutput(parts, compensatesParts(*s, partials.dtype))};
       partials.role = BufferRole::kTemp;
       m.buffers.push_back(partials);
       k.gpu_partials = static_cast<int>(m.buffers.size()) - 1;

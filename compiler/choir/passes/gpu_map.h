@@ -67,23 +67,33 @@ struct GpuMapOptions {
 //    part p of output o starting at p * workgroup_size + local id and
 //    striding by P * workgroup_size, each leaving its (uncombined, not yet
 //    divided for a mean) result in temp buffer kernel.gpu_partials at
-//    [o * P + p] (a compensated sum: [o * 2P + p], its error P after it;
+//    [o * P + p] (a floating sum: [o * 2P + p], its error P after it;
 //    splitSlotsPerOutput); the pass adds the kernel after it that combines
 //    each output's parts (an ordinary reduction, mapped like any other).
-//    Each invocation's part of a floating sum is cascaded (choir::kCascade),
-//    or compensated when the Stmt asks. The combining kernel of a floating
-//    sum is compensated (Stmt::compensated), hence serial: a compensated
-//    reduction of at most max_split_workgroups points is serial.
+//    Each invocation's part of a floating sum is compensated, its error
+//    carried through the workgroup's combine (compensatesParts). The
+//    combining kernel of a floating sum is compensated (Stmt::compensated),
+//    hence serial: a compensated reduction of at most max_split_workgroups
+//    points is serial.
 //  - Other reductions (kSerialReduce): one invocation per output (output
 //    loops kGpuThread), the domain sequential, a floating sum compensated
 //    (two-sum) whether or not the Stmt asks.
 // Anything else fails with Unimplemented naming the kernel.
 absl::StatusOr<Module> mapToGpu(Module module, const GpuMapOptions& options);
 
+// Whether a tree reduction's invocations compensate their parts (two-sum,
+// the errors carried through the workgroup's combine and stored beside the
+// split parts): every floating sum, asked for or not. On an NVIDIA H200 a
+// 2^26 f32 sum so compensated took 72 us, against 90 us with each
+// invocation's part cascaded in blocks of kCascade and 71 us with one
+// plain chain (docs/PERFORMANCE.md, "CUDA"): a bandwidth-bound sum has the
+// arithmetic to spare, and one flat loop keeps its loads in flight.
+inline bool compensatesParts(const Stmt& s, DType dtype) { return s.compensated || cascades(s.combiner, dtype); }
+
 // The slots of kernel.gpu_partials each output of a split reduction with
-// `split` parts takes: its parts, then for a compensated sum (Stmt::
-// compensated) their rounding errors, part p's error `split` after it.
-// The combining kernel reads them all; the split kernel writes them.
+// `split` parts takes: its parts, then, when the parts are compensated
+// (compensatesParts), their rounding errors, part p's error `split` after
+// it. The combining kernel reads them all; the split kernel writes them.
 inline int64_t splitSlotsPerOutput(int64_t split, bool compensated) { return compensated ? 2 * split : split; }
 
 enum class GpuForm : uint8_t { kElementwise, kSerialReduce, kTreeReduce, kTiledProduct };

@@ -63,13 +63,23 @@ TEST(GpuMap, FullReductionsUseTheTree) {
   // (128 invocations here), and a second kernel combines the parts.
   EXPECT_EQ(d->split, 100000 / (128 * 32));
   ASSERT_EQ(g->kernels.size(), 2u);
-  EXPECT_EQ(g->buffers[d->partials].shape, std::vector<int64_t>{d->split});
+  // A floating sum's parts are compensated: each part and its error.
+  EXPECT_EQ(g->buffers[d->partials].shape, std::vector<int64_t>{2 * d->split});
   EXPECT_EQ(g->buffers[d->partials].role, BufferRole::kTemp);
   auto parts = describeGpuKernel(g->kernels[1]);
   ASSERT_TRUE(parts.ok()) << parts.status();
-  EXPECT_EQ(parts->leaf->domain[0].extent, d->split);
+  EXPECT_EQ(parts->leaf->domain[0].extent, 2 * d->split);
+  EXPECT_TRUE(parts->leaf->compensated);
   EXPECT_EQ(parts->leaf->buffer, g->kernels[0].body[0].buffer);
   EXPECT_TRUE(verifyModule(*g).ok()) << verifyModule(*g);
+  // An integer sum's parts are plain.
+  Module ints = *fuseKernels(lowered({tensor::spec(DType::i32, {{"p", 100000}})},
+                                     [](tensor::Builder&, Args a) { return a[0].sum("p"); }));
+  auto gi = mapToGpu(ints, GpuMapOptions{});
+  ASSERT_TRUE(gi.ok());
+  auto di = describeGpuKernel(gi->kernels[0]);
+  ASSERT_TRUE(di.ok()) << di.status();
+  EXPECT_EQ(gi->buffers[di->partials].shape, std::vector<int64_t>{di->split});
   // Splitting off: one kernel.
   auto whole = mapToGpu(m, GpuMapOptions{.min_points_per_invocation_to_split = 0});
   EXPECT_EQ(whole->kernels.size(), 1u);

@@ -160,30 +160,6 @@ absl::Status KernelEmitter::when(Value cond, const Target::Body& body) {
   });
 }
 
-absl::Status KernelEmitter::accumulate(const Stmt& s, Value into, Value start, Value limit, int64_t step,
-                                       int64_t trips, const AddTerms& add) {
-  const DType d = m_.buffers[s.buffer].dtype;
-  if (!choir::cascades(s.combiner, d) || trips <= choir::kCascade) {
-    return strided(start, limit, t_.index(step), [&](Value r) { return add(r, into); }, trips);
-  }
-  // Blocks of `inner` terms (a power of kCascade), at most kCascade of
-  // them: each summed on its own, one level down, then added to `into`.
-  int64_t inner = choir::kCascade;
-  while (inner * choir::kCascade < trips) inner *= choir::kCascade;
-  const int64_t span = inner * step;
-  return strided(
-      start, limit, t_.index(span),
-      [&](Value b) -> absl::Status {
-        const Value part = t_.variable(d, identity(s.combiner, d));
-        // min(b + span, limit), never past what an index holds.
-        const Value end = t_.indexAdd(b, t_.indexMin(t_.indexSub(limit, b), t_.index(span)));
-        ACCY_RETURN_IF_ERROR(accumulate(s, part, b, end, step, inner, add));
-        t_.write(d, into, binary(s.combiner, d, t_.read(d, into), t_.read(d, part)));
-        return absl::OkStatus();
-      },
-      (trips + inner - 1) / inner);
-}
-
 absl::Status KernelEmitter::domainLoops(const Stmt& s, const Target::IndexBody& body) {
   const int64_t n = product(s.domain);
   if (!t_.desc().nested_domain_loops) {
@@ -322,34 +298,28 @@ absl::Status KernelEmitter::treeReduce(int64_t outputs, int64_t domain) {
     } else {
       decompose(block, nest_.loops);
     }
+    // A floating sum's parts compensated (choir::compensatesParts), each
+    // invocation's error carried through the workgroup's combine (an
+    // invocation's part may be large and cancel another's: strided parts of
+    // alternating signs).
+    const bool compensated = choir::compensatesParts(s, d);
     const Value acc = t_.variable(d, identity(s.combiner, d));
-    const Value error = s.compensated ? t_.variable(d, t_.constant(d, 0)) : 0;
+    const Value error = compensated ? t_.variable(d, t_.constant(d, 0)) : 0;
     const std::map<int, Value> outer = vars_;
-    const int64_t trips = (domain + stride - 1) / stride;
-    if (s.compensated) {
-      // Asked for: each invocation's part compensated, its error carried
-      // through the workgroup's combine (an invocation's part may be large
-      // and cancel another's: strided parts of alternating signs).
-      ACCY_RETURN_IF_ERROR(strided(
-          start, t_.index(domain), t_.index(stride),
-          [&](Value r) -> absl::Status {
-            vars_ = outer;
-            decompose(r, s.domain);
-            ACCY_ASSIGN_OR_RETURN(Value x, expr(s.value));
-            addCompensated(d, acc, error, x);
-            return absl::OkStatus();
-          },
-          trips));
-    } else {
-      ACCY_RETURN_IF_ERROR(accumulate(s, acc, start, t_.index(domain), stride, trips, [&](Value r, Value into) {
-        vars_ = outer;
-        decompose(r, s.domain);
-        return addValue(s, into);
-      }));
-    }
+    ACCY_RETURN_IF_ERROR(strided(
+        start, t_.index(domain), t_.index(stride),
+        [&](Value r) -> absl::Status {
+          vars_ = outer;
+          decompose(r, s.domain);
+          if (!compensated) return addValue(s, acc);
+          ACCY_ASSIGN_OR_RETURN(Value x, expr(s.value));
+          addCompensated(d, acc, error, x);
+          return absl::OkStatus();
+        },
+        (domain + stride - 1) / stride));
     vars_ = outer;
     return combineWorkgroup(s, acc, error, [&](Value combined, Value rest) -> absl::Status {
-      if (split > 0 && s.compensated) {
+      if (split > 0 && compensated) {
         // The part and what its rounding left, for block o * split + p
         // (choir::splitSlotsPerOutput): at o * slots + p and split after.
         const Value at = t_.indexMulAdd(t_.indexDiv(block, split), choir::splitSlotsPerOutput(split, true),
@@ -377,15 +347,9 @@ absl::Status KernelEmitter::combineWorkgroup(const Stmt& s, Value acc, Value err
   const OpCode c = s.combiner;
   const Value lid = t_.localId();
   const TargetDesc& desc = t_.desc();
-  // `error` given (a compensated sum): every value travels with its error,
-  // and every addition is a two-sum. Otherwise the tree's additions are
-  // plain, and only invocation 0's pass over the subgroups' results (as
-  // many as the workgroup has subgroups, 64 for subgroups of 4, where the
-  // subgroup size is known at run time) is compensated for a floating sum.
+  // `error` given (a floating sum): every value travels with its error,
+  // and every addition is a two-sum. Otherwise the additions are plain.
   const bool carried = error != 0;
-  const bool runtime = desc.subgroups == Subgroups::kRuntime || desc.subgroups == Subgroups::kRuntimeLanes;
-  const bool serial_compensated = !carried && runtime && choir::cascades(c, d);
-  const Value serial_error = serial_compensated ? t_.variable(d, t_.constant(d, 0)) : 0;
   const Value zero = carried ? t_.constant(d, 0) : 0;
   auto plain = [&](Value other) { t_.write(d, acc, binary(c, d, t_.read(d, acc), other)); };
   // acc (+)= other, in the tree (pairwise) and in the serial pass.
@@ -394,17 +358,12 @@ absl::Status KernelEmitter::combineWorkgroup(const Stmt& s, Value acc, Value err
     addCompensated(d, acc, error, other);
     t_.write(d, error, binary(OpCode::kAdd, d, t_.read(d, error), other_error));
   };
-  auto foldSerial = [&](Value other, Value other_error) {
-    if (serial_compensated) return addCompensated(d, acc, serial_error, other);
-    foldTree(other, other_error);
-  };
   // finish(total, what its rounding left: 0 unless `error` is given).
   auto done = [&]() -> absl::Status {
     if (carried) {
       const auto [hi, lo] = t_.twoSum(d, t_.read(d, acc), t_.read(d, error));
       return finish(hi, lo);
     }
-    if (serial_compensated) return finish(binary(OpCode::kAdd, d, t_.read(d, acc), t_.read(d, serial_error)), 0);
     return finish(t_.read(d, acc), 0);
   };
   auto first = [&]() { return t_.indexEq(lid, t_.index(0)); };
@@ -440,7 +399,7 @@ absl::Status KernelEmitter::combineWorkgroup(const Stmt& s, Value acc, Value err
       ACCY_RETURN_IF_ERROR(strided(
           t_.index(1), count, t_.index(1),
           [&](Value i) {
-            foldSerial(t_.sharedLoad(slots, i, 0), carried ? t_.sharedLoad(error_slots, i, 0) : 0);
+            foldTree(t_.sharedLoad(slots, i, 0), carried ? t_.sharedLoad(error_slots, i, 0) : 0);
             return absl::OkStatus();
           },
           /*max_trips=*/wg_));  // one slot per subgroup
@@ -462,7 +421,7 @@ absl::Status KernelEmitter::combineWorkgroup(const Stmt& s, Value acc, Value err
       t_.write(d, acc, t_.sharedLoad(slots, t_.index(0), 0));
       if (carried) t_.write(d, error, t_.sharedLoad(error_slots, t_.index(0), 0));
       ACCY_RETURN_IF_ERROR(strided(t_.index(1), t_.index(wg_), t_.index(1), [&](Value i) {
-        foldSerial(t_.sharedLoad(slots, i, 0), carried ? t_.sharedLoad(error_slots, i, 0) : 0);
+        foldTree(t_.sharedLoad(slots, i, 0), carried ? t_.sharedLoad(error_slots, i, 0) : 0);
         return absl::OkStatus();
       }));
       return done();

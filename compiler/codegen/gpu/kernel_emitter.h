@@ -95,15 +95,9 @@ class KernelEmitter {
   // Control flow keeping the common-subexpression cache to what dominates.
   absl::Status strided(Value start, Value limit, Value step, const Target::IndexBody& body, int64_t max_trips = -1);
   absl::Status when(Value cond, const Target::Body& body);
-  // Reductions' loops. `add(r, into)` combines the terms at r into the
-  // variable `into`; accumulate() calls it at r = start, start + step, ...
-  // below `limit` (at most `trips` times), cascading a floating sum
-  // (choir::kCascade). domainLoops() runs `body` at every point of the
-  // domain, its loops nested or flattened as the target prefers
+  // domainLoops() runs `body` at every point of a reduction's domain, its
+  // loops nested or flattened as the target prefers
   // (TargetDesc::nested_domain_loops), the loop variables bound.
-  using AddTerms = std::function<absl::Status(Value r, Value into)>;
-  absl::Status accumulate(const choir::Stmt& s, Value into, Value start, Value limit, int64_t step, int64_t trips,
-                          const AddTerms& add);
   absl::Status domainLoops(const choir::Stmt& s, const Target::IndexBody& body);
   absl::Status addValue(const choir::Stmt& s, Value into);  // into = into (+) value
   // into = into + x, the rounding error added to `error` (Target::twoSum).
