@@ -567,6 +567,103 @@ void BM_SinAffine_PlainLoop(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kN * 8);
 }
 
+// --- the core's clock after a burst of launches (issue: back-to-back) ---
+//
+// A launch ran slower right after another of its kind than alternated with
+// Eigen's (docs/PERFORMANCE.md, "Back to back"). This VM exposes no
+// hardware counters, so the clock is read from a chain of 2^26 dependent
+// additions (one a cycle): its rate in GHz, measured right after a burst
+// of 8 sin-chain launches (one thread), after 8 of Eigen's, and after 50 ms
+// asleep. A clock that drops after a burst is the machine's, not the
+// kernel's.
+double clockGhz() {
+  constexpr int64_t kAdds = int64_t{1} << 26;
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t n = kAdds, acc = 0;
+  asm volatile(
+      "1:\n\t"
+      "addq $1, %0\n\t"
+      "decq %1\n\t"
+      "jnz 1b"
+      : "+r"(acc), "+r"(n));
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  benchmark::DoNotOptimize(acc);
+  return double(kAdds) / s / 1e9;
+}
+
+template <typename Burst>
+void clockAfter(benchmark::State& state, Burst burst) {
+  double sum = 0, low = 1e9;
+  for (auto _ : state) {
+    state.PauseTiming();
+    if (!burst()) return;
+    state.ResumeTiming();
+    const double ghz = clockGhz();
+    sum += ghz;
+    low = std::min(low, ghz);
+  }
+  state.counters["GHz"] = sum / double(state.iterations());
+  state.counters["GHz_min"] = low;
+}
+
+void BM_Clock_AfterSinBursts(benchmark::State& state) {
+  auto exe = tensor::CpuExecutable::compile(sinAffine(), {.threads = 1});
+  if (!ok(state, exe, "compile")) return;
+  const float a = 2, b = 1, c = 3;
+  std::vector<float> y(kN);
+  clockAfter(state, [&] {
+    for (int i = 0; i < 8; ++i) {
+      auto st = exe->launch({accy::bytes(inputX()), accy::bytes(std::span(&a, 1)), accy::bytes(std::span(&b, 1)),
+                             accy::bytes(std::span(&c, 1))},
+                            {accy::writableBytes(y)});
+      if (!ok(state, st, "launch")) return false;
+    }
+    benchmark::DoNotOptimize(y.data());
+    return true;
+  });
+}
+
+void BM_Clock_AfterEigenBursts(benchmark::State& state) {
+  std::vector<float> y(kN);
+  clockAfter(state, [&] {
+    for (int i = 0; i < 8; ++i) ref::sinAffineEigen(inputX().data(), y.data(), kN, 2, 1, 3);
+    benchmark::DoNotOptimize(y.data());
+    return true;
+  });
+}
+
+// The sin chain back to back, but with the caches emptied of its output
+// between launches (untimed: 256 MiB written and read elsewhere): the
+// previous launch's dirty lines of `y` are then written back outside the
+// timed launch, as they are when another program runs in between.
+void BM_SinAffine_Accy_1Thread_CachesEmptied(benchmark::State& state) {
+  auto exe = tensor::CpuExecutable::compile(sinAffine(), {.threads = 1});
+  if (!ok(state, exe, "compile")) return;
+  const float a = 2, b = 1, c = 3;
+  std::vector<float> y(kN);
+  std::vector<char> scratch(size_t{256} << 20);
+  for (auto _ : state) {
+    state.PauseTiming();
+    std::memset(scratch.data(), int(state.iterations() & 0x7f), scratch.size());
+    benchmark::DoNotOptimize(scratch.data());
+    state.ResumeTiming();
+    auto st = exe->launch({accy::bytes(inputX()), accy::bytes(std::span(&a, 1)), accy::bytes(std::span(&b, 1)),
+                           accy::bytes(std::span(&c, 1))},
+                          {accy::writableBytes(y)});
+    benchmark::DoNotOptimize(y.data());
+    if (!ok(state, st, "launch")) return;
+  }
+  if (!checkSinAffine(state, y)) return;
+  state.SetBytesProcessed(state.iterations() * kN * 8);
+}
+
+void BM_Clock_AfterSleep(benchmark::State& state) {
+  clockAfter(state, [] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return true;
+  });
+}
+
 // --- sin of large phases: 2^20 f32 ---------------------------------------
 //
 // The same program with a = 10^5, b = 0, c = 1: phases up to 10^6 in
@@ -1493,6 +1590,10 @@ BENCHMARK(BM_SinAffine_Accy_AllThreads)->Unit(benchmark::kMillisecond)->UseRealT
 BENCHMARK(BM_SinAffine_Alternating_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime();
 BENCHMARK(BM_SinAffine_Eigen)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SinAffine_PlainLoop)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_SinAffine_Accy_1Thread_CachesEmptied)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Clock_AfterSinBursts)->Unit(benchmark::kMillisecond)->Iterations(10);
+BENCHMARK(BM_Clock_AfterEigenBursts)->Unit(benchmark::kMillisecond)->Iterations(10);
+BENCHMARK(BM_Clock_AfterSleep)->Unit(benchmark::kMillisecond)->Iterations(10);
 BENCHMARK(BM_SinLargePhase_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SinLargePhase_Eigen)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SinLargePhase_PlainLoop)->Unit(benchmark::kMillisecond)->UseRealTime();
