@@ -504,15 +504,26 @@ bool checkSinAffine(benchmark::State& state, const std::vector<float>& y) {
   return true;
 }
 
-void runSinAccy(benchmark::State& state, int threads) {
+// One launch of the sin chain (a = 2, b = 1, c = 3) into `y`.
+absl::Status launchSin(const tensor::CpuExecutable& exe, std::vector<float>& y) {
+  const float a = 2, b = 1, c = 3;
+  return exe.launch({accy::bytes(inputX()), accy::bytes(std::span(&a, 1)), accy::bytes(std::span(&b, 1)),
+                     accy::bytes(std::span(&c, 1))},
+                    {accy::writableBytes(y)});
+}
+
+// Launches back to back; `between`, when given, runs untimed before each.
+void runSinAccy(benchmark::State& state, int threads, const std::function<void()>& between = nullptr) {
   auto exe = tensor::CpuExecutable::compile(sinAffine(), {.threads = threads});
   if (!ok(state, exe, "compile")) return;
-  const float a = 2, b = 1, c = 3;
   std::vector<float> y(kN);
   for (auto _ : state) {
-    auto st = exe->launch({accy::bytes(inputX()), accy::bytes(std::span(&a, 1)), accy::bytes(std::span(&b, 1)),
-                           accy::bytes(std::span(&c, 1))},
-                          {accy::writableBytes(y)});
+    if (between) {
+      state.PauseTiming();
+      between();
+      state.ResumeTiming();
+    }
+    auto st = launchSin(*exe, y);
     benchmark::DoNotOptimize(y.data());
     if (!ok(state, st, "launch")) return;
   }
@@ -528,9 +539,7 @@ void BM_SinAffine_Alternating_1Thread(benchmark::State& state) {
   const float a = 2, b = 1, c = 3;
   std::vector<float> y(kN), z(kN);
   auto accy = [&] {
-    auto st = exe->launch({accy::bytes(inputX()), accy::bytes(std::span(&a, 1)), accy::bytes(std::span(&b, 1)),
-                           accy::bytes(std::span(&c, 1))},
-                          {accy::writableBytes(y)});
+    auto st = launchSin(*exe, y);
     benchmark::DoNotOptimize(y.data());
     return ok(state, st, "launch");
   };
@@ -609,13 +618,10 @@ void clockAfter(benchmark::State& state, Burst burst) {
 void BM_Clock_AfterSinBursts(benchmark::State& state) {
   auto exe = tensor::CpuExecutable::compile(sinAffine(), {.threads = 1});
   if (!ok(state, exe, "compile")) return;
-  const float a = 2, b = 1, c = 3;
   std::vector<float> y(kN);
   clockAfter(state, [&] {
     for (int i = 0; i < 8; ++i) {
-      auto st = exe->launch({accy::bytes(inputX()), accy::bytes(std::span(&a, 1)), accy::bytes(std::span(&b, 1)),
-                             accy::bytes(std::span(&c, 1))},
-                            {accy::writableBytes(y)});
+      auto st = launchSin(*exe, y);
       if (!ok(state, st, "launch")) return false;
     }
     benchmark::DoNotOptimize(y.data());
@@ -637,24 +643,12 @@ void BM_Clock_AfterEigenBursts(benchmark::State& state) {
 // previous launch's dirty lines of `y` are then written back outside the
 // timed launch, as they are when another program runs in between.
 void BM_SinAffine_Accy_1Thread_CachesEmptied(benchmark::State& state) {
-  auto exe = tensor::CpuExecutable::compile(sinAffine(), {.threads = 1});
-  if (!ok(state, exe, "compile")) return;
-  const float a = 2, b = 1, c = 3;
-  std::vector<float> y(kN);
   std::vector<char> scratch(size_t{256} << 20);
-  for (auto _ : state) {
-    state.PauseTiming();
-    std::memset(scratch.data(), int(state.iterations() & 0x7f), scratch.size());
+  char fill = 0;
+  runSinAccy(state, 1, [&] {
+    std::memset(scratch.data(), ++fill & 0x7f, scratch.size());
     benchmark::DoNotOptimize(scratch.data());
-    state.ResumeTiming();
-    auto st = exe->launch({accy::bytes(inputX()), accy::bytes(std::span(&a, 1)), accy::bytes(std::span(&b, 1)),
-                           accy::bytes(std::span(&c, 1))},
-                          {accy::writableBytes(y)});
-    benchmark::DoNotOptimize(y.data());
-    if (!ok(state, st, "launch")) return;
-  }
-  if (!checkSinAffine(state, y)) return;
-  state.SetBytesProcessed(state.iterations() * kN * 8);
+  });
 }
 
 void BM_Clock_AfterSleep(benchmark::State& state) {
