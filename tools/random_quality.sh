@@ -2,7 +2,8 @@
 # Pipes Accy's raw random bits (tools/random_bits.cc: randomBits of a key
 # folded with a chunk counter, x86-64, two threads) into dieharder as raw
 # input (-g 200). With no arguments the whole battery (-a, hours); with test
-# numbers, those tests (dieharder -l lists them). Prints the CPU model and
+# numbers, those tests (dieharder -l lists them; TEST:NTUP runs one ntuple,
+# e.g. 203:21 for rgb_lagged_sum at lag 21). Prints the CPU model and
 # dieharder's table; results are recorded in docs/RANDOM_QUALITY.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,10 @@ if [ "$#" -eq 0 ]; then
   "$bits" | dieharder -g 200 -a
 else
   for t in "$@"; do
-    "$bits" | dieharder -g 200 -d "$t"
+    if [[ "$t" == *:* ]]; then
+      "$bits" | dieharder -g 200 -d "${t%%:*}" -n "${t##*:}"
+    else
+      "$bits" | dieharder -g 200 -d "$t"
+    fi
   done
 fi
