@@ -17,6 +17,7 @@
 #include "compiler/tensor/dtype.h"
 #include "base/errors.h"
 #include "compiler/tensor/evaluate.h"
+#include "compiler/tensor/loops.h"
 #include "compiler/tensor/program.h"
 #include "compiler/tensor/random.h"
 #include "compiler/wire/wire.h"

@@ -414,6 +414,12 @@ class Lowering {
         break;
       case OpCategory::Leaf:
         break;
+      case OpCategory::Loop:
+        // Loops run as a plan of kernel blocks, not as one kernel
+        // (docs/SEMANTICS.md, "Loops"); no target compiles them yet.
+        return makeError(ErrorKind::kUnimplemented,
+                         strCat("lowering: the ", tensor::opName(n.op), " %", id, " of ", p_.name,
+                                " has no compiled form yet; loops run in the evaluator (tensor::evaluate)"));
     }
     return makeError(ErrorKind::kUnimplemented,
                      strCat("lowering: no kernel form for ", tensor::opName(n.op)));

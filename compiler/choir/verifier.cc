@@ -159,6 +159,7 @@ class Verifier {
       case tensor::OpCategory::Dot:
       case tensor::OpCategory::Layout:
       case tensor::OpCategory::Index:
+      case tensor::OpCategory::Loop:
         return fail(strCat(tensor::opName(e->op), " is not a scalar op"));
     }
     return absl::OkStatus();

@@ -61,7 +61,9 @@ Value Builder::record(Node node, absl::Span<const Value> operands) {
   }
   node.operands.clear();
   for (size_t i = 0; i < operands.size(); ++i) {
-    const Value& v = operands[i];
+    Value v = operands[i];
+    if (v.builder() != nullptr && !owns(v) && encloses(v)) v = capture(v);
+    if (!status_.ok()) return make(-1);
     if (v.builder() != nullptr && !owns(v)) {
       return fail(makeError(ErrorKind::kForeignValue,
                             strCat(opName(node.op), ": operand ", i,
@@ -74,12 +76,50 @@ Value Builder::record(Node node, absl::Span<const Value> operands) {
     }
     node.operands.push_back(v.id());
   }
-  auto spec = inferNode(nodes_, node);
+  auto spec = inferNode(nodes_, node, bodies_);
   if (!spec.ok()) return fail(spec.status());
   node.dtype = spec->dtype;
   node.axes = std::move(spec->axes);
   nodes_.push_back(std::move(node));
   return make(static_cast<int32_t>(nodes_.size() - 1));
+}
+
+bool Builder::encloses(const Value& v) const {
+  for (const Builder* b = parent_; b != nullptr; b = b->parent_) {
+    if (b->owns(v)) return true;
+  }
+  return false;
+}
+
+Value Builder::capture(const Value& v) {
+  if (!v.valid()) return v;
+  Value outer = v;
+  if (!parent_->owns(outer)) outer = parent_->capture(outer);  // through each body between
+  if (!outer.valid()) return fail(parent_->status());
+  for (size_t i = 0; i < captures_.size(); ++i) {
+    if (captures_[i].id() == outer.id()) return make(captured_ids_[i]);
+  }
+  int64_t index = 0;
+  for (const Node& n : nodes_) index += n.op == OpCode::kInput ? 1 : 0;
+  Value local = input(outer.spec(), index);
+  if (!local.valid()) return local;
+  captures_.push_back(outer);
+  captured_ids_.push_back(local.id());
+  return local;
+}
+
+Value Builder::local(const Value& v) {
+  if (!status_.ok()) return make(-1);
+  if (owns(v) && v.valid()) return v;
+  if (encloses(v)) return capture(v);
+  return fail(makeError(v.builder() == nullptr || !v.valid() ? ErrorKind::kInvalidValue : ErrorKind::kForeignValue,
+                        "the value is not one of this recording's (default-constructed, poisoned, or recorded "
+                        "by another builder)"));
+}
+
+int64_t Builder::addBody(Program body) {
+  bodies_.push_back(std::move(body));
+  return static_cast<int64_t>(bodies_.size()) - 1;
 }
 
 Value Builder::input(const Spec& spec, int64_t index) {
@@ -365,6 +405,7 @@ absl::StatusOr<Program> defineProgram(std::string_view name, absl::Span<const Sp
     program.outputs.push_back(v.id());
   }
   program.nodes = builder.nodes();
+  program.bodies = builder.bodies();
   for (size_t i = 0; i < program.nodes.size(); ++i) {
     if (program.nodes[i].op == OpCode::kInput) program.inputs.push_back(static_cast<int32_t>(i));
   }
@@ -378,10 +419,15 @@ absl::StatusOr<Program> defineProgram(std::string_view name, absl::Span<const Sp
 }
 
 Builder* ownerOf(absl::Span<const Value> operands) {
+  Builder* owner = nullptr;
+  int32_t depth = 0;
   for (const Value& v : operands) {
-    if (v.builder() != nullptr) return v.builder();
+    if (v.builder() != nullptr && (owner == nullptr || v.depth_ > depth)) {
+      owner = v.builder();
+      depth = v.depth_;
+    }
   }
-  return nullptr;
+  return owner;
 }
 
 }  // namespace accy::tensor

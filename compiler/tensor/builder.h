@@ -175,11 +175,14 @@ class Value {
 
  private:
   friend class Builder;
-  Value(Builder* builder, uint64_t serial, int32_t id)
-      : builder_(builder), serial_(serial), id_(id) {}
+  Value(Builder* builder, uint64_t serial, int32_t id, int32_t depth)
+      : builder_(builder), serial_(serial), id_(id), depth_(depth) {}
+  friend Builder* ownerOf(absl::Span<const Value> operands);
   Builder* builder_ = nullptr;
   uint64_t serial_ = 0;  // the recording's serial number; see Builder
   int32_t id_ = -1;
+  int32_t depth_ = 0;    // the builder's loop depth, read without the builder
+
 };
 
 Value operator+(const Value& a, const Value& b);
@@ -199,6 +202,9 @@ Value operator-(const Value& a);
 class Builder {
  public:
   Builder() = default;
+  // A loop body's builder (scan, whileLoop): values of `parent` and its
+  // ancestors used here become the body's captured inputs.
+  explicit Builder(Builder* parent) : parent_(parent), depth_(parent ? parent->depth_ + 1 : 0) {}
   Builder(const Builder&) = delete;
   Builder& operator=(const Builder&) = delete;
 
@@ -209,6 +215,22 @@ class Builder {
 
   // True when `v` was recorded by this builder.
   bool owns(const Value& v) const { return v.builder_ == this && v.serial_ == serial_; }
+  // True when `v` was recorded by an enclosing builder (this one's parent,
+  // its parent, ...), whose values this builder captures.
+  bool encloses(const Value& v) const;
+  // How deep this builder's loop bodies nest (0 for a program's own).
+  int64_t depth() const { return depth_; }
+  // The values of the enclosing builder this body captured, in the order of
+  // the body's captured inputs (after the inputs the loop itself declared).
+  const std::vector<Value>& captures() const { return captures_; }
+  // Loop bodies recorded so far (Program::bodies).
+  const std::vector<Program>& bodies() const { return bodies_; }
+  // Adds a loop body; returns its index.
+  int64_t addBody(Program body);
+  // `v` as a value of this builder: itself when recorded here, a captured
+  // input when recorded by an enclosing builder, else a poisoned value (the
+  // error recorded).
+  Value local(const Value& v);
 
   // The first error recorded, or ok.
   const absl::Status& status() const { return status_; }
@@ -227,14 +249,22 @@ class Builder {
 
  private:
   Value fail(absl::Status status);
-  Value make(int32_t id) { return Value(this, serial_, id); }
+  Value make(int32_t id) { return Value(this, serial_, id, static_cast<int32_t>(depth_)); }
   // Unique per Builder in the process, so a Value kept from an earlier
   // recording is recognised as foreign even if a new Builder reuses the
   // same address.
   const uint64_t serial_ = nextSerial();
   static uint64_t nextSerial();
+  // The value of this builder standing for `v`, recorded by an enclosing
+  // builder: a captured input, made once per value.
+  Value capture(const Value& v);
   std::vector<Node> nodes_;
+  std::vector<Program> bodies_;
   absl::Status status_;
+  Builder* const parent_ = nullptr;
+  const int64_t depth_ = 0;
+  std::vector<Value> captures_;       // enclosing builder's values, in capture order
+  std::vector<int32_t> captured_ids_; // this builder's input node for each
 };
 
 // Free-function forms of every op.
@@ -335,8 +365,9 @@ inline Value slice(const Value& a, std::string_view axis, int64_t start, int64_t
                    int64_t step = 1) {
   return a.slice(axis, start, stop, step);
 }
-// The builder an op on `operands` records into: the first operand that
-// has one (null when none has).
+// The builder an op on `operands` records into: of the operands' builders,
+// the most deeply nested loop body's (values of enclosing recordings are
+// captured there); null when no operand has one.
 Builder* ownerOf(absl::Span<const Value> operands);
 inline Builder* ownerOf(std::initializer_list<Value> operands) {
   return ownerOf(absl::Span<const Value>(operands.begin(), operands.size()));

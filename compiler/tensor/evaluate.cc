@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <optional>
 
 #include "base/strings.h"
@@ -75,11 +76,32 @@ class Evaluator {
                                       inputs[i].size()));
       }
     }
+    std::vector<std::vector<double>> values;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Node& node = program_.nodes[program_.inputs[i]];
+      const int64_t size = dtypeSize(node.dtype);
+      std::vector<double> v(node.spec().elementCount());
+      for (size_t e = 0; e < v.size(); ++e) v[e] = loadElement(node.dtype, &inputs[i][e * size]);
+      values.push_back(std::move(v));
+    }
+    runValues(std::move(values));
+    return absl::OkStatus();
+  }
+
+  // Evaluates a validated program on inputs held as doubles (a loop body's).
+  void runValues(std::vector<std::vector<double>> inputs) {
+    inputs_ = std::move(inputs);
     values_.resize(program_.nodes.size());
     for (size_t i = 0; i < program_.nodes.size(); ++i) {
-      values_[i] = compute(program_.nodes[i], inputs);
+      values_[i] = compute(program_.nodes[i]);
     }
-    return absl::OkStatus();
+  }
+
+  // The program's outputs, after runValues.
+  std::vector<std::vector<double>> outputs() {
+    std::vector<std::vector<double>> out;
+    for (int32_t id : program_.outputs) out.push_back(values_[id]);
+    return out;
   }
 
   std::vector<std::vector<double>>& values() { return values_; }
@@ -88,12 +110,14 @@ class Evaluator {
   const std::vector<double>& in(const Node& node, size_t k) { return values_[node.operands[k]]; }
   const Node& operandNode(const Node& node, size_t k) { return program_.nodes[node.operands[k]]; }
 
-  std::vector<double> compute(const Node& node,
-                              absl::Span<const std::span<const std::byte>> inputs) {
+  std::vector<double> compute(const Node& node) {
     std::vector<double> out(node.spec().elementCount());
     switch (opCategory(node.op)) {
       case OpCategory::Leaf:
-        leaf(node, inputs, out);
+        leaf(node, out);
+        break;
+      case OpCategory::Loop:
+        loop(node, out);
         break;
       case OpCategory::Unary:
       case OpCategory::Binary:
@@ -119,12 +143,9 @@ class Evaluator {
     return out;
   }
 
-  void leaf(const Node& node, absl::Span<const std::span<const std::byte>> inputs,
-            std::vector<double>& out) {
+  void leaf(const Node& node, std::vector<double>& out) {
     if (node.op == OpCode::kInput) {
-      const auto& bytes = inputs[node.ints[0]];
-      const int64_t size = dtypeSize(node.dtype);
-      for (size_t e = 0; e < out.size(); ++e) out[e] = loadElement(node.dtype, &bytes[e * size]);
+      out = inputs_[node.ints[0]];
     } else if (node.op == OpCode::kConstant) {
       out[0] = convertValue(node.scalar, DType::f64, node.dtype);
     } else {  // iota
@@ -162,9 +183,86 @@ class Evaluator {
         case OpCategory::Dot:
         case OpCategory::Layout:
         case OpCategory::Index:
+        case OpCategory::Loop:
           break;
       }
     });
+  }
+
+  // scan and while_loop run their bodies step by step, each step's carries
+  // (and a scan's slices of xs) the next step's inputs; loop_result reads
+  // one of the loop's results.
+  void loop(const Node& node, std::vector<double>& out) {
+    const size_t id = static_cast<size_t>(&node - program_.nodes.data());
+    if (node.op == OpCode::kLoopResult) {
+      out = loop_results_[node.operands[0]][node.ints[0]];
+      return;
+    }
+    const bool scan = node.op == OpCode::kScan;
+    const size_t carries = static_cast<size_t>(scan ? node.ints[1] : node.ints[2]);
+    const size_t xs = scan ? static_cast<size_t>(node.ints[2]) : 0;
+    std::vector<std::vector<double>> carry;
+    for (size_t i = 0; i < carries; ++i) carry.push_back(in(node, i));
+    std::vector<std::vector<double>> results;
+    if (scan) {
+      const Program& body = program_.bodies[node.ints[0]];
+      const int64_t length = node.ints[3];
+      std::vector<std::vector<double>> ys;
+      for (size_t j = carries; j < body.outputs.size(); ++j) {
+        ys.emplace_back(length * body.nodes[body.outputs[j]].spec().elementCount());
+      }
+      for (int64_t t = 0; t < length; ++t) {
+        std::vector<std::vector<double>> args = carry;
+        for (size_t j = 0; j < xs; ++j) args.push_back(sliceAlong(operandNode(node, carries + j), in(node, carries + j), node.names[0], t));
+        for (size_t k = carries + xs; k < node.operands.size(); ++k) args.push_back(in(node, k));
+        Evaluator step(body);
+        step.runValues(std::move(args));
+        std::vector<std::vector<double>> outs = step.outputs();
+        for (size_t i = 0; i < carries; ++i) carry[i] = std::move(outs[i]);
+        for (size_t j = 0; j < ys.size(); ++j) {
+          const std::vector<double>& y = outs[carries + j];
+          std::copy(y.begin(), y.end(), ys[j].begin() + t * static_cast<int64_t>(y.size()));
+        }
+      }
+      results = std::move(carry);
+      for (auto& y : ys) results.push_back(std::move(y));
+    } else {
+      const Program& cond = program_.bodies[node.ints[0]];
+      const Program& body = program_.bodies[node.ints[1]];
+      auto args = [&] {
+        std::vector<std::vector<double>> a = carry;
+        for (size_t k = carries; k < node.operands.size(); ++k) a.push_back(in(node, k));
+        return a;
+      };
+      while (true) {
+        Evaluator test(cond);
+        test.runValues(args());
+        if (test.outputs()[0][0] == 0) break;
+        Evaluator step(body);
+        step.runValues(args());
+        carry = step.outputs();
+      }
+      results = std::move(carry);
+    }
+    loop_results_[id] = std::move(results);
+    out.assign(1, 0);
+  }
+
+  // Step `t` of `v` (over `x`'s axes) along `axis`: the elements whose index
+  // along it is t, in row-major order of the other axes.
+  static std::vector<double> sliceAlong(const Node& x, const std::vector<double>& v, std::string_view axis, int64_t t) {
+    const size_t at = *position(x.axes, axis);
+    int64_t outer = 1, inner = 1;
+    for (size_t d = 0; d < x.axes.size(); ++d) {
+      if (d < at) outer *= x.axes[d].extent;
+      if (d > at) inner *= x.axes[d].extent;
+    }
+    const int64_t extent = x.axes[at].extent;
+    std::vector<double> out(outer * inner);
+    for (int64_t o = 0; o < outer; ++o) {
+      std::copy_n(v.begin() + (o * extent + t) * inner, inner, out.begin() + o * inner);
+    }
+    return out;
   }
 
   void reduce(const Node& node, std::vector<double>& out) {
@@ -378,7 +476,9 @@ class Evaluator {
   }
 
   const Program& program_;
+  std::vector<std::vector<double>> inputs_;
   std::vector<std::vector<double>> values_;
+  std::map<size_t, std::vector<std::vector<double>>> loop_results_;  // by loop node
 };
 
 }  // namespace

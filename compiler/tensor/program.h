@@ -27,8 +27,8 @@ enum class OpCode : uint8_t {
 };
 
 // The columns of the op table (ops.inc explains each).
-enum class OpCategory : uint8_t { Leaf, Unary, Binary, Compare, Select, Cast, Reduce, Dot, Layout, Index, Random };
-enum class OpGradient : uint8_t { None, Smooth, Piecewise, Layout };
+enum class OpCategory : uint8_t { Leaf, Unary, Binary, Compare, Select, Cast, Reduce, Dot, Layout, Index, Random, Loop };
+enum class OpGradient : uint8_t { None, Smooth, Piecewise, Layout, Loop };
 enum class OpDTypes : uint8_t { Any, Numeric, Floating, Integer, Bits };
 enum class OpCost : uint8_t { Free, Cheap, Expensive };
 
@@ -89,6 +89,9 @@ inline constexpr int64_t kMaxProgramNameBytes = 256;
 inline constexpr int64_t kMaxNameAttributes = kMaxAxes + 2;
 inline constexpr int64_t kMaxIntAttributes = 16;
 inline constexpr int64_t kMaxOperands = 4096;
+// Loops nest at most this deep (a body's body's ... body), and a program
+// with its bodies, theirs and so on holds at most kMaxProgramNodes nodes.
+inline constexpr int64_t kMaxLoopDepth = 16;
 
 struct Node {
   OpCode op = OpCode::kConstant;
@@ -108,6 +111,10 @@ struct Program {
   std::vector<Node> nodes;
   std::vector<int32_t> inputs;   // node ids of kInput nodes, in input order
   std::vector<int32_t> outputs;  // node ids, in output order
+  // The bodies of this program's loops (scan, while_loop), each a Program
+  // whose inputs are the loop's carries, then its slices of xs (scan),
+  // then its captures; loop nodes name them by index.
+  std::vector<Program> bodies;
   friend bool operator==(const Program&, const Program&) = default;
 
   std::vector<Spec> inputSpecs() const;
@@ -129,11 +136,21 @@ absl::Status checkAxes(std::string_view op, DType dtype, const std::vector<Axis>
 // (`prior` holds every node before it). For input, constant, iota and cast
 // the dtype attribute is `node.dtype`; for input the axes are `node.axes`.
 // Errors carry a stable kind and name the op and the axes involved.
-absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node);
+// Loop nodes (scan, while_loop) check their bodies' inputs and outputs
+// against their operands: `bodies` are the enclosing program's.
+absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node,
+                               absl::Span<const Program> bodies = {});
+
+// The spec of result `k` of the loop node `loop` (a scan's carries, then its
+// ys, each with the loop's axis first; a while_loop's carries).
+absl::StatusOr<Spec> loopResultSpec(absl::Span<const Node> prior, const Node& loop, int64_t k,
+                                    absl::Span<const Program> bodies);
 
 // Re-checks a whole program: topological order, operands in range, every
 // node's recorded type equal to the inferred one, inputs numbered 0..n-1,
-// outputs in range. Failures are InvalidProgram naming the node.
+// outputs in range, every body valid (recursively, at most kMaxLoopDepth
+// deep, kMaxProgramNodes nodes in all). Failures are InvalidProgram naming
+// the node.
 absl::Status validateProgram(const Program& program);
 
 // "(point=16, guess=8)"; "()" for a scalar.

@@ -143,7 +143,165 @@ absl::StatusOr<std::vector<Axis>> takeAxes(std::string_view op, const std::vecto
   return out;
 }
 
+
+bool isLoop(OpCode op) { return op == OpCode::kScan || op == OpCode::kWhileLoop; }
+
+absl::StatusOr<const Program*> loopBody(std::string_view op, absl::Span<const Program> bodies, int64_t index) {
+  if (index < 0 || index >= static_cast<int64_t>(bodies.size())) {
+    return makeError(ErrorKind::kInvalidProgram,
+                     strCat(op, ": body ", index, " does not exist (the program has ", bodies.size(), ")"));
+  }
+  const Program& body = bodies[index];
+  for (int32_t id : body.inputs) {
+    if (id < 0 || static_cast<size_t>(id) >= body.nodes.size()) {
+      return makeError(ErrorKind::kInvalidProgram, strCat(op, ": body ", index, " lists input node %", id));
+    }
+  }
+  for (int32_t id : body.outputs) {
+    if (id < 0 || static_cast<size_t>(id) >= body.nodes.size()) {
+      return makeError(ErrorKind::kInvalidProgram, strCat(op, ": body ", index, " lists output node %", id));
+    }
+  }
+  return &body;
+}
+
+Spec bodyInput(const Program& body, size_t i) { return body.nodes[body.inputs[i]].spec(); }
+Spec bodyOutput(const Program& body, size_t i) { return body.nodes[body.outputs[i]].spec(); }
+
+// The value a loop passes to its body's input `i` must have the input's spec.
+absl::Status checkBodyInputs(std::string_view op, const Program& body, absl::Span<const Node> prior,
+                             const Node& node, size_t carries, size_t xs, const std::string& axis) {
+  if (body.inputs.size() != node.operands.size()) {
+    return makeError(ErrorKind::kInvalidProgram,
+                     strCat(op, ": the body takes ", body.inputs.size(), " inputs but the loop passes ",
+                            node.operands.size()));
+  }
+  for (size_t i = 0; i < node.operands.size(); ++i) {
+    Spec passed = prior[node.operands[i]].spec();
+    if (i >= carries && i < carries + xs) {  // a scan's xs: the body sees one step's slice
+      auto at = findAxis(passed.axes, axis);
+      if (!at) return unknownAxis(op, axis, passed.axes, strCat("xs value ", i - carries));
+      passed.axes.erase(passed.axes.begin() + *at);
+    }
+    if (passed != bodyInput(body, i)) {
+      const ErrorKind kind = i < carries ? ErrorKind::kCarryMismatch : ErrorKind::kInvalidProgram;
+      return makeError(kind, strCat(op, ": body input ", i, " is ", specText(bodyInput(body, i)), " but the loop passes ",
+                                    specText(passed)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Each carry the body returns keeps its initial value's dtype and axes.
+absl::Status checkCarriesOut(std::string_view op, const Program& body, absl::Span<const Node> prior,
+                             const Node& node, size_t carries) {
+  if (body.outputs.size() < carries) {
+    return makeError(ErrorKind::kCarryMismatch, strCat(op, ": the body returns ", body.outputs.size(),
+                                                       " values but the loop has ", carries, " carries"));
+  }
+  for (size_t i = 0; i < carries; ++i) {
+    const Spec init = prior[node.operands[i]].spec();
+    if (bodyOutput(body, i) != init) {
+      return makeError(ErrorKind::kCarryMismatch,
+                       strCat(op, ": carry ", i, " enters as ", specText(init), " but the body returns ",
+                              specText(bodyOutput(body, i)), "; a carry keeps its dtype and axes"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status inferLoop(absl::Span<const Node> prior, const Node& node, absl::Span<const Program> bodies) {
+  const std::string_view op = opName(node.op);
+  if (node.op == OpCode::kScan) {
+    ACCY_RETURN_IF_ERROR(checkAttrs(node, 1, 4));
+    const std::string& axis = node.names[0];
+    ACCY_RETURN_IF_ERROR(checkAxisName(op, axis));
+    const int64_t carries = node.ints[1], xs = node.ints[2], length = node.ints[3];
+    if (carries < 0 || xs < 0 || length < 0 ||
+        carries + xs > static_cast<int64_t>(node.operands.size())) {
+      return makeError(ErrorKind::kInvalidArgument,
+                       strCat("scan: ", carries, " carries, ", xs, " xs and length ", length, " over ",
+                              node.operands.size(), " operands"));
+    }
+    if (length == 0 && xs > 0) {
+      return makeError(ErrorKind::kInvalidExtent, "scan: a loop of length 0 takes no xs (no axis has extent 0)");
+    }
+    for (int64_t j = 0; j < xs; ++j) {
+      const Node& x = prior[node.operands[carries + j]];
+      auto at = findAxis(x.axes, axis);
+      if (!at) return unknownAxis(op, axis, x.axes, strCat("xs value ", j));
+      if (x.axes[*at].extent != length) {
+        return makeError(ErrorKind::kAxisExtentMismatch,
+                         strCat("scan: xs value ", j, " ", axesText(x.axes), " has '", axis, "' of extent ",
+                                x.axes[*at].extent, " but the loop has length ", length));
+      }
+    }
+    ACCY_ASSIGN_OR_RETURN(const Program* body, loopBody(op, bodies, node.ints[0]));
+    ACCY_RETURN_IF_ERROR(checkBodyInputs(op, *body, prior, node, carries, xs, axis));
+    ACCY_RETURN_IF_ERROR(checkCarriesOut(op, *body, prior, node, carries));
+    for (size_t j = carries; j < body->outputs.size(); ++j) {
+      const Spec y = bodyOutput(*body, j);
+      if (findAxis(y.axes, axis)) {
+        return makeError(ErrorKind::kAxisNameCollision,
+                         strCat("scan: y ", j - carries, " ", axesText(y.axes), " already has the loop's axis '",
+                                axis, "'"));
+      }
+      if (length == 0) {
+        return makeError(ErrorKind::kInvalidExtent, "scan: a loop of length 0 returns no ys (no axis has extent 0)");
+      }
+      std::vector<Axis> axes = {Axis{axis, length}};
+      axes.insert(axes.end(), y.axes.begin(), y.axes.end());
+      ACCY_RETURN_IF_ERROR(checkAxes(strCat("scan: y ", j - carries), y.dtype, axes));
+    }
+    return absl::OkStatus();
+  }
+  if (node.op == OpCode::kWhileLoop) {
+    ACCY_RETURN_IF_ERROR(checkAttrs(node, 0, 3));
+    const int64_t carries = node.ints[2];
+    if (carries < 0 || carries > static_cast<int64_t>(node.operands.size())) {
+      return makeError(ErrorKind::kInvalidArgument,
+                       strCat("while_loop: ", carries, " carries over ", node.operands.size(), " operands"));
+    }
+    ACCY_ASSIGN_OR_RETURN(const Program* cond, loopBody(op, bodies, node.ints[0]));
+    ACCY_ASSIGN_OR_RETURN(const Program* step, loopBody(op, bodies, node.ints[1]));
+    ACCY_RETURN_IF_ERROR(checkBodyInputs("while_loop condition", *cond, prior, node, carries, 0, ""));
+    ACCY_RETURN_IF_ERROR(checkBodyInputs("while_loop body", *step, prior, node, carries, 0, ""));
+    if (cond->outputs.size() != 1 || bodyOutput(*cond, 0) != Spec{DType::bool_, {}}) {
+      return makeError(ErrorKind::kDTypeMismatch,
+                       strCat("while_loop: the condition must return one bool scalar, got ", cond->outputs.size(),
+                              cond->outputs.empty() ? " values" : strCat(" values, the first ", specText(bodyOutput(*cond, 0)))));
+    }
+    ACCY_RETURN_IF_ERROR(checkCarriesOut("while_loop body", *step, prior, node, carries));
+    if (step->outputs.size() != static_cast<size_t>(carries)) {
+      return makeError(ErrorKind::kCarryMismatch, strCat("while_loop: the body returns ", step->outputs.size(),
+                                                         " values but the loop has ", carries, " carries"));
+    }
+    return absl::OkStatus();
+  }
+  return makeError(ErrorKind::kInvalidProgram, strCat(op, ": not a loop"));
+}
+
 }  // namespace
+
+absl::StatusOr<Spec> loopResultSpec(absl::Span<const Node> prior, const Node& loop, int64_t k,
+                                    absl::Span<const Program> bodies) {
+  if (!isLoop(loop.op)) {
+    return makeError(ErrorKind::kInvalidProgram, strCat("loop_result: reads ", opName(loop.op), ", not a loop"));
+  }
+  const bool scan = loop.op == OpCode::kScan;
+  const int64_t carries = scan ? loop.ints[1] : loop.ints[2];
+  ACCY_ASSIGN_OR_RETURN(const Program* body, loopBody("loop_result", bodies, scan ? loop.ints[0] : loop.ints[1]));
+  const int64_t results = scan ? static_cast<int64_t>(body->outputs.size()) : carries;
+  if (k < 0 || k >= results) {
+    return makeError(ErrorKind::kInvalidProgram,
+                     strCat("loop_result: result ", k, " of a ", opName(loop.op), " with ", results, " results"));
+  }
+  if (k < carries) return prior[loop.operands[k]].spec();
+  Spec y = bodyOutput(*body, k);
+  y.axes.insert(y.axes.begin(), Axis{loop.names[0], loop.ints[3]});
+  return y;
+}
+
 
 int64_t axisExtent(const std::vector<Axis>& axes, std::string_view name) {
   for (const Axis& a : axes) {
@@ -193,12 +351,18 @@ absl::Status checkAxes(std::string_view op, DType dtype, const std::vector<Axis>
   return absl::OkStatus();
 }
 
-absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node) {
+absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node,
+                               absl::Span<const Program> bodies) {
   const std::string_view op = opName(node.op);
   for (int32_t id : node.operands) {
     if (id < 0 || static_cast<size_t>(id) >= prior.size()) {
       return makeError(ErrorKind::kInvalidProgram,
                        strCat(op, ": operand %", id, " does not precede the node"));
+    }
+    if (isLoop(prior[id].op) && node.op != OpCode::kLoopResult) {
+      return makeError(ErrorKind::kInvalidProgram,
+                       strCat(op, ": reads the ", opName(prior[id].op), " %", id,
+                              " directly; a loop's results are read through loop_result"));
     }
   }
   auto operand = [&](size_t i) -> const Node& { return prior[node.operands[i]]; };
@@ -240,6 +404,16 @@ absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node) {
       out.dtype = opCategory(node.op) == OpCategory::Compare ? DType::bool_ : a.dtype;
       break;
     }
+    case OpCategory::Loop:
+      if (node.op == OpCode::kLoopResult) {
+        ACCY_RETURN_IF_ERROR(checkArity(node, 1));
+        ACCY_RETURN_IF_ERROR(checkAttrs(node, 0, 1));
+        ACCY_ASSIGN_OR_RETURN(out, loopResultSpec(prior, operand(0), node.ints[0], bodies));
+        break;
+      }
+      ACCY_RETURN_IF_ERROR(inferLoop(prior, node, bodies));
+      out = Spec{DType::bool_, {}};  // a loop's own value is no array (ops.inc)
+      break;
     case OpCategory::Random: {
       ACCY_RETURN_IF_ERROR(checkArity(node, 4));
       ACCY_RETURN_IF_ERROR(checkAttrs(node, 0, 0));
@@ -569,11 +743,31 @@ absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node) {
   return out;
 }
 
-absl::Status validateProgram(const Program& program) {
-  if (static_cast<int64_t>(program.nodes.size()) > kMaxProgramNodes) {
-    return makeError(ErrorKind::kInvalidProgram, strCat("the program has ", program.nodes.size(),
-                                                        " nodes; the language's limit is ", kMaxProgramNodes));
+namespace {
+
+absl::Status validateAt(const Program& program, int64_t depth, int64_t& total_nodes);
+
+absl::Status validateBodies(const Program& program, int64_t depth, int64_t& total_nodes) {
+  if (!program.bodies.empty() && depth >= kMaxLoopDepth) {
+    return makeError(ErrorKind::kInvalidProgram,
+                     strCat("loops nest more than ", kMaxLoopDepth, " deep (the language's limit)"));
   }
+  for (size_t i = 0; i < program.bodies.size(); ++i) {
+    if (auto st = validateAt(program.bodies[i], depth + 1, total_nodes); !st.ok()) {
+      return makeError(ErrorKind::kInvalidProgram, strCat("body ", i, ": ", st.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status validateAt(const Program& program, int64_t depth, int64_t& total_nodes) {
+  total_nodes += static_cast<int64_t>(program.nodes.size());
+  if (static_cast<int64_t>(program.nodes.size()) > kMaxProgramNodes || total_nodes > kMaxProgramNodes) {
+    return makeError(ErrorKind::kInvalidProgram, strCat("the program has ", total_nodes,
+                                                        " nodes with its bodies; the language's limit is ",
+                                                        kMaxProgramNodes));
+  }
+  ACCY_RETURN_IF_ERROR(validateBodies(program, depth, total_nodes));
   if (static_cast<int64_t>(program.name.size()) > kMaxProgramNameBytes) {
     return makeError(ErrorKind::kInvalidProgram, strCat("the program's name has ", program.name.size(),
                                                         " bytes; the language's limit is ", kMaxProgramNameBytes));
@@ -588,7 +782,7 @@ absl::Status validateProgram(const Program& program) {
       return makeError(ErrorKind::kInvalidProgram,
                        strCat("node %", i, " has more operands or attributes than the language allows"));
     }
-    auto inferred = inferNode(nodes.subspan(0, i), node);
+    auto inferred = inferNode(nodes.subspan(0, i), node, program.bodies);
     if (!inferred.ok()) {
       return makeError(ErrorKind::kInvalidProgram,
                        strCat("node %", i, ": ", inferred.status().message()));
@@ -622,8 +816,19 @@ absl::Status validateProgram(const Program& program) {
       return makeError(ErrorKind::kInvalidProgram,
                        strCat("output names node %", id, ", which does not exist"));
     }
+    if (isLoop(program.nodes[id].op)) {
+      return makeError(ErrorKind::kInvalidProgram,
+                       strCat("output names the loop %", id, "; a loop's results are read through loop_result"));
+    }
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status validateProgram(const Program& program) {
+  int64_t total_nodes = 0;
+  return validateAt(program, 0, total_nodes);
 }
 
 }  // namespace accy::tensor

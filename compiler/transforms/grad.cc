@@ -135,6 +135,23 @@ class Reverse {
       case OpCode::kThreefryWord0:
       case OpCode::kThreefryWord1:
         return;
+      case OpCode::kScan:
+      case OpCode::kWhileLoop:
+        return;  // their results' adjoints are met at loop_result
+      case OpCode::kLoopResult: {
+        const Node& loop = p_.nodes[op(0)];
+        if (loop.op == OpCode::kWhileLoop) {
+          b_.poison(makeError(ErrorKind::kNotDifferentiable,
+                              strCat("grad of ", p_.name, ": the output depends on the while_loop %", op(0),
+                                     " (result ", n.ints[0], "), whose trip count depends on the data; "
+                                     "write it as a scan of a fixed length to differentiate it")));
+        } else {
+          b_.poison(makeError(ErrorKind::kUnimplemented,
+                              strCat("grad of ", p_.name, ": reverse mode through the scan %", op(0),
+                                     " is not implemented yet")));
+        }
+        return;
+      }
       case OpCode::kNeg:
         return add(op(0), -g);
       case OpCode::kAbs:  // sign(x) * g, with sign(0) = 0

@@ -13,9 +13,21 @@ using tensor::Node;
 using tensor::OpCode;
 using tensor::Value;
 
-Value recordLike(tensor::Builder& b, const Node& node, absl::Span<const Value> operands) {
+Value recordLike(tensor::Builder& b, const Node& node, absl::Span<const Value> operands,
+                 absl::Span<const tensor::Program> bodies) {
   Node copy = node;
   copy.operands.clear();
+  // A loop's bodies move into `b`'s list, renumbered.
+  auto rebase = [&](size_t k) {
+    if (copy.ints[k] >= 0 && copy.ints[k] < static_cast<int64_t>(bodies.size())) {
+      copy.ints[k] = b.addBody(bodies[copy.ints[k]]);
+    }
+  };
+  if (node.op == OpCode::kScan && !copy.ints.empty()) rebase(0);
+  if (node.op == OpCode::kWhileLoop && copy.ints.size() >= 2) {
+    rebase(0);
+    rebase(1);
+  }
   return b.record(std::move(copy), operands);
 }
 
@@ -34,7 +46,7 @@ std::vector<Value> replayNodes(tensor::Builder& b, const tensor::Program& p, std
     }
     std::vector<Value> ops;
     for (int32_t o : n.operands) ops.push_back(v[o]);
-    v[i] = recordLike(b, n, ops);
+    v[i] = recordLike(b, n, ops, p.bodies);
   }
   return v;
 }
@@ -50,6 +62,7 @@ tensor::Program simplify(const tensor::Program& p) {
   }
   tensor::Program out;
   out.name = p.name;
+  out.bodies = p.bodies;
   std::vector<int32_t> remap(p.nodes.size(), -1);
   std::map<std::string, int32_t> seen;
   for (size_t i = 0; i < p.nodes.size(); ++i) {

@@ -11,9 +11,12 @@
 
 namespace accy::transforms {
 
-// Records a copy of `node` (op and attributes) in `b` on `operands`.
+// Records a copy of `node` (op and attributes) in `b` on `operands`; a
+// loop node's bodies, taken from `bodies` (its program's), are added to
+// `b` and renumbered.
 tensor::Value recordLike(tensor::Builder& b, const tensor::Node& node,
-                         absl::Span<const tensor::Value> operands);
+                         absl::Span<const tensor::Value> operands,
+                         absl::Span<const tensor::Program> bodies = {});
 
 // Records every node of `program` in `b`, with `inputs` standing for its
 // inputs; returns the value of every node (index = node id). A count

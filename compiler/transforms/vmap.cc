@@ -14,6 +14,76 @@ using tensor::Node;
 using tensor::OpCode;
 using tensor::Value;
 
+namespace {
+
+// `v` (batched: the original node's axes and the batch axis) with the batch
+// axis first, then the original's axes in their order.
+Value batchFirst(const Value& v, const Node& original, const std::string& axis) {
+  std::vector<std::string> order = {axis};
+  for (const Axis& a : original.axes) order.push_back(a.name);
+  std::vector<std::string> current;
+  for (const Axis& a : v.axes()) current.push_back(a.name);
+  return current == order ? v : v.transpose(order);
+}
+
+// A scan or while_loop some operand of which is batched. Every carry is
+// batched (an unbatched initial value is broadcast), batched xs and
+// captures are put batch axis first, and each body is vmapped with those
+// in_axes; its outputs come back batch axis first, so carries keep their
+// spec. A batched while_loop runs while any entry's condition holds, and an
+// entry whose condition fails keeps its carry (where(condition, step, carry)).
+Value batchLoop(Builder& b, const tensor::Program& p, const Node& n, std::vector<Value> ops,
+                const std::vector<bool>& batched, const VmapSpec& spec) {
+  const std::string& axis = spec.axis_name;
+  const bool scan = n.op == OpCode::kScan;
+  const size_t carries = static_cast<size_t>(scan ? n.ints[1] : n.ints[2]);
+  VmapSpec body_spec{spec.axis_size, {}, axis};
+  for (size_t k = 0; k < ops.size(); ++k) {
+    const Node& original = p.nodes[n.operands[k]];
+    if (k < carries && !batched[n.operands[k]]) ops[k] = ops[k].broadcast(axis, spec.axis_size);
+    if (k < carries || batched[n.operands[k]]) {
+      ops[k] = batchFirst(ops[k], original, axis);
+      body_spec.in_axes.push_back(InAxis{0});
+    } else {
+      body_spec.in_axes.push_back(InAxis{});
+    }
+  }
+  auto fail = [&](const absl::Status& st) {
+    return b.poison(makeError(errorKind(st), strCat("vmap of ", p.name, ": the ", tensor::opName(n.op), "'s body: ",
+                                                    st.message())));
+  };
+  Node copy = n;
+  copy.operands.clear();
+  if (scan) {
+    auto body = vmap(p.bodies[n.ints[0]], body_spec);
+    if (!body.ok()) return fail(body.status());
+    copy.ints[0] = b.addBody(std::move(*body));
+    return b.record(std::move(copy), ops);
+  }
+  auto cond = vmap(p.bodies[n.ints[0]], body_spec);
+  if (!cond.ok()) return fail(cond.status());
+  auto step = vmap(p.bodies[n.ints[1]], body_spec);
+  if (!step.ok()) return fail(step.status());
+  const std::vector<tensor::Spec> specs = cond->inputSpecs();
+  auto any = tensor::define("while_loop condition", specs, [&](Builder& bb, std::span<const Value> args) {
+    return replayNodes(bb, *cond, args)[cond->outputs[0]].max(axis);
+  });
+  if (!any.ok()) return fail(any.status());
+  auto masked = tensor::define("while_loop body", specs, [&](Builder& bb, std::span<const Value> args) {
+    const Value go = replayNodes(bb, *cond, args)[cond->outputs[0]];
+    const std::vector<Value> next = replayNodes(bb, *step, args);
+    std::vector<Value> out;
+    for (size_t k = 0; k < carries; ++k) out.push_back(tensor::where(go, next[step->outputs[k]], args[k]));
+    return out;
+  });
+  if (!masked.ok()) return fail(masked.status());
+  copy.ints[0] = b.addBody(std::move(*any));
+  copy.ints[1] = b.addBody(std::move(*masked));
+  return b.record(std::move(copy), ops);
+}
+
+}  // namespace
+
 absl::StatusOr<tensor::Program> vmap(const tensor::Program& p, const VmapSpec& spec) {
   ACCY_RETURN_IF_ERROR(tensor::validateProgram(p));
   const std::string& axis = spec.axis_name;
@@ -84,7 +154,11 @@ absl::StatusOr<tensor::Program> vmap(const tensor::Program& p, const VmapSpec& s
               if (!batched[n.operands[k]]) ops[k] = ops[k].broadcast(axis, spec.axis_size);
             }
           }
-          v[i] = recordLike(b, copy, ops);
+          if (any && (n.op == OpCode::kScan || n.op == OpCode::kWhileLoop)) {
+            v[i] = batchLoop(b, p, n, ops, batched, spec);
+            continue;
+          }
+          v[i] = recordLike(b, copy, ops, p.bodies);
         }
         std::vector<Value> outs;
         for (int32_t o : p.outputs) {

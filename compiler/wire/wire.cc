@@ -18,8 +18,9 @@ absl::Status invalid(std::string what) { return makeError(ErrorKind::kInvalidPro
 
 }  // namespace
 
-std::string encode(const tensor::Program& program) {
-  accy::wire::v1::Program proto;
+namespace {
+
+void toProto(const tensor::Program& program, accy::wire::v1::Program& proto, uint16_t& minor) {
   proto.set_name(program.name);
   for (const tensor::Node& n : program.nodes) {
     accy::wire::v1::Node* p = proto.add_nodes();
@@ -34,12 +35,19 @@ std::string encode(const tensor::Program& program) {
     for (const std::string& s : n.names) p->add_names(s);
     for (int64_t i : n.ints) p->add_ints(i);
     p->set_scalar(n.scalar);
+    minor = std::max(minor, minorVersionOf(n));
   }
   for (int32_t i : program.inputs) proto.add_inputs(i);
   for (int32_t o : program.outputs) proto.add_outputs(o);
+  for (const tensor::Program& body : program.bodies) toProto(body, *proto.add_bodies(), minor);
+}
 
+}  // namespace
+
+std::string encode(const tensor::Program& program) {
+  accy::wire::v1::Program proto;
   uint16_t minor = 0;
-  for (const tensor::Node& n : program.nodes) minor = std::max(minor, minorVersionOf(n));
+  toProto(program, proto, minor);
   std::string out(kHeaderBytes, '\0');
   out[0] = 'A', out[1] = 'C', out[2] = 'C', out[3] = 'Y';
   out[4] = static_cast<char>(kMajorVersion & 0xff);
@@ -57,7 +65,8 @@ std::string encode(const tensor::Program& program) {
 
 uint16_t minorVersionOf(const tensor::Node& node) {
   // Ops and dtypes are appended (ops.inc, dtype.h): every op number from
-  // bitAnd on is 1.2's, and u32; from take on 1.1's.
+  // scan on is 1.4's; from bitAnd on 1.2's, and u32; from take on 1.1's.
+  if (static_cast<int>(node.op) >= static_cast<int>(tensor::OpCode::kScan)) return 4;
   if ((node.op == tensor::OpCode::kReduceSum || node.op == tensor::OpCode::kReduceMean) && !node.ints.empty()) {
     return 3;
   }
@@ -164,10 +173,8 @@ absl::Status scanNode(google::protobuf::io::CodedInputStream& in, uint32_t lengt
 // refuses more than the limits allow, before anything is parsed or
 // allocated: a parsed node costs a hundred bytes or more whatever its
 // encoding costs, an axis forty, an operand four.
-absl::Status countBeforeParsing(std::string_view message, const DecodeLimits& limits) {
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(message.data()),
-                                            static_cast<int>(message.size()));
-  Counts c;
+absl::Status countBeforeParsing(google::protobuf::io::CodedInputStream& in, const DecodeLimits& limits, Counts& c,
+                                int64_t depth) {
   while (true) {
     const uint32_t tag = in.ReadTag();
     if (tag == 0) break;
@@ -192,6 +199,15 @@ absl::Status countBeforeParsing(std::string_view message, const DecodeLimits& li
     } else if ((field == 3 || field == 4) && delimited) {
       uint32_t bytes = 0;
       if (!readLength(in, &bytes) || !countPacked(in, bytes, &c.numbers)) return unparsable();
+    } else if (field == 5 && delimited) {  // a loop body: a Program, counted with the rest
+      if (depth >= tensor::kMaxLoopDepth) {
+        return invalid(strCat("loop bodies nest more than ", tensor::kMaxLoopDepth, " deep (the language's limit)"));
+      }
+      uint32_t bytes = 0;
+      if (!readLength(in, &bytes)) return unparsable();
+      const auto body = in.PushLimit(static_cast<int>(bytes));
+      ACCY_RETURN_IF_ERROR(countBeforeParsing(in, limits, c, depth + 1));
+      in.PopLimit(body);
     } else {
       if (field == 3 || field == 4) ++c.numbers;
       if (!WireFormatLite::SkipField(&in, tag)) return unparsable();
@@ -202,6 +218,61 @@ absl::Status countBeforeParsing(std::string_view message, const DecodeLimits& li
   }
   if (!in.ConsumedEntireMessage()) return unparsable();
   return absl::OkStatus();
+}
+
+absl::Status countBeforeParsing(std::string_view message, const DecodeLimits& limits) {
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(message.data()),
+                                            static_cast<int>(message.size()));
+  Counts c;
+  return countBeforeParsing(in, limits, c, 0);
+}
+
+// The program a parsed message holds, bodies and all; each node's op,
+// dtype, axes and wire version checked (validateProgram checks the rest).
+absl::StatusOr<tensor::Program> fromProto(const accy::wire::v1::Program& proto, const DecodeLimits& limits,
+                                          uint16_t major, uint16_t minor) {
+  tensor::Program program;
+  program.name = proto.name();
+  program.nodes.reserve(proto.nodes_size());
+  for (int i = 0; i < proto.nodes_size(); ++i) {
+    const accy::wire::v1::Node& p = proto.nodes(i);
+    if (p.op() >= static_cast<uint32_t>(tensor::kOpCount)) {
+      return invalid(strCat("node %", i, " has unknown op number ", p.op()));
+    }
+    if (p.dtype() > static_cast<uint32_t>(tensor::DType::u32)) {
+      return invalid(strCat("node %", i, " has unknown dtype number ", p.dtype()));
+    }
+    tensor::Node n;
+    n.op = static_cast<tensor::OpCode>(p.op());
+    n.dtype = static_cast<tensor::DType>(p.dtype());
+    for (const accy::wire::v1::Axis& a : p.axes()) n.axes.push_back(tensor::Axis{a.name(), a.extent()});
+    n.operands.assign(p.operands().begin(), p.operands().end());
+    n.names.assign(p.names().begin(), p.names().end());
+    n.ints.assign(p.ints().begin(), p.ints().end());
+    n.scalar = p.scalar();
+    // Extents are checked against the decoder's limit of one value, and
+    // the message names that limit.
+    if (auto st = tensor::checkAxes(strCat("node %", i), n.dtype, n.axes, limits.max_value_bytes); !st.ok()) {
+      return invalid(std::string(st.message()));
+    }
+    if (minorVersionOf(n) > minor) {
+      return invalid(strCat("node %", i, " (", tensor::opName(n.op), ") needs wire version ", kMajorVersion, ".",
+                            minorVersionOf(n), " but the header says ", major, ".", minor));
+    }
+    program.nodes.push_back(std::move(n));
+  }
+  program.inputs.assign(proto.inputs().begin(), proto.inputs().end());
+  program.outputs.assign(proto.outputs().begin(), proto.outputs().end());
+  if (proto.bodies_size() > 0 && minor < 4) {
+    return invalid(strCat("the program has loop bodies, which need wire version ", kMajorVersion,
+                          ".4, but the header says ", major, ".", minor));
+  }
+  for (int b = 0; b < proto.bodies_size(); ++b) {
+    auto body = fromProto(proto.bodies(b), limits, major, minor);
+    if (!body.ok()) return invalid(strCat("body ", b, ": ", body.status().message()));
+    program.bodies.push_back(std::move(*body));
+  }
+  return program;
 }
 
 }  // namespace
@@ -237,7 +308,8 @@ absl::StatusOr<tensor::Program> decode(std::string_view bytes, const DecodeLimit
     return makeError(ErrorKind::kUnsupportedVersion,
                      strCat("wire: version ", major, ".", minor, " is newer than this reader's ", kMajorVersion,
                             ".", limits.reader_minor, " (1.1 added take, scatter_add, pad, window and dot over "
-                            "several axes; 1.2 the dtype u32 and the bit operations; 1.3 compensated sum and mean)"));
+                            "several axes; 1.2 the dtype u32 and the bit operations; 1.3 compensated sum and mean; 1.4 scan, "
+                            "while_loop and their bodies)"));
   }
   if (static_cast<int64_t>(bytes.size()) > limits.max_bytes) {
     return invalid(strCat(bytes.size(), " bytes exceed the limit of ", limits.max_bytes));
@@ -254,41 +326,7 @@ absl::StatusOr<tensor::Program> decode(std::string_view bytes, const DecodeLimit
   if (proto.nodes_size() > limits.max_nodes) {
     return invalid(strCat(proto.nodes_size(), " nodes exceed the limit of ", limits.max_nodes));
   }
-  tensor::Program program;
-  program.name = proto.name();
-  program.nodes.reserve(proto.nodes_size());
-  for (int i = 0; i < proto.nodes_size(); ++i) {
-    const accy::wire::v1::Node& p = proto.nodes(i);
-    if (p.op() >= static_cast<uint32_t>(tensor::kOpCount)) {
-      return invalid(strCat("node %", i, " has unknown op number ", p.op()));
-    }
-    if (p.dtype() > static_cast<uint32_t>(tensor::DType::u32)) {
-      return invalid(strCat("node %", i, " has unknown dtype number ", p.dtype()));
-    }
-    tensor::Node n;
-    n.op = static_cast<tensor::OpCode>(p.op());
-    n.dtype = static_cast<tensor::DType>(p.dtype());
-    for (const accy::wire::v1::Axis& a : p.axes()) n.axes.push_back(tensor::Axis{a.name(), a.extent()});
-    n.operands.assign(p.operands().begin(), p.operands().end());
-    n.names.assign(p.names().begin(), p.names().end());
-    n.ints.assign(p.ints().begin(), p.ints().end());
-    n.scalar = p.scalar();
-    // Extents are checked against the decoder's limit of one value, and
-    // the message names that limit.
-    if (auto st = tensor::checkAxes(strCat("node %", i), n.dtype, n.axes, limits.max_value_bytes); !st.ok()) {
-      return invalid(std::string(st.message()));
-    }
-    program.nodes.push_back(std::move(n));
-  }
-  for (size_t i = 0; i < program.nodes.size(); ++i) {
-    const tensor::Node& n = program.nodes[i];
-    if (minorVersionOf(n) > minor) {
-      return invalid(strCat("node %", i, " (", tensor::opName(n.op), ") needs wire version ", kMajorVersion, ".",
-                            minorVersionOf(n), " but the header says ", major, ".", minor));
-    }
-  }
-  program.inputs.assign(proto.inputs().begin(), proto.inputs().end());
-  program.outputs.assign(proto.outputs().begin(), proto.outputs().end());
+  ACCY_ASSIGN_OR_RETURN(tensor::Program program, fromProto(proto, limits, major, minor));
   if (auto st = tensor::validateProgram(program); !st.ok()) {
     return invalid(std::string(st.message()));
   }

@@ -28,7 +28,9 @@ inline constexpr uint16_t kMajorVersion = 1;
 // 1.2: the dtype u32 and the bit operations (bitAnd, bitOr, bitXor, bitNot,
 // shiftLeft, shiftRight, bitcast).
 // 1.3: compensated sum and mean (ints = [1] on the reduction).
-inline constexpr uint16_t kMinorVersion = 3;
+// 1.4: scan, while_loop and loop_result, and Program.bodies (nested at
+// most tensor::kMaxLoopDepth deep; the node limit counts every body's).
+inline constexpr uint16_t kMinorVersion = 4;
 inline constexpr size_t kHeaderBytes = 8;
 
 struct DecodeLimits {
@@ -40,7 +42,7 @@ struct DecodeLimits {
   uint16_t reader_minor = kMinorVersion;
 };
 
-// The minor version `node` needs: 3 for a compensated sum or mean, 2 for
+// The minor version `node` needs: 4 for the loop ops, 3 for a compensated sum or mean, 2 for
 // u32 values and the ops of 1.2, 1 for the ops of 1.1, else 0.
 uint16_t minorVersionOf(const tensor::Node& node);
 

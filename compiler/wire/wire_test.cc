@@ -172,6 +172,60 @@ TEST(Wire, MinorVersionThreeCompensatedSums) {
   }
 }
 
+// Version 1.4: scan, while_loop and their bodies (nested, with captures),
+// written with minor 4; bodies nested past the language's limit refused
+// before anything is parsed, however deep the bytes go.
+TEST(Wire, MinorVersionFourLoops) {
+  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"n", 3}}),
+                                tensor::spec(tensor::DType::f32, {{"step", 4}, {"n", 3}})};
+  auto p = tensor::define("loops", specs, [](tensor::Builder& b, std::span<const tensor::Value> a) {
+    const tensor::Value w = a[0];
+    tensor::ScanResult r = tensor::scan(
+        b, {.length = 4}, {a[0]}, {a[1]},
+        [&](tensor::Builder& sb, std::span<const tensor::Value> c, std::span<const tensor::Value> x)
+            -> absl::StatusOr<tensor::ScanStep> {
+          std::vector<tensor::Value> inner = tensor::whileLoop(
+              sb, {c[0]},
+              [](tensor::Builder&, std::span<const tensor::Value> d) -> absl::StatusOr<tensor::Value> {
+                return d[0].sum("n").lt(100.0f);
+              },
+              [&](tensor::Builder&, std::span<const tensor::Value> d) -> absl::StatusOr<std::vector<tensor::Value>> {
+                return std::vector<tensor::Value>{d[0] * 2.0f + w};
+              });
+          return tensor::ScanStep{{inner[0] + x[0]}, {inner[0].sum("n")}};
+        });
+    return std::vector<tensor::Value>{r.carry[0], r.ys[0]};
+  });
+  ASSERT_TRUE(p.ok()) << p.status();
+  expectMinorVersion(*p, 4, "scan of a while_loop");
+  std::vector<float> x0 = {1, 2, 3}, xs(12, 0.5f);
+  auto direct = tensor::evaluate(*p, {accy::bytes(x0), accy::bytes(xs)});
+  auto back = decode(encode(*p));
+  ASSERT_TRUE(direct.ok() && back.ok());
+  EXPECT_EQ(*tensor::evaluate(*back, {accy::bytes(x0), accy::bytes(xs)}), *direct);
+  // A body whose carry input disagrees with the loop: refused by name.
+  tensor::Program bad = *p;
+  bad.bodies[0].nodes[0].axes[0].extent = 4;
+  auto st = decode(encode(bad)).status();
+  EXPECT_EQ(errorKind(st), ErrorKind::kInvalidProgram) << st;
+  // Bodies nested 100,000 deep (each a Program holding the next as field
+  // 5): refused at depth 16, without recursing further.
+  std::string nested;
+  for (int i = 0; i < 100000; ++i) {
+    std::string level(1, static_cast<char>((5 << 3) | 2));
+    uint64_t n = nested.size();
+    do {
+      level.push_back(static_cast<char>((n & 0x7f) | (n >= 0x80 ? 0x80 : 0)));
+      n >>= 7;
+    } while (n != 0);
+    nested = level + nested;
+  }
+  std::string deep = encode(*p).substr(0, kHeaderBytes) + nested;
+  st = decode(deep).status();
+  EXPECT_EQ(errorKind(st), ErrorKind::kInvalidProgram) << st;
+  EXPECT_THAT(st.message(), HasSubstr("nest more than 16 deep")) << st;
+}
+
 TEST(Wire, MinorVersionTwoBitsAndRandomNumbers) {
   const tensor::Spec specs[] = {tensor::spec(tensor::DType::u32, {{"v", 6}}),
                                 tensor::spec(tensor::DType::i32, {{"v", 6}})};

@@ -36,6 +36,7 @@ bool int32LaneOp(OpCode op) {
     case tensor::OpCategory::Layout:
     case tensor::OpCategory::Index:
     case tensor::OpCategory::Random:
+    case tensor::OpCategory::Loop:
       return false;
   }
   return false;
@@ -79,6 +80,7 @@ bool lanes32Op(const Expr& x) {
     case tensor::OpCategory::Dot:
     case tensor::OpCategory::Layout:
     case tensor::OpCategory::Index:
+    case tensor::OpCategory::Loop:
       return false;
   }
   return false;

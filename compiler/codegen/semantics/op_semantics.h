@@ -163,6 +163,7 @@ class OpSemantics {
 #define ACCY_CASES_Dot 1
 #define ACCY_CASES_Layout 1
 #define ACCY_CASES_Index 1
+#define ACCY_CASES_Loop 1
 #include "compiler/tensor/op_cases.inc"
         break;
       case OpCode::kThreefryWord0:

@@ -1,0 +1,463 @@
+// scan and whileLoop: recording (bodies, captures, nesting), their errors,
+// the evaluator's meaning checked against loops written in C++, the text
+// and DOT forms, validation of damaged programs, and what the transforms
+// and the compilers say of them today.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "accy/accy.h"
+#include "compiler/tensor/testing.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace accy::tensor {
+namespace {
+
+using ::testing::HasSubstr;
+using Args = std::span<const Value>;
+using testing::evalDoubles;
+
+Spec f32(std::vector<Axis> axes) { return spec(DType::f32, std::move(axes)); }
+Spec f64(std::vector<Axis> axes) { return spec(DType::f64, std::move(axes)); }
+
+template <typename T>
+std::span<const std::byte> in(const std::vector<T>& v) {
+  return std::as_bytes(std::span<const T>(v));
+}
+
+// carry[n] += x[t, n]; y[t, n] = 2 * carry (after the step); the xs axis
+// in the middle of the value's axes.
+TEST(Scan, RunningSumMatchesALoopInCpp) {
+  auto p = define("running", {f32({{"n", 3}}), f32({{"m", 2}, {"step", 5}, {"n", 3}})}, [](Builder& b, Args a) {
+    ScanResult r = scan(b, {.axis = "step", .length = 5}, {a[0]}, {a[1]},
+                        [](Builder&, std::span<const Value> c, std::span<const Value> x) -> absl::StatusOr<ScanStep> {
+                          Value next = c[0] + x[0].sum("m");
+                          return ScanStep{{next}, {next * 2.0f}};
+                        });
+    return std::vector<Value>{r.carry[0], r.ys[0]};
+  });
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->bodies.size(), 1u);
+  EXPECT_EQ(p->outputSpecs()[1], f32({{"step", 5}, {"n", 3}}));
+  std::vector<float> init = {1, -2, 0.5f};
+  std::vector<float> xs(2 * 5 * 3);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = std::sin(0.7f * i);
+  auto out = evalDoubles(*p, {in(init), in(xs)});
+  ASSERT_TRUE(out.ok()) << out.status();
+  // The evaluator computes f32 in double, rounding where a value is stored
+  // (docs/SEMANTICS.md): so does this loop.
+  std::vector<double> c(init.begin(), init.end());
+  for (int t = 0; t < 5; ++t) {
+    for (int n = 0; n < 3; ++n) {
+      const double s = double(xs[(0 * 5 + t) * 3 + n]) + xs[(1 * 5 + t) * 3 + n];
+      c[n] = c[n] + s;
+      EXPECT_EQ((*out)[1][t * 3 + n], double(float(c[n] * 2))) << t << " " << n;
+    }
+  }
+  for (int n = 0; n < 3; ++n) EXPECT_EQ((*out)[0][n], double(float(c[n])));
+}
+
+// A body reads the enclosing recording's values: captured as its inputs,
+// once each; ops on enclosing values alone record outside the loop.
+TEST(Scan, CapturesValuesOfTheEnclosingRecording) {
+  auto p = define("damped", {f64({}), f64({}), f64({})}, [](Builder& b, Args a) {
+    const Value k = a[1], dt = a[2];
+    ScanResult r = scan(b, {.length = 1000}, {a[0], b.constant(0, DType::f64)}, {},
+                        [&](Builder&, std::span<const Value> c, std::span<const Value>) -> absl::StatusOr<ScanStep> {
+                          const Value v = c[1] - (k * c[0] + c[1] * 0.1) * dt;
+                          const Value kdt = k * dt;  // enclosing values only: recorded before the loop
+                          (void)kdt;
+                          return ScanStep{{c[0] + v * dt, v}, {}};
+                        });
+    return r.carry[0];
+  });
+  ASSERT_TRUE(p.ok()) << p.status();
+  const Program& body = p->bodies[0];
+  EXPECT_EQ(body.inputs.size(), 4u);  // two carries, k, dt
+  for (const Node& n : body.nodes) EXPECT_NE(n.op, OpCode::kLoopResult);
+  int outer_muls = 0;
+  for (const Node& n : p->nodes) outer_muls += n.op == OpCode::kMul ? 1 : 0;
+  EXPECT_EQ(outer_muls, 1);  // k * dt
+  std::vector<double> x0 = {1.0}, k = {4.0}, dt = {0.01};
+  auto out = evalDoubles(*p, {in(x0), in(k), in(dt)});
+  ASSERT_TRUE(out.ok()) << out.status();
+  double x = 1, v = 0;
+  for (int t = 0; t < 1000; ++t) {
+    v = v - (4.0 * x + v * 0.1) * 0.01;
+    x = x + v * 0.01;
+  }
+  EXPECT_EQ((*out)[0][0], x);
+}
+
+// Loops nest; an inner body reads a value two recordings out (captured
+// through the middle body) and calls a Function.
+TEST(Scan, NestsAndCapturesThroughEachBody) {
+  auto square = Function::define("square", {f32({})}, [](Builder&, Args a) { return a[0] * a[0]; });
+  ASSERT_TRUE(square.ok());
+  auto p = define("nested", {f32({}), f32({})}, [&](Builder& b, Args a) {
+    const Value w = a[1];
+    ScanResult outer = scan(b, {.axis = "i", .length = 3}, {a[0]}, {},
+                            [&](Builder& ob, std::span<const Value> c, std::span<const Value>) -> absl::StatusOr<ScanStep> {
+      ScanResult inner = scan(ob, {.axis = "j", .length = 4}, {c[0]}, {},
+                              [&](Builder& ib, std::span<const Value> d, std::span<const Value>) -> absl::StatusOr<ScanStep> {
+        const Value s = square->call(ib, std::vector<Value>{d[0]})[0];
+        return ScanStep{{d[0] + w * 0.5f - s * 0.01f}, {}};
+      });
+      return ScanStep{{inner.carry[0]}, {inner.carry[0]}};
+    });
+    return std::vector<Value>{outer.carry[0], outer.ys[0]};
+  });
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->bodies.size(), 1u);
+  ASSERT_EQ(p->bodies[0].bodies.size(), 1u);
+  EXPECT_EQ(p->bodies[0].inputs.size(), 2u);  // the carry, w
+  EXPECT_EQ(p->bodies[0].bodies[0].inputs.size(), 2u);
+  std::vector<float> c0 = {0.25f}, w = {0.75f};
+  auto out = evalDoubles(*p, {in(c0), in(w)});
+  ASSERT_TRUE(out.ok()) << out.status();
+  double c = 0.25;
+  const double hundredth = 0.01f;  // the f32 constant
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 4; ++j) c = c + 0.75 * 0.5 - (c * c) * hundredth;
+    EXPECT_EQ((*out)[1][i], double(float(c)));
+  }
+  EXPECT_EQ((*out)[0][0], double(float(c)));
+}
+
+TEST(Scan, ZeroAndOneStep) {
+  for (int64_t length : {0, 1}) {
+    auto p = define("short", {f32({{"n", 2}})}, [&](Builder& b, Args a) {
+      return scan(b, {.length = length}, {a[0]}, {},
+                  [](Builder&, std::span<const Value> c, std::span<const Value>) -> absl::StatusOr<ScanStep> {
+                    return ScanStep{{c[0] * 3.0f + 1.0f}, {}};
+                  })
+          .carry[0];
+    });
+    ASSERT_TRUE(p.ok()) << p.status();
+    std::vector<float> x = {1, 2};
+    auto out = evalDoubles(*p, {in(x)});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ((*out)[0], (length == 0 ? std::vector<double>{1, 2} : std::vector<double>{4, 7}));
+  }
+  // A loop of length 0 has no ys and no xs (no axis has extent 0).
+  auto st = define("empty", {f32({})}, [](Builder& b, Args a) {
+              return scan(b, {.length = 0}, {a[0]}, {},
+                          [](Builder&, std::span<const Value> c, std::span<const Value>) -> absl::StatusOr<ScanStep> {
+                            return ScanStep{{c[0]}, {c[0]}};
+                          })
+                  .carry[0];
+            }).status();
+  EXPECT_EQ(errorKind(st), ErrorKind::kInvalidExtent) << st;
+}
+
+TEST(Scan, ACarryKeepsItsDTypeAndAxes) {
+  auto st = define("t", {f32({{"n", 3}})}, [](Builder& b, Args a) {
+              return scan(b, {.length = 4}, {a[0]}, {},
+                          [](Builder&, std::span<const Value> c, std::span<const Value>) -> absl::StatusOr<ScanStep> {
+                            return ScanStep{{c[0].cast(DType::f64)}, {}};
+                          })
+                  .carry[0];
+            }).status();
+  EXPECT_EQ(errorKind(st), ErrorKind::kCarryMismatch) << st;
+  EXPECT_THAT(st.message(), HasSubstr("carry 0"));
+  EXPECT_THAT(st.message(), HasSubstr("f32[n=3]"));
+  EXPECT_THAT(st.message(), HasSubstr("f64[n=3]"));
+  st = define("t", {f32({{"n", 3}})}, [](Builder& b, Args a) {
+         return scan(b, {.length = 4}, {a[0]}, {},
+                     [](Builder&, std::span<const Value> c, std::span<const Value>) -> absl::StatusOr<ScanStep> {
+                       return ScanStep{{c[0].sum("n")}, {}};
+                     })
+             .carry[0];
+       }).status();
+  EXPECT_EQ(errorKind(st), ErrorKind::kCarryMismatch) << st;
+  EXPECT_THAT(st.message(), HasSubstr("f32[]"));
+  st = define("t", {f32({})}, [](Builder& b, Args a) {
+         return scan(b, {.length = 4}, {a[0]}, {},
+                     [](Builder&, std::span<const Value>, std::span<const Value>) -> absl::StatusOr<ScanStep> {
+                       return ScanStep{{}, {}};
+                     })
+             .carry[0];
+       }).status();
+  EXPECT_EQ(errorKind(st), ErrorKind::kCarryMismatch) << st;
+}
+
+TEST(Scan, XsAndYsNameTheirAxes) {
+  auto body = [](Builder&, std::span<const Value> c, std::span<const Value> x) -> absl::StatusOr<ScanStep> {
+    return ScanStep{{c[0] + x[0]}, {}};
+  };
+  auto st = define("t", {f32({}), f32({{"time", 4}})}, [&](Builder& b, Args a) {
+              return scan(b, {.axis = "step", .length = 4}, {a[0]}, {a[1]}, body).carry[0];
+            }).status();
+  EXPECT_EQ(errorKind(st), ErrorKind::kUnknownAxis) << st;
+  EXPECT_THAT(st.message(), HasSubstr("'step'"));
+  st = define("t", {f32({}), f32({{"step", 5}})}, [&](Builder& b, Args a) {
+         return scan(b, {.axis = "step", .length = 4}, {a[0]}, {a[1]}, body).carry[0];
+       }).status();
+  EXPECT_EQ(errorKind(st), ErrorKind::kAxisExtentMismatch) << st;
+  EXPECT_THAT(st.message(), HasSubstr("length 4"));
+  st = define("t", {f32({{"step", 2}})}, [&](Builder& b, Args a) {
+         return scan(b, {.axis = "step", .length = 4}, {b.constant(0, DType::f32)}, {},
+                     [&](Builder&, std::span<const Value> c, std::span<const Value>) -> absl::StatusOr<ScanStep> {
+                       return ScanStep{{c[0]}, {a[0]}};  // an enclosing value with the loop's axis
+                     })
+             .ys[0];
+       }).status();
+  EXPECT_EQ(errorKind(st), ErrorKind::kAxisNameCollision) << st;
+  st = define("t", {f32({})}, [&](Builder& b, Args a) {
+         return scan(b, {.length = -1}, {a[0]}, {}, body).carry[0];
+       }).status();
+  EXPECT_EQ(errorKind(st), ErrorKind::kInvalidArgument) << st;
+}
+
+// A body's own error is the enclosing recording's, and sticks.
+TEST(Scan, BodyErrorsPoisonTheRecording) {
+  auto st = define("t", {f32({{"n", 3}})}, [](Builder& b, Args a) {
+              ScanResult r = scan(b, {.length = 2}, {a[0]}, {},
+                                  [](Builder&, std::span<const Value> c, std::span<const Value>) -> absl::StatusOr<ScanStep> {
+                                    return ScanStep{{c[0].sum("guess").broadcast("n", 3)}, {}};
+                                  });
+              EXPECT_FALSE(r.carry[0].valid());
+              return r.carry[0] + 1.0f;
+            }).status();
+  EXPECT_EQ(errorKind(st), ErrorKind::kUnknownAxis) << st;
+  st = define("t", {f32({})}, [](Builder& b, Args a) {
+         return scan(b, {.length = 2}, {a[0]}, {},
+                     [](Builder&, std::span<const Value>, std::span<const Value>) -> absl::StatusOr<ScanStep> {
+                       return absl::InvalidArgumentError("the user's own");
+                     })
+             .carry[0];
+       }).status();
+  EXPECT_THAT(st.message(), HasSubstr("the user's own"));
+  // A default-constructed value returned from a body.
+  st = define("t", {f32({})}, [&](Builder& b, Args a) {
+         return scan(b, {.length = 2}, {a[0]}, {},
+                     [&](Builder&, std::span<const Value>, std::span<const Value>) -> absl::StatusOr<ScanStep> {
+                       return ScanStep{{Value()}, {}};
+                     })
+             .carry[0];
+       }).status();
+  EXPECT_EQ(errorKind(st), ErrorKind::kInvalidValue) << st;
+}
+
+TEST(WhileLoop, RunsUntilTheConditionFails) {
+  // Doubling x until it passes a limit (captured by the condition) while
+  // counting steps by an increment (captured by the body).
+  auto p = define("doubling", {f32({}), f32({}), spec(DType::i32, {})}, [](Builder& b, Args a) {
+    const Value limit = a[1], one = a[2];
+    return whileLoop(
+        b, {a[0], b.constant(0, DType::i32)},
+        [&](Builder&, std::span<const Value> c) -> absl::StatusOr<Value> { return c[0].lt(limit); },
+        [&](Builder&, std::span<const Value> c) -> absl::StatusOr<std::vector<Value>> {
+          return std::vector<Value>{c[0] * 2.0f, c[1] + one};
+        });
+  });
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->bodies.size(), 2u);
+  // Both bodies take the carries, then every capture of either.
+  EXPECT_EQ(p->bodies[0].inputs.size(), 4u);
+  EXPECT_EQ(p->bodies[1].inputs.size(), 4u);
+  for (float x0 : {0.75f, 100.0f, 300.0f}) {
+    std::vector<float> x = {x0}, limit = {100};
+    std::vector<int32_t> one = {1};
+    auto out = evalDoubles(*p, {in(x), in(limit), in(one)});
+    ASSERT_TRUE(out.ok()) << out.status();
+    float v = x0;
+    int steps = 0;
+    while (v < 100) {
+      v *= 2;
+      ++steps;
+    }
+    EXPECT_EQ((*out)[0][0], double(v));
+    EXPECT_EQ((*out)[1][0], double(steps));
+  }
+}
+
+TEST(WhileLoop, ConditionAndCarryErrors) {
+  auto st = define("t", {f32({})}, [](Builder& b, Args a) {
+              return whileLoop(
+                  b, {a[0]}, [](Builder&, std::span<const Value> c) -> absl::StatusOr<Value> { return c[0]; },
+                  [](Builder&, std::span<const Value> c) -> absl::StatusOr<std::vector<Value>> {
+                    return std::vector<Value>{c[0]};
+                  })[0];
+            }).status();
+  EXPECT_EQ(errorKind(st), ErrorKind::kDTypeMismatch) << st;
+  EXPECT_THAT(st.message(), HasSubstr("bool scalar"));
+  st = define("t", {f32({})}, [](Builder& b, Args a) {
+         return whileLoop(
+             b, {a[0]}, [](Builder&, std::span<const Value> c) -> absl::StatusOr<Value> { return c[0].gt(1.0f); },
+             [](Builder&, std::span<const Value> c) -> absl::StatusOr<std::vector<Value>> {
+               return std::vector<Value>{c[0].broadcast("n", 2)};
+             })[0];
+       }).status();
+  EXPECT_EQ(errorKind(st), ErrorKind::kCarryMismatch) << st;
+  EXPECT_THAT(st.message(), HasSubstr("f32[n=2]"));
+}
+
+Program counter() {
+  return *define("count", {f32({{"n", 2}})}, [](Builder& b, Args a) {
+    ScanResult r = scan(b, {.axis = "t", .length = 7}, {a[0]}, {},
+                        [](Builder&, std::span<const Value> c, std::span<const Value>) -> absl::StatusOr<ScanStep> {
+                          return ScanStep{{c[0] + 1.0f}, {c[0].sum("n")}};
+                        });
+    return std::vector<Value>{r.carry[0], r.ys[0]};
+  });
+}
+
+TEST(Loops, TextAndDotShowTheBodies) {
+  const Program p = counter();
+  const std::string text = toText(p);
+  EXPECT_THAT(text, HasSubstr("= scan %0 {axis=t, length=7, carries=1, xs=0, body=0} : loop"));
+  EXPECT_THAT(text, HasSubstr("    body #0(%0: f32[n=2]) {"));
+  EXPECT_THAT(text, HasSubstr("loop_result %1 {result=1} : f32[t=7]"));
+  const std::string dot = toDot(p);
+  EXPECT_THAT(dot, HasSubstr("subgraph \"cluster_b0_\""));
+  EXPECT_THAT(dot, HasSubstr("b0_n"));
+}
+
+TEST(Loops, ValidationRefusesDamagedLoops) {
+  const Program good = counter();
+  ASSERT_TRUE(validateProgram(good).ok());
+  auto refused = [](const Program& p, std::string_view what) {
+    const absl::Status st = validateProgram(p);
+    EXPECT_EQ(errorKind(st), ErrorKind::kInvalidProgram) << what << ": " << st;
+    EXPECT_FALSE(evaluate(p, {}).ok()) << what;
+  };
+  Program p = good;
+  p.nodes[1].ints[0] = 5;
+  refused(p, "a body that does not exist");
+  p = good;
+  p.outputs[0] = 1;
+  refused(p, "an output naming the loop itself");
+  p = good;
+  p.nodes[2].op = OpCode::kNeg;
+  p.nodes[2].ints.clear();
+  refused(p, "an op reading the loop directly");
+  p = good;
+  p.bodies[0].nodes[0].dtype = DType::f64;
+  refused(p, "a body whose carry input has another dtype");
+  p = good;
+  p.nodes[1].ints[3] = 8;
+  refused(p, "ys recorded with another length");
+  // Nested deeper than the language allows.
+  p = good;
+  for (int64_t d = 0; d < kMaxLoopDepth; ++d) {
+    Program outer = good;
+    outer.bodies[0].bodies.push_back(p.bodies[0]);
+    p = outer;
+  }
+  refused(p, "bodies nested past kMaxLoopDepth");
+}
+
+TEST(Loops, RecordingRefusesNestingPastTheLimit) {
+  std::function<Value(Builder&, Value, int)> nest = [&](Builder& b, Value x, int depth) -> Value {
+    if (depth == 0) return x + 1.0f;
+    return scan(b, {.length = 1}, {x}, {},
+                [&](Builder& ib, std::span<const Value> c, std::span<const Value>) -> absl::StatusOr<ScanStep> {
+                  return ScanStep{{nest(ib, c[0], depth - 1)}, {}};
+                })
+        .carry[0];
+  };
+  auto ok = define("t", {f32({})}, [&](Builder& b, Args a) { return nest(b, a[0], kMaxLoopDepth); });
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  auto st = define("t", {f32({})}, [&](Builder& b, Args a) { return nest(b, a[0], kMaxLoopDepth + 1); }).status();
+  EXPECT_EQ(errorKind(st), ErrorKind::kProgramTooLarge) << st;
+}
+
+// Today: whileLoop is not differentiable (for good); reverse mode through
+// scan and compiled loops are refused with Unimplemented naming the loop,
+// never a crash. vmap of a loop that does not see the batch leaves it be.
+TEST(Loops, WhatTransformsAndCompilersSayToday) {
+  auto w = Function::define("w", {f32({})}, [](Builder& b, Args a) {
+    return whileLoop(
+        b, {a[0]}, [](Builder&, std::span<const Value> c) -> absl::StatusOr<Value> { return c[0].lt(10.0f); },
+        [](Builder&, std::span<const Value> c) -> absl::StatusOr<std::vector<Value>> {
+          return std::vector<Value>{c[0] * 1.5f};
+        })[0];
+  });
+  ASSERT_TRUE(w.ok()) << w.status();
+  auto g = w->grad({.wrt = {0}});
+  EXPECT_EQ(errorKind(g.status()), ErrorKind::kNotDifferentiable) << g.status();
+  EXPECT_THAT(g.status().message(), HasSubstr("while_loop %"));
+  auto s = Function::fromProgram(counter());
+  ASSERT_TRUE(s.ok());
+  auto u = s->vmap({.axis_size = 3, .in_axes = {unmapped}, .axis_name = "batch"});
+  ASSERT_TRUE(u.ok()) << u.status();  // the loop does not see the batch
+  std::vector<float> x = {1, 2};
+  auto direct = evalDoubles(counter(), {in(x)});
+  auto batched = evalDoubles(u->program(), {in(x)});
+  ASSERT_TRUE(direct.ok() && batched.ok());
+  for (int k = 0; k < 3; ++k) EXPECT_EQ((*batched)[0][k * 2 + 1], (*direct)[0][1]);
+  auto cpu = s->compileCpu();
+  EXPECT_EQ(errorKind(cpu.status()), ErrorKind::kUnimplemented) << cpu.status();
+  EXPECT_THAT(cpu.status().message(), HasSubstr("scan %1"));
+}
+
+// vmap of a scan whose xs, one initial carry and a capture are batched
+// (the other carry is not): each batch entry as the loop run on its own.
+TEST(Loops, VmapOfScanRunsEachEntry) {
+  auto f = Function::define("f", {f32({{"n", 2}}), f32({}), f32({{"step", 4}, {"n", 2}}), f32({})},
+                            [](Builder& b, Args a) {
+    const Value w = a[3];
+    ScanResult r = scan(b, {.length = 4}, {a[0], a[1]}, {a[2]},
+                        [&](Builder&, std::span<const Value> c, std::span<const Value> x) -> absl::StatusOr<ScanStep> {
+                          const Value next = c[0] * w + x[0];
+                          return ScanStep{{next, c[1] + 1.0f}, {next.sum("n") * c[1]}};
+                        });
+    return std::vector<Value>{r.carry[0], r.carry[1], r.ys[0]};
+  });
+  ASSERT_TRUE(f.ok()) << f.status();
+  auto v = f->vmap({.axis_size = 3,
+                    .in_axes = {mappedAxis(1), unmapped, mappedAxis(2), mappedAxis(0)},
+                    .axis_name = "batch"});
+  ASSERT_TRUE(v.ok()) << v.status();
+  std::vector<float> c0(2 * 3), xs(4 * 2 * 3), w = {0.5f, -1.0f, 2.0f}, one = {1.5f};
+  for (size_t i = 0; i < c0.size(); ++i) c0[i] = 0.25f * i - 0.5f;
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = std::cos(1.3f * i);
+  auto batched = evalDoubles(v->program(), {in(c0), in(one), in(xs), in(w)});
+  ASSERT_TRUE(batched.ok()) << batched.status();
+  for (int e = 0; e < 3; ++e) {
+    std::vector<float> c0e = {c0[0 * 3 + e], c0[1 * 3 + e]}, we = {w[e]}, xse(8);
+    for (int t = 0; t < 4; ++t) {
+      for (int n = 0; n < 2; ++n) xse[t * 2 + n] = xs[(t * 2 + n) * 3 + e];
+    }
+    auto alone = evalDoubles(f->program(), {in(c0e), in(one), in(xse), in(we)});
+    ASSERT_TRUE(alone.ok()) << alone.status();
+    for (int n = 0; n < 2; ++n) EXPECT_EQ((*batched)[0][e * 2 + n], (*alone)[0][n]) << e;
+    EXPECT_EQ((*batched)[1][e], (*alone)[1][0]) << e;
+    for (int t = 0; t < 4; ++t) EXPECT_EQ((*batched)[2][e * 4 + t], (*alone)[2][t]) << e;
+  }
+}
+
+// vmap of a whileLoop runs until every entry's condition fails; an entry
+// that is done keeps its carry.
+TEST(Loops, VmapOfWhileLoopStopsEachEntryAtItsOwnStep) {
+  auto f = Function::define("f", {f32({}), f32({})}, [](Builder& b, Args a) {
+    const Value limit = a[1];
+    return whileLoop(
+        b, {a[0], b.constant(0, DType::i32)},
+        [&](Builder&, std::span<const Value> c) -> absl::StatusOr<Value> { return c[0].lt(limit); },
+        [&](Builder&, std::span<const Value> c) -> absl::StatusOr<std::vector<Value>> {
+          return std::vector<Value>{c[0] * 2.0f, c[1] + 1.0};
+        });
+  });
+  ASSERT_TRUE(f.ok()) << f.status();
+  auto v = f->vmap({.axis_size = 4, .in_axes = {mappedAxis(0), unmapped}, .axis_name = "lane"});
+  ASSERT_TRUE(v.ok()) << v.status();
+  std::vector<float> x = {0.5f, 3.0f, 100.0f, 0.01f}, limit = {10.0f};
+  auto out = evalDoubles(v->program(), {in(x), in(limit)});
+  ASSERT_TRUE(out.ok()) << out.status();
+  for (int e = 0; e < 4; ++e) {
+    float value = x[e];
+    int steps = 0;
+    while (value < 10.0f) {
+      value *= 2;
+      ++steps;
+    }
+    EXPECT_EQ((*out)[0][e], double(value)) << e;
+    EXPECT_EQ((*out)[1][e], double(steps)) << e;
+  }
+}
+
+}  // namespace
+}  // namespace accy::tensor
