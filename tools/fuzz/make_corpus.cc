@@ -127,6 +127,24 @@ int main(int argc, char** argv) {
                return {scatterAdd(a[0], "v", a[1], g * 2), a[0].pad("v", 2, 1).window("v", "k", 3, 2).sum("k"),
                        a[0].argmax("v")};
              });
+  // Loops (wire 1.4): a scan over xs with a capture, a while_loop nested in
+  // its body, ys; mutations reach the bodies' nodes and the loop attributes.
+  ok &= emit(dir, "loops", {f32({{"n", 3}}), f32({{"step", 4}, {"n", 3}})},
+             [](Builder& b, std::span<const Value> a) -> std::vector<Value> {
+               const Value w = a[0];
+               tensor::ScanResult r = tensor::scan(
+                   b, {.length = 4}, {a[0]}, {a[1]},
+                   [&](Builder& sb, std::span<const Value> c, std::span<const Value> x) -> absl::StatusOr<tensor::ScanStep> {
+                     std::vector<Value> inner = tensor::whileLoop(
+                         sb, {c[0]},
+                         [](Builder&, std::span<const Value> d) -> absl::StatusOr<Value> { return d[0].sum("n").lt(50.0f); },
+                         [&](Builder&, std::span<const Value> d) -> absl::StatusOr<std::vector<Value>> {
+                           return std::vector<Value>{d[0] * 2.0f + w.abs()};
+                         });
+                     return tensor::ScanStep{{inner[0] + x[0]}, {inner[0].sum("n")}};
+                   });
+               return {r.carry[0], r.ys[0]};
+             });
   ok &= emit(dir, "regress_i64_constant_2p63", {tensor::spec(DType::i64, {})},
              [](Builder& b, std::span<const Value> a) { return a[0].add(b.constant(9223372036854775807.0, DType::i64)); });
 
