@@ -364,9 +364,9 @@ TEST(Loops, RecordingRefusesNestingPastTheLimit) {
   EXPECT_EQ(errorKind(st), ErrorKind::kProgramTooLarge) << st;
 }
 
-// Today: whileLoop is not differentiable (for good); reverse mode through
-// scan and compiled loops are refused with Unimplemented naming the loop,
-// never a crash. vmap of a loop that does not see the batch leaves it be.
+// whileLoop is not differentiable (for good); compiled loops are refused
+// today with Unimplemented naming the loop, never a crash. vmap of a loop
+// that does not see the batch leaves it be.
 TEST(Loops, WhatTransformsAndCompilersSayToday) {
   auto w = Function::define("w", {f32({})}, [](Builder& b, Args a) {
     return whileLoop(
@@ -456,6 +456,90 @@ TEST(Loops, VmapOfWhileLoopStopsEachEntryAtItsOwnStep) {
     }
     EXPECT_EQ((*out)[0][e], double(value)) << e;
     EXPECT_EQ((*out)[1][e], double(steps)) << e;
+  }
+}
+
+// A forced, damped oscillator over 20 steps: the loss reads every step's
+// position (ys) and the final velocity; its gradient with respect to the
+// initial position (a carry), the stiffness (a capture) and the forcing
+// (xs) against central differences of the evaluator's values.
+Function oscillator() {
+  return *Function::define("oscillator", {f64({}), f64({}), f64({{"step", 20}})}, [](Builder& b, Args a) {
+    const Value k = a[1];
+    ScanResult r = scan(b, {.length = 20}, {a[0], b.constant(0.5, DType::f64), b.constant(0, DType::i32)}, {a[2]},
+                        [&](Builder&, std::span<const Value> c, std::span<const Value> f) -> absl::StatusOr<ScanStep> {
+                          const Value v = c[1] + (f[0] - k * c[0].sin() - 0.1 * c[1]) * 0.1;
+                          const Value x = c[0] + v * 0.1;
+                          return ScanStep{{x, v, c[2] + 1.0}, {x * x}};
+                        });
+    return r.ys[0].sum("step") + r.carry[1] * 3.0;
+  });
+}
+
+double evalScalar(const Program& p, const std::vector<std::vector<double>>& args) {
+  std::vector<std::span<const std::byte>> in;
+  for (const auto& a : args) in.push_back(std::as_bytes(std::span<const double>(a)));
+  return (*evalDoubles(p, in))[0][0];
+}
+
+TEST(Loops, GradThroughScanMatchesFiniteDifferences) {
+  const Function f = oscillator();
+  auto g = f.valueAndGrad({.wrt = {0, 1, 2}});
+  ASSERT_TRUE(g.ok()) << g.status();
+  std::vector<std::vector<double>> args = {{0.3}, {2.0}, std::vector<double>(20)};
+  for (int t = 0; t < 20; ++t) args[2][t] = 0.2 * std::cos(0.5 * t);
+  std::vector<std::span<const std::byte>> in;
+  for (const auto& a : args) in.push_back(std::as_bytes(std::span<const double>(a)));
+  auto out = evalDoubles(g->program(), in);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0][0], evalScalar(f.program(), args));
+  const double h = 1e-6;
+  auto central = [&](size_t input, size_t element) {
+    auto plus = args, minus = args;
+    plus[input][element] += h;
+    minus[input][element] -= h;
+    return (evalScalar(f.program(), plus) - evalScalar(f.program(), minus)) / (2 * h);
+  };
+  EXPECT_NEAR((*out)[1][0], central(0, 0), 1e-6 * (1 + std::abs(central(0, 0))));
+  EXPECT_NEAR((*out)[2][0], central(1, 0), 1e-6 * (1 + std::abs(central(1, 0))));
+  for (size_t t = 0; t < 20; ++t) {
+    EXPECT_NEAR((*out)[3][t], central(2, t), 1e-6 * (1 + std::abs(central(2, t)))) << t;
+  }
+}
+
+// The second derivative through a scan: grad of grad, against central
+// differences of the first derivative.
+TEST(Loops, GradOfGradThroughScan) {
+  auto f = Function::define("f", {f64({})}, [](Builder& b, Args a) {
+    const Value w = a[0];
+    return scan(b, {.length = 5}, {b.constant(0.2, DType::f64)}, {},
+                [&](Builder&, std::span<const Value> c, std::span<const Value>) -> absl::StatusOr<ScanStep> {
+                  return ScanStep{{c[0] * w + c[0].sin()}, {}};
+                })
+        .carry[0];
+  });
+  ASSERT_TRUE(f.ok()) << f.status();
+  auto d1 = f->grad({.wrt = {0}});
+  ASSERT_TRUE(d1.ok()) << d1.status();
+  auto d2 = d1->grad({.wrt = {0}});
+  ASSERT_TRUE(d2.ok()) << d2.status();
+  const double w = 0.7, h = 1e-5;
+  const double second = evalScalar(d2->program(), {{w}});
+  const double central = (evalScalar(d1->program(), {{w + h}}) - evalScalar(d1->program(), {{w - h}})) / (2 * h);
+  EXPECT_NEAR(second, central, 1e-6 * (1 + std::abs(central)));
+}
+
+// vmap of the gradient through a scan: each entry's gradient alone.
+TEST(Loops, VmapOfGradThroughScan) {
+  auto g = oscillator().grad({.wrt = {1}});
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto v = g->vmap({.axis_size = 3, .in_axes = {mappedAxis(0), unmapped, unmapped}, .axis_name = "b"});
+  ASSERT_TRUE(v.ok()) << v.status();
+  std::vector<double> x0 = {0.1, 0.3, -0.4}, k = {2.0}, forcing(20, 0.05);
+  auto batched = evalDoubles(v->program(), {in(x0), in(k), in(forcing)});
+  ASSERT_TRUE(batched.ok()) << batched.status();
+  for (int e = 0; e < 3; ++e) {
+    EXPECT_EQ((*batched)[0][e], evalScalar(g->program(), {{x0[e]}, k, forcing})) << e;
   }
 }
 

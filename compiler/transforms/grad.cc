@@ -1,9 +1,12 @@
 #include "compiler/transforms/grad.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
+#include <set>
 
 #include "compiler/tensor/builder.h"
+#include "compiler/tensor/loops.h"
 #include "base/errors.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
@@ -82,6 +85,11 @@ class Reverse {
 
   void run() {
     for (size_t i = p_.nodes.size(); i-- > 0;) {
+      if (p_.nodes[i].op == OpCode::kScan) {
+        // Its results' adjoints were gathered at their loop_result nodes.
+        if (pending_.count(static_cast<int32_t>(i)) > 0) scanRule(static_cast<int32_t>(i));
+        continue;
+      }
       if (adj_[i].has_value() && tensor::isFloating(p_.nodes[i].dtype)) rule(static_cast<int32_t>(i), *adj_[i]);
     }
   }
@@ -146,9 +154,7 @@ class Reverse {
                                      " (result ", n.ints[0], "), whose trip count depends on the data; "
                                      "write it as a scan of a fixed length to differentiate it")));
         } else {
-          b_.poison(makeError(ErrorKind::kUnimplemented,
-                              strCat("grad of ", p_.name, ": reverse mode through the scan %", op(0),
-                                     " is not implemented yet")));
+          pending_[op(0)][n.ints[0]] = g;
         }
         return;
       }
@@ -430,12 +436,169 @@ class Reverse {
   const tensor::Program& p_;
   std::vector<Value> v_;
   std::vector<std::optional<Value>> adj_;
+  std::map<int32_t, std::map<int64_t, Value>> pending_;  // scan id -> result -> adjoint
+
+  // `v` with its `axis` in reverse order (a view of take at L-1-t).
+  Value reversed(const Value& v, const std::string& axis, int64_t length, const std::string& tmp) {
+    const Value index = (b_.constant(static_cast<double>(length - 1), DType::i32) - tensor::iota(b_, tmp, length));
+    return tensor::take(v, axis, index).rename(tmp, axis);
+  }
+
+  // Reverse mode through a scan whose body was made to return, after its
+  // own results, the carries entering each step (keepCarries): a scan
+  // backwards over the steps whose body is the vector-Jacobian product of
+  // the forward body at that step's carries and xs. Its carries are the
+  // adjoints of the forward carries and the captures' adjoints summed over
+  // the steps; its ys the adjoints of the xs, step by step.
+  void scanRule(int32_t id) {
+    const Node& n = p_.nodes[id];
+    const std::map<int64_t, Value>& g = pending_[id];
+    const size_t nc = static_cast<size_t>(n.ints[1]), nx = static_cast<size_t>(n.ints[2]);
+    const int64_t length = n.ints[3];
+    const size_t nz = n.operands.size() - nc - nx;
+    const tensor::Program& body = p_.bodies[n.ints[0]];
+    auto specOf = [&](int32_t node) { return p_.nodes[node].spec(); };
+    if (length == 0) {  // the carries pass through
+      for (size_t i = 0; i < nc; ++i) {
+        if (g.count(i) > 0) add(n.operands[i], g.at(i));
+      }
+      return;
+    }
+    const size_t ny = body.outputs.size() - 2 * nc;
+    const std::string& axis = n.names[0];
+    // Which body inputs get an adjoint, and which body outputs give one.
+    std::vector<int> wrt;
+    for (size_t i = 0; i < body.inputs.size(); ++i) {
+      if (tensor::isFloating(body.nodes[body.inputs[i]].dtype)) wrt.push_back(static_cast<int>(i));
+    }
+    std::vector<size_t> cot;  // body outputs (carries, then ys) with a cotangent input
+    for (size_t k = 0; k < nc + ny; ++k) {
+      if (tensor::isFloating(body.nodes[body.outputs[k]].dtype)) cot.push_back(k);
+    }
+    if (wrt.empty() || cot.empty()) return;
+    // The vector-Jacobian product of the body: sum of each output times its
+    // cotangent, differentiated.
+    std::vector<tensor::Spec> vjp_specs = body.inputSpecs();
+    for (size_t k : cot) vjp_specs.push_back(body.nodes[body.outputs[k]].spec());
+    auto vjp = tensor::define(strCat("vjp_", body.name), vjp_specs, [&](Builder& vb, std::span<const Value> a) {
+      const std::vector<Value> v = replayNodes(vb, body, a.subspan(0, body.inputs.size()));
+      Value total = vb.constant(0, DType::f64);
+      for (size_t c = 0; c < cot.size(); ++c) {
+        Value term = v[body.outputs[cot[c]]] * a[body.inputs.size() + c];
+        if (!term.axes().empty()) term = term.sum(names(term.axes()));
+        total = total + term.cast(DType::f64);
+      }
+      return total;
+    });
+    if (!vjp.ok()) {
+      b_.poison(vjp.status());
+      return;
+    }
+    auto vjp_grad = gradient(*vjp, wrt, false);
+    if (!vjp_grad.ok()) {
+      b_.poison(vjp_grad.status());
+      return;
+    }
+    const tensor::Program& vg = *vjp_grad;
+    // Forward values: each step's entering carries, stacked along the axis.
+    std::vector<Value> entering;
+    for (size_t i = 0; i < nc; ++i) {
+      Node r;
+      r.op = OpCode::kLoopResult;
+      r.ints = {static_cast<int64_t>(nc + ny + i)};
+      entering.push_back(b_.record(std::move(r), {v_[id]}));
+    }
+    auto resultSpec = [&](size_t k) {
+      tensor::Spec s = body.nodes[body.outputs[k]].spec();
+      if (k >= nc) s.axes.insert(s.axes.begin(), Axis{axis, length});
+      return s;
+    };
+    auto adjointOf = [&](size_t k) { return g.count(k) > 0 ? g.at(k) : zerosLike(b_, resultSpec(k)); };
+    const std::string tmp = freshName(p_, 1000 + id);
+    // Backward scan: carries = adjoints of the floating carries, then of the
+    // floating captures; xs = entering carries, xs, adjoints of floating ys,
+    // each reversed.
+    std::vector<size_t> float_carries, float_captures, float_xs;
+    for (int w : wrt) {
+      const size_t i = static_cast<size_t>(w);
+      (i < nc ? float_carries : i < nc + nx ? float_xs : float_captures).push_back(i);
+    }
+    std::vector<Value> init, xs;
+    for (size_t k : cot) {
+      if (k < nc) init.push_back(adjointOf(k));
+    }
+    const size_t carry_cots = init.size();
+    for (size_t i : float_captures) init.push_back(zerosLike(b_, specOf(n.operands[i])));
+    for (size_t i = 0; i < nc; ++i) xs.push_back(reversed(entering[i], axis, length, tmp));
+    for (size_t j = 0; j < nx; ++j) xs.push_back(reversed(v_[n.operands[nc + j]], axis, length, tmp));
+    for (size_t k : cot) {
+      if (k >= nc) xs.push_back(reversed(adjointOf(k), axis, length, tmp));
+    }
+    std::vector<Value> captures;
+    for (size_t k = 0; k < nz; ++k) captures.push_back(v_[n.operands[nc + nx + k]]);
+    tensor::ScanResult back = tensor::scan(
+        b_, {.axis = axis, .length = length}, init, xs,
+        [&](Builder& bb, std::span<const Value> c, std::span<const Value> x) -> absl::StatusOr<tensor::ScanStep> {
+          std::vector<Value> args(x.begin(), x.begin() + nc + nx);
+          args.insert(args.end(), captures.begin(), captures.end());
+          for (size_t k = 0; k < carry_cots; ++k) args.push_back(c[k]);
+          for (size_t k = nc + nx; k < x.size(); ++k) args.push_back(x[k]);
+          const std::vector<Value> d = replayNodes(bb, vg, args);
+          auto dOf = [&](size_t input) {
+            const size_t at = std::find(wrt.begin(), wrt.end(), static_cast<int>(input)) - wrt.begin();
+            return d[vg.outputs[at]];
+          };
+          tensor::ScanStep step;
+          // Every floating carry input has an adjoint; the carries of the
+          // backward scan are those with a cotangent, which are the same
+          // (a floating carry output is a floating carry input).
+          for (size_t i : float_carries) step.carry.push_back(dOf(i));
+          for (size_t k = 0; k < float_captures.size(); ++k) {
+            step.carry.push_back(c[carry_cots + k] + dOf(float_captures[k]));
+          }
+          for (size_t i : float_xs) step.ys.push_back(dOf(i));
+          return step;
+        });
+    if (!b_.status().ok()) return;
+    for (size_t k = 0; k < float_carries.size(); ++k) add(n.operands[float_carries[k]], back.carry[k]);
+    for (size_t k = 0; k < float_captures.size(); ++k) {
+      add(n.operands[float_captures[k]], back.carry[carry_cots + k]);
+    }
+    for (size_t k = 0; k < float_xs.size(); ++k) {
+      add(n.operands[float_xs[k]], reversed(back.ys[k], axis, length, tmp));
+    }
+  }
 };
+
+// `p` with each scan's body also returning the carries entering each step,
+// after its own results (the backward pass reads them: carries kept per
+// step). Scans of length 0 are left as they are.
+absl::StatusOr<tensor::Program> keepCarries(const tensor::Program& p) {
+  tensor::Program out = p;
+  std::set<int64_t> seen;
+  for (size_t i = 0; i < out.nodes.size(); ++i) {
+    const Node& n = out.nodes[i];
+    if (n.op != OpCode::kScan || n.ints[3] == 0) continue;
+    if (!seen.insert(n.ints[0]).second) {
+      return makeError(ErrorKind::kUnimplemented,
+                       strCat("grad of ", p.name, ": the scan %", i, " shares its body with another loop"));
+    }
+    tensor::Program& body = out.bodies[n.ints[0]];
+    for (int64_t k = 0; k < n.ints[1]; ++k) body.outputs.push_back(body.inputs[k]);
+  }
+  if (auto st = tensor::validateProgram(out); !st.ok()) {
+    return makeError(ErrorKind::kUnimplemented,
+                     strCat("grad of ", p.name, ": keeping each step's carries: ", st.message()));
+  }
+  return out;
+}
 
 }  // namespace
 
-absl::StatusOr<tensor::Program> gradient(const tensor::Program& p, const std::vector<int>& wrt, bool with_value) {
-  ACCY_RETURN_IF_ERROR(tensor::validateProgram(p));
+absl::StatusOr<tensor::Program> gradient(const tensor::Program& original, const std::vector<int>& wrt,
+                                         bool with_value) {
+  ACCY_RETURN_IF_ERROR(tensor::validateProgram(original));
+  ACCY_ASSIGN_OR_RETURN(const tensor::Program p, keepCarries(original));
   if (p.outputs.size() != 1) {
     return makeError(ErrorKind::kNonScalarOutput,
                      strCat("grad of ", p.name, ": needs exactly one output, the program has ", p.outputs.size()));
