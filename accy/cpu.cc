@@ -14,6 +14,24 @@ namespace accy::tensor {
 absl::StatusOr<CpuExecutable> CpuExecutable::compile(const Program& program, const CpuOptions& options) {
   x64::CompileOptions o;
   o.threads = options.threads;
+  if (backends::hasLoops(program)) {
+    // Loops run as stages: each loop-free stretch compiled here once, each
+    // loop's body too, whatever the trip count.
+    const int threads = x64::resolveThreads(options.threads);
+    ACCY_ASSIGN_OR_RETURN(
+        std::shared_ptr<const backends::StagedProgram> staged,
+        backends::StagedProgram::build(
+            program, [&](const Program& stage) -> absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> {
+              ACCY_ASSIGN_OR_RETURN(executable::Executable exe, x64::compileProgram(stage, o));
+              ACCY_ASSIGN_OR_RETURN(cpu::LoadedExecutable loaded, cpu::LoadedExecutable::load(std::move(exe), threads));
+              return std::make_shared<cpu::LoadedExecutable>(std::move(loaded));
+            }));
+    executable::Executable info;
+    info.target = "x86_64";
+    info.inputs = program.inputSpecs();
+    info.outputs = program.outputSpecs();
+    return CpuExecutable(std::move(staged), std::move(info));
+  }
   ACCY_ASSIGN_OR_RETURN(executable::Executable exe, x64::compileProgram(program, o));
   ACCY_ASSIGN_OR_RETURN(cpu::LoadedExecutable loaded,
                         cpu::LoadedExecutable::load(std::move(exe), x64::resolveThreads(options.threads)));
@@ -56,10 +74,18 @@ absl::StatusOr<executable::Executable> restoreExecutableFromFile(const std::stri
   return exe;
 }
 
-absl::StatusOr<std::string> CpuExecutable::save() const { return saveExecutable(loaded_.executable()); }
+absl::StatusOr<std::string> CpuExecutable::save() const {
+  if (staged_) {
+    return makeError(ErrorKind::kUnimplemented,
+                     "saving a compiled program with loops: its stages are not saved yet; save the program "
+                     "(wire::encode) and compile it again");
+  }
+  return saveExecutable(loaded_->executable());
+}
 
 absl::Status CpuExecutable::saveToFile(const std::string& path) const {
-  return saveExecutableToFile(loaded_.executable(), path);
+  if (staged_) return save().status();
+  return saveExecutableToFile(loaded_->executable(), path);
 }
 
 absl::StatusOr<CpuExecutable> CpuExecutable::restore(std::string_view bytes, const CpuOptions& options) {

@@ -3,6 +3,8 @@
 #define ACCY_ACCY_CPU_H_
 
 #include <cstddef>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -10,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "backends/cpu/cpu_program.h"
+#include "backends/staged_program.h"
 #include "compiler/codegen/x86_64/compile.h"
 #include "compiler/tensor/program.h"
 
@@ -40,10 +43,15 @@ class CpuExecutable {
   // for the checks (InvalidBuffer).
   absl::Status launch(absl::Span<const std::span<const std::byte>> inputs,
                       absl::Span<const std::span<std::byte>> outputs) const {
-    return loaded_.launch(inputs, outputs);
+    return staged_ ? staged_->launch(inputs, outputs) : loaded_->launch(inputs, outputs);
   }
 
-  const executable::Executable& executable() const { return loaded_.executable(); }
+  // The compiled code and plans. A program with loops runs as stages
+  // (backends/staged_program.h): then this holds only its target, inputs
+  // and outputs, and stages() the rest.
+  const executable::Executable& executable() const { return staged_ ? staged_info_ : loaded_->executable(); }
+  // The staged plan of a program with loops; null for one without.
+  const backends::StagedProgram* stages() const { return staged_.get(); }
 
   // The compiled program as bytes that restore() turns back into an
   // executable without compiling (compiler/executable/saved_program.h: the
@@ -68,7 +76,11 @@ class CpuExecutable {
 
  private:
   explicit CpuExecutable(cpu::LoadedExecutable loaded) : loaded_(std::move(loaded)) {}
-  cpu::LoadedExecutable loaded_;
+  CpuExecutable(std::shared_ptr<const backends::StagedProgram> staged, executable::Executable info)
+      : staged_(std::move(staged)), staged_info_(std::move(info)) {}
+  std::optional<cpu::LoadedExecutable> loaded_;
+  std::shared_ptr<const backends::StagedProgram> staged_;
+  executable::Executable staged_info_;
 };
 
 // Any compiled executable (a GPU target's from Function::compile, or a CPU

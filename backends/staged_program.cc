@@ -1,0 +1,400 @@
+#include "backends/staged_program.h"
+
+#include <cstring>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "base/errors.h"
+#include "base/status_macros.h"
+#include "base/strings.h"
+
+namespace accy::backends {
+
+using tensor::Node;
+using tensor::OpCode;
+
+struct StagedProgram::Stage {
+  enum class Kind { kProgram, kScan, kWhile };
+  Kind kind = Kind::kProgram;
+  std::shared_ptr<const LoadedProgram> program;  // kProgram
+  std::vector<int32_t> inputs, outputs;          // slots
+  std::shared_ptr<const StagedProgram> body, condition;
+  int64_t length = 0;
+  size_t carries = 0, xs = 0;
+  std::vector<size_t> xs_axis;  // kScan: the position of the loop's axis in each xs value
+};
+
+namespace {
+
+bool isLoop(OpCode op) { return op == OpCode::kScan || op == OpCode::kWhileLoop; }
+
+// The buffers of one plan's slots, made once per run of the loop that
+// runs it (not once per step): storage for every slot, and the views the
+// stages read and write (the plan's inputs, and where they can be its
+// outputs, bound to the caller's buffers instead).
+struct Frame {
+  std::vector<std::vector<std::byte>> own;
+  std::vector<std::span<std::byte>> views;
+};
+
+}  // namespace
+
+bool hasLoops(const tensor::Program& program) {
+  for (const Node& n : program.nodes) {
+    if (isLoop(n.op)) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<std::shared_ptr<const StagedProgram>> StagedProgram::build(const tensor::Program& p,
+                                                                          const StageLoader& load) {
+  ACCY_RETURN_IF_ERROR(tensor::validateProgram(p));
+  auto plan = std::make_shared<StagedProgram>();
+  plan->input_specs_ = p.inputSpecs();
+  plan->output_specs_ = p.outputSpecs();
+  std::vector<int32_t> slot_of(p.nodes.size(), -1);
+  auto newSlot = [&](const tensor::Spec& spec) {
+    plan->slots_.push_back(spec);
+    return static_cast<int32_t>(plan->slots_.size() - 1);
+  };
+  for (int32_t id : p.inputs) {
+    slot_of[id] = newSlot(p.nodes[id].spec());
+    plan->inputs_.push_back(slot_of[id]);
+  }
+  // Which nodes are read after `i` by a node outside the stretch being
+  // gathered, or are outputs: a stretch exports those.
+  std::vector<int32_t> last_user(p.nodes.size(), -1);
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    for (int32_t o : p.nodes[i].operands) last_user[o] = std::max(last_user[o], static_cast<int32_t>(i));
+  }
+  std::set<int32_t> outputs(p.outputs.begin(), p.outputs.end());
+  std::vector<int32_t> stretch;
+  std::map<int32_t, std::vector<int32_t>> loop_slots;  // loop node -> its results' slots
+
+  auto flush = [&]() -> absl::Status {
+    if (stretch.empty()) return absl::OkStatus();
+    const int32_t end = stretch.back();
+    std::set<int32_t> inside(stretch.begin(), stretch.end());
+    tensor::Program program;
+    program.name = strCat(p.name, "_stage", plan->stages_.size());
+    std::map<int32_t, int32_t> local;  // node of p -> node of the stage's program
+    Stage stage;
+    for (int32_t id : stretch) {
+      for (int32_t o : p.nodes[id].operands) {
+        if (inside.count(o) > 0 || local.count(o) > 0) continue;
+        if (slot_of[o] < 0) {
+          return makeError(ErrorKind::kInvalidProgram, strCat("staging ", p.name, ": node %", o, " has no slot"));
+        }
+        Node in;
+        in.op = OpCode::kInput;
+        in.dtype = p.nodes[o].dtype;
+        in.axes = p.nodes[o].axes;
+        in.ints = {static_cast<int64_t>(program.inputs.size())};
+        local[o] = static_cast<int32_t>(program.nodes.size());
+        program.inputs.push_back(local[o]);
+        program.nodes.push_back(std::move(in));
+        stage.inputs.push_back(slot_of[o]);
+      }
+      Node copy = p.nodes[id];
+      for (int32_t& o : copy.operands) o = local.at(o);
+      local[id] = static_cast<int32_t>(program.nodes.size());
+      program.nodes.push_back(std::move(copy));
+    }
+    for (int32_t id : stretch) {
+      if (last_user[id] > end || outputs.count(id) > 0) {
+        program.outputs.push_back(local.at(id));
+        slot_of[id] = newSlot(p.nodes[id].spec());
+        stage.outputs.push_back(slot_of[id]);
+      }
+    }
+    stretch.clear();
+    if (program.outputs.empty()) return absl::OkStatus();  // nothing read later
+    auto loaded = load(program);
+    if (!loaded.ok()) return loaded.status();
+    stage.program = std::move(*loaded);
+    plan->stages_.push_back(std::move(stage));
+    return absl::OkStatus();
+  };
+
+  for (size_t i = 0; i < p.nodes.size(); ++i) {
+    const Node& n = p.nodes[i];
+    const int32_t id = static_cast<int32_t>(i);
+    if (n.op == OpCode::kInput) continue;
+    if (n.op == OpCode::kLoopResult) {
+      slot_of[id] = loop_slots.at(n.operands[0])[n.ints[0]];
+      continue;
+    }
+    if (!isLoop(n.op)) {
+      stretch.push_back(id);
+      continue;
+    }
+    ACCY_RETURN_IF_ERROR(flush());
+    Stage stage;
+    const bool scan = n.op == OpCode::kScan;
+    stage.kind = scan ? Stage::Kind::kScan : Stage::Kind::kWhile;
+    for (int32_t o : n.operands) stage.inputs.push_back(slot_of[o]);
+    if (scan) {
+      stage.carries = static_cast<size_t>(n.ints[1]);
+      stage.xs = static_cast<size_t>(n.ints[2]);
+      stage.length = n.ints[3];
+      for (size_t j = 0; j < stage.xs; ++j) {
+        const std::vector<tensor::Axis>& axes = p.nodes[n.operands[stage.carries + j]].axes;
+        size_t at = 0;
+        while (axes[at].name != n.names[0]) ++at;
+        stage.xs_axis.push_back(at);
+      }
+      ACCY_ASSIGN_OR_RETURN(stage.body, build(p.bodies[n.ints[0]], load));
+    } else {
+      stage.carries = static_cast<size_t>(n.ints[2]);
+      ACCY_ASSIGN_OR_RETURN(stage.condition, build(p.bodies[n.ints[0]], load));
+      ACCY_ASSIGN_OR_RETURN(stage.body, build(p.bodies[n.ints[1]], load));
+    }
+    const size_t results = scan ? p.bodies[n.ints[0]].outputs.size() : stage.carries;
+    std::vector<int32_t>& slots = loop_slots[id];
+    for (size_t k = 0; k < results; ++k) {
+      ACCY_ASSIGN_OR_RETURN(tensor::Spec spec,
+                            tensor::loopResultSpec(p.nodes, n, static_cast<int64_t>(k), p.bodies));
+      slots.push_back(newSlot(spec));
+    }
+    stage.outputs = slots;
+    plan->stages_.push_back(std::move(stage));
+  }
+  ACCY_RETURN_IF_ERROR(flush());
+  for (int32_t id : p.outputs) plan->outputs_.push_back(slot_of[id]);
+  return std::shared_ptr<const StagedProgram>(std::move(plan));
+}
+
+int64_t StagedProgram::loadedStages() const {
+  int64_t count = 0;
+  for (const Stage& s : stages_) {
+    count += s.program ? 1 : 0;
+    if (s.body) count += s.body->loadedStages();
+    if (s.condition) count += s.condition->loadedStages();
+  }
+  return count;
+}
+
+int64_t StagedProgram::codeBytes() const {
+  int64_t bytes = 0;
+  for (const Stage& s : stages_) {
+    if (s.program) bytes += static_cast<int64_t>(s.program->executable().code.size());
+    if (s.body) bytes += s.body->codeBytes();
+    if (s.condition) bytes += s.condition->codeBytes();
+  }
+  return bytes;
+}
+
+namespace {
+
+Frame makeFrame(const std::vector<tensor::Spec>& slots, const std::vector<int32_t>& inputs) {
+  Frame f;
+  f.own.resize(slots.size());
+  f.views.resize(slots.size());
+  std::set<int32_t> in(inputs.begin(), inputs.end());
+  for (size_t s = 0; s < slots.size(); ++s) {
+    if (in.count(static_cast<int32_t>(s)) > 0) continue;
+    f.own[s].resize(static_cast<size_t>(slots[s].byteSize()));
+    f.views[s] = std::span<std::byte>(f.own[s]);
+  }
+  return f;
+}
+
+}  // namespace
+
+// One run of a (body) plan on `frame`, its inputs and outputs given: the
+// inputs are bound as they are; an output produced by a stage is written
+// in place where it is the first output naming its slot, else copied.
+class PlanRunner {
+ public:
+  PlanRunner(const std::vector<tensor::Spec>& slots, const std::vector<int32_t>& inputs,
+             const std::vector<int32_t>& outputs)
+      : inputs_(inputs), outputs_(outputs), frame_(makeFrame(slots, inputs)) {
+    std::set<int32_t> in(inputs.begin(), inputs.end());
+    std::set<int32_t> seen;
+    for (int32_t s : outputs) direct_.push_back(in.count(s) == 0 && seen.insert(s).second);
+  }
+
+  absl::Status run(absl::Span<const std::span<const std::byte>> ins, absl::Span<const std::span<std::byte>> outs,
+                   const std::function<absl::Status(std::vector<std::span<std::byte>>&)>& stages) {
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      // Input slots are only read: no stage writes a slot it did not make.
+      frame_.views[inputs_[i]] = std::span<std::byte>(const_cast<std::byte*>(ins[i].data()), ins[i].size());
+    }
+    for (size_t k = 0; k < outputs_.size(); ++k) {
+      const int32_t s = outputs_[k];
+      if (direct_[k]) frame_.views[s] = outs[k];
+    }
+    ACCY_RETURN_IF_ERROR(stages(frame_.views));
+    for (size_t k = 0; k < outputs_.size(); ++k) {
+      if (direct_[k]) continue;
+      const std::span<std::byte> from = frame_.views[outputs_[k]];
+      if (outs[k].data() != from.data()) std::memcpy(outs[k].data(), from.data(), from.size());
+    }
+    // Rebind the outputs written in place to this frame's own buffers.
+    for (size_t k = 0; k < outputs_.size(); ++k) {
+      if (direct_[k]) frame_.views[outputs_[k]] = std::span<std::byte>(frame_.own[outputs_[k]]);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::vector<int32_t>& inputs_;
+  const std::vector<int32_t>& outputs_;
+  Frame frame_;
+  std::vector<bool> direct_;
+};
+
+absl::Status StagedProgram::launch(absl::Span<const std::span<const std::byte>> inputs,
+                                   absl::Span<const std::span<std::byte>> outputs) const {
+  if (inputs.size() != input_specs_.size() || outputs.size() != output_specs_.size()) {
+    return makeError(ErrorKind::kInvalidBuffer, strCat("launch: the program takes ", input_specs_.size(),
+                                                       " inputs and ", output_specs_.size(), " outputs, got ",
+                                                       inputs.size(), " and ", outputs.size()));
+  }
+  auto check = [](std::string_view role, size_t k, size_t size, const void* data, const tensor::Spec& spec) {
+    if (static_cast<int64_t>(size) != spec.byteSize()) {
+      return makeError(ErrorKind::kInvalidBuffer, strCat("launch: ", role, " ", k, " (", tensor::specText(spec),
+                                                         ") needs ", spec.byteSize(), " bytes, got ", size));
+    }
+    if (reinterpret_cast<uintptr_t>(data) % tensor::dtypeSize(spec.dtype) != 0) {
+      return makeError(ErrorKind::kInvalidBuffer,
+                       strCat("launch: ", role, " ", k, " is not aligned to ", tensor::dtypeSize(spec.dtype), " bytes"));
+    }
+    return absl::OkStatus();
+  };
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    ACCY_RETURN_IF_ERROR(check("input", k, inputs[k].size(), inputs[k].data(), input_specs_[k]));
+  }
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    ACCY_RETURN_IF_ERROR(check("output", k, outputs[k].size(), outputs[k].data(), output_specs_[k]));
+    auto overlaps = [&](const std::byte* a, size_t n) {
+      return n > 0 && outputs[k].size() > 0 && a < outputs[k].data() + outputs[k].size() && outputs[k].data() < a + n;
+    };
+    for (size_t j = 0; j < k; ++j) {
+      if (overlaps(outputs[j].data(), outputs[j].size())) {
+        return makeError(ErrorKind::kInvalidBuffer, strCat("launch: outputs ", j, " and ", k, " overlap"));
+      }
+    }
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      if (overlaps(inputs[j].data(), inputs[j].size())) {
+        return makeError(ErrorKind::kInvalidBuffer, strCat("launch: output ", k, " overlaps input ", j));
+      }
+    }
+  }
+  PlanRunner runner(slots_, inputs_, outputs_);
+  return runner.run(inputs, outputs, [&](std::vector<std::span<std::byte>>& views) { return run(views); });
+}
+
+absl::Status StagedProgram::run(std::vector<std::span<std::byte>>& v) const {
+  auto views = [&](const std::vector<int32_t>& slots, size_t from, size_t to) {
+    std::vector<std::span<std::byte>> out;
+    for (size_t k = from; k < to; ++k) out.push_back(v[slots[k]]);
+    return out;
+  };
+  for (const Stage& st : stages_) {
+    if (st.kind == Stage::Kind::kProgram) {
+      std::vector<std::span<const std::byte>> ins;
+      for (int32_t s : st.inputs) ins.push_back(v[s]);
+      std::vector<std::span<std::byte>> outs = views(st.outputs, 0, st.outputs.size());
+      ACCY_RETURN_IF_ERROR(st.program->launch(ins, outs));
+      continue;
+    }
+    const size_t nc = st.carries;
+    const size_t nx = st.kind == Stage::Kind::kScan ? st.xs : 0;
+    std::vector<std::span<std::byte>> init = views(st.inputs, 0, nc);
+    std::vector<std::span<std::byte>> captures = views(st.inputs, nc + nx, st.inputs.size());
+    std::vector<std::span<std::byte>> result = views(st.outputs, 0, nc);
+    // A second buffer per carry: the steps write the result slot and this
+    // one by turns, each reading what the one before wrote.
+    std::vector<std::vector<std::byte>> spare(nc);
+    for (size_t i = 0; i < nc; ++i) spare[i].resize(result[i].size());
+    const StagedProgram& body = *st.body;
+    PlanRunner step(body.slots_, body.inputs_, body.outputs_);
+    auto runBody = [&](const StagedProgram& plan, PlanRunner& runner, const std::vector<std::span<const std::byte>>& ins,
+                       const std::vector<std::span<std::byte>>& outs) {
+      return runner.run(ins, outs, [&](std::vector<std::span<std::byte>>& bv) { return plan.run(bv); });
+    };
+    if (st.kind == Stage::Kind::kScan) {
+      const int64_t length = st.length;
+      if (length == 0) {
+        for (size_t i = 0; i < nc; ++i) std::memcpy(result[i].data(), init[i].data(), init[i].size());
+        continue;
+      }
+      std::vector<std::span<std::byte>> xs = views(st.inputs, nc, nc + nx);
+      std::vector<std::span<std::byte>> ys = views(st.outputs, nc, st.outputs.size());
+      // xs sliced along an axis that is not their first: gathered per step.
+      std::vector<std::vector<std::byte>> gathered(nx);
+      std::vector<int64_t> outer(nx, 1), inner(nx, 1);
+      for (size_t j = 0; j < nx; ++j) {
+        const tensor::Spec& spec = slots_[st.inputs[nc + j]];
+        for (size_t d = 0; d < spec.axes.size(); ++d) {
+          if (d < st.xs_axis[j]) outer[j] *= spec.axes[d].extent;
+          if (d > st.xs_axis[j]) inner[j] *= spec.axes[d].extent;
+        }
+        inner[j] *= tensor::dtypeSize(spec.dtype);
+        if (st.xs_axis[j] != 0) gathered[j].resize(static_cast<size_t>(outer[j] * inner[j]));
+      }
+      std::vector<std::span<const std::byte>> ins(nc + nx + captures.size());
+      std::vector<std::span<std::byte>> outs(nc + ys.size());
+      for (size_t k = 0; k < captures.size(); ++k) ins[nc + nx + k] = captures[k];
+      for (int64_t t = 0; t < length; ++t) {
+        // Step t writes the result slot when length-1-t is even: the last
+        // step always does.
+        const bool to_result = (length - 1 - t) % 2 == 0;
+        for (size_t i = 0; i < nc; ++i) {
+          const std::span<std::byte> written = to_result ? result[i] : std::span<std::byte>(spare[i]);
+          ins[i] = t == 0 ? std::span<const std::byte>(init[i])
+                          : std::span<const std::byte>(to_result ? std::span<std::byte>(spare[i]) : result[i]);
+          outs[i] = written;
+        }
+        for (size_t j = 0; j < nx; ++j) {
+          const int64_t extent = length;
+          if (st.xs_axis[j] == 0) {
+            ins[nc + j] = std::span<const std::byte>(xs[j].data() + t * inner[j], static_cast<size_t>(inner[j]));
+          } else {
+            for (int64_t o = 0; o < outer[j]; ++o) {
+              std::memcpy(gathered[j].data() + o * inner[j], xs[j].data() + (o * extent + t) * inner[j],
+                          static_cast<size_t>(inner[j]));
+            }
+            ins[nc + j] = std::span<const std::byte>(gathered[j]);
+          }
+        }
+        for (size_t y = 0; y < ys.size(); ++y) {
+          const size_t slice = ys[y].size() / static_cast<size_t>(length);
+          outs[nc + y] = std::span<std::byte>(ys[y].data() + t * slice, slice);
+        }
+        ACCY_RETURN_IF_ERROR(runBody(body, step, ins, outs));
+      }
+      continue;
+    }
+    // while_loop: the carries move between the result slots and the spare
+    // buffers; the condition's one bool is read each trip.
+    const StagedProgram& cond = *st.condition;
+    PlanRunner test(cond.slots_, cond.inputs_, cond.outputs_);
+    std::vector<std::span<const std::byte>> ins(nc + captures.size());
+    for (size_t k = 0; k < captures.size(); ++k) ins[nc + k] = captures[k];
+    for (size_t i = 0; i < nc; ++i) ins[i] = init[i];
+    std::byte go{0};
+    std::vector<std::span<std::byte>> cond_out = {std::span<std::byte>(&go, 1)};
+    bool in_result = false;  // where the carries are now: init, then result or spare by turns
+    int64_t trips = 0;
+    while (true) {
+      ACCY_RETURN_IF_ERROR(runBody(cond, test, ins, cond_out));
+      if (go == std::byte{0}) break;
+      std::vector<std::span<std::byte>> outs(nc);
+      const bool to_result = trips == 0 ? true : !in_result;
+      for (size_t i = 0; i < nc; ++i) outs[i] = to_result ? result[i] : std::span<std::byte>(spare[i]);
+      ACCY_RETURN_IF_ERROR(runBody(body, step, ins, outs));
+      for (size_t i = 0; i < nc; ++i) ins[i] = outs[i];
+      in_result = to_result;
+      ++trips;
+    }
+    if (!in_result) {  // no trip, or the last one wrote the spares
+      for (size_t i = 0; i < nc; ++i) std::memcpy(result[i].data(), ins[i].data(), result[i].size());
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace accy::backends

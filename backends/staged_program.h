@@ -1,0 +1,75 @@
+// Programs with loops (scan, while_loop) as a plan of loop-free programs.
+//
+// A program with loops is split, in node order, into stages: each stretch
+// of nodes between loops becomes a loop-free Program compiled the ordinary
+// way, and each loop a loop stage whose body (and condition) is itself a
+// staged plan, compiled once whatever the trip count. Values crossing a
+// stage boundary live in slots: host buffers of their spec. A scan's
+// carries are double-buffered and swapped by reference each step, never
+// copied; its xs are read in place one slice per step (a slice along an
+// axis that is not the first is gathered into a buffer of its own first),
+// and its ys written in place. A while_loop reads its condition's one bool
+// each trip.
+//
+// The loader turns each loop-free program into a LoadedProgram of some
+// backend, so every backend that runs programs from host buffers runs
+// loops this way (x86-64 today; docs/SEMANTICS.md, "Loops").
+#ifndef ACCY_BACKENDS_STAGED_PROGRAM_H_
+#define ACCY_BACKENDS_STAGED_PROGRAM_H_
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "backends/backend.h"
+#include "compiler/tensor/program.h"
+
+namespace accy::backends {
+
+// True when `program` has a scan or while_loop node.
+bool hasLoops(const tensor::Program& program);
+
+using StageLoader =
+    std::function<absl::StatusOr<std::shared_ptr<const LoadedProgram>>(const tensor::Program& stage)>;
+
+class StagedProgram {
+ public:
+  // Splits `program` into stages and loads each loop-free one with `load`
+  // (its errors are returned as they are).
+  static absl::StatusOr<std::shared_ptr<const StagedProgram>> build(const tensor::Program& program,
+                                                                    const StageLoader& load);
+
+  // Runs the plan on the caller's buffers: the program's input and output
+  // counts and byte sizes, element-aligned, outputs disjoint (InvalidBuffer
+  // before anything runs otherwise).
+  absl::Status launch(absl::Span<const std::span<const std::byte>> inputs,
+                      absl::Span<const std::span<std::byte>> outputs) const;
+
+  // Loop-free programs loaded, bodies' included (a measure of code size:
+  // it does not depend on any loop's length).
+  int64_t loadedStages() const;
+  // Bytes of code (artifacts) of every loaded stage, bodies' included.
+  int64_t codeBytes() const;
+  const std::vector<tensor::Spec>& inputSpecs() const { return input_specs_; }
+  const std::vector<tensor::Spec>& outputSpecs() const { return output_specs_; }
+
+  struct Stage;
+  StagedProgram() = default;
+
+ private:
+  // Runs every stage on `slots` (views of the slot buffers).
+  absl::Status run(std::vector<std::span<std::byte>>& slots) const;
+
+  std::vector<tensor::Spec> slots_;
+  std::vector<int32_t> inputs_, outputs_;  // slots of the program's inputs and outputs
+  std::vector<Stage> stages_;
+  std::vector<tensor::Spec> input_specs_, output_specs_;
+};
+
+}  // namespace accy::backends
+
+#endif  // ACCY_BACKENDS_STAGED_PROGRAM_H_
