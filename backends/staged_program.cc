@@ -1,6 +1,8 @@
 #include "backends/staged_program.h"
 
 #include <cstring>
+
+#include "absl/container/inlined_vector.h"
 #include <map>
 #include <set>
 #include <utility>
@@ -215,8 +217,9 @@ class PlanRunner {
     for (int32_t s : outputs) direct_.push_back(in.count(s) == 0 && seen.insert(s).second);
   }
 
+  template <typename Stages>
   absl::Status run(absl::Span<const std::span<const std::byte>> ins, absl::Span<const std::span<std::byte>> outs,
-                   const std::function<absl::Status(std::vector<std::span<std::byte>>&)>& stages) {
+                   const Stages& stages) {
     for (size_t i = 0; i < inputs_.size(); ++i) {
       // Input slots are only read: no stage writes a slot it did not make.
       frame_.views[inputs_[i]] = std::span<std::byte>(const_cast<std::byte*>(ins[i].data()), ins[i].size());
@@ -294,9 +297,11 @@ absl::Status StagedProgram::run(std::vector<std::span<std::byte>>& v) const {
   };
   for (const Stage& st : stages_) {
     if (st.kind == Stage::Kind::kProgram) {
-      std::vector<std::span<const std::byte>> ins;
+      // Once per step in a body: no allocation for a stage of a few buffers.
+      absl::InlinedVector<std::span<const std::byte>, 8> ins;
+      absl::InlinedVector<std::span<std::byte>, 8> outs;
       for (int32_t s : st.inputs) ins.push_back(v[s]);
-      std::vector<std::span<std::byte>> outs = views(st.outputs, 0, st.outputs.size());
+      for (int32_t s : st.outputs) outs.push_back(v[s]);
       ACCY_RETURN_IF_ERROR(st.program->launch(ins, outs));
       continue;
     }

@@ -553,6 +553,105 @@ void BM_SinAffine_Alternating_1Thread(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kN * 8);
 }
 
+// Loops: a damped oscillator over 8 lanes, kLoopSteps steps of one scan
+// (issue #36's recurrence), against the same loop written in C++ and
+// against launching the scan's body as a program of its own once per step
+// (a plain launch's overhead). Reported in ns per step.
+constexpr int64_t kLoopSteps = 100000;
+constexpr float kOscK = 4, kOscC = 0.1f, kOscDt = 0.001f;
+
+tensor::Spec laneSpec() { return tensor::spec(tensor::DType::f32, {{"lane", 8}}); }
+
+absl::StatusOr<tensor::ScanStep> oscillatorStep(std::span<const tensor::Value> c) {
+  const tensor::Value v = c[1] - (c[0] * kOscK + c[1] * kOscC) * kOscDt;
+  return tensor::ScanStep{{c[0] + v * kOscDt, v}, {}};
+}
+
+std::vector<float> oscillatorStart(int which) {
+  std::vector<float> out(8);
+  for (int l = 0; l < 8; ++l) out[l] = which == 0 ? 0.1f * (l + 1) : 0.0f;
+  return out;
+}
+
+void perStep(benchmark::State& state) {
+  state.counters["ns_per_step"] =
+      benchmark::Counter(static_cast<double>(kLoopSteps) * 1e-9, benchmark::Counter::kIsIterationInvariantRate |
+                                                                     benchmark::Counter::kInvert);
+}
+
+bool checkOscillator(benchmark::State& state, const std::vector<float>& x) {
+  std::vector<float> rx = oscillatorStart(0), rv = oscillatorStart(1);
+  ref::oscillatorLoop(rx.data(), rv.data(), 8, kLoopSteps, kOscK, kOscC, kOscDt);
+  for (int l = 0; l < 8; ++l) {
+    if (std::abs(x[l] - rx[l]) > 1e-3f * (1 + std::abs(rx[l]))) {
+      state.SkipWithError(("oscillator lane " + std::to_string(l) + ": " + std::to_string(x[l]) + " against " +
+                           std::to_string(rx[l]))
+                              .c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+void BM_Loop_Oscillator_Accy_1Thread(benchmark::State& state) {
+  auto program = tensor::define("oscillator", {laneSpec(), laneSpec()}, [](tensor::Builder& b, auto a) {
+    return tensor::scan(b, {.length = kLoopSteps}, {a[0], a[1]}, {},
+                        [](tensor::Builder&, std::span<const tensor::Value> c, std::span<const tensor::Value>) {
+                          return oscillatorStep(c);
+                        })
+        .carry;
+  });
+  if (!ok(state, program, "define")) return;
+  auto exe = tensor::CpuExecutable::compile(*program, {.threads = 1});
+  if (!ok(state, exe, "compile")) return;
+  const std::vector<float> x0 = oscillatorStart(0), v0 = oscillatorStart(1);
+  std::vector<float> x(8), v(8);
+  for (auto _ : state) {
+    if (!ok(state, exe->launch({accy::bytes(x0), accy::bytes(v0)}, {accy::writableBytes(x), accy::writableBytes(v)}),
+            "launch")) {
+      return;
+    }
+    benchmark::DoNotOptimize(x.data());
+  }
+  if (!checkOscillator(state, x)) return;
+  perStep(state);
+}
+
+void BM_Loop_Oscillator_BodyLaunchedPerStep_1Thread(benchmark::State& state) {
+  auto program = tensor::define("oscillator_step", {laneSpec(), laneSpec()}, [](tensor::Builder&, auto a) {
+    return oscillatorStep(a)->carry;
+  });
+  if (!ok(state, program, "define")) return;
+  auto exe = tensor::CpuExecutable::compile(*program, {.threads = 1});
+  if (!ok(state, exe, "compile")) return;
+  std::vector<float> x[2] = {oscillatorStart(0), std::vector<float>(8)}, v[2] = {oscillatorStart(1), std::vector<float>(8)};
+  for (auto _ : state) {
+    x[0] = oscillatorStart(0), v[0] = oscillatorStart(1);
+    for (int64_t t = 0; t < kLoopSteps; ++t) {
+      const int from = t % 2, to = 1 - from;
+      if (!ok(state, exe->launch({accy::bytes(x[from]), accy::bytes(v[from])},
+                                 {accy::writableBytes(x[to]), accy::writableBytes(v[to])}),
+              "launch")) {
+        return;
+      }
+    }
+    benchmark::DoNotOptimize(x[0].data());
+  }
+  if (!checkOscillator(state, x[kLoopSteps % 2])) return;
+  perStep(state);
+}
+
+void BM_Loop_Oscillator_CppLoop(benchmark::State& state) {
+  std::vector<float> x, v;
+  for (auto _ : state) {
+    x = oscillatorStart(0), v = oscillatorStart(1);
+    ref::oscillatorLoop(x.data(), v.data(), 8, kLoopSteps, kOscK, kOscC, kOscDt);
+    benchmark::DoNotOptimize(x.data());
+  }
+  if (!checkOscillator(state, x)) return;
+  perStep(state);
+}
+
 void BM_SinAffine_Accy_1Thread(benchmark::State& state) { runSinAccy(state, 1); }
 void BM_SinAffine_Accy_AllThreads(benchmark::State& state) { runSinAccy(state, 0); }
 
@@ -1580,6 +1679,9 @@ void BM_Conv3x3_PyTorch_1Thread(benchmark::State& state) { runTorchScript(state,
 void BM_Conv3x3_PyTorch_2Threads(benchmark::State& state) { runTorchScript(state, "bench/torch_indexing.py --case=conv", 2); }
 
 BENCHMARK(BM_SinAffine_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Loop_Oscillator_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Loop_Oscillator_BodyLaunchedPerStep_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Loop_Oscillator_CppLoop)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SinAffine_Accy_AllThreads)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SinAffine_Alternating_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime();
 BENCHMARK(BM_SinAffine_Eigen)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -19,6 +19,15 @@ void sinAffineLoop(const float* x, float* y, int64_t n, float a, float b, float 
   for (int64_t i = 0; i < n; ++i) y[i] = std::sin(a * x[i] + b) * c;
 }
 
+void oscillatorLoop(float* x, float* v, int lanes, int64_t steps, float k, float c, float dt) {
+  for (int64_t t = 0; t < steps; ++t) {
+    for (int l = 0; l < lanes; ++l) {
+      v[l] = v[l] - (k * x[l] + c * v[l]) * dt;
+      x[l] = x[l] + v[l] * dt;
+    }
+  }
+}
+
 bool hasAvx512() { return __builtin_cpu_supports("avx512f"); }
 bool hasAvx2() { return __builtin_cpu_supports("avx2"); }
 

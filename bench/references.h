@@ -17,6 +17,11 @@ namespace accy::bench::ref {
 void sinAffineEigen(const float* x, float* y, int64_t n, float a, float b, float c);
 void sinAffineLoop(const float* x, float* y, int64_t n, float a, float b, float c);
 
+// A damped oscillator over `lanes` independent lanes, `steps` symplectic
+// Euler steps in place: v -= (k*x + c*v)*dt; x += v*dt (the loop benchmark's
+// hand-written form).
+void oscillatorLoop(float* x, float* v, int lanes, int64_t steps, float k, float c, float dt);
+
 // Sums of n floats with four independent vector accumulators; the AVX-512
 // one needs avx512f (check hasAvx512()), the AVX2 one avx2.
 bool hasAvx512();
