@@ -31,6 +31,7 @@ constexpr CheckEntry kChecks[] = {
     {Check::kTransformedPrograms, "TransformedPrograms", checkTransformedPrograms},
     {Check::kTheThreeToneTests, "TheThreeToneTests", checkTheThreeToneTests},
     {Check::kAccurateSums, "AccurateSums", checkAccurateSums},
+    {Check::kLoops, "Loops", checkLoops},
 };
 
 bool refuses(const DeviceSuite& s, tensor::DType d) {

@@ -2,7 +2,8 @@
 // of tests/gpu_conformance.h becomes a test named DeviceSuite/<device>.<Check>
 // (EveryOp, IntegerPowEdgeCases, BoolBuffersMixedWithNumbers,
 // TiledProducts, TreeReductions, ReductionsAsTheDeviceChooses,
-// RandomPrograms, TransformedPrograms, TheThreeToneTests, AccurateSums), and each dtype
+// RandomPrograms, TransformedPrograms, TheThreeToneTests, AccurateSums,
+// Loops), and each dtype
 // the device refuses by design a test DeviceSuite/<device>.Refuses<Dtype> (RefusesF64)
 // that checks the compile error names it. A device's test file registers a
 // factory and its lists:
@@ -41,6 +42,7 @@ enum class Check : uint8_t {
   kTransformedPrograms,
   kTheThreeToneTests,
   kAccurateSums,
+  kLoops,
 };
 
 // A dtype a device refuses by design, and why. Its programs are left out of

@@ -94,6 +94,10 @@ void checkTheThreeToneTests(const GpuUnderTest& gpu);
 // GPU forms only: a CPU schedule's row sums are printed, not held); the
 // compensated sum (tensor::SumOptions) of each within two ulps of the exact.
 void checkAccurateSums(const GpuUnderTest& gpu);
+// Programs with loops (scan with xs and ys of every length parity and 0,
+// while_loop of 0, 1 and several trips, a scan's gradient) run as stages
+// (backends/staged_program.h), each compiled for the device.
+void checkLoops(const GpuUnderTest& gpu);
 
 // A directory for the test's files: $TEST_TMPDIR (or /tmp), with `sub`
 // below it made when given.

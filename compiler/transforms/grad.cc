@@ -480,13 +480,19 @@ class Reverse {
     // cotangent, differentiated.
     std::vector<tensor::Spec> vjp_specs = body.inputSpecs();
     for (size_t k : cot) vjp_specs.push_back(body.nodes[body.outputs[k]].spec());
+    // The sum in f32 unless some output is f64 (targets without f64 run
+    // the f32 programs' gradients).
+    DType total_dtype = DType::f32;
+    for (size_t k : cot) {
+      if (body.nodes[body.outputs[k]].dtype == DType::f64) total_dtype = DType::f64;
+    }
     auto vjp = tensor::define(strCat("vjp_", body.name), vjp_specs, [&](Builder& vb, std::span<const Value> a) {
       const std::vector<Value> v = replayNodes(vb, body, a.subspan(0, body.inputs.size()));
-      Value total = vb.constant(0, DType::f64);
+      Value total = vb.constant(0, total_dtype);
       for (size_t c = 0; c < cot.size(); ++c) {
         Value term = v[body.outputs[cot[c]]] * a[body.inputs.size() + c];
         if (!term.axes().empty()) term = term.sum(names(term.axes()));
-        total = total + term.cast(DType::f64);
+        total = total + (term.dtype() == total_dtype ? term : term.cast(total_dtype));
       }
       return total;
     });
