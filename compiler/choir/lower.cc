@@ -415,11 +415,13 @@ class Lowering {
       case OpCategory::Leaf:
         break;
       case OpCategory::Loop:
-        // Loops run as a plan of kernel blocks, not as one kernel
-        // (docs/SEMANTICS.md, "Loops"); no target compiles them yet.
+        // Loops run as stages, each body compiled as a program of its own
+        // (backends/staged_program.h; docs/SEMANTICS.md, "Loops"), never
+        // as one module.
         return makeError(ErrorKind::kUnimplemented,
                          strCat("lowering: the ", tensor::opName(n.op), " %", id, " of ", p_.name,
-                                " has no compiled form yet; loops run in the evaluator (tensor::evaluate)"));
+                                " does not compile into one module; programs with loops run as stages "
+                                "(CpuExecutable on x86-64, backends::StagedProgram on a device)"));
     }
     return makeError(ErrorKind::kUnimplemented,
                      strCat("lowering: no kernel form for ", tensor::opName(n.op)));
