@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "base/errors.h"
+#include "base/stop.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
 
@@ -164,7 +165,31 @@ absl::StatusOr<std::shared_ptr<const StagedProgram>> StagedProgram::build(const 
   }
   ACCY_RETURN_IF_ERROR(flush());
   for (int32_t id : p.outputs) plan->outputs_.push_back(slot_of[id]);
+  for (const Stage& s : plan->stages_) {
+    if (s.program && plan->info_.target.empty()) plan->info_.target = s.program->executable().target;
+    for (const auto& inner : {s.body, s.condition}) {
+      if (inner && plan->info_.target.empty()) plan->info_.target = inner->info_.target;
+    }
+  }
+  plan->info_.inputs = plan->input_specs_;
+  plan->info_.outputs = plan->output_specs_;
+  plan->info_.artifact_plan.scratch_bytes = plan->memoryBytes();
   return std::shared_ptr<const StagedProgram>(std::move(plan));
+}
+
+int64_t StagedProgram::memoryBytes() const {
+  int64_t bytes = 0;
+  std::set<int32_t> in(inputs_.begin(), inputs_.end());
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    if (in.count(static_cast<int32_t>(s)) == 0) bytes += slots_[s].byteSize();
+  }
+  for (const Stage& s : stages_) {
+    if (s.program) bytes += s.program->executable().artifact_plan.scratch_bytes;
+    if (s.body) bytes += s.body->memoryBytes();
+    if (s.condition) bytes += s.condition->memoryBytes();
+    for (size_t i = 0; i < s.carries && s.kind != Stage::Kind::kProgram; ++i) bytes += slots_[s.outputs[i]].byteSize();
+  }
+  return bytes;
 }
 
 int64_t StagedProgram::loadedStages() const {
@@ -344,6 +369,7 @@ absl::Status StagedProgram::run(std::vector<std::span<std::byte>>& v) const {
       std::vector<std::span<std::byte>> outs(nc + ys.size());
       for (size_t k = 0; k < captures.size(); ++k) ins[nc + nx + k] = captures[k];
       for (int64_t t = 0; t < length; ++t) {
+        ACCY_RETURN_IF_ERROR(checkStop());
         // Step t writes the result slot when length-1-t is even: the last
         // step always does.
         const bool to_result = (length - 1 - t) % 2 == 0;
@@ -385,6 +411,7 @@ absl::Status StagedProgram::run(std::vector<std::span<std::byte>>& v) const {
     bool in_result = false;  // where the carries are now: init, then result or spare by turns
     int64_t trips = 0;
     while (true) {
+      ACCY_RETURN_IF_ERROR(checkStop());
       ACCY_RETURN_IF_ERROR(runBody(cond, test, ins, cond_out));
       if (go == std::byte{0}) break;
       std::vector<std::span<std::byte>> outs(nc);

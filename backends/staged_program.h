@@ -36,7 +36,7 @@ bool hasLoops(const tensor::Program& program);
 using StageLoader =
     std::function<absl::StatusOr<std::shared_ptr<const LoadedProgram>>(const tensor::Program& stage)>;
 
-class StagedProgram {
+class StagedProgram final : public LoadedProgram {
  public:
   // Splits `program` into stages and loads each loop-free one with `load`
   // (its errors are returned as they are).
@@ -46,8 +46,15 @@ class StagedProgram {
   // Runs the plan on the caller's buffers: the program's input and output
   // counts and byte sizes, element-aligned, outputs disjoint (InvalidBuffer
   // before anything runs otherwise).
+  // Between steps and trips it asks the thread's stop check (base/stop.h:
+  // accyd installs one for a call's deadline and cancellation), so a loop
+  // that never ends stops with the check's status.
   absl::Status launch(absl::Span<const std::span<const std::byte>> inputs,
-                      absl::Span<const std::span<std::byte>> outputs) const;
+                      absl::Span<const std::span<std::byte>> outputs) const override;
+  // Only the target, the inputs, the outputs and, as scratch_bytes, the
+  // memory a launch takes besides the caller's buffers (every slot, every
+  // stage's scratch, the loops' second buffers; bodies' included).
+  const executable::Executable& executable() const override { return info_; }
 
   // Loop-free programs loaded, bodies' included (a measure of code size:
   // it does not depend on any loop's length).
@@ -68,6 +75,8 @@ class StagedProgram {
   std::vector<int32_t> inputs_, outputs_;  // slots of the program's inputs and outputs
   std::vector<Stage> stages_;
   std::vector<tensor::Spec> input_specs_, output_specs_;
+  executable::Executable info_;
+  int64_t memoryBytes() const;
 };
 
 }  // namespace accy::backends

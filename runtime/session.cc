@@ -5,6 +5,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "base/errors.h"
+#include "backends/staged_program.h"
 #include "compiler/tensor/evaluate.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
@@ -43,9 +44,18 @@ absl::Status Session::fail(Status as, const absl::Status& cause) {
 
 absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> Session::compileForCpu(
     const tensor::Program& program) const {
-  std::unique_ptr<backends::Backend> cpu = backends::makeCpuBackend(backends::BackendOptions{options_.threads});
-  ACCY_ASSIGN_OR_RETURN(executable::Executable exe, cpu->compile(program, "x86_64"));
-  return cpu->load(std::move(exe));
+  std::shared_ptr<backends::Backend> cpu = backends::makeCpuBackend(backends::BackendOptions{options_.threads});
+  auto compileOne = [cpu](const tensor::Program& p) -> absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> {
+    ACCY_ASSIGN_OR_RETURN(executable::Executable exe, cpu->compile(p, "x86_64"));
+    return cpu->load(std::move(exe));
+  };
+  // A program with loops runs as stages, each compiled as any program.
+  if (backends::hasLoops(program)) {
+    ACCY_ASSIGN_OR_RETURN(std::shared_ptr<const backends::StagedProgram> staged,
+                          backends::StagedProgram::build(program, compileOne));
+    return std::shared_ptr<const backends::LoadedProgram>(std::move(staged));
+  }
+  return compileOne(program);
 }
 
 absl::StatusOr<uint32_t> Session::indexOf(Handle handle) const {

@@ -7,6 +7,7 @@
 
 #include <malloc.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 
@@ -102,6 +103,12 @@ grpc::Status finish(grpc::ServerContext* ctx, Reply* reply, const absl::Status& 
   reply->set_message(message);
   if (s == session::Status::ok) return grpc::Status::OK;
   ctx->AddTrailingMetadata("accy-status", std::to_string(static_cast<uint32_t>(s)));
+  // A call that fails after its deadline (a launch stopped by it) ends
+  // DEADLINE_EXCEEDED, whichever of the daemon's reply and the client's
+  // own timer comes first; the trailer keeps the status number.
+  if (std::chrono::system_clock::now() > ctx->deadline()) {
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, std::move(message));
+  }
   return grpc::Status(grpcCodeOf(s), std::move(message));
 }
 
@@ -357,6 +364,23 @@ grpc::Status AccydService::OpenSession(grpc::ServerContext* ctx, const pb::OpenS
       for (const std::string& t : d->info().targets) {
         if (t != s->target) continue;
         std::string level;
+        if (backends::hasLoops(program)) {
+          // Loops run as stages (one Invoke runs the whole loop), each
+          // stage compiled through the cache; the call's deadline and
+          // cancellation stop it between steps.
+          bool all_hit = true;
+          auto staged = backends::StagedProgram::build(
+              program, [&](const tensor::Program& stage) {
+                std::string stage_level;
+                auto one = cache_.get(stage, wire::encode(stage), *d, t, s->compile_options, &stage_level);
+                all_hit = all_hit && !stage_level.empty();
+                return one;
+              });
+          if (!staged.ok()) return staged.status();
+          info->cache_hit = all_hit;
+          info->cache_level = all_hit ? "stages" : "";
+          return std::shared_ptr<const backends::LoadedProgram>(std::move(*staged));
+        }
         auto loaded = cache_.get(program, bytes, *d, t, s->compile_options, &level);
         info->cache_hit = !level.empty();
         info->cache_level = level;

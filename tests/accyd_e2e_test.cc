@@ -1436,6 +1436,69 @@ TEST(Accyd, ALaunchStopsWhenItsCallsDeadlinePasses) {
   EXPECT_LT(seconds, 3.0) << "the session stayed busy " << seconds << " s after the deadline";
 }
 
+// A whole loop runs in one Invoke, on the cpu and vulkan devices; a while
+// loop whose condition is always true stops at its call's 200 ms deadline
+// (DEADLINE_EXCEEDED), and the session and the daemon serve the next
+// invoke.
+TEST(Accyd, LoopsRunInOneInvokeAndAnEndlessOneStopsAtItsDeadline) {
+  Daemon d({"--threads=1", "--devices=cpu,vulkan", "--drain-seconds=1"});
+  auto s = connect(d);
+  if (s == nullptr) GTEST_SKIP() << "accyd could not start with a vulkan device (no Vulkan here)";
+  auto info = s->serverInfo();
+  ASSERT_TRUE(info.ok());
+  std::vector<std::string> targets = {"x86_64"};
+  if (std::find(info->targets().begin(), info->targets().end(), "spirv") != info->targets().end()) {
+    targets.push_back("spirv");
+  }
+  EXPECT_EQ(targets.size(), 2u) << "a daemon started with a vulkan device serves spirv";
+  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {})};
+  using Args = std::span<const tensor::Value>;
+  auto endless = tensor::define("endless", specs, [](tensor::Builder& b, Args a) {
+    return tensor::whileLoop(
+        b, {a[0]},
+        [](tensor::Builder&, Args c) -> absl::StatusOr<tensor::Value> { return c[0].eq(c[0]).bitOr(c[0].ne(c[0])); },
+        [](tensor::Builder&, Args c) -> absl::StatusOr<std::vector<tensor::Value>> {
+          return std::vector<tensor::Value>{c[0] + 1.0f};
+        })[0];
+  });
+  auto finite = tensor::define("finite", specs, [](tensor::Builder& b, Args a) {
+    return tensor::scan(b, {.length = 1000}, {a[0]}, {},
+                        [](tensor::Builder&, Args c, Args) -> absl::StatusOr<tensor::ScanStep> {
+                          return tensor::ScanStep{{c[0] * 0.5f + 1.0f}, {}};
+                        })
+        .carry[0];
+  });
+  ASSERT_TRUE(endless.ok() && finite.ok());
+  const float x0[1] = {3.0f};
+  auto want = tensor::evaluate(*finite, {bytes(x0)});
+  ASSERT_TRUE(want.ok());
+  auto stub = accy::v1::Accyd::NewStub(grpc::CreateChannel(d.target(), grpc::InsecureChannelCredentials()));
+  for (const std::string& target : targets) {
+    auto stuck = s->compile(wire::encode(*endless), target);
+    ASSERT_TRUE(stuck.ok()) << target << ": " << stuck.status();
+    auto h = s->compile(wire::encode(*finite), target);
+    ASSERT_TRUE(h.ok()) << target << ": " << h.status();
+    accy::v1::InvokeRequest req;
+    req.set_session_id(s->sessionId());
+    req.mutable_handle()->set_index(stuck->index & 0x7fffffffu);  // RemoteSession marks remote handles with the top bit
+    req.mutable_handle()->set_generation(stuck->generation);
+    req.add_inputs()->set_inline_bytes(std::string(reinterpret_cast<const char*>(x0), 4));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+    accy::v1::InvokeReply reply;
+    EXPECT_EQ(stub->Invoke(&ctx, req, &reply).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << target;
+    // The next invoke in the same session: the whole scan, in one call.
+    const auto start = std::chrono::steady_clock::now();
+    float out[1] = {0};
+    const absl::Status st = s->invoke(*h, {bytes(x0)}, {writableBytes(out)});
+    ASSERT_TRUE(st.ok()) << target << ": " << st;
+    EXPECT_NEAR(out[0], tensor::loadElement(tensor::DType::f32, (*want)[0].data()), 1e-5) << target;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(seconds, 10.0) << target << ": the session stayed busy after the deadline";
+  }
+  EXPECT_TRUE(s->serverInfo().ok()) << "the daemon serves on";
+}
+
 // A compile past --max-compile-ms stops between passes and fails naming
 // the flag; the daemon serves on, and without the limit the same program
 // compiles.
