@@ -56,6 +56,7 @@
 #include "bench/program_shapes.h"
 #include "bench/references.h"
 #include "compiler/codegen/x86_64/compile.h"
+#include "examples/nbody/nbody.h"
 #include "examples/tone/tone.h"
 
 namespace tensor = accy::tensor;
@@ -1341,6 +1342,60 @@ void BM_Embedding_PyTorch_2Threads(benchmark::State& state) {
   runTorchScript(state, "bench/torch_indexing.py --case=embedding", 2);
 }
 
+// --- N-body (examples/nbody): 1,024 bodies, f64, kNBodySteps leapfrog steps
+//
+// One program (a scan of every step), against the same steps in NumPy and
+// PyTorch (bench/nbody_refs.py), vectorised over the pairs as their users
+// write them. Reported as time per run of kNBodySteps steps.
+
+constexpr int64_t kNBodySteps = 20;
+
+void runNBodyAccy(benchmark::State& state, int threads) {
+  nbody::Options o;
+  o.steps = kNBodySteps;
+  o.diagnostics = false;
+  auto p = nbody::program(o);
+  if (!ok(state, p, "define")) return;
+  auto exe = tensor::CpuExecutable::compile(*p, {.threads = threads});
+  if (!ok(state, exe, "compile")) return;
+  const nbody::Start s = nbody::start(o.bodies);
+  std::vector<double> pos(s.pos.size()), vel(s.vel.size());
+  for (auto _ : state) {
+    if (!ok(state, exe->launch({accy::bytes(s.pos), accy::bytes(s.vel), accy::bytes(s.mass)},
+                               {accy::writableBytes(pos), accy::writableBytes(vel)}),
+            "launch")) {
+      return;
+    }
+    benchmark::DoNotOptimize(pos.data());
+  }
+  // Checked once against the program with its diagnostics: the energy kept.
+  o.diagnostics = true;
+  auto checked = nbody::program(o);
+  if (!ok(state, checked, "define")) return;
+  auto exe2 = tensor::CpuExecutable::compile(*checked, {.threads = threads});
+  if (!ok(state, exe2, "compile")) return;
+  std::vector<double> e0(1), e1(1), momentum(3);
+  if (!ok(state, exe2->launch({accy::bytes(s.pos), accy::bytes(s.vel), accy::bytes(s.mass)},
+                              {accy::writableBytes(pos), accy::writableBytes(vel), accy::writableBytes(e0),
+                               accy::writableBytes(e1), accy::writableBytes(momentum)}),
+          "launch")) {
+    return;
+  }
+  if (!check(state, std::abs(e1[0] - e0[0]) < 1e-6 * std::abs(e0[0]), "energy drift over 1e-6")) return;
+  state.SetItemsProcessed(state.iterations() * kNBodySteps);
+}
+void BM_NBody_Accy_1Thread(benchmark::State& state) { runNBodyAccy(state, 1); }
+void BM_NBody_Accy_2Threads(benchmark::State& state) { runNBodyAccy(state, 2); }
+void runNBodyReference(benchmark::State& state, const char* lib, int threads) {
+  runReferenceCommand(state,
+                      std::string("/usr/bin/python3 bench/nbody_refs.py --lib=") + lib +
+                          " --steps=" + std::to_string(kNBodySteps),
+                      threads, "No module named", std::string(lib) + " is not installed");
+}
+void BM_NBody_NumPy_1Thread(benchmark::State& state) { runNBodyReference(state, "numpy", 1); }
+void BM_NBody_PyTorch_1Thread(benchmark::State& state) { runNBodyReference(state, "torch", 1); }
+void BM_NBody_PyTorch_2Threads(benchmark::State& state) { runNBodyReference(state, "torch", 2); }
+
 // --- random numbers: 2^24 f32 samples ------------------------------------
 //
 // uniform and normal from a key (Threefry-2x32, docs/SEMANTICS.md), against
@@ -1679,6 +1734,11 @@ void BM_Conv3x3_PyTorch_1Thread(benchmark::State& state) { runTorchScript(state,
 void BM_Conv3x3_PyTorch_2Threads(benchmark::State& state) { runTorchScript(state, "bench/torch_indexing.py --case=conv", 2); }
 
 BENCHMARK(BM_SinAffine_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_NBody_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_NBody_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_NBody_NumPy_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_NBody_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_NBody_PyTorch_2Threads)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_Loop_Oscillator_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Loop_Oscillator_BodyLaunchedPerStep_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Loop_Oscillator_CppLoop)->Unit(benchmark::kMillisecond)->UseRealTime();

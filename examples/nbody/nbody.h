@@ -1,0 +1,116 @@
+// Gravitational N-body, softened, as one Accy program: `steps` leapfrog
+// (kick-drift-kick) steps in one scan, the energy and momentum before and
+// after as outputs.
+//
+//   inputs:  pos [body, dim=3], vel [body, dim=3], mass [body]  (f64 or f32)
+//   outputs: pos, vel after the steps; energy before, energy after
+//            (scalars); momentum after [dim]
+//
+// Units with G = 1. The softened potential of a pair is
+// -m_i m_j / sqrt(r^2 + eps^2), and the acceleration is its gradient, so the
+// leapfrog conserves that energy up to its O(dt^2) oscillation.
+#ifndef ACCY_EXAMPLES_NBODY_NBODY_H_
+#define ACCY_EXAMPLES_NBODY_NBODY_H_
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "accy/accy.h"
+
+namespace nbody {
+
+namespace tensor = accy::tensor;
+
+struct Options {
+  int64_t bodies = 1024;
+  int64_t steps = 1000;
+  double dt = 1e-3;
+  double softening = 0.05;
+  tensor::DType dtype = tensor::DType::f64;
+  // false: only pos and vel come out (no energy or momentum: the
+  // benchmark's form, the same work as its references).
+  bool diagnostics = true;
+};
+
+inline std::vector<tensor::Spec> specs(const Options& o) {
+  return {tensor::spec(o.dtype, {{"body", o.bodies}, {"dim", 3}}), tensor::spec(o.dtype, {{"body", o.bodies}, {"dim", 3}}),
+          tensor::spec(o.dtype, {{"body", o.bodies}})};
+}
+
+// The acceleration of every body [body, dim]: the sum over the others of
+// m_j (x_j - x_i) / (r^2 + eps^2)^(3/2).
+inline tensor::Value acceleration(const tensor::Value& pos, const tensor::Value& mass, double eps2) {
+  const tensor::Value other = pos.rename("body", "other");
+  const tensor::Value diff = other - pos;  // [other, dim, body]: x_j - x_i
+  const tensor::Value r2 = (diff * diff).sum("dim") + eps2;
+  const tensor::Value w = mass.rename("body", "other") / (r2 * r2.sqrt());
+  return (diff * w).sum("other").transpose({"body", "dim"});
+}
+
+// Kinetic plus softened potential energy (each pair once; the softened
+// self-terms -m_i^2 / eps taken back out).
+inline tensor::Value energy(const tensor::Value& pos, const tensor::Value& vel, const tensor::Value& mass, double eps2) {
+  const tensor::Value kinetic = ((vel * vel).sum("dim") * mass).sum("body") * 0.5;
+  const tensor::Value diff = pos.rename("body", "other") - pos;
+  const tensor::Value r2 = (diff * diff).sum("dim") + eps2;
+  const tensor::Value pair = (mass.rename("body", "other") * mass / r2.sqrt()).sum({"other", "body"});
+  const tensor::Value self = (mass * mass).sum("body") / std::sqrt(eps2);
+  return kinetic - (pair - self) * 0.5;
+}
+
+inline absl::StatusOr<tensor::Program> program(const Options& o) {
+  const double eps2 = o.softening * o.softening, dt = o.dt;
+  return tensor::define("nbody", specs(o), [&](tensor::Builder& b, std::span<const tensor::Value> a) {
+    const tensor::Value mass = a[2];
+    tensor::ScanResult r = tensor::scan(
+        b, {.axis = "step", .length = o.steps}, {a[0], a[1], acceleration(a[0], mass, eps2)}, {},
+        [&](tensor::Builder&, std::span<const tensor::Value> c,
+            std::span<const tensor::Value>) -> absl::StatusOr<tensor::ScanStep> {
+          const tensor::Value half = c[1] + c[2] * (0.5 * dt);
+          const tensor::Value pos = c[0] + half * dt;
+          const tensor::Value acc = acceleration(pos, mass, eps2);
+          return tensor::ScanStep{{pos, half + acc * (0.5 * dt), acc}, {}};
+        });
+    const tensor::Value pos = r.carry[0], vel = r.carry[1];
+    if (!o.diagnostics) return std::vector<tensor::Value>{pos, vel};
+    const tensor::Value momentum = (vel * mass).sum("body");
+    return std::vector<tensor::Value>{pos, vel, energy(a[0], a[1], mass, eps2), energy(pos, vel, mass, eps2), momentum};
+  });
+}
+
+// A cold, clumpy start: positions uniform in the unit ball, small random
+// velocities with the total momentum removed, equal masses summing to 1
+// (a deterministic generator, so every run starts alike).
+struct Start {
+  std::vector<double> pos, vel, mass;
+};
+
+inline Start start(int64_t bodies, uint64_t seed = 2026) {
+  Start s;
+  uint64_t state = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+  auto next = [&] {  // a 64-bit LCG's top 53 bits, in [0, 1)
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(state >> 11) * 0x1.0p-53;
+  };
+  double p[3] = {0, 0, 0};
+  for (int64_t i = 0; i < bodies; ++i) {
+    double x, y, z;
+    do {
+      x = 2 * next() - 1, y = 2 * next() - 1, z = 2 * next() - 1;
+    } while (x * x + y * y + z * z > 1);
+    s.pos.insert(s.pos.end(), {x, y, z});
+    const double v[3] = {0.2 * (next() - 0.5), 0.2 * (next() - 0.5), 0.2 * (next() - 0.5)};
+    s.vel.insert(s.vel.end(), {v[0], v[1], v[2]});
+    s.mass.push_back(1.0 / static_cast<double>(bodies));
+    for (int d = 0; d < 3; ++d) p[d] += v[d] / static_cast<double>(bodies);
+  }
+  for (int64_t i = 0; i < bodies; ++i) {
+    for (int d = 0; d < 3; ++d) s.vel[i * 3 + d] -= p[d];  // equal masses: subtract the mean velocity
+  }
+  return s;
+}
+
+}  // namespace nbody
+
+#endif  // ACCY_EXAMPLES_NBODY_NBODY_H_
