@@ -386,9 +386,19 @@ void runPerceptronAccy(benchmark::State& state, int threads) {
 // Runs a reference's command (plus --threads) and reports the median it
 // prints ("median_ms M", "threads N") as this row's time. `missing`: why
 // the reference is not applicable here when its output holds `missing_marker`.
+//
+// glibc's malloc is told to keep what it frees (no mmap per large block, no
+// trimming): NumPy and PyTorch allocate every result afresh, and on a VM
+// whose page faults are dear each new 8 MB block costs more than the
+// arithmetic in it (PyTorch's N-body step: 105 ms a step with glibc's
+// defaults, 6.6 ms with these; docs/PERFORMANCE.md, "N-body"). Accy's
+// executables allocate their temporaries once, at compile time.
+constexpr char kReferenceMalloc[] =
+    "env MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736 MALLOC_TOP_PAD_=268435456 ";
 void runReferenceCommand(benchmark::State& state, const std::string& command_and_args, int threads,
                          const std::string& missing_marker, const std::string& missing) {
-  const std::string command = command_and_args + " --threads=" + std::to_string(threads) + " 2>&1";
+  const std::string command =
+      kReferenceMalloc + command_and_args + " --threads=" + std::to_string(threads) + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   std::string out;
   if (pipe != nullptr) {
@@ -1345,8 +1355,8 @@ void BM_Embedding_PyTorch_2Threads(benchmark::State& state) {
 // --- N-body (examples/nbody): 1,024 bodies, f64, kNBodySteps leapfrog steps
 //
 // One program (a scan of every step), against the same steps in NumPy and
-// PyTorch (bench/nbody_refs.py), vectorised over the pairs as their users
-// write them. Reported as time per run of kNBodySteps steps.
+// PyTorch (bench/nbody_refs.py), vectorised over the pairs in the fastest
+// form tried for each. Reported as time per run of kNBodySteps steps.
 
 constexpr int64_t kNBodySteps = 20;
 

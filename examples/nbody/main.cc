@@ -1,7 +1,7 @@
 // Runs the N-body example on this CPU and prints what it computed:
 //
 //   bazel run -c opt //examples/nbody -- [--bodies=1024] [--steps=1000]
-//       [--dtype=f64|f32] [--threads=N]
+//       [--dt=0.0005] [--softening=0.05] [--dtype=f64|f32] [--threads=N]
 //
 // One program (one scan of every step) compiled once and launched once;
 // prints the relative energy drift, the final momentum, the compile and
@@ -73,6 +73,10 @@ int main(int argc, char** argv) {
       o.bodies = std::atoll(v);
     } else if (const char* v = value("--steps=")) {
       o.steps = std::atoll(v);
+    } else if (const char* v = value("--dt=")) {
+      o.dt = std::atof(v);
+    } else if (const char* v = value("--softening=")) {
+      o.softening = std::atof(v);
     } else if (const char* v = value("--threads=")) {
       threads = std::atoi(v);
     } else if (const char* v = value("--dtype=")) {
@@ -82,12 +86,12 @@ int main(int argc, char** argv) {
       }
       o.dtype = std::string(v) == "f32" ? accy::tensor::DType::f32 : accy::tensor::DType::f64;
     } else {
-      std::fprintf(stderr, "usage: nbody [--bodies=N] [--steps=N] [--dtype=f64|f32] [--threads=N]\n");
+      std::fprintf(stderr, "usage: nbody [--bodies=N] [--steps=N] [--dt=X] [--softening=X] [--dtype=f64|f32] [--threads=N]\n");
       return 2;
     }
   }
-  if (o.bodies < 2 || o.steps < 1) {
-    std::fprintf(stderr, "nbody: needs at least 2 bodies and 1 step\n");
+  if (o.bodies < 2 || o.steps < 1 || !(o.dt > 0) || !(o.softening > 0)) {
+    std::fprintf(stderr, "nbody: needs at least 2 bodies, 1 step, a positive dt and a positive softening\n");
     return 2;
   }
   return o.dtype == accy::tensor::DType::f64 ? run<double>(o, threads) : run<float>(o, threads);

@@ -2,7 +2,7 @@
 // (kick-drift-kick) steps in one scan, the energy and momentum before and
 // after as outputs.
 //
-//   inputs:  pos [body, dim=3], vel [body, dim=3], mass [body]  (f64 or f32)
+//   inputs:  pos [dim=3, body], vel [dim=3, body], mass [body]  (f64 or f32)
 //   outputs: pos, vel after the steps; energy before, energy after
 //            (scalars); momentum after [dim]
 //
@@ -25,7 +25,7 @@ namespace tensor = accy::tensor;
 struct Options {
   int64_t bodies = 1024;
   int64_t steps = 1000;
-  double dt = 1e-3;
+  double dt = 5e-4;
   double softening = 0.05;
   tensor::DType dtype = tensor::DType::f64;
   // false: only pos and vel come out (no energy or momentum: the
@@ -34,18 +34,24 @@ struct Options {
 };
 
 inline std::vector<tensor::Spec> specs(const Options& o) {
-  return {tensor::spec(o.dtype, {{"body", o.bodies}, {"dim", 3}}), tensor::spec(o.dtype, {{"body", o.bodies}, {"dim", 3}}),
+  return {tensor::spec(o.dtype, {{"dim", 3}, {"body", o.bodies}}), tensor::spec(o.dtype, {{"dim", 3}, {"body", o.bodies}}),
           tensor::spec(o.dtype, {{"body", o.bodies}})};
 }
 
-// The acceleration of every body [body, dim]: the sum over the others of
+// The acceleration of every body [dim, body]: the sum over the others of
 // m_j (x_j - x_i) / (r^2 + eps^2)^(3/2).
+//
+// Positions are laid out a coordinate at a time ([dim, body], "structure of
+// arrays"): the pair loop then reads each coordinate of the other bodies
+// contiguously and runs in vector lanes. With [body, dim] the same program
+// reads them three apart, which today's x86-64 vectorizer leaves scalar
+// (17x slower: docs/PERFORMANCE.md, "N-body").
 inline tensor::Value acceleration(const tensor::Value& pos, const tensor::Value& mass, double eps2) {
   const tensor::Value other = pos.rename("body", "other");
-  const tensor::Value diff = other - pos;  // [other, dim, body]: x_j - x_i
+  const tensor::Value diff = other - pos;  // [dim, other, body]: x_j - x_i
   const tensor::Value r2 = (diff * diff).sum("dim") + eps2;
   const tensor::Value w = mass.rename("body", "other") / (r2 * r2.sqrt());
-  return (diff * w).sum("other").transpose({"body", "dim"});
+  return (diff * w).sum("other").transpose({"dim", "body"});
 }
 
 // Kinetic plus softened potential energy (each pair once; the softened
@@ -81,7 +87,8 @@ inline absl::StatusOr<tensor::Program> program(const Options& o) {
 
 // A cold, clumpy start: positions uniform in the unit ball, small random
 // velocities with the total momentum removed, equal masses summing to 1
-// (a deterministic generator, so every run starts alike).
+// (a deterministic generator, so every run starts alike). pos and vel are
+// [dim, body]: pos[d * bodies + i] is coordinate d of body i.
 struct Start {
   std::vector<double> pos, vel, mass;
 };
@@ -93,20 +100,25 @@ inline Start start(int64_t bodies, uint64_t seed = 2026) {
     state = state * 6364136223846793005ULL + 1442695040888963407ULL;
     return static_cast<double>(state >> 11) * 0x1.0p-53;
   };
+  s.pos.resize(3 * bodies);
+  s.vel.resize(3 * bodies);
   double p[3] = {0, 0, 0};
   for (int64_t i = 0; i < bodies; ++i) {
     double x, y, z;
     do {
       x = 2 * next() - 1, y = 2 * next() - 1, z = 2 * next() - 1;
     } while (x * x + y * y + z * z > 1);
-    s.pos.insert(s.pos.end(), {x, y, z});
     const double v[3] = {0.2 * (next() - 0.5), 0.2 * (next() - 0.5), 0.2 * (next() - 0.5)};
-    s.vel.insert(s.vel.end(), {v[0], v[1], v[2]});
+    const double r[3] = {x, y, z};
+    for (int d = 0; d < 3; ++d) {
+      s.pos[d * bodies + i] = r[d];
+      s.vel[d * bodies + i] = v[d];
+      p[d] += v[d] / static_cast<double>(bodies);
+    }
     s.mass.push_back(1.0 / static_cast<double>(bodies));
-    for (int d = 0; d < 3; ++d) p[d] += v[d] / static_cast<double>(bodies);
   }
   for (int64_t i = 0; i < bodies; ++i) {
-    for (int d = 0; d < 3; ++d) s.vel[i * 3 + d] -= p[d];  // equal masses: subtract the mean velocity
+    for (int d = 0; d < 3; ++d) s.vel[d * bodies + i] -= p[d];  // equal masses: subtract the mean velocity
   }
   return s;
 }
