@@ -33,6 +33,7 @@
 #include "accy/v1/accyd.grpc.pb.h"
 #include "client/remote_session.h"
 #include "compiler/codegen/arithmetic_mode.h"
+#include "examples/nbody/nbody.h"
 #include "runtime/channel.h"
 #include "tests/accyd_daemon.h"
 #include "tests/grpc_health.h"
@@ -1495,6 +1496,33 @@ TEST(Accyd, LoopsRunInOneInvokeAndAnEndlessOneStopsAtItsDeadline) {
     EXPECT_NEAR(out[0], tensor::loadElement(tensor::DType::f32, (*want)[0].data()), 1e-5) << target;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     EXPECT_LT(seconds, 10.0) << target << ": the session stayed busy after the deadline";
+    // The N-body example (f32, 32 bodies, 20 steps: a scan whose body
+    // reads a captured input) in one invoke, against the evaluator.
+    nbody::Options o;
+    o.bodies = 32;
+    o.steps = 20;
+    o.dtype = tensor::DType::f32;
+    auto sim = nbody::program(o);
+    ASSERT_TRUE(sim.ok()) << sim.status();
+    const nbody::Start s0 = nbody::start(o.bodies);
+    const std::vector<float> pos(s0.pos.begin(), s0.pos.end()), vel(s0.vel.begin(), s0.vel.end()),
+        mass(s0.mass.begin(), s0.mass.end());
+    const std::vector<std::span<const std::byte>> sim_in = {bytes(pos), bytes(vel), bytes(mass)};
+    auto sim_want = tensor::evaluate(*sim, sim_in);
+    ASSERT_TRUE(sim_want.ok()) << sim_want.status();
+    auto hs = s->compile(wire::encode(*sim), target);
+    ASSERT_TRUE(hs.ok()) << target << ": " << hs.status();
+    std::vector<float> pos1(pos.size()), vel1(vel.size()), e0(1), e1(1), momentum(3);
+    const absl::Status sim_st = s->invoke(*hs, sim_in,
+                                          {writableBytes(pos1), writableBytes(vel1), writableBytes(e0),
+                                           writableBytes(e1), writableBytes(momentum)});
+    ASSERT_TRUE(sim_st.ok()) << target << ": " << sim_st;
+    for (size_t i = 0; i < pos1.size(); ++i) {
+      const float w = tensor::loadElement(tensor::DType::f32, (*sim_want)[0].data() + 4 * i);
+      ASSERT_NEAR(pos1[i], w, 1e-4f * (1 + std::abs(w))) << target << " position " << i;
+    }
+    const float e_want = tensor::loadElement(tensor::DType::f32, (*sim_want)[3].data());
+    EXPECT_NEAR(e1[0], e_want, 1e-4f * std::abs(e_want)) << target << ": energy after";
   }
   EXPECT_TRUE(s->serverInfo().ok()) << "the daemon serves on";
 }
