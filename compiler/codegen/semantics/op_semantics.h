@@ -366,6 +366,16 @@ class OpSemantics {
     return p_.select(d, p_.compare(Cmp::kLt, d, exponent, zero), negative, positive);
   }
 
+  // u32 `x` rotated left by n in [1, 32): the target's rotate where its
+  // primitives have one, else two shifts and an or.
+  Value rotateLeft(DType d, Value x, int n) {
+    if constexpr (requires { p_.rotateLeft(d, x, n); }) {
+      return p_.rotateLeft(d, x, n);
+    } else {
+      return p_.bitOr(d, shiftLeftConstant(d, x, n), p_.shiftRight(d, x, 32 - n));
+    }
+  }
+
   // Threefry-2x32, 20 rounds (Random123; compiler/tensor/scalar_ops.cc's
   // threefry2x32): word 0 or 1 of counter (c0, c1) under key (k0, k1), in
   // u32 registers.
@@ -400,7 +410,7 @@ class OpSemantics {
       const int n = kRotations[r % 8];
       for (State& x : st) {
         x.x0 = p_.arith(Arith::kAdd, d, x.x0, x.x1);
-        const Value rotated = p_.bitOr(d, shiftLeftConstant(d, x.x1, n), p_.shiftRight(d, x.x1, 32 - n));
+        const Value rotated = rotateLeft(d, x.x1, n);
         x.x1 = p_.bitXor(d, rotated, x.x0);
         if (r % 4 == 3) {
           const int s = r / 4 + 1;

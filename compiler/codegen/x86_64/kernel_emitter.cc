@@ -99,31 +99,11 @@ void KernelEmitter::closeLoop(const OpenLoop& l) {
   cc_.bind(l.done);
 }
 
-bool KernelEmitter::integerLanes(const ExprRef& value, int var) const {
-  std::set<const Expr*> seen;
-  std::vector<const Expr*> todo = {value.get()};
-  while (!todo.empty()) {
-    const Expr* x = todo.back();
-    todo.pop_back();
-    if (!seen.insert(x).second) continue;
-    if (x->dtype == DType::i32 || x->dtype == DType::u32) return true;
-    if (x->kind == ExprKind::kLoad) continue;  // its bound positions are scalars
-    // A condition the same along the loop is computed apart, as a scalar.
-    const bool uniform = x->kind == ExprKind::kOp && x->op == OpCode::kWhere && choir::invariantIn(m_, x->args[0], var);
-    for (size_t j = uniform ? 1 : 0; j < x->args.size(); ++j) todo.push_back(x->args[j].get());
-  }
-  return false;
+Simd KernelEmitter::laneSimd(DType dtype, int width) const {
+  return Simd(cc_, isa_, laneOf(dtype), width * static_cast<int>(tensor::dtypeSize(dtype)));
 }
 
-Simd KernelEmitter::laneSimd(DType dtype, int width, const ExprRef& value, int var) const {
-  const Isa isa = integerLanes(value, var) ? std::min(isa_, Isa::kAvx2) : isa_;
-  return Simd(cc_, isa, laneOf(dtype), width * static_cast<int>(tensor::dtypeSize(dtype)));
-}
-
-int KernelEmitter::loopWidth(int width, DType dtype, const ExprRef& value, int var) const {
-  if (integerLanes(value, var) || dtype == DType::i32 || dtype == DType::u32) {
-    width = std::min(width, 32 / static_cast<int>(tensor::dtypeSize(dtype)));
-  }
+int KernelEmitter::loopWidth(int width, DType dtype, const ExprRef& value) const {
   // A light loop (a load and an add or two per element) is bound by its
   // loads. A 64-byte load from a buffer that is not 64-byte aligned (a
   // caller's std::vector is 16) always spans two cache lines and counts
@@ -142,7 +122,7 @@ int KernelEmitter::storeWidth(const Stmt& l, bool parallel) const {
   const DType dtype = m_.buffers[st.buffer].dtype;
   const bool vectorized = l.loop.tag == LoopTag::kVectorized || (parallel && l.loop.vector_width > 1);
   const bool lanes = isFloat(dtype) || dtype == DType::i32 || dtype == DType::u32;
-  return vectorized && lanes ? loopWidth(l.loop.vector_width, dtype, st.value, l.loop.var) : 1;
+  return vectorized && lanes ? loopWidth(l.loop.vector_width, dtype, st.value) : 1;
 }
 
 int KernelEmitter::storeCopies(const Stmt& l, int width) const {
@@ -156,7 +136,7 @@ int KernelEmitter::storeCopies(const Stmt& l, int width) const {
 
 KernelEmitter::Mode KernelEmitter::beginVectorStore(const Stmt& l, int width, const Mode& lanes) {
   const DType dtype = m_.buffers[l.body[0].buffer].dtype;
-  loop_simd_.emplace(laneSimd(dtype, width, l.body[0].value, l.loop.var));
+  loop_simd_.emplace(laneSimd(dtype, width));
   vsimd_ = &*loop_simd_;
   beginHoist({vsimd_, &scalar32_, &scalar64_});
   Mode r = lanes;
@@ -173,13 +153,13 @@ void KernelEmitter::endVectorStore(const Mode& lanes) {
 int KernelEmitter::reduceWidth(const Stmt& s) const {
   const DType dtype = m_.buffers[s.buffer].dtype;
   const choir::LoopHeader& inner = s.domain.back();
-  return inner.tag == LoopTag::kVectorized && isFloat(dtype) ? loopWidth(inner.vector_width, dtype, s.value, inner.var)
+  return inner.tag == LoopTag::kVectorized && isFloat(dtype) ? loopWidth(inner.vector_width, dtype, s.value)
                                                                : 1;
 }
 
-void KernelEmitter::beginReduce(const Stmt& s, DType dtype, int width) {
+void KernelEmitter::beginReduce(const Stmt&, DType dtype, int width) {
   if (width > 1) {
-    loop_simd_.emplace(laneSimd(dtype, width, s.value, s.domain.back().var));
+    loop_simd_.emplace(laneSimd(dtype, width));
   } else {
     loop_simd_.emplace(cc_, isa_, laneOf(dtype), 16);
   }

@@ -151,14 +151,10 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, Val, asmjit
   Simd& scalarSimd(choir::DType dtype);
   // The lanes a vectorized loop over `value` steps by: the vectorizer's
   // `width`, or half of it for a light loop on AVX-512.
-  int loopWidth(int width, choir::DType dtype, const choir::ExprRef& value, int var) const;
-  // Whether a vector loop over `value` along `var` holds i32 or u32 values
-  // in its lanes: it then runs in an AVX2 Simd (at most 8 lanes) on
-  // AVX-512 hosts too (simd.h).
-  bool integerLanes(const choir::ExprRef& value, int var) const;
-  // The lanes of a vector loop over `value` along `var` of `width` lanes
-  // of `dtype`.
-  Simd laneSimd(choir::DType dtype, int width, const choir::ExprRef& value, int var) const;
+  int loopWidth(int width, choir::DType dtype, const choir::ExprRef& value) const;
+  // The lanes of a vector loop: `width` lanes of `dtype` (i32 and u32 in
+  // the integer lanes of an f32 Simd, at every width the ISA has).
+  Simd laneSimd(choir::DType dtype, int width) const;
   Val loadScalar(choir::DType dtype, const asmjit::x86::Mem& m);
   void storeScalar(choir::DType dtype, const asmjit::x86::Mem& m, const Val& v);
   void streamScalar(choir::DType dtype, const asmjit::x86::Mem& m, const Val& v);

@@ -323,8 +323,21 @@ void Simd::intShr(Vec d, Vec a, int bits) {
   cc_.emit(f32() ? x86::Inst::kIdPsrld : x86::Inst::kIdPsrlq, d, bits);
 }
 
+void Simd::intRotl(Vec d, Vec a, int bits) {
+  ACCY_CHECK(f32() && bits > 0 && bits < 32, "rotates of 32-bit lanes by 1 to 31 only");
+  d = fit(d), a = fit(a);
+  if (isa_ == Isa::kAvx512) {
+    cc_.emit(x86::Inst::kIdVprold, d, a, bits);
+    return;
+  }
+  Vec hi = newVec("rotl");
+  intShr(hi, a, 32 - bits);
+  intShl(d, a, bits);
+  intOr(d, d, hi);
+}
+
 void Simd::intMul(Vec d, Vec a, Vec b) {
-  ACCY_CHECK(f32() && isa_ != Isa::kAvx512, "32-bit integer lanes in SSE4.1 or AVX2 only");
+  ACCY_CHECK(f32(), "32-bit integer lanes only");
   binary(x86::Inst::kIdPmulld, x86::Inst::kIdVpmulld, d, a, b, true);
 }
 
@@ -340,7 +353,7 @@ void Simd::intSar(Vec d, Vec a, int bits) {
 }
 
 void Simd::intMinMax(bool max, bool is_unsigned, Vec d, Vec a, Vec b) {
-  ACCY_CHECK(f32() && isa_ != Isa::kAvx512, "32-bit integer lanes in SSE4.1 or AVX2 only");
+  ACCY_CHECK(f32(), "32-bit integer lanes only");
   if (max) {
     binary(is_unsigned ? x86::Inst::kIdPmaxud : x86::Inst::kIdPmaxsd,
            is_unsigned ? x86::Inst::kIdVpmaxud : x86::Inst::kIdVpmaxsd, d, a, b, true);
@@ -354,9 +367,37 @@ void Simd::intMinMax(bool max, bool is_unsigned, Vec d, Vec a, Vec b) {
 // only: < swaps the operands, <=, >= and != negate the opposite test, and
 // unsigned lanes compare as signed with their top bits flipped.
 Mask Simd::intCmp(Cmp pred, bool is_unsigned, Vec a, Vec b) {
-  ACCY_CHECK(f32() && isa_ != Isa::kAvx512, "32-bit integer lanes in SSE4.1 or AVX2 only");
+  ACCY_CHECK(f32(), "32-bit integer lanes only");
   ACCY_CHECK(pred != Cmp::kUnordered, "integers are always ordered");
   a = fit(a), b = fit(b);
+  if (isa_ == Isa::kAvx512) {  // vpcmp[u]d's predicates: 0 ==, 1 <, 2 <=, 4 !=, 5 >=, 6 >
+    int imm = 0;
+    switch (pred) {
+      case Cmp::kEq:
+        imm = 0;
+        break;
+      case Cmp::kLt:
+        imm = 1;
+        break;
+      case Cmp::kLe:
+        imm = 2;
+        break;
+      case Cmp::kNe:
+        imm = 4;
+        break;
+      case Cmp::kGe:
+        imm = 5;
+        break;
+      case Cmp::kGt:
+        imm = 6;
+        break;
+      case Cmp::kUnordered:
+        break;
+    }
+    Mask m = newMask();
+    cc_.emit(is_unsigned ? x86::Inst::kIdVpcmpud : x86::Inst::kIdVpcmpd, m.k, a, b, imm);
+    return m;
+  }
   if (is_unsigned && pred != Cmp::kEq && pred != Cmp::kNe) {
     const Vec top = constantBitsValue(0x80000000u);
     Vec fa = newVec("flip"), fb = newVec("flip");
@@ -396,7 +437,11 @@ void Simd::intToFloat(Vec d, Vec a) {
 }
 
 void Simd::broadcastInt(Vec d, const x86::Gp& g) {
-  ACCY_CHECK(f32() && isa_ != Isa::kAvx512, "32-bit integer lanes in SSE4.1 or AVX2 only");
+  ACCY_CHECK(f32(), "32-bit integer lanes only");
+  if (isa_ == Isa::kAvx512) {
+    cc_.vpbroadcastd(fit(d), g.r32());
+    return;
+  }
   if (vex()) {
     cc_.vmovd(d.xmm(), g.r32());
     if (width_ > 16) {
@@ -416,7 +461,7 @@ Vec Simd::laneSteps(uint32_t step) {
     uint32_t data[16];
     for (int k = 0; k < 16; ++k) data[k] = static_cast<uint32_t>(k) * step;
     x86::Mem m = cc_.newConst(asmjit::ConstPoolScope::kLocal, data, width_);
-    cc_.emit(vex() ? x86::Inst::kIdVmovdqu : x86::Inst::kIdMovdqu, r, m);
+    cc_.emit(isa_ == Isa::kAvx512 ? x86::Inst::kIdVmovdqu32 : vex() ? x86::Inst::kIdVmovdqu : x86::Inst::kIdMovdqu, r, m);
   });
 }
 

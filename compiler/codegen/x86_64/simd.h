@@ -115,18 +115,19 @@ class Simd {
   void intShl(asmjit::x86::Vec d, asmjit::x86::Vec a, int bits);
   void intShr(asmjit::x86::Vec d, asmjit::x86::Vec a, int bits);  // logical
 
-  // 32-bit integer lanes of an f32 Simd, in the SSE4.1 and AVX2 encodings
-  // (the x86-64 emitter runs a loop holding integer values in an AVX2
-  // Simd on AVX-512 hosts): wrapping arithmetic, bitwise ops in the
-  // integer domain, arithmetic shifts, comparisons and min/max, signed or
-  // unsigned, conversion to f32, lanes from a general register. intSub
-  // and the bitwise ops also act on the i64 lanes of an f64 Simd.
+  // 32-bit integer lanes of an f32 Simd, in every encoding (AVX-512:
+  // comparisons into mask registers, rotates in one instruction): wrapping
+  // arithmetic, bitwise ops in the integer domain, arithmetic shifts,
+  // rotates, comparisons and min/max, signed or unsigned, conversion to
+  // f32, lanes from a general register. intSub and the bitwise ops also act
+  // on the i64 lanes of an f64 Simd.
   void intSub(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
   void intMul(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);  // the low 32 bits
   void intAnd(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
   void intOr(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
   void intXor(asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
   void intSar(asmjit::x86::Vec d, asmjit::x86::Vec a, int bits);
+  void intRotl(asmjit::x86::Vec d, asmjit::x86::Vec a, int bits);  // bits in [1, 32)
   void intMinMax(bool max, bool is_unsigned, asmjit::x86::Vec d, asmjit::x86::Vec a, asmjit::x86::Vec b);
   Mask intCmp(Cmp pred, bool is_unsigned, asmjit::x86::Vec a, asmjit::x86::Vec b);  // not kUnordered
   void intToFloat(asmjit::x86::Vec d, asmjit::x86::Vec a);  // i32 to f32, rounded to nearest
