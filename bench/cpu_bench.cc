@@ -1368,15 +1368,10 @@ void runNBodyAccy(benchmark::State& state, int threads) {
   if (!ok(state, p, "define")) return;
   auto exe = tensor::CpuExecutable::compile(*p, {.threads = threads});
   if (!ok(state, exe, "compile")) return;
-  const nbody::Start s = nbody::start(o.bodies);
-  std::vector<double> pos(s.pos.size()), vel(s.vel.size());
+  nbody::Buffers<double> b(nbody::start(o.bodies));
   for (auto _ : state) {
-    if (!ok(state, exe->launch({accy::bytes(s.pos), accy::bytes(s.vel), accy::bytes(s.mass)},
-                               {accy::writableBytes(pos), accy::writableBytes(vel)}),
-            "launch")) {
-      return;
-    }
-    benchmark::DoNotOptimize(pos.data());
+    if (!ok(state, exe->launch(b.inputs(), b.outputs(false)), "launch")) return;
+    benchmark::DoNotOptimize(b.pos_out.data());
   }
   // Checked once against the program with its diagnostics: the energy kept.
   o.diagnostics = true;
@@ -1384,14 +1379,8 @@ void runNBodyAccy(benchmark::State& state, int threads) {
   if (!ok(state, checked, "define")) return;
   auto exe2 = tensor::CpuExecutable::compile(*checked, {.threads = threads});
   if (!ok(state, exe2, "compile")) return;
-  std::vector<double> e0(1), e1(1), momentum(3);
-  if (!ok(state, exe2->launch({accy::bytes(s.pos), accy::bytes(s.vel), accy::bytes(s.mass)},
-                              {accy::writableBytes(pos), accy::writableBytes(vel), accy::writableBytes(e0),
-                               accy::writableBytes(e1), accy::writableBytes(momentum)}),
-          "launch")) {
-    return;
-  }
-  if (!check(state, std::abs(e1[0] - e0[0]) < 1e-6 * std::abs(e0[0]), "energy drift over 1e-6")) return;
+  if (!ok(state, exe2->launch(b.inputs(), b.outputs()), "launch")) return;
+  if (!check(state, b.drift() < 1e-6, "energy drift over 1e-6")) return;
   state.SetItemsProcessed(state.iterations() * kNBodySteps);
 }
 void BM_NBody_Accy_1Thread(benchmark::State& state) { runNBodyAccy(state, 1); }

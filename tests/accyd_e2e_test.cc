@@ -1504,25 +1504,19 @@ TEST(Accyd, LoopsRunInOneInvokeAndAnEndlessOneStopsAtItsDeadline) {
     o.dtype = tensor::DType::f32;
     auto sim = nbody::program(o);
     ASSERT_TRUE(sim.ok()) << sim.status();
-    const nbody::Start s0 = nbody::start(o.bodies);
-    const std::vector<float> pos(s0.pos.begin(), s0.pos.end()), vel(s0.vel.begin(), s0.vel.end()),
-        mass(s0.mass.begin(), s0.mass.end());
-    const std::vector<std::span<const std::byte>> sim_in = {bytes(pos), bytes(vel), bytes(mass)};
-    auto sim_want = tensor::evaluate(*sim, sim_in);
+    nbody::Buffers<float> b(nbody::start(o.bodies));
+    auto sim_want = tensor::evaluate(*sim, b.inputs());
     ASSERT_TRUE(sim_want.ok()) << sim_want.status();
     auto hs = s->compile(wire::encode(*sim), target);
     ASSERT_TRUE(hs.ok()) << target << ": " << hs.status();
-    std::vector<float> pos1(pos.size()), vel1(vel.size()), e0(1), e1(1), momentum(3);
-    const absl::Status sim_st = s->invoke(*hs, sim_in,
-                                          {writableBytes(pos1), writableBytes(vel1), writableBytes(e0),
-                                           writableBytes(e1), writableBytes(momentum)});
+    const absl::Status sim_st = s->invoke(*hs, b.inputs(), b.outputs());
     ASSERT_TRUE(sim_st.ok()) << target << ": " << sim_st;
-    for (size_t i = 0; i < pos1.size(); ++i) {
+    for (size_t i = 0; i < b.pos_out.size(); ++i) {
       const float w = tensor::loadElement(tensor::DType::f32, (*sim_want)[0].data() + 4 * i);
-      ASSERT_NEAR(pos1[i], w, 1e-4f * (1 + std::abs(w))) << target << " position " << i;
+      ASSERT_NEAR(b.pos_out[i], w, 1e-4f * (1 + std::abs(w))) << target << " position " << i;
     }
     const float e_want = tensor::loadElement(tensor::DType::f32, (*sim_want)[3].data());
-    EXPECT_NEAR(e1[0], e_want, 1e-4f * std::abs(e_want)) << target << ": energy after";
+    EXPECT_NEAR(b.e1[0], e_want, 1e-4f * std::abs(e_want)) << target << ": energy after";
   }
   EXPECT_TRUE(s->serverInfo().ok()) << "the daemon serves on";
 }

@@ -16,13 +16,8 @@
 namespace {
 
 template <typename T>
-std::vector<T> as(const std::vector<double>& v) {
-  return std::vector<T>(v.begin(), v.end());
-}
-
-template <typename T>
 int run(const nbody::Options& o, int threads) {
-  const nbody::Start s = nbody::start(o.bodies);
+  nbody::Buffers<T> b(nbody::start(o.bodies));
   const auto t0 = std::chrono::steady_clock::now();
   auto p = nbody::program(o);
   if (!p.ok()) {
@@ -35,12 +30,7 @@ int run(const nbody::Options& o, int threads) {
     return 1;
   }
   const auto t1 = std::chrono::steady_clock::now();
-  const std::vector<T> pos = as<T>(s.pos), vel = as<T>(s.vel), mass = as<T>(s.mass);
-  std::vector<T> pos_out(pos.size()), vel_out(vel.size()), e0(1), e1(1), momentum(3);
-  const absl::Status st = exe->launch(
-      {accy::bytes(pos), accy::bytes(vel), accy::bytes(mass)},
-      {accy::writableBytes(pos_out), accy::writableBytes(vel_out), accy::writableBytes(e0), accy::writableBytes(e1),
-       accy::writableBytes(momentum)});
+  const absl::Status st = exe->launch(b.inputs(), b.outputs());
   const auto t2 = std::chrono::steady_clock::now();
   if (!st.ok()) {
     std::fprintf(stderr, "nbody: %s\n", std::string(st.message()).c_str());
@@ -50,9 +40,9 @@ int run(const nbody::Options& o, int threads) {
   std::printf("nbody: %lld bodies, %lld leapfrog steps of dt %g, softening %g, %s\n",
               static_cast<long long>(o.bodies), static_cast<long long>(o.steps), o.dt, o.softening,
               o.dtype == accy::tensor::DType::f64 ? "f64" : "f32");
-  std::printf("energy %.12g -> %.12g: relative drift %.3g\n", double(e0[0]), double(e1[0]),
-              std::abs(double(e1[0]) - double(e0[0])) / std::abs(double(e0[0])));
-  std::printf("momentum after: (%.3g, %.3g, %.3g)\n", double(momentum[0]), double(momentum[1]), double(momentum[2]));
+  std::printf("energy %.12g -> %.12g: relative drift %.3g\n", double(b.e0[0]), double(b.e1[0]), b.drift());
+  std::printf("momentum after: (%.3g, %.3g, %.3g)\n", double(b.momentum[0]), double(b.momentum[1]),
+              double(b.momentum[2]));
   std::printf("compile %.1f ms, run %.3f s: %.1f steps/s\n", std::chrono::duration<double>(t1 - t0).count() * 1e3,
               run_s, static_cast<double>(o.steps) / run_s);
   return 0;

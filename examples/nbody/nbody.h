@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "accy/accy.h"
@@ -122,6 +123,33 @@ inline Start start(int64_t bodies, uint64_t seed = 2026) {
   }
   return s;
 }
+
+// The program's buffers in T (double for f64, float for f32): the inputs
+// converted from a Start, and room for the outputs, as launch and invoke
+// take them.
+template <typename T>
+struct Buffers {
+  explicit Buffers(const Start& s)
+      : pos(s.pos.begin(), s.pos.end()),
+        vel(s.vel.begin(), s.vel.end()),
+        mass(s.mass.begin(), s.mass.end()),
+        pos_out(s.pos.size()),
+        vel_out(s.vel.size()) {}
+  std::vector<std::span<const std::byte>> inputs() const { return {accy::bytes(pos), accy::bytes(vel), accy::bytes(mass)}; }
+  // pos and vel after the steps, then (with diagnostics) the energy before
+  // and after and the momentum.
+  std::vector<std::span<std::byte>> outputs(bool diagnostics = true) {
+    std::vector<std::span<std::byte>> out = {accy::writableBytes(pos_out), accy::writableBytes(vel_out)};
+    if (diagnostics) {
+      out.insert(out.end(), {accy::writableBytes(e0), accy::writableBytes(e1), accy::writableBytes(momentum)});
+    }
+    return out;
+  }
+  double drift() const { return std::abs(double(e1[0]) - double(e0[0])) / std::abs(double(e0[0])); }
+
+  std::vector<T> pos, vel, mass;
+  std::vector<T> pos_out, vel_out, e0 = std::vector<T>(1), e1 = std::vector<T>(1), momentum = std::vector<T>(3);
+};
 
 }  // namespace nbody
 
