@@ -31,6 +31,15 @@ class LoadedProgram {
   // alignment or overlapping outputs, before anything runs.
   virtual absl::Status launch(absl::Span<const std::span<const std::byte>> inputs,
                               absl::Span<const std::span<std::byte>> outputs) const = 0;
+  // launch() for a caller that vouches for the buffers (the counts, byte
+  // sizes, alignment and disjoint outputs launch checks): a staged
+  // program's steps, run on buffers it made to its stages' specs
+  // (staged_program.h). A backend may skip its checks here; by default it
+  // does not.
+  virtual absl::Status launchTrusted(absl::Span<const std::span<const std::byte>> inputs,
+                                     absl::Span<const std::span<std::byte>> outputs) const {
+    return launch(inputs, outputs);
+  }
   virtual const executable::Executable& executable() const = 0;
 };
 

@@ -1,11 +1,12 @@
 #include "backends/staged_program.h"
 
+#include <algorithm>
 #include <cstring>
-
-#include "absl/container/inlined_vector.h"
 #include <map>
 #include <set>
 #include <utility>
+
+#include "absl/container/inlined_vector.h"
 
 #include "base/errors.h"
 #include "base/stop.h"
@@ -83,33 +84,52 @@ absl::StatusOr<std::shared_ptr<const StagedProgram>> StagedProgram::build(const 
     program.name = strCat(p.name, "_stage", plan->stages_.size());
     std::map<int32_t, int32_t> local;  // node of p -> node of the stage's program
     Stage stage;
+    // What the stretch reads from outside it and what it exports, the
+    // program's own inputs and outputs first, in the program's order (a
+    // loop body of one stretch then is that stretch's program exactly:
+    // directProgram()), the rest in node order.
+    auto rank = [](const std::vector<int32_t>& order, int32_t id) {
+      const auto at = std::find(order.begin(), order.end(), id);
+      return std::pair<int64_t, int32_t>(at != order.end() ? at - order.begin() : int64_t{1} << 40, id);
+    };
+    std::vector<int32_t> reads;
     for (int32_t id : stretch) {
       for (int32_t o : p.nodes[id].operands) {
-        if (inside.count(o) > 0 || local.count(o) > 0) continue;
-        if (slot_of[o] < 0) {
-          return makeError(ErrorKind::kInvalidProgram, strCat("staging ", p.name, ": node %", o, " has no slot"));
-        }
-        Node in;
-        in.op = OpCode::kInput;
-        in.dtype = p.nodes[o].dtype;
-        in.axes = p.nodes[o].axes;
-        in.ints = {static_cast<int64_t>(program.inputs.size())};
-        local[o] = static_cast<int32_t>(program.nodes.size());
-        program.inputs.push_back(local[o]);
-        program.nodes.push_back(std::move(in));
-        stage.inputs.push_back(slot_of[o]);
+        if (inside.count(o) == 0 && std::find(reads.begin(), reads.end(), o) == reads.end()) reads.push_back(o);
       }
+    }
+    std::stable_sort(reads.begin(), reads.end(),
+                     [&](int32_t a, int32_t b) { return rank(p.inputs, a) < rank(p.inputs, b); });
+    for (int32_t o : reads) {
+      if (slot_of[o] < 0) {
+        return makeError(ErrorKind::kInvalidProgram, strCat("staging ", p.name, ": node %", o, " has no slot"));
+      }
+      Node in;
+      in.op = OpCode::kInput;
+      in.dtype = p.nodes[o].dtype;
+      in.axes = p.nodes[o].axes;
+      in.ints = {static_cast<int64_t>(program.inputs.size())};
+      local[o] = static_cast<int32_t>(program.nodes.size());
+      program.inputs.push_back(local[o]);
+      program.nodes.push_back(std::move(in));
+      stage.inputs.push_back(slot_of[o]);
+    }
+    for (int32_t id : stretch) {
       Node copy = p.nodes[id];
       for (int32_t& o : copy.operands) o = local.at(o);
       local[id] = static_cast<int32_t>(program.nodes.size());
       program.nodes.push_back(std::move(copy));
     }
+    std::vector<int32_t> exports;
     for (int32_t id : stretch) {
-      if (last_user[id] > end || outputs.count(id) > 0) {
-        program.outputs.push_back(local.at(id));
-        slot_of[id] = newSlot(p.nodes[id].spec());
-        stage.outputs.push_back(slot_of[id]);
-      }
+      if (last_user[id] > end || outputs.count(id) > 0) exports.push_back(id);
+    }
+    std::stable_sort(exports.begin(), exports.end(),
+                     [&](int32_t a, int32_t b) { return rank(p.outputs, a) < rank(p.outputs, b); });
+    for (int32_t id : exports) {
+      program.outputs.push_back(local.at(id));
+      slot_of[id] = newSlot(p.nodes[id].spec());
+      stage.outputs.push_back(slot_of[id]);
     }
     stretch.clear();
     if (program.outputs.empty()) return absl::OkStatus();  // nothing read later
@@ -314,6 +334,19 @@ absl::Status StagedProgram::launch(absl::Span<const std::span<const std::byte>> 
   return runner.run(inputs, outputs, [&](std::vector<std::span<std::byte>>& views) { return run(views); });
 }
 
+const LoadedProgram* StagedProgram::directProgram() const {
+  if (stages_.size() != 1 || stages_[0].kind != Stage::Kind::kProgram) return nullptr;
+  const Stage& st = stages_[0];
+  if (st.inputs != inputs_ || st.outputs != outputs_) return nullptr;
+  // Every output its own slot, none of them an input: the step's buffers
+  // are then exactly the program's.
+  std::set<int32_t> seen(inputs_.begin(), inputs_.end());
+  for (int32_t s : outputs_) {
+    if (!seen.insert(s).second) return nullptr;
+  }
+  return st.program.get();
+}
+
 absl::Status StagedProgram::run(std::vector<std::span<std::byte>>& v) const {
   auto views = [&](const std::vector<int32_t>& slots, size_t from, size_t to) {
     std::vector<std::span<std::byte>> out;
@@ -327,7 +360,7 @@ absl::Status StagedProgram::run(std::vector<std::span<std::byte>>& v) const {
       absl::InlinedVector<std::span<std::byte>, 8> outs;
       for (int32_t s : st.inputs) ins.push_back(v[s]);
       for (int32_t s : st.outputs) outs.push_back(v[s]);
-      ACCY_RETURN_IF_ERROR(st.program->launch(ins, outs));
+      ACCY_RETURN_IF_ERROR(st.program->launchTrusted(ins, outs));
       continue;
     }
     const size_t nc = st.carries;
@@ -341,8 +374,13 @@ absl::Status StagedProgram::run(std::vector<std::span<std::byte>>& v) const {
     for (size_t i = 0; i < nc; ++i) spare[i].resize(result[i].size());
     const StagedProgram& body = *st.body;
     PlanRunner step(body.slots_, body.inputs_, body.outputs_);
+    // A body that is one loop-free program reading the body's inputs and
+    // writing its outputs, in order, runs as that program's launch on the
+    // step's buffers, with no slots between.
+    const LoadedProgram* direct = body.directProgram();
     auto runBody = [&](const StagedProgram& plan, PlanRunner& runner, const std::vector<std::span<const std::byte>>& ins,
                        const std::vector<std::span<std::byte>>& outs) {
+      if (&plan == &body && direct != nullptr) return direct->launchTrusted(ins, outs);
       return runner.run(ins, outs, [&](std::vector<std::span<std::byte>>& bv) { return plan.run(bv); });
     };
     if (st.kind == Stage::Kind::kScan) {

@@ -70,6 +70,10 @@ class StagedProgram final : public LoadedProgram {
  private:
   // Runs every stage on `slots` (views of the slot buffers).
   absl::Status run(std::vector<std::span<std::byte>>& slots) const;
+  // The one loop-free program this plan is, when it reads the plan's
+  // inputs and writes its outputs in order (each output a slot of its own,
+  // none an input); else null.
+  const LoadedProgram* directProgram() const;
 
   std::vector<tensor::Spec> slots_;
   std::vector<int32_t> inputs_, outputs_;  // slots of the program's inputs and outputs
