@@ -24,6 +24,19 @@
 
 namespace accy::backends {
 
+// A launch of one LoadedProgram with its buffers bound, run many times
+// with some of them moved between runs (a loop's steps: the carries
+// swapped, the xs and ys slices advanced). The caller vouches for every
+// buffer it binds as for LoadedProgram::launchTrusted, and binds every
+// input and output before the first run.
+class BoundLaunch {
+ public:
+  virtual ~BoundLaunch() = default;
+  virtual void bindInput(size_t i, std::span<const std::byte> buffer) = 0;
+  virtual void bindOutput(size_t k, std::span<std::byte> buffer) = 0;
+  virtual absl::Status run() = 0;
+};
+
 class LoadedProgram {
  public:
   virtual ~LoadedProgram() = default;
@@ -40,6 +53,10 @@ class LoadedProgram {
                                      absl::Span<const std::span<std::byte>> outputs) const {
     return launch(inputs, outputs);
   }
+  // A BoundLaunch of this program. By default each run is a launchTrusted
+  // of the bound buffers; a backend may set a run up once instead (the
+  // CPU's pointer table and scratch).
+  virtual std::unique_ptr<BoundLaunch> bind() const;
   virtual const executable::Executable& executable() const = 0;
 };
 

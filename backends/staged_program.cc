@@ -378,9 +378,15 @@ absl::Status StagedProgram::run(std::vector<std::span<std::byte>>& v) const {
     // writing its outputs, in order, runs as that program's launch on the
     // step's buffers, with no slots between.
     const LoadedProgram* direct = body.directProgram();
+    std::unique_ptr<BoundLaunch> bound = direct != nullptr ? direct->bind() : nullptr;
     auto runBody = [&](const StagedProgram& plan, PlanRunner& runner, const std::vector<std::span<const std::byte>>& ins,
                        const std::vector<std::span<std::byte>>& outs) {
-      if (&plan == &body && direct != nullptr) return direct->launchTrusted(ins, outs);
+      if (&plan == &body && bound != nullptr) {
+        // The captures, bound before the first step, stay where they are.
+        for (size_t i = 0; i < ins.size() - captures.size(); ++i) bound->bindInput(i, ins[i]);
+        for (size_t k = 0; k < outs.size(); ++k) bound->bindOutput(k, outs[k]);
+        return bound->run();
+      }
       return runner.run(ins, outs, [&](std::vector<std::span<std::byte>>& bv) { return plan.run(bv); });
     };
     if (st.kind == Stage::Kind::kScan) {
@@ -406,6 +412,9 @@ absl::Status StagedProgram::run(std::vector<std::span<std::byte>>& v) const {
       std::vector<std::span<const std::byte>> ins(nc + nx + captures.size());
       std::vector<std::span<std::byte>> outs(nc + ys.size());
       for (size_t k = 0; k < captures.size(); ++k) ins[nc + nx + k] = captures[k];
+      if (bound != nullptr) {
+        for (size_t k = 0; k < captures.size(); ++k) bound->bindInput(nc + nx + k, captures[k]);
+      }
       for (int64_t t = 0; t < length; ++t) {
         ACCY_RETURN_IF_ERROR(checkStop());
         // Step t writes the result slot when length-1-t is even: the last
@@ -443,6 +452,9 @@ absl::Status StagedProgram::run(std::vector<std::span<std::byte>>& v) const {
     PlanRunner test(cond.slots_, cond.inputs_, cond.outputs_);
     std::vector<std::span<const std::byte>> ins(nc + captures.size());
     for (size_t k = 0; k < captures.size(); ++k) ins[nc + k] = captures[k];
+    if (bound != nullptr) {
+      for (size_t k = 0; k < captures.size(); ++k) bound->bindInput(nc + k, captures[k]);
+    }
     for (size_t i = 0; i < nc; ++i) ins[i] = init[i];
     std::byte go{0};
     std::vector<std::span<std::byte>> cond_out = {std::span<std::byte>(&go, 1)};

@@ -148,6 +148,107 @@ absl::Status LoadedExecutable::launch(absl::Span<const std::span<const std::byte
   return launchTrusted(inputs, outputs);
 }
 
+namespace {
+
+// Runs every kernel of `code` on the buffer table `pointers` (one entry per
+// buffer of the artifact plan), each parallel loop split over the pool.
+absl::Status runKernels(const LoadedCode& code, void* const* pointers) {
+  const executable::Executable& exe = code.exe;
+  const void* const* rt = x64::runtimeTable();
+  ThreadPool& pool = ThreadPool::shared();
+  // A caller that may ask the launch to stop (base/stop.h): asked before
+  // each kernel and each chunk, the chunks then small enough (about 2^20
+  // iteration points) that a stop takes effect within milliseconds.
+  const StopCheck* stop = stopCheck();
+  std::mutex stop_mu;
+  absl::Status stopped;
+  std::atomic<bool> stopping{false};
+  auto shouldStop = [&]() {
+    if (stopping.load(std::memory_order_relaxed)) return true;
+    absl::Status st = (*stop)();
+    if (st.ok()) return false;
+    std::lock_guard<std::mutex> lock(stop_mu);
+    if (stopped.ok()) stopped = std::move(st);
+    stopping.store(true);
+    return true;
+  };
+  for (size_t k = 0; k < code.kernels.size(); ++k) {
+    const executable::LaunchStep& step = exe.launch_plan.steps[k];
+    const x64::KernelFn fn = code.kernels[k];
+    const int64_t extent = step.parallel_extent;
+    const int parallelism = std::min(code.threads, pool.size());
+    if (stop != nullptr && shouldStop()) break;
+    if (extent <= 0 || (parallelism <= 1 && stop == nullptr)) {
+      fn(pointers, 0, extent > 0 ? extent : 1, rt);
+      continue;
+    }
+    int64_t chunks = std::min<int64_t>(extent, int64_t{parallelism} * 4);
+    if (stop != nullptr) chunks = std::clamp<int64_t>(step.work > 0 ? step.work >> 20 : 1024, chunks, extent);
+    auto chunk = [&](int64_t c) {
+      if (stop != nullptr && shouldStop()) return;
+      const int64_t begin = extent * c / chunks;
+      const int64_t end = extent * (c + 1) / chunks;
+      fn(pointers, begin, end, rt);
+    };
+    if (parallelism <= 1) {
+      for (int64_t c = 0; c < chunks; ++c) chunk(c);
+    } else {
+      pool.parallelFor(chunks, parallelism, chunk);
+    }
+  }
+  if (stopping.load()) return stopped;
+  return absl::OkStatus();
+}
+
+// A launch set up once: the buffer table with the temporaries' scratch in
+// place, the caller's buffers patched in as they are bound.
+class CpuBoundLaunch final : public backends::BoundLaunch {
+ public:
+  explicit CpuBoundLaunch(std::shared_ptr<const LoadedCode> code) : code_(std::move(code)) {
+    const executable::Executable& exe = code_->exe;
+    input_at_.assign(exe.inputs.size(), -1);
+    output_at_.assign(exe.outputs.size(), -1);
+    if (exe.artifact_plan.scratch_bytes > 0) scratch_ = code_->takeScratch();
+    for (const executable::BufferPlan& b : exe.artifact_plan.buffers) {
+      switch (b.role) {
+        case choir::BufferRole::kInput:
+          input_at_[b.io_index] = static_cast<int32_t>(pointers_.size());
+          pointers_.push_back(nullptr);
+          break;
+        case choir::BufferRole::kOutput:
+          output_at_[b.io_index] = static_cast<int32_t>(pointers_.size());
+          pointers_.push_back(nullptr);
+          break;
+        case choir::BufferRole::kTemp:
+          pointers_.push_back(scratch_ != nullptr ? scratch_ + b.scratch_offset : nullptr);
+          break;
+      }
+    }
+  }
+  ~CpuBoundLaunch() override { code_->giveScratch(scratch_); }
+  // An input the kernels never read has no entry (-1).
+  void bindInput(size_t i, std::span<const std::byte> buffer) override {
+    if (input_at_[i] >= 0) pointers_[input_at_[i]] = const_cast<std::byte*>(buffer.data());
+  }
+  void bindOutput(size_t k, std::span<std::byte> buffer) override {
+    if (output_at_[k] >= 0) pointers_[output_at_[k]] = buffer.data();
+  }
+  absl::Status run() override {
+    if (code_->exe.artifact_plan.scratch_bytes > 0 && scratch_ == nullptr) {
+      return makeError(ErrorKind::kOutOfMemory, strCat("scratch of ", code_->exe.artifact_plan.scratch_bytes, " bytes"));
+    }
+    return runKernels(*code_, pointers_.data());
+  }
+
+ private:
+  std::shared_ptr<const LoadedCode> code_;
+  std::byte* scratch_ = nullptr;
+  absl::InlinedVector<void*, 16> pointers_;
+  std::vector<int32_t> input_at_, output_at_;  // each buffer's entry in pointers_
+};
+
+}  // namespace
+
 absl::Status LoadedExecutable::launchTrusted(absl::Span<const std::span<const std::byte>> inputs,
                                              absl::Span<const std::span<std::byte>> outputs) const {
   const executable::Executable& exe = code_->exe;
@@ -175,50 +276,11 @@ absl::Status LoadedExecutable::launchTrusted(absl::Span<const std::span<const st
         break;
     }
   }
-  const void* const* rt = x64::runtimeTable();
-  ThreadPool& pool = ThreadPool::shared();
-  // A caller that may ask the launch to stop (base/stop.h): asked before
-  // each kernel and each chunk, the chunks then small enough (about 2^20
-  // iteration points) that a stop takes effect within milliseconds.
-  const StopCheck* stop = stopCheck();
-  std::mutex stop_mu;
-  absl::Status stopped;
-  std::atomic<bool> stopping{false};
-  auto shouldStop = [&]() {
-    if (stopping.load(std::memory_order_relaxed)) return true;
-    absl::Status st = (*stop)();
-    if (st.ok()) return false;
-    std::lock_guard<std::mutex> lock(stop_mu);
-    if (stopped.ok()) stopped = std::move(st);
-    stopping.store(true);
-    return true;
-  };
-  for (size_t k = 0; k < code_->kernels.size(); ++k) {
-    const executable::LaunchStep& step = exe.launch_plan.steps[k];
-    const x64::KernelFn fn = code_->kernels[k];
-    const int64_t extent = step.parallel_extent;
-    const int parallelism = std::min(code_->threads, pool.size());
-    if (stop != nullptr && shouldStop()) break;
-    if (extent <= 0 || (parallelism <= 1 && stop == nullptr)) {
-      fn(pointers.data(), 0, extent > 0 ? extent : 1, rt);
-      continue;
-    }
-    int64_t chunks = std::min<int64_t>(extent, int64_t{parallelism} * 4);
-    if (stop != nullptr) chunks = std::clamp<int64_t>(step.work > 0 ? step.work >> 20 : 1024, chunks, extent);
-    auto chunk = [&](int64_t c) {
-      if (stop != nullptr && shouldStop()) return;
-      const int64_t begin = extent * c / chunks;
-      const int64_t end = extent * (c + 1) / chunks;
-      fn(pointers.data(), begin, end, rt);
-    };
-    if (parallelism <= 1) {
-      for (int64_t c = 0; c < chunks; ++c) chunk(c);
-    } else {
-      pool.parallelFor(chunks, parallelism, chunk);
-    }
-  }
-  if (stopping.load()) return stopped;
-  return absl::OkStatus();
+  return runKernels(*code_, pointers.data());
+}
+
+std::unique_ptr<backends::BoundLaunch> LoadedExecutable::bind() const {
+  return std::make_unique<CpuBoundLaunch>(code_);
 }
 
 }  // namespace accy::cpu

@@ -40,6 +40,9 @@ class LoadedExecutable final : public backends::LoadedProgram {
   // The same without the buffer checks (backend.h).
   absl::Status launchTrusted(absl::Span<const std::span<const std::byte>> inputs,
                              absl::Span<const std::span<std::byte>> outputs) const override;
+  // The pointer table and scratch set up once; each run only calls the
+  // kernels.
+  std::unique_ptr<backends::BoundLaunch> bind() const override;
 
   const executable::Executable& executable() const override;
 
