@@ -1,7 +1,7 @@
 # Two commands on a fresh machine:
 #   make demo   installs what is missing, builds, runs the tone example
 #   make test   installs what is missing, builds, runs every test
-.PHONY: setup demo test test-asan test-ubsan test-tsan bench release release-check fuzz fuzz-service hostile random-quality gpu-sums
+.PHONY: setup demo web test test-asan test-ubsan test-tsan bench release release-check fuzz fuzz-service hostile random-quality gpu-sums
 
 setup:
 	bash tools/setup.sh
@@ -11,6 +11,11 @@ demo: setup
 
 test: setup
 	bash tools/run_tests.sh
+
+# The tone page for a person: builds it, lays out the runtimes beside it,
+# serves it on 127.0.0.1 and prints the address (PORT=N to choose the port).
+web: setup
+	bash tools/web.sh
 
 test-asan: setup
 	bash tools/run_tests.sh --config=asan

@@ -11,8 +11,8 @@ R="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-accy}"
 . "$R/tools/webgpu/skip_without_chromium.sh"
 work="${TEST_TMPDIR:-$(mktemp -d)}/page"
 mkdir -p "$work"
-cp "$R/examples/web/index.html" "$R/examples/web/tone.js" "$R/web/accy.js" "$R/web/accy_wasm.js" "$work/"
-"$R/examples/web/make_artifacts" "$work" || { echo "FAIL: make_artifacts"; exit 1; }
+# Laid out as `make web` lays it out.
+bash "$R/examples/web/layout.sh" "$R" "$R/examples/web/make_artifacts" "$work" || { echo "FAIL: layout"; exit 1; }
 shots="${WEB_SCREENSHOT_DIR:-${TEST_UNDECLARED_OUTPUTS_DIR:-$work}}"
 failures=0
 # name, page, expected target, extra run_page options

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Lays the tone page out in OUT, ready to serve: the page, its script, the
+# runtimes it imports (web/accy.js imports accy_wasm.js, which starts
+# accy_wasm_worker.js for threads) and the artifacts make_artifacts writes.
+#
+#   examples/web/layout.sh ROOT MAKE_ARTIFACTS OUT
+#
+# ROOT: the source tree (or a test's runfiles); MAKE_ARTIFACTS: the built
+# //examples/web:make_artifacts. Used by `make web` and by the page's test.
+set -euo pipefail
+if [ $# -ne 3 ]; then
+  echo "usage: examples/web/layout.sh ROOT MAKE_ARTIFACTS OUT" >&2
+  exit 2
+fi
+root=$1 make_artifacts=$2 out=$3
+mkdir -p "$out"
+cp "$root/examples/web/index.html" "$root/examples/web/tone.js" "$root/web/accy.js" "$root/web/accy_wasm.js" \
+  "$root/web/accy_wasm_worker.js" "$out/"
+"$make_artifacts" "$out"
