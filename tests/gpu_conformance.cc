@@ -8,10 +8,12 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 
 #include "backends/staged_program.h"
+#include "base/strings.h"
 #include "examples/tone/tone.h"
 #include "tests/conformance.h"
 #include "tests/op_cases.h"
@@ -36,8 +38,11 @@ static bool dtypesFit(const GpuUnderTest& gpu, const tensor::Program& program) {
   return true;
 }
 
-::testing::AssertionResult runAndCompare(const GpuUnderTest& gpu, const tensor::Program& program,
-                                         const std::vector<std::vector<std::byte>>& inputs) {
+// runAndCompare, with the program's executable compiled already where
+// `compiled` is set.
+static ::testing::AssertionResult runAndCompareCompiled(const GpuUnderTest& gpu, const tensor::Program& program,
+                                                        const std::vector<std::vector<std::byte>>& inputs,
+                                                        const executable::Executable* compiled) {
   if (!dtypesFit(gpu, program)) {
     ++programsLeftOutForDTypes();  // counted and printed by the device's test
     return ::testing::AssertionSuccess();
@@ -56,7 +61,8 @@ static bool dtypesFit(const GpuUnderTest& gpu, const tensor::Program& program) {
     if (!plan.ok()) return ::testing::AssertionFailure() << plan.status();
     staged = *plan;
   } else {
-    auto exe = gpu.compile_for_gpu(program);
+    absl::StatusOr<executable::Executable> exe =
+        compiled != nullptr ? absl::StatusOr<executable::Executable>(*compiled) : gpu.compile_for_gpu(program);
     if (!exe.ok()) return ::testing::AssertionFailure() << exe.status();
     auto one = gpu.backend->load(*exe);
     if (!one.ok()) return ::testing::AssertionFailure() << one.status();
@@ -76,6 +82,30 @@ static bool dtypesFit(const GpuUnderTest& gpu, const tensor::Program& program) {
     if (!r) return r << " in output " << k << "\n" << tensor::toText(program);
   }
   return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult runAndCompare(const GpuUnderTest& gpu, const tensor::Program& program,
+                                         const std::vector<std::vector<std::byte>>& inputs) {
+  return runAndCompareCompiled(gpu, program, inputs, nullptr);
+}
+
+void runAndCompareEach(const GpuUnderTest& gpu, const std::vector<ProgramCase>& cases) {
+  std::vector<std::optional<executable::Executable>> compiled(cases.size());
+  if (gpu.prepare) {
+    std::vector<executable::Executable> exes;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      if (!dtypesFit(gpu, cases[i].program) || backends::hasLoops(cases[i].program)) continue;
+      absl::StatusOr<executable::Executable> exe = gpu.compile_for_gpu(cases[i].program);
+      if (!exe.ok()) continue;  // reported when the case runs
+      compiled[i] = *exe;
+      exes.push_back(*std::move(exe));
+    }
+    gpu.prepare(exes);
+  }
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_TRUE(runAndCompareCompiled(gpu, cases[i].program, cases[i].inputs, compiled[i] ? &*compiled[i] : nullptr))
+        << cases[i].label;
+  }
 }
 
 absl::StatusOr<tensor::Program> programWithFloat64() {
@@ -101,6 +131,7 @@ void checkEveryOp(const GpuUnderTest& gpu) {
   if (gpu.int64) dtypes.push_back(DType::i64);
   std::map<std::string, int> ran;  // "op dtype" -> programs run
   int with_bool = 0;
+  std::vector<ProgramCase> cases;
   for (const OpCase& c : opCases()) {
     for (DType dtype : dtypes) {
       if (c.floats_only && !tensor::isFloating(dtype)) continue;
@@ -113,12 +144,13 @@ void checkEveryOp(const GpuUnderTest& gpu) {
         const double lo = dtype == DType::bool_ ? 0 : c.lo, hi = dtype == DType::bool_ ? 1 : c.hi;
         std::vector<std::vector<std::byte>> inputs = {randomBytes(specs[0], rng, lo, hi),
                                                       randomBytes(specs[1], rng, lo, hi)};
-        EXPECT_TRUE(runAndCompare(gpu, *program, inputs)) << c.name << " " << tensor::dtypeName(dtype) << " p=" << p;
+        cases.push_back({*program, std::move(inputs), strCat(c.name, " ", tensor::dtypeName(dtype), " p=", p)});
         ++ran[std::string(c.name) + " " + std::string(tensor::dtypeName(dtype))];
         if (hasBool(*program)) ++with_bool;
       }
     }
   }
+  runAndCompareEach(gpu, cases);
   // The cases that once were refused (bool buffers, integer pow) ran.
   for (const char* key : {"pow i32", "lt f32", "eq i32", "ne f64", "where f32", "cast_bool f32", "cast_bool i32",
                           "lt bool", "eq bool", "max bool", "min bool", "cast_f32 bool", "cast_f64 bool",
@@ -286,12 +318,14 @@ void checkReductionsAsTheDeviceChooses(const GpuUnderTest& gpu) {
 
 void checkRandomPrograms(const GpuUnderTest& gpu) {
   const uint32_t seeds = static_cast<uint32_t>(std::max(gpu.size.random_programs, 0));
+  std::vector<ProgramCase> cases;
   for (uint32_t seed = 1; seed <= seeds; ++seed) {
     RandomOptions o;
     o.dtype = seed % 4 == 0 && gpu.float64 ? DType::f64 : DType::f32;
     RandomCase c = randomProgram(seed, o);
-    ASSERT_TRUE(runAndCompare(gpu, c.program, c.inputs)) << "seed " << seed;
+    cases.push_back({std::move(c.program), std::move(c.inputs), strCat("seed ", seed)});
   }
+  runAndCompareEach(gpu, cases);
 }
 
 // Random inputs for `specs`, in [-2, 2].
@@ -307,6 +341,7 @@ static std::vector<std::vector<std::byte>> randomInputs(const std::vector<Spec>&
 void checkTransformedPrograms(const GpuUnderTest& gpu) {
   std::mt19937 rng(13);
   int batched = 0, differentiated = 0;
+  std::vector<ProgramCase> cases;
   const uint32_t seeds = static_cast<uint32_t>(std::max(gpu.size.transformed_programs, 0));
   for (uint32_t seed = 1; seed <= seeds; ++seed) {
     RandomOptions o;
@@ -318,7 +353,7 @@ void checkTransformedPrograms(const GpuUnderTest& gpu) {
     std::vector<tensor::InAxis> in_axes(c.program.inputSpecs().size(), tensor::mappedAxis(0));
     auto v = f->vmap({.axis_size = 3, .in_axes = in_axes, .axis_name = "batch"});
     ASSERT_TRUE(v.ok()) << "seed " << seed << ": " << v.status();
-    EXPECT_TRUE(runAndCompare(gpu, v->program(), randomInputs(v->program().inputSpecs(), rng))) << "vmap, seed " << seed;
+    cases.push_back({v->program(), randomInputs(v->program().inputSpecs(), rng), strCat("vmap, seed ", seed)});
     ++batched;
     auto loss = tensor::Function::define("loss", c.program.inputSpecs(),
                                          [&](tensor::Builder& b, std::span<const tensor::Value> args) {
@@ -336,9 +371,10 @@ void checkTransformedPrograms(const GpuUnderTest& gpu) {
     for (size_t i = 0; i < wrt.size(); ++i) wrt[i] = static_cast<int>(i);
     auto g = loss->valueAndGrad({.wrt = wrt});
     ASSERT_TRUE(g.ok()) << "seed " << seed << ": " << g.status();
-    EXPECT_TRUE(runAndCompare(gpu, g->program(), c.inputs)) << "valueAndGrad, seed " << seed;
+    cases.push_back({g->program(), c.inputs, strCat("valueAndGrad, seed ", seed)});
     ++differentiated;
   }
+  runAndCompareEach(gpu, cases);
   EXPECT_EQ(batched, static_cast<int>(seeds));
   EXPECT_EQ(differentiated, static_cast<int>(seeds));
 }

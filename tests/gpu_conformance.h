@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -62,6 +63,10 @@ struct GpuUnderTest {
     bool whole_only = false;
   };
   std::vector<SumCompile> sum_compiles;
+  // Loads many executables at once where the device can (the MSL shim:
+  // one clang++ run for many), before runAndCompareEach runs them; null:
+  // each loads alone.
+  std::function<void(std::span<const executable::Executable>)> prepare;
 };
 
 // Programs runAndCompare left out because they hold a dtype the device
@@ -75,6 +80,17 @@ int& programsLeftOutForDTypes();
 
 // f32[i=8] -> f64 -> * 2 -> f32: an f64 multiply in a kernel, for targets
 // that refuse f64 by name ("op mul in kernel ...").
+// Programs checked together (runAndCompareEach), each named by `label`.
+struct ProgramCase {
+  tensor::Program program;
+  std::vector<std::vector<std::byte>> inputs;
+  std::string label;
+};
+
+// runAndCompare for each case, expecting each to match; the device's
+// prepare sees every loop-free case's executable first.
+void runAndCompareEach(const GpuUnderTest& gpu, const std::vector<ProgramCase>& cases);
+
 absl::StatusOr<tensor::Program> programWithFloat64();
 
 void checkEveryOp(const GpuUnderTest& gpu);

@@ -47,6 +47,8 @@ GpuUnderTest gpu(bool simdgroups = true) {
     t.simdgroups = simdgroups;
     return msl::compileProgram(program, t);
   };
+  // A suite's programs compiled 64 to a clang++ run.
+  g.prepare = [](std::span<const executable::Executable> exes) { ASSERT_TRUE(shim().preload(exes).ok()); };
   return g;
 }
 
@@ -90,8 +92,8 @@ TEST(MslConformance, TreeReductionsWithAndWithoutSimdGroups) {
   EXPECT_TRUE(runAndCompare(gpu(), sum, {randomBytes(sum.inputSpecs()[0], rng, -1, 1)}));
   const mslshim::ShimStats st = mslshim::stats();
   EXPECT_GT(st.shuffles, trees.shuffles) << "SIMD-group trees did not shuffle";
-  std::printf("%d MSL programs compiled by clang++ through the shim and run (%.1f s in clang++)\n", shim().loads(),
-              shim().compileSeconds());
+  std::printf("%d MSL programs compiled by clang++ through the shim (in %d runs of clang++, %.1f s) and run\n",
+              shim().loads(), shim().compiles(), shim().compileSeconds());
   std::printf("%lld fibers ran as threadgroup threads; %lld barriers met, %lld SIMD-group shuffles\n",
               static_cast<long long>(st.threads), static_cast<long long>(st.barriers),
               static_cast<long long>(st.shuffles));

@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -57,7 +56,66 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
+// A fiber switch without the signal-mask system call swapcontext makes on
+// every switch (two thirds of a cooperative kernel's time in the shim):
+// the callee-saved registers, MXCSR and the x87 control word pushed on
+// the stack being left, the stack pointer saved to *save and `load`
+// taken up. A new fiber's stack is laid out as if it had switched away
+// just before accy_shim_fiber_entry, which calls accy_shim_fiber_start.
+extern "C" void accy_shim_switch(void** save, void* load);
+extern "C" void accy_shim_fiber_entry();
+extern "C" [[noreturn]] void accy_shim_fiber_start();
+asm(R"(
+  .text
+  .p2align 4
+  .globl accy_shim_switch
+  .hidden accy_shim_switch
+  .type accy_shim_switch, @function
+accy_shim_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size accy_shim_switch, .-accy_shim_switch
+
+  .p2align 4
+  .globl accy_shim_fiber_entry
+  .hidden accy_shim_fiber_entry
+  .type accy_shim_fiber_entry, @function
+accy_shim_fiber_entry:
+  call accy_shim_fiber_start
+  ud2
+  .size accy_shim_fiber_entry, .-accy_shim_fiber_entry
+)");
+
 namespace accy::mslshim {
+
+// A compiled and loaded library of one or more executables' kernels.
+struct Library {
+  explicit Library(void* h) : handle(h) {}
+  Library(const Library&) = delete;
+  Library& operator=(const Library&) = delete;
+  ~Library() { dlclose(handle); }
+  void* handle;
+};
+
 namespace {
 
 // tools/msl/metal_stdlib, written beside each generated file.
@@ -154,6 +212,12 @@ class Fibers {
   bool mapped() const { return mapping_ != nullptr; }
   bool stuck() const { return stuck_; }
 
+  // A new fiber's first code (from accy_shim_fiber_entry).
+  [[noreturn]] static void enter() {
+    start();
+    __builtin_unreachable();  // a finished fiber is never resumed
+  }
+
   // Runs body(t) on fiber t for every t until all have returned, with
   // `current` at states[t] while fiber t runs.
   void run(std::vector<ThreadState>& states, const std::function<void(int)>& body) {
@@ -198,7 +262,7 @@ class Fibers {
 
  private:
   struct Fiber {
-    ucontext_t context;
+    void* sp = nullptr;  // where accy_shim_switch left it
     char* stack = nullptr;
     int index = 0;
     bool done = false;
@@ -208,15 +272,17 @@ class Fibers {
     void* tsan = nullptr;
   };
 
-  // Fiber f's context, to start at start(). Not inlined: getcontext
-  // returns twice, which would put the caller's locals at risk.
-  [[gnu::noinline]] static void prepare(Fiber& f, int index) {
+  // Fiber f's stack, laid out as if it had switched away just before
+  // accy_shim_fiber_entry (accy_shim_switch's frame: MXCSR and the x87
+  // control word at their defaults, six registers, the return address).
+  static void prepare(Fiber& f, int index) {
     f.index = index;
-    getcontext(&f.context);
-    f.context.uc_stack.ss_sp = f.stack;
-    f.context.uc_stack.ss_size = kStackBytes;
-    f.context.uc_link = nullptr;
-    makecontext(&f.context, &Fibers::start, 0);
+    auto* top = reinterpret_cast<uint64_t*>(f.stack + kStackBytes);  // 16-byte aligned
+    uint64_t* sp = top - 8;
+    sp[0] = 0x1F80u | (uint64_t{0x037F} << 32);  // MXCSR, then the x87 control word
+    for (int r = 1; r <= 6; ++r) sp[r] = 0;       // r15, r14, r13, r12, rbx, rbp
+    sp[7] = reinterpret_cast<uint64_t>(&accy_shim_fiber_entry);
+    f.sp = sp;
 #if ACCY_SHIM_TSAN
     f.tsan = __tsan_create_fiber(0);
 #endif
@@ -234,7 +300,7 @@ class Fibers {
 #if ACCY_SHIM_TSAN
     __tsan_switch_to_fiber(f.tsan, 0);
 #endif
-    swapcontext(&main_, &f.context);
+    accy_shim_switch(&main_sp_, f.sp);
 #if ACCY_SHIM_ASAN
     __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
@@ -251,7 +317,7 @@ class Fibers {
 #if ACCY_SHIM_TSAN
     __tsan_switch_to_fiber(main_tsan_, 0);
 #endif
-    swapcontext(&f.context, &main_);
+    accy_shim_switch(&f.sp, main_sp_);
     // Resumed.
 #if ACCY_SHIM_ASAN
     __sanitizer_finish_switch_fiber(f.asan_fake_stack, nullptr, nullptr);
@@ -276,7 +342,7 @@ class Fibers {
   size_t slot_bytes_ = 0, mapped_bytes_ = 0;
   const std::function<void(int)>* body_ = nullptr;
   std::vector<ThreadState>* states_ = nullptr;
-  ucontext_t main_;
+  void* main_sp_ = nullptr;  // the scheduler's, while a fiber runs
   Fiber* running_ = nullptr;
   bool stuck_ = false;
   const void* main_stack_bottom_ = nullptr;
@@ -284,6 +350,14 @@ class Fibers {
   void* main_tsan_ = nullptr;
 };
 thread_local Fibers* Fibers::self_ = nullptr;
+
+}  // namespace
+}  // namespace accy::mslshim
+
+extern "C" void accy_shim_fiber_start() { accy::mslshim::Fibers::enter(); }
+
+namespace accy::mslshim {
+namespace {
 
 void hookBarrier() {
   if (current->group == nullptr) {
@@ -341,12 +415,65 @@ std::string firstLines(const std::string& path, int lines) {
 
 using Entry = void (*)(void* const* pointers, const uint32_t* builtins);
 
+// One executable's kernels as C++: each kernel's source in a namespace of
+// its own, and an entry `accy_entry_<tag><k>` that calls it with its
+// parameters in the order its first line describes.
+struct Unit {
+  std::string source;
+  std::vector<msl::KernelInfo> infos;
+};
+
+absl::StatusOr<Unit> unitOf(const executable::Executable& exe, std::string_view tag) {
+  if (exe.target != "msl") {
+    return makeError(ErrorKind::kInvalidArgument, strCat("the MSL shim loads msl executables, not ", exe.target));
+  }
+  if (exe.launch_plan.steps.empty()) return makeError(ErrorKind::kInvalidArgument, "MSL executable has no kernels");
+  Unit unit;
+  for (size_t k = 0; k < exe.launch_plan.steps.size(); ++k) {
+    const executable::LaunchStep& step = exe.launch_plan.steps[k];
+    if (step.group_size < 1 || step.group_size > 1024) {
+      return makeError(ErrorKind::kInvalidArgument,
+                       strCat("MSL kernel ", step.kernel, ": ", step.group_size, " threads per threadgroup (1 to 1024)"));
+    }
+    const std::string_view source = gpu::kernelSource(exe, k);
+    absl::StatusOr<msl::KernelInfo> info = msl::kernelInfo(source);
+    if (!info.ok()) return info.status();
+    std::string args;
+    size_t pointer = 0;
+    for (int b : info->bindings) {
+      if (b < 0 || static_cast<size_t>(b) >= exe.artifact_plan.buffers.size()) {
+        return makeError(ErrorKind::kInvalidArgument,
+                         strCat("MSL kernel ", step.kernel, " binds buffer ", b, ", which the executable lacks"));
+      }
+      const executable::BufferPlan& p = exe.artifact_plan.buffers[static_cast<size_t>(b)];
+      strAppend(&args, args.empty() ? "" : ", ", "(", p.role == choir::BufferRole::kInput ? "const " : "",
+                msl::storedType(p.dtype), "*)p[", pointer++, "]");
+    }
+    for (int i = 0; i < (info->simdgroups ? 7 : 3); ++i) strAppend(&args, args.empty() ? "" : ", ", "b[", i, "]");
+    strAppend(&unit.source, "namespace accy_k", tag, k, " {\n", source, "}  // namespace accy_k", tag, k,
+              "\nextern \"C\" void accy_entry_", tag, k, "(void* const* p, const uint* b) { accy_k", tag, k,
+              "::", msl::kEntryName, "(", args, "); }\n");
+    unit.infos.push_back(*std::move(info));
+  }
+  return unit;
+}
+
+// The entries of `exe`'s kernels in `library`, under `tag`; null when one
+// is missing.
+std::vector<Entry> entriesOf(const Library& library, std::string_view tag, size_t kernels) {
+  std::vector<Entry> entries;
+  for (size_t k = 0; k < kernels; ++k) {
+    entries.push_back(reinterpret_cast<Entry>(dlsym(library.handle, strCat("accy_entry_", tag, k).c_str())));
+    if (entries.back() == nullptr) return {};
+  }
+  return entries;
+}
+
 class ShimProgram final : public backends::LoadedProgram {
  public:
-  ShimProgram(executable::Executable exe, void* library, std::vector<Entry> entries,
+  ShimProgram(executable::Executable exe, std::shared_ptr<Library> library, std::vector<Entry> entries,
               std::vector<msl::KernelInfo> infos)
-      : exe_(std::move(exe)), library_(library), entries_(std::move(entries)), infos_(std::move(infos)) {}
-  ~ShimProgram() override { dlclose(library_); }
+      : exe_(std::move(exe)), library_(std::move(library)), entries_(std::move(entries)), infos_(std::move(infos)) {}
 
   const executable::Executable& executable() const override { return exe_; }
 
@@ -459,7 +586,7 @@ class ShimProgram final : public backends::LoadedProgram {
   }
 
   executable::Executable exe_;
-  void* library_;
+  std::shared_ptr<Library> library_;  // shared by the executables compiled with it (ShimBackend::preload)
   std::vector<Entry> entries_;
   std::vector<msl::KernelInfo> infos_;
   mutable std::mutex cooperative_;
@@ -498,51 +625,16 @@ absl::StatusOr<executable::Executable> ShimBackend::compile(const tensor::Progra
   return codegen::compileFor(target, program, codegen::CompileRequest{.mode = options.mode});
 }
 
-absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> ShimBackend::load(executable::Executable exe) const {
-  if (exe.target != "msl") {
-    return makeError(ErrorKind::kInvalidArgument, strCat("the MSL shim loads msl executables, not ", exe.target));
-  }
+absl::StatusOr<std::shared_ptr<Library>> ShimBackend::compileLibrary(const std::string& units) const {
   const std::string clang = clangPath();
   if (clang.empty()) return makeError(ErrorKind::kUnimplemented, strCat("MSL shim: ", info_.unavailable_reason));
-  if (exe.launch_plan.steps.empty()) return makeError(ErrorKind::kInvalidArgument, "MSL executable has no kernels");
-  // One C++ file: each kernel's source in a namespace of its own, and an
-  // entry that calls it with its parameters in the order its first line
-  // describes.
-  std::vector<msl::KernelInfo> infos;
-  std::string file = strCat("#include <metal_stdlib>\n");
-  for (size_t k = 0; k < exe.launch_plan.steps.size(); ++k) {
-    const executable::LaunchStep& step = exe.launch_plan.steps[k];
-    if (step.group_size < 1 || step.group_size > 1024) {
-      return makeError(ErrorKind::kInvalidArgument,
-                       strCat("MSL kernel ", step.kernel, ": ", step.group_size, " threads per threadgroup (1 to 1024)"));
-    }
-    const std::string_view source = gpu::kernelSource(exe, k);
-    absl::StatusOr<msl::KernelInfo> info = msl::kernelInfo(source);
-    if (!info.ok()) return info.status();
-    std::string args;
-    size_t pointer = 0;
-    for (int b : info->bindings) {
-      if (b < 0 || static_cast<size_t>(b) >= exe.artifact_plan.buffers.size()) {
-        return makeError(ErrorKind::kInvalidArgument,
-                         strCat("MSL kernel ", step.kernel, " binds buffer ", b, ", which the executable lacks"));
-      }
-      const executable::BufferPlan& p = exe.artifact_plan.buffers[static_cast<size_t>(b)];
-      strAppend(&args, args.empty() ? "" : ", ", "(", p.role == choir::BufferRole::kInput ? "const " : "",
-                msl::storedType(p.dtype), "*)p[", pointer++, "]");
-    }
-    for (int i = 0; i < (info->simdgroups ? 7 : 3); ++i) strAppend(&args, args.empty() ? "" : ", ", "b[", i, "]");
-    strAppend(&file, "namespace accy_k", k, " {\n", source, "}  // namespace accy_k", k,
-              "\nextern \"C\" void accy_entry_", k, "(void* const* p, const uint* b) { accy_k", k,
-              "::", msl::kEntryName, "(", args, "); }\n");
-    infos.push_back(*std::move(info));
-  }
   static std::atomic<int> counter{0};
   const std::string stem = strCat(work_dir_, "/msl", getpid(), "_", counter++);
   {
     std::ofstream header(strCat(work_dir_, "/metal_stdlib"), std::ios::trunc);
     header << kMetalStdlib;
     std::ofstream out(stem + ".cc", std::ios::trunc);
-    out << file;
+    out << "#include <metal_stdlib>\n" << units;
     if (!header || !out) {
       return makeError(ErrorKind::kCompileFailed, strCat("MSL shim: cannot write ", stem, ".cc"));
     }
@@ -565,26 +657,66 @@ absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> ShimBackend::load
   if (runTool(link, stem + ".log") != 0) {
     return makeError(ErrorKind::kCompileFailed, strCat("MSL shim: linking ", stem, ".o failed:", firstLines(stem + ".log", 12)));
   }
-  void* library = dlopen((stem + ".so").c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* handle = dlopen((stem + ".so").c_str(), RTLD_NOW | RTLD_LOCAL);
   *compile_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ++*loads_;
-  if (library == nullptr) {
+  ++*compiles_;
+  if (handle == nullptr) {
     return makeError(ErrorKind::kCompileFailed, strCat("MSL shim: cannot load ", stem, ".so: ", dlerror()));
   }
   for (const char* ext : {".cc", ".o", ".so", ".log"}) std::remove((stem + ext).c_str());
-  auto** hooks = static_cast<const Hooks**>(dlsym(library, "accy_shim_hooks"));
-  std::vector<Entry> entries;
-  for (size_t k = 0; k < infos.size(); ++k) {
-    entries.push_back(reinterpret_cast<Entry>(dlsym(library, strCat("accy_entry_", k).c_str())));
-    if (entries.back() == nullptr) hooks = nullptr;
-  }
-  if (hooks == nullptr) {
-    dlclose(library);
-    return makeError(ErrorKind::kCompileFailed, "MSL shim: the library lacks its hooks or entries");
-  }
+  auto library = std::make_shared<Library>(handle);
+  auto** hooks = static_cast<const Hooks**>(dlsym(handle, "accy_shim_hooks"));
+  if (hooks == nullptr) return makeError(ErrorKind::kCompileFailed, "MSL shim: the library lacks its hooks");
   *hooks = &kHooks;
+  return library;
+}
+
+absl::Status ShimBackend::preload(std::span<const executable::Executable> exes, size_t per_library) const {
+  per_library = std::max<size_t>(per_library, 1);
+  for (size_t first = 0; first < exes.size(); first += per_library) {
+    std::string units;
+    std::vector<std::pair<std::string, std::string>> keys_and_tags;  // the untagged source, the tag
+    for (size_t e = first; e < std::min(exes.size(), first + per_library); ++e) {
+      absl::StatusOr<Unit> key = unitOf(exes[e], "");
+      if (!key.ok()) continue;  // refused by load, alone
+      const std::string tag = strCat("p", e - first, "_");
+      absl::StatusOr<Unit> tagged = unitOf(exes[e], tag);
+      units += tagged->source;
+      keys_and_tags.emplace_back(std::move(key->source), tag);
+    }
+    if (keys_and_tags.empty()) continue;
+    absl::StatusOr<std::shared_ptr<Library>> library = compileLibrary(units);
+    if (!library.ok()) continue;  // each compiled (and refused, by name) when loaded
+    std::lock_guard<std::mutex> lock(preloaded_->mutex);
+    for (auto& [key, tag] : keys_and_tags) preloaded_->libraries[std::move(key)] = {*library, tag};
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> ShimBackend::load(executable::Executable exe) const {
+  if (clangPath().empty()) return makeError(ErrorKind::kUnimplemented, strCat("MSL shim: ", info_.unavailable_reason));
+  absl::StatusOr<Unit> unit = unitOf(exe, "");
+  if (!unit.ok()) return unit.status();
+  ++*loads_;
+  std::shared_ptr<Library> library;
+  std::string tag;
+  {
+    std::lock_guard<std::mutex> lock(preloaded_->mutex);
+    if (auto it = preloaded_->libraries.find(unit->source); it != preloaded_->libraries.end()) {
+      library = it->second.first;
+      tag = it->second.second;
+      preloaded_->libraries.erase(it);  // loaded once; a second load compiles afresh
+    }
+  }
+  if (library == nullptr) {
+    absl::StatusOr<std::shared_ptr<Library>> compiled = compileLibrary(unit->source);
+    if (!compiled.ok()) return compiled.status();
+    library = *std::move(compiled);
+  }
+  std::vector<Entry> entries = entriesOf(*library, tag, unit->infos.size());
+  if (entries.empty()) return makeError(ErrorKind::kCompileFailed, "MSL shim: the library lacks the kernels' entries");
   return std::shared_ptr<const backends::LoadedProgram>(
-      std::make_shared<ShimProgram>(std::move(exe), library, std::move(entries), std::move(infos)));
+      std::make_shared<ShimProgram>(std::move(exe), std::move(library), std::move(entries), std::move(unit->infos)));
 }
 
 }  // namespace accy::mslshim

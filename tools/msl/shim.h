@@ -19,8 +19,12 @@
 #define ACCY_TOOLS_MSL_SHIM_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <span>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "backends/backend.h"
@@ -38,6 +42,8 @@ ShimStats stats();
 // clang++'s path ($ACCY_CLANG, else clang++ on the usual paths), or empty.
 std::string clangPath();
 
+struct Library;  // one clang++ run's kernels, loaded
+
 // The shim as a backend of target "msl". Loading compiles; the library's
 // files live in `work_dir` (which must exist) while it is loaded.
 class ShimBackend final : public backends::Backend {
@@ -51,15 +57,34 @@ class ShimBackend final : public backends::Backend {
   // compile (the source is kept in the work directory and named).
   absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> load(executable::Executable exe) const override;
 
-  // Seconds spent in clang++ and loads so far.
+  // Compiles many executables' kernels in one clang++ run for every
+  // `per_library` of them (a suite's hundreds of programs pay clang++'s
+  // start and the header's parse once, not each); a later load of one of
+  // them takes its kernels from that library. An executable the shim
+  // refuses, or a run clang++ refuses, is left for load to compile alone
+  // (and to report, by name).
+  absl::Status preload(std::span<const executable::Executable> exes, size_t per_library = 64) const;
+
+  // Seconds spent in clang++ and loads so far; programs loaded and clang++
+  // runs.
   double compileSeconds() const { return *compile_seconds_; }
   int loads() const { return *loads_; }
+  int compiles() const { return *compiles_; }
 
  private:
+  absl::StatusOr<std::shared_ptr<Library>> compileLibrary(const std::string& units) const;
+
+  struct Preloaded {
+    std::mutex mutex;
+    // An executable's untagged source -> the library holding it, its tag.
+    std::map<std::string, std::pair<std::shared_ptr<Library>, std::string>> libraries;
+  };
   std::string work_dir_;
   backends::DeviceInfo info_;
   std::shared_ptr<double> compile_seconds_ = std::make_shared<double>(0);
   std::shared_ptr<int> loads_ = std::make_shared<int>(0);
+  std::shared_ptr<int> compiles_ = std::make_shared<int>(0);
+  std::shared_ptr<Preloaded> preloaded_ = std::make_shared<Preloaded>();
 };
 
 }  // namespace accy::mslshim
