@@ -1,7 +1,7 @@
 # Two commands on a fresh machine:
 #   make demo   installs what is missing, builds, runs the tone example
 #   make test   installs what is missing, builds, runs every test
-.PHONY: setup demo web test test-asan test-ubsan test-tsan bench release release-check fuzz fuzz-service hostile random-quality gpu-sums
+.PHONY: setup demo web test test-asan test-ubsan test-tsan bench release release-check fuzz fuzz-service hostile accyd-load random-quality gpu-sums
 
 setup:
 	bash tools/setup.sh
@@ -60,6 +60,12 @@ fuzz-service: setup
 # (docs/ACCYD.md, "Hostile clients", has its figures).
 hostile: setup
 	bazel test //tests:accyd_hostile_test --test_env=ACCY_HOSTILE_LONG=1 --test_output=all --test_timeout=3600
+
+# accyd's load test in its long form: 64 clients of 10,000 mixed calls each
+# instead of make test's 2,000 (docs/ACCYD.md, "Load", has its figures).
+accyd-load: setup
+	bazel test -c opt //tests:accyd_e2e_test --test_filter='*SixtyFourClientsMixedCalls*' --test_env=ACCY_LOAD_LONG=1 \
+	  --test_output=all
 
 # The device suite's AccurateSums on WGSL (headless Chromium) and MSL (the
 # shim): f32 sums of 2^24 values against PyTorch's error, 10 minutes; make

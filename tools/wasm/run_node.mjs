@@ -1,17 +1,19 @@
 // Runs wasm artifacts in node for tools/webgpu/page_runner.h's node mode
 // (`accy run --target=wasm`, tests/wasm_conformance_test.cc): one case per
-// line of JSON on stdin, {"artifact": {...}, "inputs": [base64, ...]}; one
+// line of JSON on stdin, {"artifact": {...}, "inputs": [base64, ...]} (an
+// input of a megabyte or more as {"file": PATH}, its bytes in that file); one
 // answer per line on stdout: "ok OUT,OUT,... 0" (the outputs in base64) or
 // "error MESSAGE". The same protocol as web/runner.html's page; the last
 // field counts the parts of kernels that ran on worker threads (programs
 // compiled with threads).
+import {readFileSync} from 'node:fs';
 import {createInterface} from 'node:readline';
 import {loadWasmProgram} from './accy_wasm.js';
 
 const ARRAYS = {f32: Float32Array, f64: Float64Array, i32: Int32Array, i64: BigInt64Array, bool: Uint8Array};
 
-function decode(b64, dtype) {
-  const bytes = Buffer.from(b64, 'base64');
+function decode(input, dtype) {
+  const bytes = typeof input === 'string' ? Buffer.from(input, 'base64') : readFileSync(input.file);
   const copy = new Uint8Array(bytes.length);
   copy.set(bytes);
   return new ARRAYS[dtype](copy.buffer);

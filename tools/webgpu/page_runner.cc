@@ -77,7 +77,9 @@ absl::StatusOr<std::unique_ptr<PageRunner>> PageRunner::openNode(const std::stri
     if (!from.ok()) return from.status();
     if (absl::Status st = copyFile(*from, strCat(work_dir, "/", std::strrchr(f, '/') + 1)); !st.ok()) return st;
   }
-  return start({node, work_dir + "/run_node.mjs"});
+  absl::StatusOr<std::unique_ptr<PageRunner>> runner = start({node, work_dir + "/run_node.mjs"});
+  if (runner.ok()) (*runner)->files_dir_ = work_dir;
+  return runner;
 }
 
 absl::StatusOr<std::unique_ptr<PageRunner>> PageRunner::open(const std::string& work_dir, bool isolated) {
@@ -138,6 +140,14 @@ absl::Status PageRunner::run(std::string_view artifact, std::span<const std::spa
   std::string line = strCat("{\"artifact\": ", artifact, options.empty() ? "" : ", \"options\": ", options,
                             ", \"inputs\": [");
   for (size_t k = 0; k < inputs.size(); ++k) {
+    if (!files_dir_.empty() && inputs[k].size() >= (size_t{1} << 20)) {
+      const std::string path = strCat(files_dir_, "/input", k, ".bin");
+      std::ofstream file(path, std::ios::binary | std::ios::trunc);
+      file.write(reinterpret_cast<const char*>(inputs[k].data()), static_cast<std::streamsize>(inputs[k].size()));
+      if (!file.flush()) return makeError(ErrorKind::kLaunchFailed, strCat("cannot write input ", k, " to ", path));
+      strAppend(&line, k ? ", " : "", "{\"file\": \"", path, "\"}");
+      continue;
+    }
     std::string b64;
     absl::Base64Escape(absl::string_view(reinterpret_cast<const char*>(inputs[k].data()), inputs[k].size()), &b64);
     strAppend(&line, k ? ", \"" : "\"", b64, "\"");

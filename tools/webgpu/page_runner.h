@@ -62,6 +62,10 @@ class PageRunner {
   FILE* from_ = nullptr;
   int runs_ = 0;
   int runs_with_subgroups_ = 0;
+  // node's runner: inputs of a megabyte or more go through a file here
+  // (base64 in one JSON line costs node seconds for 64 MB); empty for a
+  // page.
+  std::string files_dir_;
 };
 
 }  // namespace accy::webgpu
