@@ -52,6 +52,26 @@ else
   DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
+# scikit-learn's datasets (the digits and breast-cancer CSV files the
+# examples read: examples/data/datasets.h), from Debian's python3-sklearn
+# package, unpacked without installing it (or scipy and the Python stack
+# it depends on) into /opt/accy/datasets.
+datasets_dir=/opt/accy/datasets
+sklearn_version=$(apt-cache policy python3-sklearn 2>/dev/null | sed -n 's/^ *Candidate: //p')
+if [ -n "$sklearn_version" ] && [ "$(cat "$datasets_dir/VERSION" 2>/dev/null)" = "$sklearn_version" ]; then
+  echo "setup: scikit-learn $sklearn_version datasets present"
+else
+  data_work=$(mktemp -d)
+  (cd "$data_work" && apt-get download -q "python3-sklearn=$sklearn_version" >/dev/null 2>&1) ||
+    { "${as_root[@]}" apt-get update -q >/dev/null && (cd "$data_work" && apt-get download -q "python3-sklearn=$sklearn_version"); }
+  dpkg-deb -x "$data_work"/python3-sklearn_*.deb "$data_work/x"
+  "${as_root[@]}" mkdir -p "$datasets_dir"
+  "${as_root[@]}" cp "$data_work"/x/usr/lib/python3/dist-packages/sklearn/datasets/data/*.csv* "$datasets_dir/"
+  echo "$sklearn_version" | "${as_root[@]}" tee "$datasets_dir/VERSION" >/dev/null
+  rm -rf "$data_work"
+  echo "setup: scikit-learn $sklearn_version datasets in $datasets_dir"
+fi
+
 # asmjit for release. Debian's libasmjit-dev is built without NDEBUG, so its
 # register allocator checks its whole state after every instruction: most of
 # the x86-64 emission time of a large kernel (docs/PERFORMANCE.md, "Compile

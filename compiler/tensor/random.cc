@@ -88,7 +88,9 @@ struct Words {
 // threefryWord0 and threefryWord1 of the four u32 words, broadcast by name
 // (the key's axes first).
 Words encrypt(const Value& k0, const Value& k1, const Value& c0, const Value& c1) {
-  Builder* b = k0.builder();
+  // The innermost recording of the four: a key from around a loop's body
+  // with a counter or data of the body's is captured there.
+  Builder* b = ownerOf({k0, k1, c0, c1});
   Words w;
   for (OpCode op : {OpCode::kThreefryWord0, OpCode::kThreefryWord1}) {
     Node node;
