@@ -57,6 +57,7 @@
 #include "bench/references.h"
 #include "compiler/codegen/x86_64/compile.h"
 #include "examples/nbody/nbody.h"
+#include "examples/sampler/sampler.h"
 #include "examples/tone/tone.h"
 
 namespace tensor = accy::tensor;
@@ -420,6 +421,11 @@ void runReferenceCommand(benchmark::State& state, const std::string& command_and
     return;
   }
   for (auto _ : state) state.SetIterationTime(seconds);
+  // A sampler's smallest effective sample size, where the reference gives it.
+  if (const size_t e = out.find("min_ess "); e != std::string::npos) {
+    state.counters["min_ess"] = std::atof(out.c_str() + e + 8);
+    state.counters["ess_per_s"] = state.counters["min_ess"] / seconds;
+  }
   for (const char* label : {"torch ", "halide ", "numpy "}) {
     const size_t v = out.find(label);
     if (v != std::string::npos) state.SetLabel(out.substr(v, out.find('\n', v) - v));
@@ -1395,6 +1401,39 @@ void BM_NBody_NumPy_1Thread(benchmark::State& state) { runNBodyReference(state, 
 void BM_NBody_PyTorch_1Thread(benchmark::State& state) { runNBodyReference(state, "torch", 1); }
 void BM_NBody_PyTorch_2Threads(benchmark::State& state) { runNBodyReference(state, "torch", 2); }
 
+// --- HMC (examples/sampler): 4 chains x (200 + 1,000) draws x 20 leapfrog
+//
+// The whole sampler as one program, against the same sampler in PyTorch
+// (bench/hmc_torch.py: eager, autograd, the chains batched). Reported as
+// time per run, with the smallest effective sample size over the
+// coefficients and effective samples per second (min_ess / time).
+
+void BM_Sampler_Accy_1Thread(benchmark::State& state) {
+  absl::StatusOr<sampler::Data> d = sampler::breastCancer();
+  if (!d.ok()) {
+    state.SkipWithError((std::string(ACCY_BENCH_NOT_APPLICABLE) + std::string(d.status().message())).c_str());
+    return;
+  }
+  const sampler::Options o;
+  auto p = sampler::program(o, d->obs, d->coefs);
+  if (!ok(state, p, "define")) return;
+  auto exe = tensor::CpuExecutable::compile(*p, {.threads = 1});
+  if (!ok(state, exe, "compile")) return;
+  std::vector<double> draws(o.chains * o.draws * d->coefs), accepted(o.chains * o.draws);
+  for (auto _ : state) {
+    if (!ok(state, exe->launch({accy::bytes(d->x), accy::bytes(d->y)}, {accy::writableBytes(draws), accy::writableBytes(accepted)}),
+            "launch")) {
+      return;
+    }
+    benchmark::DoNotOptimize(draws.data());
+  }
+  const sampler::Summary s = sampler::summarise(draws, accepted, o.chains, o.draws, d->coefs);
+  if (!check(state, *std::max_element(s.rhat.begin(), s.rhat.end()) < 1.01, "split R-hat over 1.01")) return;
+  state.counters["min_ess"] = *std::min_element(s.ess.begin(), s.ess.end());
+  state.counters["ess_per_s"] = benchmark::Counter(state.counters["min_ess"] * state.iterations(), benchmark::Counter::kIsRate);
+}
+void BM_Sampler_PyTorch_1Thread(benchmark::State& state) { runTorchScript(state, "bench/hmc_torch.py", 1); }
+
 // --- random numbers: 2^24 f32 samples ------------------------------------
 //
 // uniform and normal from a key (Threefry-2x32, docs/SEMANTICS.md), against
@@ -1738,6 +1777,8 @@ BENCHMARK(BM_NBody_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_NBody_NumPy_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_NBody_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_NBody_PyTorch_2Threads)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_Sampler_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+BENCHMARK(BM_Sampler_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_Loop_Oscillator_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Loop_Oscillator_BodyLaunchedPerStep_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Loop_Oscillator_CppLoop)->Unit(benchmark::kMillisecond)->UseRealTime();

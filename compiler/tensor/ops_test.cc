@@ -585,6 +585,28 @@ TEST(Random, KeysSplitsAndFoldsHaveThePinnedLayout) {
   EXPECT_EQ(folded, direct);
 }
 
+// A key from around a loop's body, folded with the body's own counter, is
+// captured into the body: step t's key is the key folded with t.
+TEST(Random, AKeyFromAroundALoopFoldsWithTheBodysCounter) {
+  Spec s;
+  const std::vector<double> steps = constants(
+      [](Builder& b) {
+        const Value key = randomKey(b, 42);
+        const ScanResult r = scan(b, {.axis = "step", .length = 3}, {b.constant(0, DType::u32)}, {},
+                                  [&](Builder&, std::span<const Value> c, std::span<const Value>) -> absl::StatusOr<ScanStep> {
+                                    return ScanStep{{c[0] + 1}, {randomFoldIn(key, c[0])}};
+                                  });
+        return r.ys[0];
+      },
+      &s);
+  EXPECT_EQ(s.axes, (std::vector<Axis>{{"step", 3}, {"word", 2}}));
+  for (int t = 0; t < 3; ++t) {
+    const std::vector<double> direct =
+        constants([&](Builder& b) { return randomFoldIn(randomKey(b, 42), b.constant(t, DType::u32)); });
+    EXPECT_THAT(std::vector<double>(steps.begin() + 2 * t, steps.begin() + 2 * t + 2), ElementsAreArray(direct)) << t;
+  }
+}
+
 // Samples: uniform in [0, 1) from 24 (f32) or 53 (f64) bits, exactly; two
 // keys give different streams; a key's stream axes come first.
 TEST(Random, SamplersFromTheBits) {
