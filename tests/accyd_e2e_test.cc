@@ -35,6 +35,7 @@
 #include "client/remote_session.h"
 #include "compiler/codegen/arithmetic_mode.h"
 #include "examples/nbody/nbody.h"
+#include "examples/sampler/sampler.h"
 #include "runtime/channel.h"
 #include "tests/accyd_daemon.h"
 #include "tests/grpc_health.h"
@@ -1523,6 +1524,34 @@ TEST(Accyd, LoopsRunInOneInvokeAndAnEndlessOneStopsAtItsDeadline) {
     }
     const float e_want = tensor::loadElement(tensor::DType::f32, (*sim_want)[3].data());
     EXPECT_NEAR(b.e1[0], e_want, 1e-4f * std::abs(e_want)) << target << ": energy after";
+    // The HMC example (f64; chains by vmap, a leapfrog scan inside the scan
+    // of draws, gradients, random numbers) at a small size in one invoke,
+    // against the evaluator draw for draw.
+    absl::StatusOr<sampler::Data> data = sampler::breastCancer(40);
+    ASSERT_TRUE(data.ok()) << data.status();
+    sampler::Options so;
+    so.chains = 2;
+    so.warmup = 2;
+    so.draws = 4;
+    so.leapfrog = 3;
+    auto hmc = sampler::program(so, data->obs, data->coefs);
+    ASSERT_TRUE(hmc.ok()) << hmc.status();
+    const std::span<const std::byte> hmc_in[] = {bytes(data->x), bytes(data->y)};
+    auto hmc_want = tensor::evaluate(*hmc, hmc_in);
+    ASSERT_TRUE(hmc_want.ok()) << hmc_want.status();
+    auto hh = s->compile(wire::encode(*hmc), target);
+    ASSERT_TRUE(hh.ok()) << target << ": " << hh.status();
+    std::vector<double> draws(so.chains * so.draws * data->coefs), accepted(so.chains * so.draws);
+    const absl::Status hmc_st =
+        s->invoke(*hh, {bytes(data->x), bytes(data->y)}, {writableBytes(draws), writableBytes(accepted)});
+    ASSERT_TRUE(hmc_st.ok()) << target << ": " << hmc_st;
+    for (size_t i = 0; i < draws.size(); ++i) {
+      const double w = tensor::loadElement(tensor::DType::f64, (*hmc_want)[0].data() + 8 * i);
+      ASSERT_NEAR(draws[i], w, 1e-9 * (1 + std::abs(w))) << target << " draw element " << i;
+    }
+    for (size_t i = 0; i < accepted.size(); ++i) {
+      EXPECT_EQ(accepted[i], tensor::loadElement(tensor::DType::f64, (*hmc_want)[1].data() + 8 * i)) << target << " " << i;
+    }
   }
   EXPECT_TRUE(s->serverInfo().ok()) << "the daemon serves on";
 }
