@@ -11,7 +11,7 @@ packages=(
   libvulkan-dev spirv-tools spirv-headers mesa-vulkan-drivers vulkan-tools wabt
   libssl-dev openssl libopenblas-dev graphviz
   clang libclang-rt-14-dev
-  cmake xz-utils pkgconf prometheus-cpp-dev
+  cmake xz-utils pkgconf prometheus-cpp-dev zlib1g-dev
   chromium nodejs
 )
 # chromium: headless, it runs the WGSL target (WebGPU on SwiftShader's
