@@ -1716,13 +1716,9 @@ void runDigitsEpochAccy(benchmark::State& state, int threads) {
   std::vector<float> losses(o.steps);
   uint32_t e = 0;
   for (auto _ : state) {
-    const std::vector<uint32_t> key = {2026, e++};
-    std::vector<std::span<const std::byte>> in = {accy::bytes(data->train_x), accy::bytes(data->train_y)};
-    for (auto b : w.inputs()) in.push_back(b);
-    in.push_back(accy::bytes(key));
-    std::vector<std::span<std::byte>> out = next.outputs();
-    out.push_back(accy::writableBytes(losses));
-    if (!ok(state, exe->launch(in, out), "launch")) return;
+    const uint32_t key[] = {2026, e++};
+    const digits::EpochBuffers buffers = digits::epochBuffers(*data, w, key, next, losses);
+    if (!ok(state, exe->launch(buffers.inputs, buffers.outputs), "launch")) return;
     std::swap(w, next);
   }
   if (!check(state, std::isfinite(losses.back()) && losses.back() < 2.3, "the loss did not fall")) return;

@@ -1565,13 +1565,9 @@ TEST(Accyd, LoopsRunInOneInvokeAndAnEndlessOneStopsAtItsDeadline) {
     ASSERT_TRUE(ep.ok()) << ep.status();
     digits::Weights w0 = digits::initial(dopt), w1 = w0;
     std::vector<float> losses(dopt.steps);
-    const std::vector<uint32_t> key = {2026, 0};
-    std::vector<std::span<const std::byte>> ep_in = {bytes(images->train_x), bytes(images->train_y)};
-    for (auto b : w0.inputs()) ep_in.push_back(b);
-    ep_in.push_back(bytes(key));
-    std::vector<std::span<std::byte>> ep_out = w1.outputs();
-    ep_out.push_back(writableBytes(losses));
-    auto ep_want = tensor::evaluate(*ep, ep_in);
+    const uint32_t key[] = {2026, 0};
+    const digits::EpochBuffers ep_buffers = digits::epochBuffers(*images, w0, key, w1, losses);
+    auto ep_want = tensor::evaluate(*ep, ep_buffers.inputs);
     ASSERT_TRUE(ep_want.ok()) << ep_want.status();
     auto he = s->compile(wire::encode(*ep), target);
     if (target == "spirv") {
@@ -1583,7 +1579,7 @@ TEST(Accyd, LoopsRunInOneInvokeAndAnEndlessOneStopsAtItsDeadline) {
       continue;
     }
     ASSERT_TRUE(he.ok()) << target << ": " << he.status();
-    const absl::Status ep_st = s->invoke(*he, ep_in, ep_out);
+    const absl::Status ep_st = s->invoke(*he, ep_buffers.inputs, ep_buffers.outputs);
     ASSERT_TRUE(ep_st.ok()) << target << ": " << ep_st;
     const std::vector<float>* got[] = {&w1.w1, &w1.b1, &w1.w2, &w1.b2, &losses};
     for (size_t k = 0; k < 5; ++k) {

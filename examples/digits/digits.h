@@ -174,6 +174,31 @@ inline Weights initial(const Options& o, uint64_t seed = 1) {
   return w;
 }
 
+// The epoch program's buffers: the training images and labels, the
+// weights `w`, the epoch's key (inputs); the weights after it into `next`
+// and each step's loss into `losses` (outputs).
+struct EpochBuffers {
+  std::vector<std::span<const std::byte>> inputs;
+  std::vector<std::span<std::byte>> outputs;
+};
+
+inline EpochBuffers epochBuffers(const Split& data, const Weights& w, std::span<const uint32_t> key, Weights& next,
+                                 std::vector<float>& losses) {
+  EpochBuffers b{{accy::bytes(data.train_x), accy::bytes(data.train_y)}, next.outputs()};
+  for (auto in : w.inputs()) b.inputs.push_back(in);
+  b.inputs.push_back(accy::bytes(key));
+  b.outputs.push_back(accy::writableBytes(losses));
+  return b;
+}
+
+// The fraction of held-out images the predict program's `predicted`
+// classes get right.
+inline double heldOutAccuracy(const Split& data, std::span<const int32_t> predicted) {
+  int64_t right = 0;
+  for (int64_t i = 0; i < data.test; ++i) right += predicted[i] == data.test_y[i];
+  return static_cast<double>(right) / static_cast<double>(data.test);
+}
+
 }  // namespace digits
 
 #endif  // ACCY_EXAMPLES_DIGITS_DIGITS_H_

@@ -25,16 +25,12 @@ TEST(Digits, AnEpochMatchesTheEvaluator) {
   ASSERT_TRUE(p.ok()) << p.status();
   digits::Weights w = digits::initial(o), out = w;
   std::vector<float> losses(o.steps);
-  const std::vector<uint32_t> key = {2026, 0};
-  std::vector<std::span<const std::byte>> in = {accy::bytes(data->train_x), accy::bytes(data->train_y)};
-  for (auto b : w.inputs()) in.push_back(b);
-  in.push_back(accy::bytes(key));
-  std::vector<std::span<std::byte>> outs = out.outputs();
-  outs.push_back(accy::writableBytes(losses));
+  const uint32_t key[] = {2026, 0};
+  const digits::EpochBuffers buffers = digits::epochBuffers(*data, w, key, out, losses);
   auto exe = tensor::CpuExecutable::compile(*p, {.threads = 2});
   ASSERT_TRUE(exe.ok()) << exe.status();
-  ASSERT_TRUE(exe->launch(in, outs).ok());
-  auto want = tensor::evaluate(*p, in);
+  ASSERT_TRUE(exe->launch(buffers.inputs, buffers.outputs).ok());
+  auto want = tensor::evaluate(*p, buffers.inputs);
   ASSERT_TRUE(want.ok()) << want.status();
   const std::vector<float>* got[] = {&out.w1, &out.b1, &out.w2, &out.b2, &losses};
   for (size_t k = 0; k < 5; ++k) {
@@ -64,20 +60,14 @@ TEST(Digits, AFewEpochsPassNinetyPercentHeldOut) {
   std::vector<int32_t> predicted(data->test);
   std::vector<double> accuracy, mean_loss;
   for (int e = 0; e < 4; ++e) {
-    const std::vector<uint32_t> key = {2026, static_cast<uint32_t>(e)};
-    std::vector<std::span<const std::byte>> in = {accy::bytes(data->train_x), accy::bytes(data->train_y)};
-    for (auto b : w.inputs()) in.push_back(b);
-    in.push_back(accy::bytes(key));
-    std::vector<std::span<std::byte>> out = next.outputs();
-    out.push_back(accy::writableBytes(losses));
-    ASSERT_TRUE(train_exe->launch(in, out).ok());
+    const uint32_t key[] = {2026, static_cast<uint32_t>(e)};
+    const digits::EpochBuffers buffers = digits::epochBuffers(*data, w, key, next, losses);
+    ASSERT_TRUE(train_exe->launch(buffers.inputs, buffers.outputs).ok());
     std::swap(w, next);
     std::vector<std::span<const std::byte>> tin = {accy::bytes(data->test_x)};
     for (auto b : w.inputs()) tin.push_back(b);
     ASSERT_TRUE(test_exe->launch(tin, {accy::writableBytes(predicted)}).ok());
-    int64_t right = 0;
-    for (int64_t i = 0; i < data->test; ++i) right += predicted[i] == data->test_y[i];
-    accuracy.push_back(static_cast<double>(right) / static_cast<double>(data->test));
+    accuracy.push_back(digits::heldOutAccuracy(*data, predicted));
     double l = 0;
     for (float v : losses) l += v / static_cast<double>(losses.size());
     mean_loss.push_back(l);

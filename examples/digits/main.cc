@@ -68,25 +68,19 @@ int main(int argc, char** argv) {
   std::vector<int32_t> predicted(data->test);
   double train_s = 0;
   for (int e = 0; e < epochs; ++e) {
-    const std::vector<uint32_t> key = {2026, static_cast<uint32_t>(e)};
-    std::vector<std::span<const std::byte>> in = {accy::bytes(data->train_x), accy::bytes(data->train_y)};
-    for (auto b : w.inputs()) in.push_back(b);
-    in.push_back(accy::bytes(key));
-    std::vector<std::span<std::byte>> out = next.outputs();
-    out.push_back(accy::writableBytes(losses));
+    const uint32_t key[] = {2026, static_cast<uint32_t>(e)};
+    const digits::EpochBuffers buffers = digits::epochBuffers(*data, w, key, next, losses);
     const auto start = std::chrono::steady_clock::now();
-    if (absl::Status st = train_exe->launch(in, out); !st.ok()) return fail(st);
+    if (absl::Status st = train_exe->launch(buffers.inputs, buffers.outputs); !st.ok()) return fail(st);
     train_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::swap(w, next);
     std::vector<std::span<const std::byte>> tin = {accy::bytes(data->test_x)};
     for (auto b : w.inputs()) tin.push_back(b);
     if (absl::Status st = test_exe->launch(tin, {accy::writableBytes(predicted)}); !st.ok()) return fail(st);
-    int64_t right = 0;
-    for (int64_t i = 0; i < data->test; ++i) right += predicted[i] == data->test_y[i];
     double mean_loss = 0;
     for (float l : losses) mean_loss += l / static_cast<double>(losses.size());
     std::printf("epoch %2d: mean loss %.4f, held-out accuracy %.2f%%\n", e + 1, mean_loss,
-                100.0 * static_cast<double>(right) / static_cast<double>(data->test));
+                100.0 * digits::heldOutAccuracy(*data, predicted));
   }
   std::printf("training: %.1f ms an epoch (one launch each)\n", train_s / epochs * 1e3);
   return 0;

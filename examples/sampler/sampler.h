@@ -160,16 +160,23 @@ inline absl::StatusOr<Data> breastCancer(int64_t rows = 0) {
 
 // ---- Checking the draws ----
 
-// Split R-hat (Gelman et al., BDA3): each chain's draws halved, the
-// between- and within-half variances compared. `draws` is [chain, draw]
-// of one coefficient.
-inline double splitRhat(const std::vector<std::vector<double>>& chains) {
+// Each chain's draws halved (an odd last draw left out): the split chains
+// R-hat and the effective sample size are computed over.
+inline std::vector<std::vector<double>> splitChains(const std::vector<std::vector<double>>& chains) {
   std::vector<std::vector<double>> halves;
   for (const auto& c : chains) {
     const size_t h = c.size() / 2;
     halves.emplace_back(c.begin(), c.begin() + h);
     halves.emplace_back(c.begin() + h, c.begin() + 2 * h);
   }
+  return halves;
+}
+
+// Split R-hat (Gelman et al., BDA3): each chain's draws halved, the
+// between- and within-half variances compared. `draws` is [chain, draw]
+// of one coefficient.
+inline double splitRhat(const std::vector<std::vector<double>>& chains) {
+  const std::vector<std::vector<double>> halves = splitChains(chains);
   const double n = static_cast<double>(halves[0].size()), m = static_cast<double>(halves.size());
   std::vector<double> means;
   double w = 0;
@@ -193,12 +200,7 @@ inline double splitRhat(const std::vector<std::vector<double>>& chains) {
 // Effective sample size over split chains, by Geyer's initial monotone
 // sequence of summed autocorrelation pairs (as Stan computes it).
 inline double effectiveSamples(const std::vector<std::vector<double>>& chains) {
-  std::vector<std::vector<double>> halves;
-  for (const auto& c : chains) {
-    const size_t h = c.size() / 2;
-    halves.emplace_back(c.begin(), c.begin() + h);
-    halves.emplace_back(c.begin() + h, c.begin() + 2 * h);
-  }
+  const std::vector<std::vector<double>> halves = splitChains(chains);
   const size_t n = halves[0].size();
   const double m = static_cast<double>(halves.size());
   std::vector<double> acov(n, 0.0), means;
