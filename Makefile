@@ -12,7 +12,7 @@ demo: setup
 test: setup
 	bash tools/run_tests.sh
 
-# The tone page for a person: builds it, lays out the runtimes beside it,
+# The example pages (tone, digits) for a person: builds them, lays out the runtimes beside them,
 # serves it on 127.0.0.1 and prints the address (PORT=N to choose the port).
 web: setup
 	bash tools/web.sh

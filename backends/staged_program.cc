@@ -12,6 +12,7 @@
 #include "base/stop.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
+#include "compiler/codegen/gpu/artifact_json.h"
 
 namespace accy::backends {
 
@@ -210,6 +211,40 @@ int64_t StagedProgram::memoryBytes() const {
     for (size_t i = 0; i < s.carries && s.kind != Stage::Kind::kProgram; ++i) bytes += slots_[s.outputs[i]].byteSize();
   }
   return bytes;
+}
+
+absl::StatusOr<std::string> StagedProgram::planJson(
+    const std::function<absl::StatusOr<std::string>(const LoadedProgram&)>& artifact) const {
+  auto list = [](const auto& values) {
+    std::string out = "[";
+    for (size_t i = 0; i < values.size(); ++i) strAppend(&out, i ? ", " : "", values[i]);
+    return out + "]";
+  };
+  std::string slots = "[";
+  for (size_t s = 0; s < slots_.size(); ++s) strAppend(&slots, s ? ",\n   " : "", gpu::specJson(slots_[s]));
+  std::string out = strCat("{\"slots\": ", slots, "],\n \"inputs\": ", list(inputs_), ", \"outputs\": ", list(outputs_),
+                           ",\n \"stages\": [");
+  for (size_t i = 0; i < stages_.size(); ++i) {
+    const Stage& st = stages_[i];
+    strAppend(&out, i ? ",\n" : "\n", "{\"kind\": \"",
+              st.kind == Stage::Kind::kProgram ? "program" : st.kind == Stage::Kind::kScan ? "scan" : "while",
+              "\", \"inputs\": ", list(st.inputs), ", \"outputs\": ", list(st.outputs));
+    if (st.kind == Stage::Kind::kProgram) {
+      ACCY_ASSIGN_OR_RETURN(const std::string a, artifact(*st.program));
+      strAppend(&out, ",\n \"artifact\": ", a, "}");
+      continue;
+    }
+    strAppend(&out, ", \"carries\": ", st.carries);
+    if (st.kind == Stage::Kind::kScan) {
+      strAppend(&out, ", \"length\": ", st.length, ", \"xs\": ", st.xs, ", \"xs_axis\": ", list(st.xs_axis));
+    } else {
+      ACCY_ASSIGN_OR_RETURN(const std::string c, st.condition->planJson(artifact));
+      strAppend(&out, ",\n \"condition\": ", c);
+    }
+    ACCY_ASSIGN_OR_RETURN(const std::string b, st.body->planJson(artifact));
+    strAppend(&out, ",\n \"body\": ", b, "}");
+  }
+  return out + "]}";
 }
 
 int64_t StagedProgram::loadedStages() const {

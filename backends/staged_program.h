@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -62,6 +63,12 @@ class StagedProgram final : public LoadedProgram {
   // Bytes of code (artifacts) of every loaded stage, bodies' included.
   int64_t codeBytes() const;
   const std::vector<tensor::Spec>& inputSpecs() const { return input_specs_; }
+  // The plan as JSON (docs/WEB.md, "Programs with loops"): its slots'
+  // specs, the slots of its inputs and outputs, and its stages in order,
+  // each loop-free one's program written by `artifact` (a JSON value), each
+  // loop's body (and condition) a plan of the same form.
+  absl::StatusOr<std::string> planJson(
+      const std::function<absl::StatusOr<std::string>(const LoadedProgram&)>& artifact) const;
   const std::vector<tensor::Spec>& outputSpecs() const { return output_specs_; }
 
   struct Stage;

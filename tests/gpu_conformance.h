@@ -67,6 +67,11 @@ struct GpuUnderTest {
   // one clang++ run for many), before runAndCompareEach runs them; null:
   // each loads alone.
   std::function<void(std::span<const executable::Executable>)> prepare;
+  // Loads a program with loops whole, where the device runs loops itself
+  // (the web runtimes run a plan artifact: web/accy_plan.js); null: the
+  // program runs as stages driven from here (backends/staged_program.h),
+  // each stage loaded as any program is.
+  std::function<absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>>(const tensor::Program&)> load_with_loops;
 };
 
 // Programs runAndCompare left out because they hold a dtype the device

@@ -71,6 +71,10 @@ GpuUnderTest wasmUnderTest(int threads = 1) {
     };
   };
   g.compile_for_gpu = compile(threads);
+  // Programs with loops run whole in node, as a plan (web/accy_plan.js).
+  g.load_with_loops = [compile, threads](const tensor::Program& program) {
+    return node().loadWithLoops(program, compile(threads));
+  };
   // The sums at 1 and 2 threads (the CPU walker's cascade and tile.cc's
   // f64 combine, as on x86-64); the rows and the compensated sums at 2
   // (64 MB a launch through node's pipe: 5 s each).

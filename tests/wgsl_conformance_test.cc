@@ -46,6 +46,11 @@ GpuUnderTest gpu() {
   g.int64 = false;
   g.note = "WebGPU on SwiftShader (headless Chromium), workgroup-memory trees";
   g.compile_for_gpu = [](const tensor::Program& program) { return wgsl::compileProgram(program, wgsl::TargetInfo{}); };
+  // Programs with loops run whole in the page, as a plan (web/accy_plan.js:
+  // every step of a scan in one command buffer).
+  g.load_with_loops = [compile = g.compile_for_gpu](const tensor::Program& program) {
+    return browser().loadWithLoops(program, compile);
+  };
   return g;
 }
 

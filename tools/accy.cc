@@ -34,6 +34,8 @@
 #include "accy/cpu.h"
 #include "accy/version.h"
 #include "backends/backend.h"
+#include "backends/plan_artifact.h"
+#include "backends/staged_program.h"
 #include "backends/registry.h"
 #include "base/errors.h"
 #include "base/strings.h"
@@ -395,6 +397,20 @@ std::optional<Failure> writeEmit(const Args& args, const codegen::TargetEntry& t
                                  const tensor::Program& program, codegen::CompileRequest request,
                                  const std::optional<std::string>& out) {
   using F = codegen::EmitForm;
+  // A program with loops for a target whose host reads an artifact (wgsl,
+  // wasm, msl): the plan artifact (accy-plan-1, docs/WEB.md), each loop-free
+  // stage compiled as a program is.
+  if (emit.form == F::kArtifact && target.artifact != nullptr && backends::hasLoops(program)) {
+    absl::StatusOr<std::string> plan = backends::planArtifactJson(
+        program, target.name,
+        [&](const tensor::Program& stage) { return codegen::compileFor(std::string(target.name), stage, request); },
+        target.artifact);
+    if (!plan.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(plan.status())));
+    if (absl::Status st = files::writeFile(*out, *plan); !st.ok()) return inputError(messageOf(st));
+    std::printf("wrote %s: %zu bytes (a plan of %s stages: the program has loops)\n", out->c_str(), plan->size(),
+                std::string(target.name).c_str());
+    return std::nullopt;
+  }
   // The Choir module as the pipeline's last pass leaves it: what
   // --dump-after of that pass prints.
   PassDump last_pass;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# make web: builds the tone page's artifacts, lays the page out with the
-# runtimes beside it (examples/web/layout.sh) and serves it on 127.0.0.1
+# make web: builds the example pages' artifacts (tone and digits), lays them out with the
+# runtimes beside them (examples/web/layout.sh) and serves them on 127.0.0.1
 # with the cross-origin isolation headers threads need, printing the
 # address. PORT (default 8000) picks the port, WEB_DIR the folder (default a
 # new one under /tmp). Ctrl-C stops it.
@@ -21,6 +21,7 @@ try:
 except OSError as e:
     sys.exit(f"make web: cannot listen on 127.0.0.1:{port} ({e.strerror}); choose another with PORT=N")
 print(f"The tone page: http://127.0.0.1:{server.server_address[1]}/index.html", flush=True)
+print(f"The digits page: http://127.0.0.1:{server.server_address[1]}/digits.html", flush=True)
 print(f"(files in {directory}; a browser with WebGPU runs it on the GPU, others on WebAssembly; Ctrl-C stops)", flush=True)
 try:
     server.serve_forever()

@@ -8,7 +8,7 @@ R="${TEST_SRCDIR:-.}/${TEST_WORKSPACE:-accy}"
 . "$R/tools/webgpu/skip_without_chromium.sh"
 work="${TEST_TMPDIR:-$(mktemp -d)}/runtime"
 mkdir -p "$work"
-cp "$R/web/accy.js" "$R/web/accy_wasm.js" "$R/web/runtime_test.html" "$work/"
+cp "$R/web/accy.js" "$R/web/accy_wasm.js" "$R/web/accy_plan.js" "$R/web/runtime_test.html" "$work/"
 result=$(python3 "$R/tools/webgpu/run_page.py" "$work/runtime_test.html" "window.runtimeChecks" --timeout=300) || {
   echo "FAIL: the page did not finish: $result"
   exit 1

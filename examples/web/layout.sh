@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Lays the tone page out in OUT, ready to serve: the page, its script, the
-# runtimes it imports (web/accy.js imports accy_wasm.js, which starts
-# accy_wasm_worker.js for threads) and the artifacts make_artifacts writes.
+# Lays the example pages out in OUT, ready to serve: the tone page
+# (index.html) and the digits page (digits.html), their scripts, the
+# runtimes they import (web/accy.js imports accy_wasm.js, which starts
+# accy_wasm_worker.js for threads, and accy_plan.js for programs with loops)
+# and the artifacts make_artifacts writes.
 #
 #   examples/web/layout.sh ROOT MAKE_ARTIFACTS OUT
 #
@@ -14,6 +16,7 @@ if [ $# -ne 3 ]; then
 fi
 root=$1 make_artifacts=$2 out=$3
 mkdir -p "$out"
-cp "$root/examples/web/index.html" "$root/examples/web/tone.js" "$root/web/accy.js" "$root/web/accy_wasm.js" \
-  "$root/web/accy_wasm_worker.js" "$out/"
+cp "$root/examples/web/index.html" "$root/examples/web/tone.js" "$root/examples/web/digits.html" \
+  "$root/examples/web/digits.js" "$root/web/accy.js" "$root/web/accy_wasm.js" "$root/web/accy_wasm_worker.js" \
+  "$root/web/accy_plan.js" "$out/"
 "$make_artifacts" "$out"

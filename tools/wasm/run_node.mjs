@@ -1,6 +1,7 @@
 // Runs wasm artifacts in node for tools/webgpu/page_runner.h's node mode
 // (`accy run --target=wasm`, tests/wasm_conformance_test.cc): one case per
-// line of JSON on stdin, {"artifact": {...}, "inputs": [base64, ...]} (an
+// line of JSON on stdin, {"artifact": {...}, "inputs": [base64, ...]} (a
+// wasm artifact, or a plan of them for a program with loops; an
 // input of a megabyte or more as {"file": PATH}, its bytes in that file); one
 // answer per line on stdout: "ok OUT,OUT,... 0" (the outputs in base64) or
 // "error MESSAGE". The same protocol as web/runner.html's page; the last
@@ -8,6 +9,7 @@
 // compiled with threads).
 import {readFileSync} from 'node:fs';
 import {createInterface} from 'node:readline';
+import {loadWasmPlan} from './accy_plan.js';
 import {loadWasmProgram} from './accy_wasm.js';
 
 const ARRAYS = {f32: Float32Array, f64: Float64Array, i32: Int32Array, i64: BigInt64Array, bool: Uint8Array};
@@ -29,11 +31,11 @@ for await (const line of lines) {
   let answer;
   try {
     const c = JSON.parse(line);
-    const program = await loadWasmProgram(c.artifact);
+    const program = c.artifact?.format === 'accy-plan-1' ? await loadWasmPlan(c.artifact) : await loadWasmProgram(c.artifact);
     const inputs = c.inputs.map((b64, i) => decode(b64, program.inputs[i].dtype));
     try {
       const outputs = await program.run(inputs);
-      answer = 'ok ' + outputs.map(encode).join(',') + ' ' + program.partsOnWorkers;
+      answer = 'ok ' + outputs.map(encode).join(',') + ' ' + (program.partsOnWorkers ?? 0);
     } finally {
       program.destroy();
     }

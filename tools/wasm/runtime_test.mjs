@@ -2,10 +2,14 @@
 // compiled without threads, one with): a run that matches the mismatch
 // computed here in double precision, and every bad input refused with an
 // AccyError that names what was wrong, the program still usable after.
+// Then web/accy_plan.js on the plan of tools/fuzz/corpus/loops.wire (a scan
+// over xs whose body runs a while loop): its outputs against the loops
+// computed here, a run stopped by its signal, damaged plans refused by name.
 import {readFileSync} from 'node:fs';
+import {loadWasmPlan} from './accy_plan.js';
 import {AccyError, loadWasmProgram} from './accy_wasm.js';
 
-const [plainPath, threadsPath] = process.argv.slice(2);
+const [plainPath, threadsPath, planPath] = process.argv.slice(2);
 const artifact = JSON.parse(readFileSync(plainPath, 'utf8'));
 let checks = 0;
 let failures = 0;
@@ -78,6 +82,56 @@ if (threadsPath) {
   check(matches((await threaded.run([guesses, time, sample]))[0]), 'the threaded program matches');
   await refused('runSync on workers', () => threaded.runSync([guesses, time, sample]), 'this program runs on workers');
   threaded.destroy();
+}
+if (planPath) {
+  const plan = JSON.parse(readFileSync(planPath, 'utf8'));
+  const program = await loadWasmPlan(plan);
+  const x0 = Float32Array.from([0.5, -1, 2]);
+  const xs = Float32Array.from({length: 12}, (_, i) => Math.fround(Math.sin(0.7 * i)));
+  // loops.wire: c = x0; each step t: while sum(c) < 50: c = 2c + |x0|;
+  // ys[t] = sum(c); c += xs[t].
+  const want = () => {
+    let c = Array.from(x0);
+    const ys = [];
+    for (let t = 0; t < 4; ++t) {
+      while (c.reduce((a, b) => Math.fround(a + b), 0) < 50) c = c.map((v, i) => Math.fround(Math.fround(2 * v) + Math.abs(x0[i])));
+      ys.push(c.reduce((a, b) => Math.fround(a + b), 0));
+      c = c.map((v, i) => Math.fround(v + xs[t * 3 + i]));
+    }
+    return {c, ys};
+  };
+  const close = (got, expected) => got.length === expected.length &&
+      Array.from(got).every((v, i) => Math.abs(v - expected[i]) <= 1e-5 * Math.max(1, Math.abs(expected[i])));
+  const expected = want();
+  const [c, ys] = await program.run([x0, xs]);
+  check(close(c, expected.c) && close(ys, expected.ys), `the plan's loops: carry ${Array.from(c)} ys ${Array.from(ys)}, ` +
+        `wanted ${expected.c} and ${expected.ys}`);
+  check(program.loadedStages >= 3, `the plan loads each stage once (${program.loadedStages})`);
+  const stop = new AbortController();
+  stop.abort(new Error('the caller gave up'));
+  await refused('a stopped run', () => program.run([x0, xs], {signal: stop.signal}), 'the run was stopped: the caller gave up');
+  await refused('a plan run with a short input', () => program.run([x0, xs.subarray(1)]), 'input 1 (f32[step=4, n=3]) has 11 elements');
+  const [c2, ys2] = await program.run([x0, xs]);
+  check(close(c2, expected.c) && close(ys2, expected.ys), 'the plan still runs, the same, after the refusals');
+  program.destroy();
+  const damaged = (f) => {
+    const p = JSON.parse(JSON.stringify(plan));
+    f(p);
+    return () => loadWasmPlan(p);
+  };
+  await refused('a plan for another target', damaged((p) => { p.target = 'wgsl'; }), 'a plan for wgsl does not run on wasm');
+  await refused('a slot out of range', damaged((p) => { p.plan.stages[0].inputs[0] = 99; }), 'the plan, stage 0 (program)\'s inputs names slot 99');
+  const scan = plan.plan.stages.findIndex((st) => st.kind === 'scan');
+  await refused('a body that does not fit its loop', damaged((p) => { p.plan.stages[scan].body.inputs.pop(); }),
+                `the plan, stage ${scan} (scan): its body takes`);
+  await refused('an unknown stage kind', damaged((p) => { p.plan.stages[scan].body.stages[0].kind = 'goto'; }),
+                `the plan, stage ${scan} (scan) body, stage 0 (goto): no such stage kind`);
+  await refused('a stage artifact of another format', damaged((p) => { p.plan.stages[0].artifact.format = 'accy-wgsl-1'; }),
+                'its artifact is accy-wgsl-1, not accy-wasm-1');
+  await refused('loops nested too deep', damaged((p) => {
+    let inner = p.plan.stages[scan];
+    for (let d = 0; d < 40; ++d) inner.body = {...inner.body, stages: [{...inner}]};
+  }), 'loops nested more than 32 deep');
 }
 console.log(`${checks} checks, ${failures} failures`);
 process.exit(failures === 0 ? 0 : 1);

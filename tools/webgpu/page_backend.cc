@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "backends/buffer_checks.h"
+#include "backends/plan_artifact.h"
 #include "base/errors.h"
 #include "base/strings.h"
 #include "compiler/codegen/targets.h"
@@ -67,6 +68,22 @@ absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> PageBackend::load
   if (!entry.ok()) return entry.status();
   absl::StatusOr<std::string> artifact = (*entry)->artifact(exe);
   if (!artifact.ok()) return artifact.status();
+  return std::shared_ptr<const backends::LoadedProgram>(
+      std::make_shared<PageProgram>(std::move(exe), *std::move(artifact), options_, runner_));
+}
+
+absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> PageBackend::loadWithLoops(
+    const tensor::Program& program,
+    const std::function<absl::StatusOr<executable::Executable>(const tensor::Program&)>& compile) const {
+  absl::StatusOr<const codegen::TargetEntry*> entry = codegen::findTarget(target_);
+  if (!entry.ok()) return entry.status();
+  absl::StatusOr<std::string> artifact = backends::planArtifactJson(program, target_, compile, (*entry)->artifact);
+  if (!artifact.ok()) return artifact.status();
+  // What the launch checks: the program's inputs and outputs.
+  executable::Executable exe;
+  exe.target = target_;
+  exe.inputs = program.inputSpecs();
+  exe.outputs = program.outputSpecs();
   return std::shared_ptr<const backends::LoadedProgram>(
       std::make_shared<PageProgram>(std::move(exe), *std::move(artifact), options_, runner_));
 }

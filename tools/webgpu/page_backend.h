@@ -27,6 +27,12 @@ class PageBackend final : public backends::Backend {
   absl::StatusOr<executable::Executable> compile(const tensor::Program& program, const std::string& target,
                                                  const backends::CompileOptions& options) const override;
   absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> load(executable::Executable exe) const override;
+  // A program with loops, whole: its plan artifact (accy-plan-1,
+  // backends/plan_artifact.h), each loop-free stage compiled by `compile`,
+  // run by the page's runtime (web/accy_plan.js) one launch a run.
+  absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> loadWithLoops(
+      const tensor::Program& program,
+      const std::function<absl::StatusOr<executable::Executable>(const tensor::Program&)>& compile) const;
 
   // A backend on the same runner (the same page) with other loadProgram
   // options.

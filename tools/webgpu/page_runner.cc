@@ -72,7 +72,7 @@ absl::StatusOr<std::unique_ptr<PageRunner>> PageRunner::openNode(const std::stri
   if (node.empty()) {
     return makeError(ErrorKind::kUnimplemented, "no node to run wasm in (install nodejs: tools/setup.sh, or set ACCY_NODE)");
   }
-  for (const char* f : {"web/accy_wasm.js", "web/accy_wasm_worker.js", "tools/wasm/run_node.mjs"}) {
+  for (const char* f : {"web/accy_wasm.js", "web/accy_wasm_worker.js", "web/accy_plan.js", "tools/wasm/run_node.mjs"}) {
     absl::StatusOr<std::string> from = sourceFile(f);
     if (!from.ok()) return from.status();
     if (absl::Status st = copyFile(*from, strCat(work_dir, "/", std::strrchr(f, '/') + 1)); !st.ok()) return st;
@@ -87,7 +87,7 @@ absl::StatusOr<std::unique_ptr<PageRunner>> PageRunner::open(const std::string& 
     return makeError(ErrorKind::kUnimplemented,
                      "no Chromium to run WGSL in (install chromium: tools/setup.sh, or set ACCY_CHROMIUM)");
   }
-  for (const char* f : {"web/accy.js", "web/accy_wasm.js", "web/accy_wasm_worker.js", "web/runner.html"}) {
+  for (const char* f : {"web/accy.js", "web/accy_wasm.js", "web/accy_wasm_worker.js", "web/accy_plan.js", "web/runner.html"}) {
     absl::StatusOr<std::string> from = sourceFile(f);
     if (!from.ok()) return from.status();
     if (absl::Status st = copyFile(*from, strCat(work_dir, "/", std::strrchr(f, '/') + 1)); !st.ok()) return st;

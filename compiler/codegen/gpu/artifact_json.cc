@@ -21,6 +21,8 @@ const char* roleName(choir::BufferRole r) {
   return "temp";
 }
 
+}  // namespace
+
 std::string specJson(const tensor::Spec& s) {
   std::string axes;
   for (const tensor::Axis& a : s.axes) {
@@ -28,8 +30,6 @@ std::string specJson(const tensor::Spec& s) {
   }
   return strCat("{\"dtype\": \"", tensor::dtypeName(s.dtype), "\", \"axes\": [", axes, "]}");
 }
-
-}  // namespace
 
 std::string jsonString(std::string_view s) {
   std::string out = "\"";

@@ -12,11 +12,15 @@
 
 #include "absl/status/statusor.h"
 #include "compiler/executable/executable.h"
+#include "compiler/tensor/program.h"
 
 namespace accy::gpu {
 
 // `s` as a JSON string, quoted and escaped.
 std::string jsonString(std::string_view s);
+
+// `s` as JSON: {"dtype": "f32", "axes": [{"name": "n", "extent": 8}]}.
+std::string specJson(const tensor::Spec& s);
 
 // Kernel k's source: the code from its entry offset to the next kernel's.
 std::string_view kernelSource(const executable::Executable& exe, size_t k);

@@ -1,0 +1,28 @@
+// The artifact of a program with loops for the web runtimes (web/accy.js,
+// web/accy_plan.js): format accy-plan-1, JSON, its form in docs/WEB.md
+// ("Programs with loops"). The program is split into stages as
+// StagedProgram splits it; each loop-free stage is compiled by `compile`
+// and written by `artifact` (an accy-wgsl-1 or accy-wasm-1 artifact), each
+// loop kept as a loop whose body is a plan of the same form. Nothing is
+// loaded or run: the plan is written once, whatever the trip counts.
+#ifndef ACCY_BACKENDS_PLAN_ARTIFACT_H_
+#define ACCY_BACKENDS_PLAN_ARTIFACT_H_
+
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "compiler/executable/executable.h"
+#include "compiler/tensor/program.h"
+
+namespace accy::backends {
+
+absl::StatusOr<std::string> planArtifactJson(
+    const tensor::Program& program, std::string_view target,
+    const std::function<absl::StatusOr<executable::Executable>(const tensor::Program& stage)>& compile,
+    const std::function<absl::StatusOr<std::string>(const executable::Executable&)>& artifact);
+
+}  // namespace accy::backends
+
+#endif  // ACCY_BACKENDS_PLAN_ARTIFACT_H_
