@@ -37,6 +37,7 @@ class VulkanBackend final : public Backend {
     target_.int64 = l.int64;
     target_.storage_8bit = l.storage_8bit;
     target_.subgroup_size = l.subgroup_size;
+    target_.max_storage_buffers = l.max_storage_buffers;
     target_.cooperative_workgroups = l.cooperative_workgroups;
     target_.max_loop_iterations = l.max_loop_iterations;
     device_name_ = strCat(device_->name(), " (", device_->type(), ", Vulkan ", device_->apiVersion(), ")");

@@ -18,6 +18,7 @@
 #include "compiler/executable/executable.h"
 #include "compiler/tensor/builder.h"
 #include "base/errors.h"
+#include "base/strings.h"
 #include "compiler/tensor/evaluate.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -240,6 +241,76 @@ TEST_F(VulkanBackendTest, LoadRejectsWhatIsNotASpirvExecutable) {
 
 
 
+
+// Each kernel binds only the buffers it uses: a program of more buffers
+// than the device allows a stage runs when every kernel stays within it,
+// and a kernel past it is refused naming the kernel.
+TEST_F(VulkanBackendTest, KernelsBindOnlyTheirOwnBuffers) {
+  const uint32_t limit = vulkanTargetInfo(backend()).max_storage_buffers;
+  ASSERT_GT(limit, 0u);
+  const int n = static_cast<int>(limit) + 4;  // inputs, each with its own reduction and output
+  const tensor::Spec v = tensor::spec(tensor::DType::f32, {{"i", 64}});
+  std::vector<tensor::Spec> specs(n, v);
+  auto apart = tensor::define("apart", specs, [&](tensor::Builder&, std::span<const tensor::Value> a) {
+    std::vector<tensor::Value> out;
+    for (int k = 0; k < n; ++k) out.push_back((a[k] * static_cast<double>(k + 1)).sum("i"));
+    return out;
+  });
+  ASSERT_TRUE(apart.ok()) << apart.status();
+  absl::StatusOr<Executable> exe = backend().compile(*apart, "spirv");
+  ASSERT_TRUE(exe.ok()) << exe.status();
+  ASSERT_GT(exe->artifact_plan.buffers.size(), limit) << "the program must hold more buffers than a stage allows";
+  std::shared_ptr<const LoadedProgram> p = load(*exe);
+  ASSERT_NE(p, nullptr);
+  std::vector<std::vector<float>> xs(n, std::vector<float>(64));
+  std::vector<std::vector<float>> ys(n, std::vector<float>(1, -1.0f));
+  std::vector<std::span<const std::byte>> ins;
+  std::vector<std::span<std::byte>> outs;
+  for (int k = 0; k < n; ++k) {
+    for (int i = 0; i < 64; ++i) xs[k][i] = static_cast<float>((i * 7 + k) % 11) * 0.25f;
+    ins.push_back(in(xs[k]));
+    outs.push_back(out(ys[k]));
+  }
+  ASSERT_TRUE(launch(*p, ins, outs).ok());
+  auto want = tensor::evaluate(*apart, ins);
+  ASSERT_TRUE(want.ok()) << want.status();
+  for (int k = 0; k < n; ++k) {
+    float w = 0;
+    std::memcpy(&w, (*want)[k].data(), 4);
+    EXPECT_NEAR(ys[k][0], w, 1e-4 * (1 + std::abs(w))) << "output " << k;
+  }
+
+  // One kernel reading every input at once binds them all: refused, named.
+  auto together = tensor::define("together", specs, [&](tensor::Builder&, std::span<const tensor::Value> a) {
+    tensor::Value sum = a[0];
+    for (int k = 1; k < n; ++k) sum = sum + a[k];
+    return sum;
+  });
+  ASSERT_TRUE(together.ok()) << together.status();
+  absl::StatusOr<Executable> one = backend().compile(*together, "spirv");
+  ASSERT_TRUE(one.ok()) << one.status();
+  absl::Status st = backend().load(*one).status();
+  EXPECT_EQ(errorKind(st), ErrorKind::kUnimplemented) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr(strCat("binds ", n + 1, " storage buffers; this device allows ", limit,
+                                                          " a stage")));
+
+  // A module binding a buffer the executable lacks is refused by name.
+  Executable bad = axpbExecutable();
+  bool patched = false;
+  for (size_t at = 20; at + 16 <= bad.code.size() && !patched; at += 4) {
+    uint32_t w[4];
+    std::memcpy(w, bad.code.data() + at, 16);
+    if (w[0] == ((4u << 16) | 71u) && w[2] == 33u) {  // OpDecorate %x Binding N
+      w[3] = 99;
+      std::memcpy(bad.code.data() + at, w, 16);
+      patched = true;
+    }
+  }
+  ASSERT_TRUE(patched) << "no Binding decoration found in the test module";
+  st = backend().load(bad).status();
+  EXPECT_EQ(errorKind(st), ErrorKind::kInvalidProgram) << st;
+  EXPECT_THAT(std::string(st.message()), HasSubstr("kernel 0 (axpb): its module binds buffer 99; the executable has"));
+}
 
 }  // namespace
 }  // namespace accy::backends

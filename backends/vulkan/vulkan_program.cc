@@ -34,7 +34,7 @@ struct VulkanProgram::LaunchResources {
   VkDeviceMemory memory = VK_NULL_HANDLE;
   std::byte* mapped = nullptr;         // all of `memory`
   VkDescriptorPool descriptor_pool = VK_NULL_HANDLE;
-  VkDescriptorSet descriptor_set = VK_NULL_HANDLE;
+  std::vector<VkDescriptorSet> descriptor_sets;  // one per distinct module
   VkCommandPool command_pool = VK_NULL_HANDLE;
   VkCommandBuffer command_buffer = VK_NULL_HANDLE;
   VkFence fence = VK_NULL_HANDLE;
@@ -84,13 +84,40 @@ absl::Status checkModules(const executable::Executable& exe, const std::vector<u
   return absl::OkStatus();
 }
 
+// The buffers the module from `start` to `end` binds: the Binding
+// decorations of its variables (OpDecorate, opcode 71; decoration 33), all
+// in descriptor set 0 (decoration 34), each a buffer of the executable.
+absl::StatusOr<std::vector<uint32_t>> moduleBindings(const executable::Executable& exe, uint64_t start, uint64_t end,
+                                                     const std::string& what) {
+  std::vector<uint32_t> words((end - start) / 4);
+  std::memcpy(words.data(), exe.code.data() + start, words.size() * 4);
+  std::set<uint32_t> bindings;
+  for (size_t at = kSpirvHeaderBytes / 4; at < words.size();) {
+    const uint32_t count = words[at] >> 16, opcode = words[at] & 0xffff;
+    if (count == 0 || at + count > words.size()) {
+      return invalidProgram(strCat(what, ": its SPIR-V module has an instruction of ", count, " words at word ", at,
+                                   " running past its end (", words.size(), " words)"));
+    }
+    if (opcode == 71 /* OpDecorate */ && count >= 4) {
+      const uint32_t decoration = words[at + 2], value = words[at + 3];
+      if (decoration == 34 /* DescriptorSet */ && value != 0) {
+        return invalidProgram(strCat(what, ": its module uses descriptor set ", value, "; Accy's kernels use set 0"));
+      }
+      if (decoration == 33 /* Binding */) {
+        if (value >= exe.artifact_plan.buffers.size()) {
+          return invalidProgram(strCat(what, ": its module binds buffer ", value, "; the executable has ",
+                                       exe.artifact_plan.buffers.size()));
+        }
+        bindings.insert(value);
+      }
+    }
+    at += count;
+  }
+  return std::vector<uint32_t>(bindings.begin(), bindings.end());
+}
+
 absl::Status checkLimits(const executable::Executable& exe, const DeviceLimits& limits) {
   const std::vector<executable::BufferPlan>& plans = exe.artifact_plan.buffers;
-  if (plans.size() > limits.max_storage_buffers) {
-    return makeError(ErrorKind::kUnimplemented, strCat("the executable binds ", plans.size(),
-                                                       " storage buffers; this device allows ",
-                                                       limits.max_storage_buffers));
-  }
   for (size_t b = 0; b < plans.size(); ++b) {
     if (plans[b].bytes < 0) return invalidProgram(strCat("executable: buffer ", b, " has a negative size"));
     if (static_cast<uint64_t>(plans[b].bytes) > limits.max_storage_buffer_range) {
@@ -118,14 +145,15 @@ VulkanProgram::VulkanProgram(std::shared_ptr<const VulkanDevice> device, executa
 VulkanProgram::~VulkanProgram() {
   idle_.clear();
   const VulkanDevice* device = device_.get();
-  auto destroy = [device, pipelines = pipelines_, modules = modules_, layout = pipeline_layout_,
-                  set_layout = set_layout_](void*) {
+  auto destroy = [device, pipelines = pipelines_, modules = modules_, layouts = module_layouts_](void*) {
     const VulkanFunctions& vk = device->vk();
     const VkDevice dev = device->device();
     for (VkPipeline p : pipelines) vk.vkDestroyPipeline(dev, p, nullptr);
     for (VkShaderModule m : modules) vk.vkDestroyShaderModule(dev, m, nullptr);
-    if (layout != VK_NULL_HANDLE) vk.vkDestroyPipelineLayout(dev, layout, nullptr);
-    if (set_layout != VK_NULL_HANDLE) vk.vkDestroyDescriptorSetLayout(dev, set_layout, nullptr);
+    for (const ModuleLayout& l : layouts) {
+      if (l.pipeline_layout != VK_NULL_HANDLE) vk.vkDestroyPipelineLayout(dev, l.pipeline_layout, nullptr);
+      if (l.set_layout != VK_NULL_HANDLE) vk.vkDestroyDescriptorSetLayout(dev, l.set_layout, nullptr);
+    }
   };
   // A lost device may still run a hung launch of these pipelines: they go
   // when the device is destroyed, after it is idle.
@@ -151,29 +179,54 @@ absl::StatusOr<std::shared_ptr<const VulkanProgram>> VulkanProgram::load(std::sh
   const VulkanFunctions& vk = device->vk();
   const VkDevice dev = device->device();
 
-  std::vector<VkDescriptorSetLayoutBinding> bindings(e.artifact_plan.buffers.size());
-  for (size_t b = 0; b < bindings.size(); ++b) {
-    bindings[b].binding = static_cast<uint32_t>(b);
-    bindings[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    bindings[b].descriptorCount = 1;
-    bindings[b].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+  // Each module's bindings, within the device's storage buffers a stage,
+  // before anything is created.
+  std::vector<std::vector<uint32_t>> bindings_of(ordered.size());
+  std::vector<bool> read(ordered.size(), false);
+  for (size_t k = 0; k < e.launch_plan.steps.size(); ++k) {
+    const executable::LaunchStep& s = e.launch_plan.steps[k];
+    const size_t m = std::lower_bound(ordered.begin(), ordered.end(), s.entry_offset) - ordered.begin();
+    if (read[m]) continue;
+    read[m] = true;
+    const std::string what = strCat("kernel ", k, " (", s.kernel, ")");
+    ACCY_ASSIGN_OR_RETURN(bindings_of[m], moduleBindings(e, s.entry_offset, moduleEnd(e, ordered, s.entry_offset), what));
+    if (bindings_of[m].size() > device->limits().max_storage_buffers) {
+      return makeError(ErrorKind::kUnimplemented, strCat(what, " binds ", bindings_of[m].size(),
+                                                         " storage buffers; this device allows ",
+                                                         device->limits().max_storage_buffers, " a stage"));
+    }
   }
-  VkDescriptorSetLayoutCreateInfo set_info{};
-  set_info.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
-  set_info.bindingCount = static_cast<uint32_t>(bindings.size());
-  set_info.pBindings = bindings.data();
-  ACCY_VK_CALL(vk, vkCreateDescriptorSetLayout, dev, &set_info, nullptr, &program->set_layout_);
-  VkPipelineLayoutCreateInfo layout_info{};
-  layout_info.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;
-  layout_info.setLayoutCount = 1;
-  layout_info.pSetLayouts = &program->set_layout_;
-  ACCY_VK_CALL(vk, vkCreatePipelineLayout, dev, &layout_info, nullptr, &program->pipeline_layout_);
 
   std::vector<VkPipeline> by_start(ordered.size(), VK_NULL_HANDLE);
+  std::vector<size_t> layout_of(ordered.size(), 0);
   for (size_t k = 0; k < e.launch_plan.steps.size(); ++k) {
     const executable::LaunchStep& s = e.launch_plan.steps[k];
     const size_t m = std::lower_bound(ordered.begin(), ordered.end(), s.entry_offset) - ordered.begin();
     if (by_start[m] == VK_NULL_HANDLE) {
+      ModuleLayout layout;
+      layout.bindings = bindings_of[m];
+      std::vector<VkDescriptorSetLayoutBinding> bindings(layout.bindings.size());
+      for (size_t i = 0; i < bindings.size(); ++i) {
+        bindings[i].binding = layout.bindings[i];
+        bindings[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        bindings[i].descriptorCount = 1;
+        bindings[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+      }
+      VkDescriptorSetLayoutCreateInfo set_info{};
+      set_info.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
+      set_info.bindingCount = static_cast<uint32_t>(bindings.size());
+      set_info.pBindings = bindings.data();
+      // Kept in module_layouts_ at once, so the destructor frees whatever
+      // was made if a later call fails.
+      program->module_layouts_.push_back(std::move(layout));
+      ModuleLayout& made = program->module_layouts_.back();
+      ACCY_VK_CALL(vk, vkCreateDescriptorSetLayout, dev, &set_info, nullptr, &made.set_layout);
+      VkPipelineLayoutCreateInfo layout_info{};
+      layout_info.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;
+      layout_info.setLayoutCount = 1;
+      layout_info.pSetLayouts = &made.set_layout;
+      ACCY_VK_CALL(vk, vkCreatePipelineLayout, dev, &layout_info, nullptr, &made.pipeline_layout);
+      layout_of[m] = program->module_layouts_.size() - 1;
       const uint64_t end = moduleEnd(e, ordered, s.entry_offset);
       // Copied so the driver reads properly aligned words.
       std::vector<uint32_t> words((end - s.entry_offset) / 4);
@@ -191,14 +244,14 @@ absl::StatusOr<std::shared_ptr<const VulkanProgram>> VulkanProgram::load(std::sh
       pipeline_info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
       pipeline_info.stage.module = module;
       pipeline_info.stage.pName = "main";
-      pipeline_info.layout = program->pipeline_layout_;
+      pipeline_info.layout = program->module_layouts_[layout_of[m]].pipeline_layout;
       VkPipeline pipeline = VK_NULL_HANDLE;
       ACCY_VK_CALL(vk, vkCreateComputePipelines, dev, VK_NULL_HANDLE, 1, &pipeline_info, nullptr, &pipeline);
       program->pipelines_.push_back(pipeline);
       by_start[m] = pipeline;
     }
     program->kernels_.push_back(
-        Kernel{by_start[m], static_cast<uint32_t>(std::max<int64_t>(s.parallel_extent, 1))});
+        Kernel{by_start[m], static_cast<uint32_t>(std::max<int64_t>(s.parallel_extent, 1)), layout_of[m]});
   }
   return std::shared_ptr<const VulkanProgram>(std::move(program));
 }
@@ -251,35 +304,49 @@ absl::StatusOr<std::unique_ptr<VulkanProgram::LaunchResources>> VulkanProgram::m
     ACCY_VK_CALL(vk, vkMapMemory, dev, r->memory, 0, VK_WHOLE_SIZE, 0, &mapped);
     r->mapped = static_cast<std::byte*>(mapped);
 
+  }
+  // One descriptor set per distinct module, of the buffers it binds.
+  uint32_t descriptors = 0;
+  std::vector<VkDescriptorSetLayout> set_layouts;
+  for (const ModuleLayout& l : module_layouts_) {
+    descriptors += static_cast<uint32_t>(l.bindings.size());
+    set_layouts.push_back(l.set_layout);
+  }
+  if (!set_layouts.empty()) {
     VkDescriptorPoolSize pool_size{};
     pool_size.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    pool_size.descriptorCount = static_cast<uint32_t>(plans.size());
+    pool_size.descriptorCount = std::max<uint32_t>(descriptors, 1);
     VkDescriptorPoolCreateInfo pool_info{};
     pool_info.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
-    pool_info.maxSets = 1;
+    pool_info.maxSets = static_cast<uint32_t>(set_layouts.size());
     pool_info.poolSizeCount = 1;
     pool_info.pPoolSizes = &pool_size;
     ACCY_VK_CALL(vk, vkCreateDescriptorPool, dev, &pool_info, nullptr, &r->descriptor_pool);
     VkDescriptorSetAllocateInfo set_alloc{};
     set_alloc.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
     set_alloc.descriptorPool = r->descriptor_pool;
-    set_alloc.descriptorSetCount = 1;
-    set_alloc.pSetLayouts = &set_layout_;
-    ACCY_VK_CALL(vk, vkAllocateDescriptorSets, dev, &set_alloc, &r->descriptor_set);
-    std::vector<VkDescriptorBufferInfo> infos(plans.size());
-    std::vector<VkWriteDescriptorSet> writes(plans.size());
-    for (size_t b = 0; b < plans.size(); ++b) {
-      infos[b].buffer = r->buffers[b];
-      infos[b].offset = 0;
-      infos[b].range = VK_WHOLE_SIZE;
-      writes[b].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
-      writes[b].dstSet = r->descriptor_set;
-      writes[b].dstBinding = static_cast<uint32_t>(b);
-      writes[b].descriptorCount = 1;
-      writes[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-      writes[b].pBufferInfo = &infos[b];
+    set_alloc.descriptorSetCount = static_cast<uint32_t>(set_layouts.size());
+    set_alloc.pSetLayouts = set_layouts.data();
+    r->descriptor_sets.resize(set_layouts.size());
+    ACCY_VK_CALL(vk, vkAllocateDescriptorSets, dev, &set_alloc, r->descriptor_sets.data());
+    std::vector<VkDescriptorBufferInfo> infos(descriptors);
+    std::vector<VkWriteDescriptorSet> writes(descriptors);
+    size_t w = 0;
+    for (size_t m = 0; m < module_layouts_.size(); ++m) {
+      for (const uint32_t b : module_layouts_[m].bindings) {
+        infos[w].buffer = r->buffers[b];
+        infos[w].offset = 0;
+        infos[w].range = VK_WHOLE_SIZE;
+        writes[w].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+        writes[w].dstSet = r->descriptor_sets[m];
+        writes[w].dstBinding = b;
+        writes[w].descriptorCount = 1;
+        writes[w].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        writes[w].pBufferInfo = &infos[w];
+        ++w;
+      }
     }
-    vk.vkUpdateDescriptorSets(dev, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+    if (!writes.empty()) vk.vkUpdateDescriptorSets(dev, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
   }
 
   VkCommandPoolCreateInfo command_pool_info{};
@@ -314,9 +381,10 @@ absl::Status VulkanProgram::record(LaunchResources& r) const {
                               VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &between, 0, nullptr, 0, nullptr);
     }
     vk.vkCmdBindPipeline(r.command_buffer, VK_PIPELINE_BIND_POINT_COMPUTE, kernels_[k].pipeline);
-    if (r.descriptor_set != VK_NULL_HANDLE) {
-      vk.vkCmdBindDescriptorSets(r.command_buffer, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline_layout_, 0, 1,
-                                 &r.descriptor_set, 0, nullptr);
+    const size_t m = kernels_[k].module;
+    if (!module_layouts_[m].bindings.empty()) {
+      vk.vkCmdBindDescriptorSets(r.command_buffer, VK_PIPELINE_BIND_POINT_COMPUTE, module_layouts_[m].pipeline_layout,
+                                 0, 1, &r.descriptor_sets[m], 0, nullptr);
     }
     vk.vkCmdDispatch(r.command_buffer, kernels_[k].groups, 1, 1);
   }

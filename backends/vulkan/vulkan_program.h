@@ -2,9 +2,12 @@
 //
 // Load validates the executable (the layout in compiler/codegen/spirv/
 // compile.h) and creates, once, one shader module and compute pipeline per
-// distinct kernel module (entry point "main"), one descriptor set layout
-// with a STORAGE_BUFFER binding per artifact-plan buffer (set 0, binding =
-// buffer index) and the pipeline layout.
+// distinct kernel module (entry point "main"), and for each module a
+// descriptor set layout of the STORAGE_BUFFER bindings it declares (set 0,
+// binding = buffer index, read from its OpDecorate Binding) and a pipeline
+// layout of that set: a kernel binds only the buffers it uses, so a program
+// of more buffers than the device allows a stage (lavapipe: 32) runs as
+// long as each kernel stays within it.
 //
 // A launch copies the caller's inputs and outputs into host-visible,
 // host-coherent storage buffers (so outputs start with the caller's
@@ -37,7 +40,8 @@ class VulkanProgram final : public backends::LoadedProgram {
   // InvalidProgram when `exe` fails validateExecutable or a kernel's module
   // is empty, not word-aligned or lacks the SPIR-V magic; Unimplemented when
   // exe.target is not "spirv" or the device's limits (workgroup count,
-  // storage buffer range and count) are too small; the vulkanError of a
+  // storage buffer range, the storage buffers one kernel binds) are too
+  // small; the vulkanError of a
   // failing Vulkan call (pipeline creation included) otherwise.
   static absl::StatusOr<std::shared_ptr<const VulkanProgram>> load(std::shared_ptr<const VulkanDevice> device,
                                                                    executable::Executable exe);
@@ -60,6 +64,14 @@ class VulkanProgram final : public backends::LoadedProgram {
   struct Kernel {
     VkPipeline pipeline = VK_NULL_HANDLE;
     uint32_t groups = 1;
+    size_t module = 0;  // index into module_layouts_
+  };
+  // What one distinct module binds: its buffers, their set layout and the
+  // pipeline layout of that one set.
+  struct ModuleLayout {
+    std::vector<uint32_t> bindings;
+    VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+    VkPipelineLayout pipeline_layout = VK_NULL_HANDLE;
   };
 
   VulkanProgram(std::shared_ptr<const VulkanDevice> device, executable::Executable exe);
@@ -75,8 +87,7 @@ class VulkanProgram final : public backends::LoadedProgram {
   std::vector<VkShaderModule> modules_;
   std::vector<VkPipeline> pipelines_;  // one per distinct module
   std::vector<Kernel> kernels_;        // one per launch step
-  VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
-  VkPipelineLayout pipeline_layout_ = VK_NULL_HANDLE;
+  std::vector<ModuleLayout> module_layouts_;  // one per distinct module
 
   // Launch resources not in use.
   mutable backends::ResourcePool<LaunchResources> idle_;

@@ -39,6 +39,10 @@ struct TargetInfo {
   // per element, are u8 arrays; without it they are refused.
   bool storage_8bit = false;
   uint32_t subgroup_size = 0;         // 0 when compute subgroup shuffles (shuffle-relative) are unavailable
+  // Storage buffers one kernel may bind (maxPerStageDescriptorStorageBuffers
+  // and maxDescriptorSetStorageBuffers, the smaller); 0: unknown. A kernel
+  // binds only the buffers it uses; the loader refuses one past this.
+  uint32_t max_storage_buffers = 0;
   // kFast uses GLSL.std.450 for f32 transcendentals; kExact (the default)
   // emits accurate instruction sequences. kTf32 is for NVIDIA tensor cores:
   // callers refuse it before compiling (codegen::checkMode).
