@@ -4,7 +4,10 @@
 //   - a 64 MiB invoke through shared memory vs through inline bytes, with
 //     the kernel run in process as the floor (also alternated call by call
 //     with the channel invoke);
-//   - a compile served from the cache vs a fresh compile.
+//   - a compile served from the cache vs a fresh compile;
+//   - the N-body example (1,024 bodies, 20 leapfrog steps in one scan, f32)
+//     in one invoke on accyd's cpu and vulkan (lavapipe) devices, beside the
+//     same program in process.
 // The daemon is started by this process: pass --accyd=PATH (tools/bench.sh
 // does) and it listens on a temporary socket.
 #include <benchmark/benchmark.h>
@@ -25,6 +28,7 @@
 #include "accy/accy.h"
 #include "bench/bench_util.h"
 #include "client/remote_session.h"
+#include "examples/nbody/nbody.h"
 #include "examples/tone/tone.h"
 
 namespace tensor = accy::tensor;
@@ -37,19 +41,27 @@ std::string g_accyd;
 std::string g_target;
 pid_t g_pid = -1;
 
+// Starts accyd with its cpu and vulkan devices, or its cpu device alone
+// where this machine has no Vulkan device (the daemon refuses to start
+// with a device it cannot open; the vulkan rows then fail, saying so).
 void startDaemon() {
-  char dir[] = "/tmp/accyd-bench-XXXXXX";
-  const std::string socket = std::string(mkdtemp(dir)) + "/accyd.sock";
-  g_target = "unix:" + socket;
-  g_pid = fork();
-  if (g_pid == 0) {
-    std::string listen = "--listen=" + g_target;
-    execl(g_accyd.c_str(), g_accyd.c_str(), listen.c_str(), "--threads=1", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  struct stat st;
-  for (int i = 0; i < 200 && stat((socket + ".fd").c_str(), &st) != 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  for (const char* devices : {"--devices=cpu,vulkan", "--devices=cpu"}) {
+    char dir[] = "/tmp/accyd-bench-XXXXXX";
+    const std::string socket = std::string(mkdtemp(dir)) + "/accyd.sock";
+    g_target = "unix:" + socket;
+    g_pid = fork();
+    if (g_pid == 0) {
+      std::string listen = "--listen=" + g_target;
+      execl(g_accyd.c_str(), g_accyd.c_str(), listen.c_str(), "--threads=1", devices, static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    struct stat st;
+    for (int i = 0; i < 200 && stat((socket + ".fd").c_str(), &st) != 0; ++i) {
+      int status = 0;
+      if (waitpid(g_pid, &status, WNOHANG) == g_pid) break;  // refused to start
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    if (stat((socket + ".fd").c_str(), &st) == 0) return;
   }
 }
 
@@ -273,8 +285,61 @@ void BM_Compile_AccydFresh(benchmark::State& state) {
   }
 }
 
+// The N-body example as the examples run it: the whole simulation one
+// program, one launch or one invoke.
+nbody::Options nbodyOptions() {
+  nbody::Options o;
+  o.bodies = 1024;
+  o.steps = 20;
+  o.dtype = tensor::DType::f32;
+  return o;
+}
+
+void nbodyCounters(benchmark::State& state, const nbody::Buffers<float>& b) {
+  state.counters["steps_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * nbodyOptions().steps), benchmark::Counter::kIsRate);
+  state.counters["energy_drift"] = b.drift();
+}
+
+void BM_NBody_InProcess(benchmark::State& state) {
+  auto sim = nbody::program(nbodyOptions());
+  if (!ok(state, sim, "record")) return;
+  auto exe = tensor::CpuExecutable::compile(*sim, {.threads = 1});
+  if (!ok(state, exe, "compile")) return;
+  nbody::Buffers<float> b(nbody::start(nbodyOptions().bodies));
+  for (auto _ : state) {
+    if (!ok(state, exe->launch(b.inputs(), b.outputs()), "launch")) return;
+  }
+  nbodyCounters(state, b);
+}
+
+// `target`: "x86_64" (accyd's cpu device, one thread) or "spirv" (its
+// vulkan device).
+void nbodyAccyd(benchmark::State& state, const char* target, bool channel = false) {
+  auto s = remote(state, channel);
+  if (!s) return;
+  auto sim = nbody::program(nbodyOptions());
+  if (!ok(state, sim, "record")) return;
+  auto h = s->compile(accy::wire::encode(*sim), target);
+  if (!ok(state, h, target)) return;
+  nbody::Buffers<float> b(nbody::start(nbodyOptions().bodies));
+  if (!ok(state, s->invoke(*h, b.inputs(), b.outputs()), "invoke")) return;  // warm-up, untimed
+  for (auto _ : state) {
+    if (!ok(state, s->invoke(*h, b.inputs(), b.outputs()), "invoke")) return;
+  }
+  nbodyCounters(state, b);
+}
+
+void BM_NBody_AccydCpu(benchmark::State& state) { nbodyAccyd(state, "x86_64"); }
+void BM_NBody_AccydVulkan(benchmark::State& state) { nbodyAccyd(state, "spirv"); }
+void BM_NBody_AccydCpuChannel(benchmark::State& state) { nbodyAccyd(state, "x86_64", true); }
+
 }  // namespace
 
+BENCHMARK(BM_NBody_InProcess)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_NBody_AccydCpu)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_NBody_AccydCpuChannel)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_NBody_AccydVulkan)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_ToneInvoke_InProcess)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ToneInvoke_AccydUnixSocket)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ToneInvoke_AccydChannel)->Unit(benchmark::kMicrosecond);

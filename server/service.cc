@@ -60,6 +60,32 @@ struct AccydService::ClientSession {
   ~ClientSession();
 };
 
+// The stop check of a gRPC call (base/stop.h): its deadline every time it
+// is asked (a clock read), its cancellation at most once a millisecond.
+// ServerContext::IsCancelled takes a lock gRPC's own threads hold while
+// they poll, and a launch asks between every piece and every loop step:
+// asked each time, the N-body example (20 steps in one Invoke) took
+// 16.9 ms through Invoke against 7.7 ms through the invoke channel.
+class CallEnded {
+ public:
+  CallEnded(grpc::ServerContext* ctx, ErrorKind kind, std::string_view what) : ctx_(ctx), kind_(kind), what_(what) {}
+  absl::Status operator()() const {
+    const auto now = std::chrono::system_clock::now();
+    if (now > ctx_->deadline()) return makeError(kind_, strCat("accyd: the call's deadline passed; the ", what_, " stopped"));
+    const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+    int64_t due = next_ns_.load(std::memory_order_relaxed);
+    if (ns < due || !next_ns_.compare_exchange_strong(due, ns + 1000000)) return absl::OkStatus();
+    if (ctx_->IsCancelled()) return makeError(kind_, strCat("accyd: the call was cancelled; the ", what_, " stopped"));
+    return absl::OkStatus();
+  }
+
+ private:
+  grpc::ServerContext* ctx_;
+  ErrorKind kind_;
+  std::string_view what_;
+  mutable std::atomic<int64_t> next_ns_{0};
+};
+
 grpc::StatusCode grpcCodeOf(session::Status s) {
   // Each status's code is its row's in runtime/statuses.inc; out_of_memory
   // is RESOURCE_EXHAUSTED, not UNAVAILABLE: retry policies take that for a
@@ -499,13 +525,8 @@ grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRe
   // its deadline passes; the cache adds its time limit and the limit of
   // compiles at once, and lets other sessions waiting for the same
   // program compile it themselves.
-  const StopCheck call_ended = [ctx]() -> absl::Status {
-    if (std::chrono::system_clock::now() > ctx->deadline()) {
-      return makeError(ErrorKind::kCompileFailed, "accyd: the call's deadline passed; the compile stopped");
-    }
-    if (ctx->IsCancelled()) return makeError(ErrorKind::kCompileFailed, "accyd: the call was cancelled; the compile stopped");
-    return absl::OkStatus();
-  };
+  const CallEnded ended(ctx, ErrorKind::kCompileFailed, "compile");
+  const StopCheck call_ended = [&ended]() { return ended(); };
   ScopedStopCheck scoped_stop(&call_ended);
   session::CompileInfo info;
   auto handle = s->table->compile(req->program(), &info);
@@ -799,13 +820,8 @@ grpc::Status AccydService::Invoke(grpc::ServerContext* ctx, const pb::InvokeRequ
   for (const pb::Buffer& b : req->outputs()) outputs.push_back(refOf(b));
   // A launch stops between its pieces once the call is cancelled (the
   // client went away, the daemon drains) or its deadline has passed.
-  const StopCheck call_ended = [ctx]() -> absl::Status {  // one pointer: no allocation per invoke
-    if (std::chrono::system_clock::now() > ctx->deadline()) {
-      return makeError(ErrorKind::kLaunchFailed, "accyd: the call's deadline passed; the launch stopped");
-    }
-    if (ctx->IsCancelled()) return makeError(ErrorKind::kLaunchFailed, "accyd: the call was cancelled; the launch stopped");
-    return absl::OkStatus();
-  };
+  const CallEnded ended(ctx, ErrorKind::kLaunchFailed, "launch");
+  const StopCheck call_ended = [&ended]() { return ended(); };  // one pointer: no allocation per invoke
   ScopedStopCheck scoped_stop(&call_ended);
   std::vector<std::string> inline_outputs;
   uint64_t run_micros = 0;
