@@ -29,6 +29,19 @@ class CompiledStage final : public LoadedProgram {
 
 }  // namespace
 
+absl::StatusOr<std::vector<executable::Executable>> stageExecutables(
+    const tensor::Program& program,
+    const std::function<absl::StatusOr<executable::Executable>(const tensor::Program& stage)>& compile) {
+  std::vector<executable::Executable> exes;
+  ACCY_RETURN_IF_ERROR(
+      StagedProgram::build(program, [&](const tensor::Program& stage) -> absl::StatusOr<std::shared_ptr<const LoadedProgram>> {
+        ACCY_ASSIGN_OR_RETURN(executable::Executable exe, compile(stage));
+        exes.push_back(exe);
+        return std::shared_ptr<const LoadedProgram>(std::make_shared<CompiledStage>(std::move(exe)));
+      }).status());
+  return exes;
+}
+
 absl::StatusOr<std::string> planArtifactJson(
     const tensor::Program& program, std::string_view target,
     const std::function<absl::StatusOr<executable::Executable>(const tensor::Program& stage)>& compile,

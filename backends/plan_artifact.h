@@ -11,6 +11,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "compiler/executable/executable.h"
@@ -22,6 +23,14 @@ absl::StatusOr<std::string> planArtifactJson(
     const tensor::Program& program, std::string_view target,
     const std::function<absl::StatusOr<executable::Executable>(const tensor::Program& stage)>& compile,
     const std::function<absl::StatusOr<std::string>(const executable::Executable&)>& artifact);
+
+// The executables of every loop-free stage of `program` (bodies' and
+// conditions' included), compiled by `compile` and not loaded: what a
+// device that loads many executables at once (the MSL shim) takes before
+// the program runs as a StagedProgram.
+absl::StatusOr<std::vector<executable::Executable>> stageExecutables(
+    const tensor::Program& program,
+    const std::function<absl::StatusOr<executable::Executable>(const tensor::Program& stage)>& compile);
 
 }  // namespace accy::backends
 

@@ -12,6 +12,7 @@
 #include <random>
 #include <string>
 
+#include "backends/plan_artifact.h"
 #include "backends/staged_program.h"
 #include "base/strings.h"
 #include "examples/tone/tone.h"
@@ -30,10 +31,14 @@ int& programsLeftOutForDTypes() {
   return n;
 }
 
-// Whether every value of `program` has a dtype the device has.
+// Whether every value of `program` (its loops' bodies included) has a
+// dtype the device has.
 static bool dtypesFit(const GpuUnderTest& gpu, const tensor::Program& program) {
   for (const tensor::Node& n : program.nodes) {
     if ((n.dtype == DType::f64 && !gpu.float64) || (n.dtype == DType::i64 && !gpu.int64)) return false;
+  }
+  for (const tensor::Program& body : program.bodies) {
+    if (!dtypesFit(gpu, body)) return false;
   }
   return true;
 }
@@ -98,7 +103,16 @@ void runAndCompareEach(const GpuUnderTest& gpu, const std::vector<ProgramCase>& 
   if (gpu.prepare) {
     std::vector<executable::Executable> exes;
     for (size_t i = 0; i < cases.size(); ++i) {
-      if (!dtypesFit(gpu, cases[i].program) || backends::hasLoops(cases[i].program)) continue;
+      if (!dtypesFit(gpu, cases[i].program)) continue;
+      if (backends::hasLoops(cases[i].program)) {
+        // Its stages, loaded with the rest, where the device runs loops as
+        // stages from here.
+        if (gpu.load_with_loops) continue;
+        absl::StatusOr<std::vector<executable::Executable>> stages =
+            backends::stageExecutables(cases[i].program, gpu.compile_for_gpu);
+        if (stages.ok()) exes.insert(exes.end(), stages->begin(), stages->end());
+        continue;
+      }
       absl::StatusOr<executable::Executable> exe = gpu.compile_for_gpu(cases[i].program);
       if (!exe.ok()) continue;  // reported when the case runs
       compiled[i] = *exe;
@@ -323,13 +337,19 @@ void checkReductionsAsTheDeviceChooses(const GpuUnderTest& gpu) {
 void checkRandomPrograms(const GpuUnderTest& gpu) {
   const uint32_t seeds = static_cast<uint32_t>(std::max(gpu.size.random_programs, 0));
   std::vector<ProgramCase> cases;
+  int with_loops = 0;
   for (uint32_t seed = 1; seed <= seeds; ++seed) {
     RandomOptions o;
     o.dtype = seed % 4 == 0 && gpu.float64 ? DType::f64 : DType::f32;
+    // Every third program may hold loops (scans and while loops, nested,
+    // with captures, xs and ys), run as the device runs loops.
+    if (seed % 3 == 0) o.loop_percent = 15;
     RandomCase c = randomProgram(seed, o);
+    with_loops += backends::hasLoops(c.program);
     cases.push_back({std::move(c.program), std::move(c.inputs), strCat("seed ", seed)});
   }
   runAndCompareEach(gpu, cases);
+  std::printf("%d of %zu random programs hold loops\n", with_loops, cases.size());
 }
 
 // Random inputs for `specs`, in [-2, 2].
@@ -344,14 +364,21 @@ static std::vector<std::vector<std::byte>> randomInputs(const std::vector<Spec>&
 // respect to every input).
 void checkTransformedPrograms(const GpuUnderTest& gpu) {
   std::mt19937 rng(13);
-  int batched = 0, differentiated = 0;
+  int batched = 0, differentiated = 0, with_loops = 0;
   std::vector<ProgramCase> cases;
   const uint32_t seeds = static_cast<uint32_t>(std::max(gpu.size.transformed_programs, 0));
   for (uint32_t seed = 1; seed <= seeds; ++seed) {
     RandomOptions o;
     o.dtype = seed % 3 == 0 && gpu.float64 ? DType::f64 : DType::f32;
     o.max_extent = 9;
+    // Every fourth may hold scans (a while loop has no gradient): vmap of
+    // a scan, and its gradient, a scan run backwards.
+    if (seed % 4 == 0) {
+      o.loop_percent = 15;
+      o.while_loops = false;
+    }
     RandomCase c = randomProgram(seed, o);
+    with_loops += backends::hasLoops(c.program);
     auto f = tensor::Function::fromProgram(c.program);
     ASSERT_TRUE(f.ok()) << f.status();
     std::vector<tensor::InAxis> in_axes(c.program.inputSpecs().size(), tensor::mappedAxis(0));
@@ -381,6 +408,7 @@ void checkTransformedPrograms(const GpuUnderTest& gpu) {
   runAndCompareEach(gpu, cases);
   EXPECT_EQ(batched, static_cast<int>(seeds));
   EXPECT_EQ(differentiated, static_cast<int>(seeds));
+  std::printf("%d of %u programs batched and differentiated hold scans\n", with_loops, seeds);
 }
 
 void checkTf32Products(const GpuUnderTest& gpu, const CompileFn& compile_tf32, std::string_view instruction) {

@@ -39,10 +39,88 @@ class Gen {
     return false;
   }
 
+  // `v` with exactly the axes of `like`, in its order: axes `v` lacks are
+  // broadcast, axes `like` lacks averaged away.
+  Value conform(const Value& v, const Value& like) {
+    Value out = v;
+    std::vector<std::string> extra;
+    for (const Axis& a : v.axes()) {
+      if (!has(like, a.name)) extra.push_back(a.name);
+    }
+    if (!extra.empty()) out = out.mean(extra);
+    for (const Axis& a : like.axes()) {
+      if (!has(out, a.name)) out = out.broadcast(a.name, a.extent);
+    }
+    std::vector<std::string> order;
+    for (const Axis& a : like.axes()) order.push_back(a.name);
+    return order.size() > 1 ? out.transpose(order) : out;
+  }
+
+  // A few random ops on `vals` in the builder `b` (a loop's body), their
+  // last result conformed to `like` and kept within [-4, 4] (tanh * 4).
+  Value bodyOps(Builder& b, std::vector<Value> vals, const Value& like) {
+    const int n = static_cast<int>(pick(1, 3));
+    for (int s = 0; s < n; ++s) vals.push_back(step(b, vals));
+    return conform(vals.back(), like).tanh() * 4.0;
+  }
+
+  // A loop op (see RandomOptions::loop_percent), reading x, y and `vals`
+  // (captured, where the loop is inside another's body they are the
+  // body's values).
+  Value loop(Builder& b, std::vector<Value>& vals, const Value& x, const Value& y) {
+    ++depth_;
+    const Value capture = vals[pick(0, vals.size() - 1)];
+    Value result = x;
+    if (!o_.while_loops || pick(0, 2) > 0) {
+      // A scan: xs sliced along one of y's axes that x lacks, else none
+      // (a fixed length, zero included).
+      std::vector<Axis> along;
+      for (const Axis& a : y.axes()) {
+        if (!has(x, a.name)) along.push_back(a);
+      }
+      const bool with_xs = !along.empty() && pick(0, 3) > 0;
+      const Axis axis = with_xs ? along[pick(0, along.size() - 1)] : Axis{"t" + std::to_string(fresh_++), pick(0, 4)};
+      std::vector<Value> xs;
+      if (with_xs) xs.push_back(y);
+      tensor::ScanResult r = tensor::scan(
+          b, {.axis = axis.name, .length = axis.extent}, {x}, xs,
+          [&](Builder& body, std::span<const Value> c, std::span<const Value> xt) -> absl::StatusOr<tensor::ScanStep> {
+            std::vector<Value> in = {c[0], capture};
+            if (!xt.empty()) in.push_back(xt[0]);
+            const Value next = (c[0] * 0.5 + bodyOps(body, in, c[0]) * 0.5);
+            // A loop of length 0 has no ys (no axis has extent 0).
+            return tensor::ScanStep{{next}, axis.extent > 0 ? std::vector<Value>{next.sin()} : std::vector<Value>{}};
+          });
+      // The carry, or the ys averaged over the loop's axis (when it ran).
+      result = axis.extent > 0 && pick(0, 1) ? r.ys[0].mean(axis.name) : r.carry[0];
+    } else {
+      // A while loop: a counter up to a random bound, also ended early
+      // once the value's largest magnitude passes a threshold.
+      const int64_t bound = pick(0, 4);
+      const double threshold = uniform(0.5, 4);
+      std::vector<Value> r = tensor::whileLoop(
+          b, {x, b.constant(0, DType::i32)},
+          [&](Builder&, std::span<const Value> c) -> absl::StatusOr<Value> {
+            std::vector<std::string> names;
+            for (const Axis& a : c[0].axes()) names.push_back(a.name);
+            const Value size = names.empty() ? c[0].abs() : c[0].abs().max(names);
+            return tensor::where(c[1].lt(static_cast<double>(bound)), size, size * 0.0 + 100.0).lt(threshold);
+          },
+          [&](Builder& body, std::span<const Value> c) -> absl::StatusOr<std::vector<Value>> {
+            const Value next = c[0] * 0.75 + bodyOps(body, {c[0], capture}, c[0]) * 0.25 + 0.5;
+            return std::vector<Value>{next, c[1] + 1};
+          });
+      result = r[0];
+    }
+    --depth_;
+    return result;
+  }
+
   // Bounded: every value stays within about [-4, 4].
   Value step(Builder& b, std::vector<Value>& vals) {
     const Value x = vals[pick(0, vals.size() - 1)];
     const Value y = vals[pick(0, vals.size() - 1)];
+    if (o_.loop_percent > 0 && depth_ < 2 && pick(0, 99) < o_.loop_percent) return loop(b, vals, x, y);
     switch (pick(0, 16)) {
       case 0:
         return x + y;
@@ -182,6 +260,7 @@ class Gen {
   RandomOptions o_;
   std::vector<Axis> pool_;
   int fresh_ = 0;
+  int depth_ = 0;  // loops around the op being made
 };
 
 }  // namespace

@@ -23,6 +23,13 @@ struct RandomOptions {
   int min_ops = 3;
   int max_ops = 10;
   int64_t max_extent = 19;  // axis extents are drawn from [1, max_extent]
+  // The chance, in percent, that an op is a loop: a scan (over xs sliced
+  // along an axis of another value, or over none, with a captured value
+  // and ys) or, where `while_loops`, a while loop (a counter and a
+  // data-dependent condition); their bodies are random ops too and may
+  // hold loops themselves, two deep at most. 0: no loops.
+  int loop_percent = 0;
+  bool while_loops = true;  // false for programs to differentiate
 };
 
 // Deterministic for a given seed.

@@ -135,6 +135,10 @@ async function compileKernels(device, artifact, options) {
     if (errors.length) {
       throw new AccyError(`kernel ${k.name}: WGSL errors: ` + errors.map((m) => `line ${m.lineNum}: ${m.message}`).join('; '));
     }
+    const allowed = device.limits.maxStorageBuffersPerShaderStage;
+    if (k.bindings.length > allowed) {
+      throw new AccyError(`kernel ${k.name} binds ${k.bindings.length} storage buffers; this device allows ${allowed} a stage`);
+    }
     device.pushErrorScope('validation');
     // The layout from the artifact (a module may declare a buffer it ends
     // up not reading, which an 'auto' layout would leave out).

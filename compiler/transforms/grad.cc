@@ -292,8 +292,11 @@ class Reverse {
           if (a.name == axis) taken = a.extent;
         }
         const std::string j = freshName(p_, 0);
-        Value i_index = b_.iota(axis, extent, DType::i64);
-        Value j_index = b_.iota(j, taken, DType::i64) * static_cast<double>(n.ints[2]) + static_cast<double>(n.ints[0]);
+        // Positions in i32 where they fit (every target has it; WGSL has
+        // no i64), else i64.
+        const DType at = extent < (int64_t{1} << 31) ? DType::i32 : DType::i64;
+        Value i_index = b_.iota(axis, extent, at);
+        Value j_index = b_.iota(j, taken, at) * static_cast<double>(n.ints[2]) + static_cast<double>(n.ints[0]);
         Value hit = i_index.eq(j_index).cast(n.dtype);
         return add(op(0), g.rename(axis, j).dot(hit, j));
       }

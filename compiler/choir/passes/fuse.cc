@@ -58,7 +58,27 @@ struct BufferFacts {
   bool expensive = false;  // holds a transcendental, a division, a power
   bool index = false;      // holds a position value (an iota, a pad's guard)
   uint64_t index_dims = 0; // the producer's dimensions those values use (bit d; the last for d >= 63)
+  // The buffers the producer's value reads, its inlined producers' included
+  // (sorted; kept only when FuseLimits::max_buffers bounds them).
+  std::vector<int> leaves;
 };
+
+// The buffers `value` reads, each inlined load counted as what its
+// producer reads (sorted, each once).
+std::vector<int> leavesOf(const ExprRef& value, const std::vector<BufferFacts>& facts) {
+  std::vector<int> out;
+  visitExpr(value, [&](const Expr& e) {
+    if (e.kind != ExprKind::kLoad) return;
+    if (facts[e.buffer].inlined) {
+      out.insert(out.end(), facts[e.buffer].leaves.begin(), facts[e.buffer].leaves.end());
+    } else {
+      out.push_back(e.buffer);
+    }
+  });
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
 
 // The facts of `e` with every inlined load replaced by its producer's value.
 struct ValueFacts {
@@ -319,6 +339,23 @@ absl::StatusOr<Module> fuseKernels(Module m, const FuseLimits& limits) {
       removed[facts[largest].producer] = false;
       v = valueFacts(value, facts);
     }
+    // Within the buffers a kernel may bind (the one it writes besides):
+    // the producer read directly whose value reads the most is stored.
+    if (limits.max_buffers != std::numeric_limits<int64_t>::max()) {
+      while (static_cast<int64_t>(leavesOf(value, facts).size()) + 1 > limits.max_buffers) {
+        int widest = -1;
+        visitExpr(value, [&](const Expr& e) {
+          if (e.kind == ExprKind::kLoad && facts[e.buffer].inlined &&
+              (widest < 0 || facts[e.buffer].leaves.size() > facts[widest].leaves.size())) {
+            widest = e.buffer;
+          }
+        });
+        if (widest < 0) break;
+        facts[widest].inlined = false;
+        removed[facts[widest].producer] = false;
+      }
+      v = valueFacts(value, facts);
+    }
     return v;
   };
   for (size_t k = 0; k < kernels; ++k) {
@@ -339,6 +376,7 @@ absl::StatusOr<Module> fuseKernels(Module m, const FuseLimits& limits) {
         f.expensive = v.expensive;
         f.index = v.index;
         f.index_dims = v.index ? indexDims(facts, p) : 0;
+        if (limits.max_buffers != std::numeric_limits<int64_t>::max()) f.leaves = leavesOf(p.store->value, facts);
         removed[k] = true;
       }
       continue;

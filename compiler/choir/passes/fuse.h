@@ -39,6 +39,11 @@ struct FuseLimits {
   // target bounds it (kCpuMaxRecomputedNodes in x86_64/compile.h): its
   // blocked product needs plain loads.
   int64_t max_recomputed_nodes = std::numeric_limits<int64_t>::max();
+  // Buffers one fused value reads, plus the one its kernel writes: beyond
+  // this, the producer reading the most buffers is stored instead. WebGPU
+  // allows a kernel 8 storage buffers by default, Vulkan devices their
+  // maxPerStageDescriptorStorageBuffers; unbounded on the CPU targets.
+  int64_t max_buffers = std::numeric_limits<int64_t>::max();
 };
 
 // A producer is inlined when it is a perfect loop nest storing a temporary

@@ -6,10 +6,11 @@
 namespace accy::gpu {
 
 absl::StatusOr<choir::Module> mapProgram(const tensor::Program& program, const choir::GpuMapOptions& map,
-                                         const choir::PassHook& dump) {
+                                         const choir::PassHook& dump, int64_t max_kernel_buffers) {
   choir::PipelineOptions pipeline;
   pipeline.gpu_map = map;
   pipeline.dump = dump;
+  if (max_kernel_buffers > 0) pipeline.fuse_limits.max_buffers = max_kernel_buffers;
   ACCY_ASSIGN_OR_RETURN(choir::Module m, choir::compileToChoir(program, pipeline));
   ACCY_RETURN_IF_ERROR(choir::verifyModule(m));
   return m;
@@ -36,10 +37,10 @@ void appendKernel(executable::Executable& exe, const choir::Kernel& k, std::span
 absl::StatusOr<executable::Executable> compileSourceProgram(const tensor::Program& program,
                                                            int64_t max_workgroup_size, std::string target,
                                                            std::string isa, const choir::PassHook& dump,
-                                                           const EmitKernelText& emit) {
+                                                           const EmitKernelText& emit, int64_t max_kernel_buffers) {
   choir::GpuMapOptions map;
   map.max_workgroup_size = max_workgroup_size;
-  ACCY_ASSIGN_OR_RETURN(const choir::Module m, mapProgram(program, map, dump));
+  ACCY_ASSIGN_OR_RETURN(const choir::Module m, mapProgram(program, map, dump, max_kernel_buffers));
   executable::Executable exe = gpuExecutable(std::move(target), std::move(isa), m, program);
   for (const choir::Kernel& k : m.kernels) {
     ACCY_ASSIGN_OR_RETURN(const KernelText kernel, emit(m, k));

@@ -20,8 +20,10 @@ namespace accy::gpu {
 
 // The program through the compile pipeline with the target's GPU mapping
 // options, verified.
+// `max_kernel_buffers`: the storage buffers one kernel may bind (fusion
+// stays within it: choir::FuseLimits::max_buffers); 0 for no bound.
 absl::StatusOr<choir::Module> mapProgram(const tensor::Program& program, const choir::GpuMapOptions& map,
-                                         const choir::PassHook& dump);
+                                         const choir::PassHook& dump, int64_t max_kernel_buffers = 0);
 
 // An executable of `target` and `isa` with `m`'s buffers and no code yet.
 executable::Executable gpuExecutable(std::string target, std::string isa, const choir::Module& m,
@@ -47,7 +49,7 @@ using EmitKernelText = std::function<absl::StatusOr<KernelText>(const choir::Mod
 absl::StatusOr<executable::Executable> compileSourceProgram(const tensor::Program& program,
                                                            int64_t max_workgroup_size, std::string target,
                                                            std::string isa, const choir::PassHook& dump,
-                                                           const EmitKernelText& emit);
+                                                           const EmitKernelText& emit, int64_t max_kernel_buffers = 0);
 
 }  // namespace accy::gpu
 

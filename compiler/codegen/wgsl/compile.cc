@@ -309,7 +309,8 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
           strAppend(&text, kSubgroupsMarker, with.module());
         }
         return gpu::KernelText{emitted.workgroups, emitted.work, std::move(text)};
-      });
+      },
+      target.max_storage_buffers);
 }
 
 }  // namespace accy::wgsl

@@ -39,6 +39,8 @@ struct TargetInfo {
   uint32_t max_workgroup_size = 256;     // maxComputeInvocationsPerWorkgroup
   uint32_t max_workgroups = 65535;       // maxComputeWorkgroupsPerDimension
   uint32_t workgroup_memory = 16384;     // maxComputeWorkgroupStorageSize
+  // maxStorageBuffersPerShaderStage: fusion keeps every kernel within it.
+  uint32_t max_storage_buffers = 8;
   // kExact (default): the elementary functions of compiler/codegen/math;
   // kFast: WGSL's built-ins.
   ArithmeticMode mode = ArithmeticMode::kExact;
