@@ -30,6 +30,18 @@ export async function requestDevice(options = {}) {
   return adapter.requestDevice({requiredFeatures});
 }
 
+// What a page runs on: `asked` ('wasm', or WebGPU otherwise) and, for
+// WebGPU, its device; without WebGPU, wasm, saying why. Resolves to
+// {target: 'wgsl' | 'wasm', device (null for wasm), note}.
+export async function chooseTarget(asked = 'wgsl') {
+  if (asked === 'wasm') return {target: 'wasm', device: null, note: 'WebAssembly, as asked'};
+  try {
+    return {target: 'wgsl', device: await requestDevice(), note: 'WebGPU'};
+  } catch (e) {
+    return {target: 'wasm', device: null, note: `WebAssembly: no WebGPU here (${e.message})`};
+  }
+}
+
 export class Program {
   constructor(device, artifact, pipelines, buffers) {
     this.device = device;
@@ -290,13 +302,7 @@ class GpuEngine {
 export async function loadGpuPlan(device, artifact, options = {}) {
   checkPlanArtifact(artifact, 'wgsl', ARRAYS);
   const engine = new GpuEngine(device, options);
-  let root;
-  try {
-    root = await prepare(engine, artifact.plan);
-  } catch (e) {
-    engine.destroy();
-    throw e;
-  }
+  const root = await prepare(engine, artifact.plan);
   const inputs = artifact.inputs.map((s) => engine.alloc(elementsOf(s) * 4));
   const outputs = artifact.outputs.map((s) => engine.alloc(elementsOf(s) * 4));
   let lost = null;

@@ -127,14 +127,24 @@ export function checkPlanArtifact(artifact, target, sizes) {
 }
 
 // Loads every stage's program once (bodies' included): a tree of the plan
-// with each program stage's handle from engine.loadStage.
+// with each program stage's handle from engine.loadStage. On a failure the
+// engine's buffers and programs are freed before the error is rethrown.
 export async function prepare(engine, plan) {
+  try {
+    return await prepareNode(engine, plan);
+  } catch (e) {
+    engine.destroy();
+    throw e;
+  }
+}
+
+async function prepareNode(engine, plan) {
   const stages = [];
   for (const st of plan.stages) {
     const node = {...st};
     if (st.kind === 'program') node.program = await engine.loadStage(st.artifact);
-    if (st.body) node.body = await prepare(engine, st.body);
-    if (st.condition) node.condition = await prepare(engine, st.condition);
+    if (st.body) node.body = await prepareNode(engine, st.body);
+    if (st.condition) node.condition = await prepareNode(engine, st.condition);
     stages.push(node);
   }
   return {plan, stages};
@@ -354,13 +364,7 @@ const WASM_ARRAYS = {f32: Float32Array, f64: Float64Array, i32: Int32Array, i64:
 export async function loadWasmPlan(artifact) {
   checkPlanArtifact(artifact, 'wasm', WASM_SIZES);
   const engine = new WasmEngine();
-  let root;
-  try {
-    root = await prepare(engine, artifact.plan);
-  } catch (e) {
-    engine.destroy();
-    throw e;
-  }
+  const root = await prepare(engine, artifact.plan);
   const io = {
     arrays: WASM_ARRAYS,
     place: (inputs) => inputs.map((a) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength)),

@@ -7,7 +7,7 @@
 // with their predicted labels (green right, red wrong). ?target=wasm picks
 // WebAssembly (without WebGPU the page falls back to it by itself);
 // ?epochs=N sets the number of epochs (default 20).
-import {requestDevice, loadProgram} from './accy.js';
+import {chooseTarget, loadProgram} from './accy.js';
 
 const D = globalThis.DIGITS;
 const params = new URLSearchParams(location.search);
@@ -72,18 +72,8 @@ function drawGrid(predicted) {
   }
 }
 
-async function chooseTarget() {
-  const asked = params.get('target') ?? 'wgsl';
-  if (asked === 'wasm') return {target: 'wasm', device: null, note: 'WebAssembly, as asked'};
-  try {
-    return {target: 'wgsl', device: await requestDevice(), note: 'WebGPU'};
-  } catch (e) {
-    return {target: 'wasm', device: null, note: `WebAssembly: no WebGPU here (${e.message})`};
-  }
-}
-
 async function main() {
-  const {target, device, note} = await chooseTarget();
+  const {target, device, note} = await chooseTarget(params.get('target') ?? 'wgsl');
   for (const link of document.querySelectorAll('#switch a')) {
     link.style.fontWeight = link.dataset.target === target ? 'bold' : 'normal';
   }

@@ -4,7 +4,7 @@
 // WebGPU, or to WebAssembly), drawn as dots on the mismatch curve (256
 // frequencies in one launch). ?target=wasm (the page's switch) picks
 // WebAssembly; without WebGPU the page falls back to it by itself.
-import {requestDevice, loadProgram} from './accy.js';
+import {chooseTarget, loadProgram} from './accy.js';
 
 const POINTS = 16, STEPS = 100, RATE = 0.005;
 const LO = 0, HI = 9;
@@ -51,20 +51,9 @@ function draw(freqs, curve, guesses, step) {
   ctx.fillText(`step ${step} of ${STEPS}`, canvas.width - 120, M.top + 4);
 }
 
-// The target asked for (?target=wgsl|wasm, WebGPU unless asked), and the
-// device: without WebGPU, wasm, saying why.
-async function chooseTarget() {
-  const asked = new URLSearchParams(location.search).get('target') ?? 'wgsl';
-  if (asked === 'wasm') return {target: 'wasm', device: null, note: 'WebAssembly, as asked'};
-  try {
-    return {target: 'wgsl', device: await requestDevice(), note: 'WebGPU'};
-  } catch (e) {
-    return {target: 'wasm', device: null, note: `WebAssembly: no WebGPU here (${e.message})`};
-  }
-}
-
 async function main() {
-  const {target, device, note} = await chooseTarget();
+  // ?target=wgsl|wasm, WebGPU unless asked.
+  const {target, device, note} = await chooseTarget(new URLSearchParams(location.search).get('target') ?? 'wgsl');
   for (const link of document.querySelectorAll('#switch a')) {
     link.style.fontWeight = link.dataset.target === target ? 'bold' : 'normal';
   }
