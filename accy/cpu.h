@@ -31,6 +31,11 @@ namespace tensor {
 struct CpuOptions {
   // Threads one launch may use; 0 means every hardware thread.
   int threads = 0;
+  // A scan whose body is loop-free and too small to split across threads
+  // runs as one kernel with its step loop inside (carries of one vector
+  // held in registers; docs/SEMANTICS.md, "Loops"). Off, every scan runs
+  // step by step, each step a launch of its body.
+  bool scans_in_kernel = true;
 };
 
 // A program compiled for this CPU: load once, launch many times, from any

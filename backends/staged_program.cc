@@ -45,6 +45,64 @@ struct Frame {
 
 }  // namespace
 
+// Offers the scan node `id` of `p` to `load` as a program of its own (one
+// scan: choir::isScanProgram). When the loader takes it, appends it as an
+// ordinary stage, fills `results` with its results' slots and returns
+// true; when it answers Unimplemented (the scan does not fit one kernel
+// there), returns false and leaves the plan as it was.
+absl::StatusOr<bool> StagedProgram::loadScanKernel(const tensor::Program& p, int32_t id,
+                                                   std::vector<int32_t>& slot_of, const StageLoader& load,
+                                                   StagedProgram& plan, std::vector<int32_t>& results) {
+  const Node& n = p.nodes[static_cast<size_t>(id)];
+  const tensor::Program& body = p.bodies[static_cast<size_t>(n.ints[0])];
+  if (hasLoops(body) || n.ints[3] < 1) return false;
+  tensor::Program program;
+  program.name = strCat(p.name, "_scan", plan.stages_.size());
+  Node scan = n;
+  scan.operands.clear();
+  for (int32_t o : n.operands) {
+    Node in;
+    in.op = OpCode::kInput;
+    in.dtype = p.nodes[o].dtype;
+    in.axes = p.nodes[o].axes;
+    in.ints = {static_cast<int64_t>(program.inputs.size())};
+    scan.operands.push_back(static_cast<int32_t>(program.nodes.size()));
+    program.inputs.push_back(static_cast<int32_t>(program.nodes.size()));
+    program.nodes.push_back(std::move(in));
+  }
+  scan.ints[0] = 0;
+  program.bodies.push_back(body);
+  const int32_t at = static_cast<int32_t>(program.nodes.size());
+  program.nodes.push_back(std::move(scan));
+  const size_t count = body.outputs.size();
+  std::vector<tensor::Spec> specs;
+  for (size_t k = 0; k < count; ++k) {
+    ACCY_ASSIGN_OR_RETURN(tensor::Spec spec, tensor::loopResultSpec(p.nodes, n, static_cast<int64_t>(k), p.bodies));
+    Node r;
+    r.op = OpCode::kLoopResult;
+    r.dtype = spec.dtype;
+    r.axes = spec.axes;
+    r.operands = {at};
+    r.ints = {static_cast<int64_t>(k)};
+    program.outputs.push_back(static_cast<int32_t>(program.nodes.size()));
+    program.nodes.push_back(std::move(r));
+    specs.push_back(std::move(spec));
+  }
+  auto loaded = load(program);
+  if (absl::IsUnimplemented(loaded.status())) return false;
+  if (!loaded.ok()) return loaded.status();
+  Stage stage;
+  stage.program = std::move(*loaded);
+  for (int32_t o : n.operands) stage.inputs.push_back(slot_of[o]);
+  for (tensor::Spec& spec : specs) {
+    plan.slots_.push_back(std::move(spec));
+    results.push_back(static_cast<int32_t>(plan.slots_.size() - 1));
+  }
+  stage.outputs = results;
+  plan.stages_.push_back(std::move(stage));
+  return true;
+}
+
 bool hasLoops(const tensor::Program& program) {
   for (const Node& n : program.nodes) {
     if (isLoop(n.op)) return true;
@@ -53,7 +111,8 @@ bool hasLoops(const tensor::Program& program) {
 }
 
 absl::StatusOr<std::shared_ptr<const StagedProgram>> StagedProgram::build(const tensor::Program& p,
-                                                                          const StageLoader& load) {
+                                                                          const StageLoader& load,
+                                                                          const StageOptions& options) {
   ACCY_RETURN_IF_ERROR(tensor::validateProgram(p));
   auto plan = std::make_shared<StagedProgram>();
   plan->input_specs_ = p.inputSpecs();
@@ -154,8 +213,12 @@ absl::StatusOr<std::shared_ptr<const StagedProgram>> StagedProgram::build(const 
       continue;
     }
     ACCY_RETURN_IF_ERROR(flush());
-    Stage stage;
     const bool scan = n.op == OpCode::kScan;
+    if (scan && options.scans_in_kernel) {
+      ACCY_ASSIGN_OR_RETURN(bool loaded, loadScanKernel(p, id, slot_of, load, *plan, loop_slots[id]));
+      if (loaded) continue;
+    }
+    Stage stage;
     stage.kind = scan ? Stage::Kind::kScan : Stage::Kind::kWhile;
     for (int32_t o : n.operands) stage.inputs.push_back(slot_of[o]);
     if (scan) {
@@ -168,11 +231,11 @@ absl::StatusOr<std::shared_ptr<const StagedProgram>> StagedProgram::build(const 
         while (axes[at].name != n.names[0]) ++at;
         stage.xs_axis.push_back(at);
       }
-      ACCY_ASSIGN_OR_RETURN(stage.body, build(p.bodies[n.ints[0]], load));
+      ACCY_ASSIGN_OR_RETURN(stage.body, build(p.bodies[n.ints[0]], load, options));
     } else {
       stage.carries = static_cast<size_t>(n.ints[2]);
-      ACCY_ASSIGN_OR_RETURN(stage.condition, build(p.bodies[n.ints[0]], load));
-      ACCY_ASSIGN_OR_RETURN(stage.body, build(p.bodies[n.ints[1]], load));
+      ACCY_ASSIGN_OR_RETURN(stage.condition, build(p.bodies[n.ints[0]], load, options));
+      ACCY_ASSIGN_OR_RETURN(stage.body, build(p.bodies[n.ints[1]], load, options));
     }
     const size_t results = scan ? p.bodies[n.ints[0]].outputs.size() : stage.carries;
     std::vector<int32_t>& slots = loop_slots[id];
@@ -253,6 +316,16 @@ int64_t StagedProgram::loadedStages() const {
     count += s.program ? 1 : 0;
     if (s.body) count += s.body->loadedStages();
     if (s.condition) count += s.condition->loadedStages();
+  }
+  return count;
+}
+
+int64_t StagedProgram::steppedLoops() const {
+  int64_t count = 0;
+  for (const Stage& s : stages_) {
+    count += s.kind == Stage::Kind::kProgram ? 0 : 1;
+    if (s.body) count += s.body->steppedLoops();
+    if (s.condition) count += s.condition->steppedLoops();
   }
   return count;
 }

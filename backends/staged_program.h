@@ -37,12 +37,23 @@ bool hasLoops(const tensor::Program& program);
 using StageLoader =
     std::function<absl::StatusOr<std::shared_ptr<const LoadedProgram>>(const tensor::Program& stage)>;
 
+struct StageOptions {
+  // Offer each scan whose body is loop-free to `load` as a program of its
+  // own, one scan node (choir::isScanProgram): a loader that runs it as one
+  // kernel with the step loop inside (the CPU targets,
+  // compiler/choir/passes/scan_kernel.h) returns it, and the plan runs it
+  // as an ordinary stage; a loader that answers Unimplemented leaves the
+  // scan to run step by step.
+  bool scans_in_kernel = false;
+};
+
 class StagedProgram final : public LoadedProgram {
  public:
   // Splits `program` into stages and loads each loop-free one with `load`
   // (its errors are returned as they are).
   static absl::StatusOr<std::shared_ptr<const StagedProgram>> build(const tensor::Program& program,
-                                                                    const StageLoader& load);
+                                                                    const StageLoader& load,
+                                                                    const StageOptions& options = {});
 
   // Runs the plan on the caller's buffers: the program's input and output
   // counts and byte sizes, element-aligned, outputs disjoint (InvalidBuffer
@@ -60,6 +71,9 @@ class StagedProgram final : public LoadedProgram {
   // Loop-free programs loaded, bodies' included (a measure of code size:
   // it does not depend on any loop's length).
   int64_t loadedStages() const;
+  // Loops the plan runs step by step (a scan in one kernel is an ordinary
+  // stage: StageOptions::scans_in_kernel), bodies' included.
+  int64_t steppedLoops() const;
   // Bytes of code (artifacts) of every loaded stage, bodies' included.
   int64_t codeBytes() const;
   const std::vector<tensor::Spec>& inputSpecs() const { return input_specs_; }
@@ -81,6 +95,10 @@ class StagedProgram final : public LoadedProgram {
   // inputs and writes its outputs in order (each output a slot of its own,
   // none an input); else null.
   const LoadedProgram* directProgram() const;
+
+  static absl::StatusOr<bool> loadScanKernel(const tensor::Program& p, int32_t id, std::vector<int32_t>& slot_of,
+                                             const StageLoader& load, StagedProgram& plan,
+                                             std::vector<int32_t>& results);
 
   std::vector<tensor::Spec> slots_;
   std::vector<int32_t> inputs_, outputs_;  // slots of the program's inputs and outputs

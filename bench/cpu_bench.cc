@@ -611,7 +611,7 @@ bool checkOscillator(benchmark::State& state, const std::vector<float>& x) {
   return true;
 }
 
-void BM_Loop_Oscillator_Accy_1Thread(benchmark::State& state) {
+void runOscillatorScan(benchmark::State& state, bool in_kernel) {
   auto program = tensor::define("oscillator", {laneSpec(), laneSpec()}, [](tensor::Builder& b, auto a) {
     return tensor::scan(b, {.length = kLoopSteps}, {a[0], a[1]}, {},
                         [](tensor::Builder&, std::span<const tensor::Value> c, std::span<const tensor::Value>) {
@@ -620,8 +620,9 @@ void BM_Loop_Oscillator_Accy_1Thread(benchmark::State& state) {
         .carry;
   });
   if (!ok(state, program, "define")) return;
-  auto exe = tensor::CpuExecutable::compile(*program, {.threads = 1});
+  auto exe = tensor::CpuExecutable::compile(*program, {.threads = 1, .scans_in_kernel = in_kernel});
   if (!ok(state, exe, "compile")) return;
+  if (!check(state, exe->stages()->steppedLoops() == (in_kernel ? 0 : 1), "the scan's form")) return;
   const std::vector<float> x0 = oscillatorStart(0), v0 = oscillatorStart(1);
   std::vector<float> x(8), v(8);
   for (auto _ : state) {
@@ -634,6 +635,11 @@ void BM_Loop_Oscillator_Accy_1Thread(benchmark::State& state) {
   if (!checkOscillator(state, x)) return;
   perStep(state);
 }
+
+// The scan as one kernel, its step loop inside and the carries in registers.
+void BM_Loop_Oscillator_Accy_1Thread(benchmark::State& state) { runOscillatorScan(state, true); }
+// The scan step by step: each step a launch of its body's compiled stage.
+void BM_Loop_Oscillator_AccyStepByStep_1Thread(benchmark::State& state) { runOscillatorScan(state, false); }
 
 void BM_Loop_Oscillator_BodyLaunchedPerStep_1Thread(benchmark::State& state) {
   auto program = tensor::define("oscillator_step", {laneSpec(), laneSpec()}, [](tensor::Builder&, auto a) {
@@ -1811,6 +1817,7 @@ BENCHMARK(BM_NBody_PyTorch_2Threads)->Unit(benchmark::kMillisecond)->UseManualTi
 BENCHMARK(BM_Sampler_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 BENCHMARK(BM_Sampler_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_Loop_Oscillator_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Loop_Oscillator_AccyStepByStep_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Loop_Oscillator_BodyLaunchedPerStep_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Loop_Oscillator_CppLoop)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SinAffine_Accy_AllThreads)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -52,7 +52,7 @@ absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> Session::compileF
   // A program with loops runs as stages, each compiled as any program.
   if (backends::hasLoops(program)) {
     ACCY_ASSIGN_OR_RETURN(std::shared_ptr<const backends::StagedProgram> staged,
-                          backends::StagedProgram::build(program, compileOne));
+                          backends::StagedProgram::build(program, compileOne, backends::StageOptions{.scans_in_kernel = true}));
     return std::shared_ptr<const backends::LoadedProgram>(std::move(staged));
   }
   return compileOne(program);

@@ -401,7 +401,8 @@ grpc::Status AccydService::OpenSession(grpc::ServerContext* ctx, const pb::OpenS
                 auto one = cache_.get(stage, wire::encode(stage), *d, t, s->compile_options, &stage_level);
                 all_hit = all_hit && !stage_level.empty();
                 return one;
-              });
+              },
+              backends::StageOptions{.scans_in_kernel = t == "x86_64"});
           if (!staged.ok()) return staged.status();
           info->cache_hit = all_hit;
           info->cache_level = all_hit ? "stages" : "";

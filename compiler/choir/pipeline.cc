@@ -5,10 +5,13 @@
 #include "compiler/choir/passes/fuse.h"
 #include "compiler/choir/passes/loop_order.h"
 #include "compiler/choir/passes/partition.h"
+#include "compiler/choir/passes/scan_kernel.h"
 #include "compiler/choir/passes/tf32.h"
 #include "compiler/choir/verifier.h"
 #include "base/status_macros.h"
 #include "base/stop.h"
+#include "base/errors.h"
+#include "base/strings.h"
 
 namespace accy::choir {
 
@@ -25,6 +28,24 @@ absl::StatusOr<Module> compileToChoir(const tensor::Program& program, const Pipe
     return absl::OkStatus();
   };
 
+  if (isScanProgram(program)) {
+    // One scan (StagedProgram offers them to CPU loaders): its body runs
+    // through every pass, then the step loop goes around it in one kernel.
+    if (options.gpu_map) {
+      return makeError(ErrorKind::kUnimplemented, strCat("scan kernel: ", program.name, ": GPU targets run scans step by step"));
+    }
+    const tensor::Node& scan = program.nodes[program.inputs.size()];
+    const tensor::Program& body = program.bodies[static_cast<size_t>(scan.ints[0])];
+    for (const tensor::Node& n : body.nodes) {
+      if (n.op == tensor::OpCode::kScan || n.op == tensor::OpCode::kWhileLoop) {
+        return makeError(ErrorKind::kUnimplemented, strCat("scan kernel: the body of ", program.name, " holds a loop"));
+      }
+    }
+    ACCY_ASSIGN_OR_RETURN(Module compiled, compileToChoir(body, options));
+    ACCY_ASSIGN_OR_RETURN(Module m, scanKernel(program, compiled));
+    ACCY_RETURN_IF_ERROR(after("scan-kernel", m));
+    return m;
+  }
   ACCY_ASSIGN_OR_RETURN(Module m, lowerProgram(program, LowerOptions{.serial_scatter = !options.gpu_map}));
   ACCY_RETURN_IF_ERROR(after("lower", m));
   if (options.fuse) {

@@ -542,9 +542,15 @@ TEST(Loops, VmapOfGradThroughScan) {
 // Loops compiled for x86-64 (stages: backends/staged_program.h) against
 // the evaluator, on f64 programs (the evaluator's arithmetic exactly, but
 // for the order of sums) and f32 ones (within a few ulps per step).
+// Compiled with scans in one kernel where they fit (in_kernel) or every
+// scan step by step: both match the evaluator, and each other bit for bit
+// (the same body code runs each step).
 void expectCpuMatchesEvaluator(const Program& p, const std::vector<std::vector<double>>& args, double tolerance,
                                const std::string& what) {
-  auto cpu = CpuExecutable::compile(p, {.threads = 2});
+  std::vector<std::vector<std::byte>> first;
+  for (bool in_kernel : {true, false}) {
+    SCOPED_TRACE(in_kernel ? "scans in one kernel" : "scans step by step");
+  auto cpu = CpuExecutable::compile(p, {.threads = 2, .scans_in_kernel = in_kernel});
   ASSERT_TRUE(cpu.ok()) << what << ": " << cpu.status();
   ASSERT_NE(cpu->stages(), nullptr) << what;
   std::vector<std::vector<std::byte>> in_bytes;
@@ -570,6 +576,12 @@ void expectCpuMatchesEvaluator(const Program& p, const std::vector<std::vector<d
         EXPECT_NEAR(g[e], w[e], tolerance * (1 + std::abs(w[e]))) << what << ": output " << k << " element " << e;
       }
     }
+  }
+  if (first.empty()) {
+    first = got;
+  } else {
+    for (size_t k = 0; k < got.size(); ++k) EXPECT_EQ(got[k], first[k]) << what << ": output " << k << " differs";
+  }
   }
 }
 
@@ -643,6 +655,45 @@ TEST(Loops, CompiledForX86MatchTheEvaluator) {
   });
   ASSERT_TRUE(nested.ok()) << nested.status();
   expectCpuMatchesEvaluator(*nested, {{1, 2, 3}, std::vector<double>(12, 0.5)}, 1e-5, "nested");
+}
+
+// A scan whose body is loop-free and small runs as one kernel (no loop
+// left to step); one of no steps, one whose body holds a loop and one
+// whose body splits across threads run step by step, and so does every
+// scan when asked.
+TEST(Loops, SmallScansRunAsOneKernel) {
+  auto decay = [](int64_t lanes, int64_t length) {
+    return *define("decay", {f32({{"lane", lanes}})}, [&](Builder& b, Args a) {
+      ScanResult r = scan(b, {.length = length}, {a[0]}, {},
+                          [](Builder&, std::span<const Value> c, std::span<const Value>) -> absl::StatusOr<ScanStep> {
+                            return ScanStep{{c[0] * 0.999f + 0.001f}, {c[0].sum("lane")}};
+                          });
+      return std::vector<Value>{r.carry[0], r.ys[0]};
+    });
+  };
+  auto stepped = [](const Program& p, int threads, bool in_kernel) -> int64_t {
+    auto cpu = CpuExecutable::compile(p, {.threads = threads, .scans_in_kernel = in_kernel});
+    EXPECT_TRUE(cpu.ok()) << cpu.status();
+    return cpu.ok() ? cpu->stages()->steppedLoops() : -1;
+  };
+  EXPECT_EQ(stepped(decay(8, 1000), 1, true), 0);
+  EXPECT_EQ(stepped(decay(8, 1000), 2, true), 0);
+  EXPECT_EQ(stepped(decay(8, 1000), 1, false), 1);
+  EXPECT_EQ(stepped(decay(8, 1), 1, true), 0);
+  // A body of 2^20 lanes splits across two threads: a step at a time.
+  EXPECT_EQ(stepped(decay(1 << 20, 3), 2, true), 1);
+  EXPECT_EQ(stepped(decay(1 << 20, 3), 1, true), 0);
+  // More work than one kernel may hold without a stop check.
+  EXPECT_EQ(stepped(decay(1 << 20, 1000), 1, true), 1);
+  // The results, each way, against the evaluator and each other.
+  std::vector<double> start(8);
+  for (int l = 0; l < 8; ++l) start[l] = 0.25 * l - 1;
+  for (int64_t length : {1, 2, 5, 1000}) {
+    expectCpuMatchesEvaluator(decay(8, length), {start}, 1e-5, "decay " + std::to_string(length));
+  }
+  std::vector<double> wide(100);
+  for (int l = 0; l < 100; ++l) wide[l] = std::cos(0.3 * l);
+  expectCpuMatchesEvaluator(decay(100, 7), {wide}, 1e-5, "decay of 100 lanes");
 }
 
 // Compile time and code size do not depend on the trip count: 10 and

@@ -285,6 +285,14 @@ class LoopWalker {
           return storeCopiesAt(st, lanes, copies, width);
         }));
       }
+      if (!parallel && !lanes.stream && copies == 1 && l.loop.extent == width) {
+        // One vector: its step without a loop around it (a scan's carry of
+        // a few lanes, stepped inside one kernel).
+        ACCY_RETURN_IF_ERROR(step(lanes)());
+        self().endVectorStore(lanes);
+        endRows();
+        return absl::OkStatus();
+      }
       const Index vlimit = self().limitLess(limit, width - 1);
       ACCY_RETURN_IF_ERROR(counted(i, vlimit, width, step(lanes)));
       if (parallel || lanes.stream || l.loop.extent % width != 0) {

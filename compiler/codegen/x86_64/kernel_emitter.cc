@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <set>
 #include <vector>
@@ -34,7 +35,15 @@ absl::Status KernelEmitter::emit(const choir::Kernel& kernel, Label* entry) {
   asmjit::FuncNode* f = cc_.addFunc(
       asmjit::FuncSignatureT<void, void* const*, int64_t, int64_t, const void* const*>(
           asmjit::CallConvId::kHost));
-  if (isa_ != Isa::kSse41) f->frame().setAvxEnabled();
+  // vzeroupper before returning: the caller's SSE code (the runtime and
+  // every library compiled for baseline x86-64) would otherwise run with
+  // the upper halves of the vector registers dirty, which Intel cores make
+  // pay on every SSE instruction (a launch of a small kernel measured 5x
+  // slower on a Xeon with AVX-512 without it; docs/PERFORMANCE.md).
+  if (isa_ != Isa::kSse41) {
+    f->frame().setAvxEnabled();
+    f->frame().setAvxCleanup();
+  }
   if (isa_ == Isa::kAvx512) f->frame().setAvx512Enabled();
   *entry = f->label();
   buffers_ = cc_.newIntPtr("buffers");
@@ -46,13 +55,98 @@ absl::Status KernelEmitter::emit(const choir::Kernel& kernel, Label* entry) {
   f->setArg(2, end_);
   f->setArg(3, runtime_);
   streamed_ = false;
+  findResident(kernel);
+  for (auto& [b, r] : resident_) {
+    x86::Gp p = cc_.newIntPtr("held");
+    cc_.mov(p, x86::qword_ptr(buffers_, b * 8));
+    Simd simd = laneSimd(m_.buffers[b].dtype, r.width);
+    r.reg = simd.newVec("held");
+    simd.load(r.reg, x86::ptr(p));
+  }
   absl::Status st = walk(kernel);
+  for (const auto& [b, r] : resident_) {
+    if (m_.buffers[b].role == choir::BufferRole::kInput) continue;
+    x86::Gp p = cc_.newIntPtr("held");
+    cc_.mov(p, x86::qword_ptr(buffers_, b * 8));
+    laneSimd(m_.buffers[b].dtype, r.width).store(x86::ptr(p), r.reg);
+  }
   // Streaming stores are weakly ordered: fenced once, before the kernel
   // returns and the launch reports it done (not after each innermost loop:
   // a fence per row of a gather cost 5x).
   if (streamed_) cc_.sfence();
   cc_.endFunc();
   return st;
+}
+
+// A buffer of one vector (a scan's carry of a few lanes, stepped inside
+// one kernel) lives in a register for the whole kernel when every access to
+// it, load or store, is at the lane position of a vector store loop that
+// runs exactly one vector of its width: each store then moves the value
+// into the register and each load copies it out, so a step's carry reaches
+// the next step without a store and a load through memory. Kernels split
+// across threads, reductions and register-blocked products keep their
+// buffers in memory.
+void KernelEmitter::findResident(const choir::Kernel& kernel) {
+  resident_.clear();
+  std::map<int, int> width;  // candidate -> its register's lanes
+  std::set<int> refused;
+  bool parallel = false;
+  auto refuseAll = [&](const ExprRef& e) {
+    choir::visitExpr(e, [&](const Expr& x) {
+      if (x.kind == ExprKind::kLoad) refused.insert(x.buffer);
+    });
+  };
+  std::function<void(const std::vector<Stmt>&)> visit = [&](const std::vector<Stmt>& stmts) {
+    for (const Stmt& s : stmts) {
+      if (s.kind == StmtKind::kLoop) {
+        if (s.loop.tag == LoopTag::kCpuParallel) parallel = true;
+        const bool innermost = s.body.size() == 1 && s.body[0].kind == StmtKind::kStore;
+        Product product;
+        if (!innermost || s.loop.tag != LoopTag::kVectorized || matchProduct(s, &product)) {
+          if (matchProduct(s, &product)) {
+            choir::visitStmts(s.body, [&](const Stmt& in) {
+              if (in.kind == StmtKind::kStore || in.kind == StmtKind::kReduce) {
+                refused.insert(in.buffer);
+                refuseAll(in.value);
+              }
+            });
+          } else {
+            visit(s.body);
+          }
+          continue;
+        }
+        const Stmt& st = s.body[0];
+        const int w = storeWidth(s, false);
+        const bool one_vector = w > 1 && s.loop.extent == w && storeCopies(s, w) == 1 && !streams(s) &&
+                                st.bound.empty();
+        const Affine lane = Affine::var(s.loop.var);
+        auto consider = [&](int b, const std::vector<Affine>& index, bool bound) {
+          const choir::Buffer& buf = m_.buffers[b];
+          if (one_vector && !bound && isFloat(buf.dtype) && buf.elements() == w && choir::flatIndex(buf, index) == lane &&
+              (width.count(b) == 0 || width[b] == w)) {
+            width[b] = w;
+          } else {
+            refused.insert(b);
+          }
+        };
+        consider(st.buffer, st.index, false);
+        choir::visitExpr(st.value, [&](const Expr& x) {
+          if (x.kind == ExprKind::kLoad) consider(x.buffer, x.index, !x.args.empty());
+        });
+        continue;
+      }
+      if (s.kind == StmtKind::kStore || s.kind == StmtKind::kReduce) {
+        refused.insert(s.buffer);
+        refuseAll(s.value);
+        for (const ExprRef& a : s.args) refuseAll(a);
+      }
+    }
+  };
+  visit(kernel.body);
+  if (parallel) return;
+  for (const auto& [b, w] : width) {
+    if (refused.count(b) == 0) resident_[b] = Resident{x86::Vec(), w};
+  }
 }
 
 // Every buffer pointer the kernel touches is loaded up front, so no path
@@ -181,6 +275,10 @@ void KernelEmitter::endHoist() {
 
 void KernelEmitter::storeValue(int buffer, const std::vector<Affine>& index, const Val& v, const Mode& mode) {
   const DType dtype = m_.buffers[buffer].dtype;
+  if (auto held = resident_.find(buffer); held != resident_.end() && mode.vector) {
+    vsimd_->mov(held->second.reg, v.v);
+    return;
+  }
   x86::Mem mem = address(buffer, index, mode);
   if (mode.vector && mode.stream) {
     vsimd_->streamStore(mem, v.v);
@@ -377,6 +475,13 @@ x86::Gp KernelEmitter::maskToBool(const Mask& m, Simd& s) {
 Val KernelEmitter::scalarLoad(const Expr& e, const Mode& mode) { return loadScalar(e.dtype, address(e.buffer, e.index, mode)); }
 
 Val KernelEmitter::vectorLoad(const Expr& e, int key, const Mode& mode) {
+  if (auto held = resident_.find(e.buffer); held != resident_.end()) {
+    Val v;
+    v.kind = Val::Kind::kVec;
+    v.v = vsimd_->newVec("held");
+    vsimd_->mov(v.v, held->second.reg);
+    return v;
+  }
   x86::Mem mem = address(e.buffer, e.index, mode);
   Val v;
   v.kind = Val::Kind::kVec;

@@ -173,6 +173,15 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, Val, asmjit
   std::optional<Simd> loop_simd_;  // the lanes of the innermost loop
   Simd* vsimd_ = nullptr;          // the lanes vector values run in
   bool streamed_ = false;          // the kernel made non-temporal stores
+  // Buffers held in one vector register for the whole kernel
+  // (findResident): loaded once at its start, written back at its end.
+  void findResident(const choir::Kernel& kernel);
+  struct Resident {
+    asmjit::x86::Vec reg;
+    int width = 0;
+  };
+  std::map<int, Resident> resident_;
+
   asmjit::x86::Gp buffers_, begin_, end_, runtime_;
   std::map<int, asmjit::x86::Gp> base_;
   Hoist hoist_;
