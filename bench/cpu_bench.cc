@@ -575,7 +575,7 @@ void BM_SinAffine_Alternating_1Thread(benchmark::State& state) {
 // (issue #36's recurrence), against the same loop written in C++ and
 // against launching the scan's body as a program of its own once per step
 // (a plain launch's overhead). Reported in ns per step.
-constexpr int64_t kLoopSteps = 100000;
+constexpr int64_t kLoopSteps = 1000000;
 constexpr float kOscK = 4, kOscC = 0.1f, kOscDt = 0.001f;
 
 tensor::Spec laneSpec() { return tensor::spec(tensor::DType::f32, {{"lane", 8}}); }
