@@ -85,6 +85,58 @@ std::vector<Value> recordLoop(Builder& b, Node node, const std::vector<Value>& o
 
 }  // namespace
 
+// A scan of length / k chunks, each a scan of k steps, then one of the
+// steps left (ScanOptions::checkpoint_every): reverse mode through the
+// outer scan keeps one carry per chunk, and each chunk's backward step
+// recomputes its k steps (the inner scan's forward) from it.
+static ScanResult checkpointedScan(Builder& b, const ScanOptions& options, absl::Span<const Value> init,
+                            absl::Span<const Value> xs, const ScanBody& body) {
+  ScanResult result{poisoned(init.size()), {}};
+  const int64_t k = options.checkpoint_every, q = options.length / k, left = options.length % k;
+  const std::string chunk = strCat(options.axis, "_checkpoint");
+  std::vector<Value> chunked, rest;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const Value& x = xs[i];
+    if (!x.valid()) break;  // the plain scan below names it
+    if (axisExtent(x.spec().axes, options.axis) != options.length) {
+      // Not an xs value of this loop: the plain scan names what is wrong.
+      return scan(b, ScanOptions{.axis = options.axis, .length = options.length}, init, xs, body);
+    }
+    const Value whole = left > 0 ? x.slice(options.axis, 0, q * k) : x;
+    chunked.push_back(whole.split(options.axis, chunk, options.axis, k));
+    if (left > 0) rest.push_back(x.slice(options.axis, q * k, options.length));
+  }
+  if (chunked.size() != xs.size()) {
+    return scan(b, ScanOptions{.axis = options.axis, .length = options.length}, init, xs, body);
+  }
+  const ScanOptions inner{.axis = options.axis, .length = k};
+  ScanResult outer = scan(b, ScanOptions{.axis = chunk, .length = q}, init, chunked,
+                          [&](Builder& bb, std::span<const Value> carry,
+                              std::span<const Value> x) -> absl::StatusOr<ScanStep> {
+                            ScanResult steps = scan(bb, inner, carry, x, body);
+                            if (!bb.status().ok()) return bb.status();
+                            return ScanStep{steps.carry, steps.ys};
+                          });
+  if (!b.status().ok()) {
+    result.ys = poisoned(outer.ys.size());
+    return result;
+  }
+  std::vector<Value> ys;
+  for (const Value& y : outer.ys) ys.push_back(y.merge({chunk, options.axis}, options.axis));
+  std::vector<Value> carry = outer.carry;
+  if (left > 0) {
+    ScanResult tail = scan(b, ScanOptions{.axis = options.axis, .length = left}, carry, rest, body);
+    if (!b.status().ok()) {
+      result.ys = poisoned(ys.size());
+      return result;
+    }
+    carry = tail.carry;
+    for (size_t j = 0; j < ys.size(); ++j) ys[j] = concat(options.axis, {ys[j], tail.ys[j]});
+  }
+  if (!b.status().ok()) return result;
+  return ScanResult{carry, ys};
+}
+
 ScanResult scan(Builder& b, const ScanOptions& options, absl::Span<const Value> init, absl::Span<const Value> xs,
                 const ScanBody& body) {
   ScanResult result{poisoned(init.size()), {}};
@@ -96,6 +148,14 @@ ScanResult scan(Builder& b, const ScanOptions& options, absl::Span<const Value> 
   if (auto st = checkAxisName("scan", options.axis); !st.ok()) {
     b.poison(st);
     return result;
+  }
+  if (options.checkpoint_every < 0) {
+    b.poison(makeError(ErrorKind::kInvalidArgument,
+                       strCat("scan: checkpoint_every ", options.checkpoint_every, " is negative")));
+    return result;
+  }
+  if (options.checkpoint_every > 0 && options.checkpoint_every < options.length) {
+    return checkpointedScan(b, options, init, xs, body);
   }
   std::vector<Value> operands;
   if (!localOperands(b, "scan", "initial carry", init, operands)) return result;

@@ -32,6 +32,16 @@ namespace accy::tensor {
 struct ScanOptions {
   std::string axis = "step";  // the axis xs are sliced along and ys gain
   int64_t length = 0;         // steps; 0 runs none (then no xs and no ys)
+  // Gradient checkpointing: with k > 0 (and below `length`), reverse mode
+  // keeps the carries of every k-th step only and recomputes the k steps
+  // after each from it, so a gradient holds about length / k + k carries
+  // instead of `length`, for about one more forward pass. The scan is
+  // recorded as a scan of length / k chunks (axis `axis` + "_checkpoint")
+  // whose body scans k steps, then a scan of the length % k steps left;
+  // xs are split into chunks and the ys joined back, so the results and
+  // their axes are those of the plain scan. The body is recorded once per
+  // scan (twice when steps are left over). Negative: InvalidArgument.
+  int64_t checkpoint_every = 0;
 };
 
 // What a scan's body returns for one step: the next carries (one per

@@ -696,6 +696,82 @@ TEST(Loops, SmallScansRunAsOneKernel) {
   expectCpuMatchesEvaluator(decay(100, 7), {wide}, 1e-5, "decay of 100 lanes");
 }
 
+// Checkpointing: the same values and gradients as the plain scan, chunks
+// dividing the length or not, and a gradient that keeps far fewer carries.
+TEST(Loops, CheckpointedScanMatchesThePlainOneAndKeepsLess) {
+  auto forced = [](int64_t lanes, int64_t length, int64_t every) {
+    return *Function::define("forced", {f64({{"lane", lanes}}), f64({}), f64({{"step", length}, {"lane", lanes}})},
+                             [&](Builder& b, Args a) {
+                               const Value k = a[1];
+                               ScanResult r = scan(
+                                   b, {.length = length, .checkpoint_every = every}, {a[0], a[0] * 0.0}, {a[2]},
+                                   [&](Builder&, std::span<const Value> c,
+                                       std::span<const Value> f) -> absl::StatusOr<ScanStep> {
+                                     const Value v = c[1] + (f[0] - k * c[0].sin() - 0.1 * c[1]) * 0.05;
+                                     const Value x = c[0] + v * 0.05;
+                                     return ScanStep{{x, v}, {(x * x).sum("lane")}};
+                                   });
+                               return r.ys[0].sum("step") + (r.carry[0] * r.carry[1]).sum("lane");
+                             });
+  };
+  std::vector<std::vector<double>> args = {std::vector<double>(3), {1.5}, std::vector<double>(60)};
+  for (int l = 0; l < 3; ++l) args[0][l] = 0.2 + 0.1 * l;
+  for (int t = 0; t < 60; ++t) args[2][t] = 0.3 * std::cos(0.37 * t);
+  std::vector<std::span<const std::byte>> in;
+  for (const auto& a : args) in.push_back(std::as_bytes(std::span<const double>(a)));
+  const Function plain = forced(3, 20, 0);
+  auto plain_grad = plain.valueAndGrad({.wrt = {0, 1, 2}});
+  ASSERT_TRUE(plain_grad.ok()) << plain_grad.status();
+  auto want = evalDoubles(plain_grad->program(), in);
+  ASSERT_TRUE(want.ok()) << want.status();
+  for (int64_t every : {1, 4, 6, 7, 19}) {
+    SCOPED_TRACE("checkpoint every " + std::to_string(every));
+    const Function f = forced(3, 20, every);
+    auto g = f.valueAndGrad({.wrt = {0, 1, 2}});
+    ASSERT_TRUE(g.ok()) << g.status();
+    auto got = evalDoubles(g->program(), in);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(got->size(), want->size());
+    for (size_t k = 0; k < want->size(); ++k) {
+      ASSERT_EQ((*got)[k].size(), (*want)[k].size());
+      for (size_t e = 0; e < (*want)[k].size(); ++e) {
+        EXPECT_NEAR((*got)[k][e], (*want)[k][e], 1e-12 * (1 + std::abs((*want)[k][e]))) << "output " << k;
+      }
+    }
+    if (every == 6) {
+      expectCpuMatchesEvaluator(g->program(), args, 1e-10, "checkpointed gradient");
+    }
+  }
+  // Memory: 1,000 lanes over 400 steps. Reverse mode keeps what the
+  // forward scans return (loop results: the stacked carries): 400 carries
+  // plainly, at most 20 at a time checkpointed every 20 steps.
+  auto largest_kept = [&](int64_t every) -> int64_t {
+    auto g = forced(1000, 400, every).valueAndGrad({.wrt = {0}});
+    EXPECT_TRUE(g.ok()) << g.status();
+    if (!g.ok()) return -1;
+    int64_t most = 0;
+    std::function<void(const Program&)> visit = [&](const Program& p) {
+      for (const Node& n : p.nodes) {
+        if (n.op == OpCode::kLoopResult) most = std::max(most, n.spec().byteSize());
+      }
+      for (const Program& body : p.bodies) visit(body);
+    };
+    visit(g->program());
+    return most;
+  };
+  EXPECT_EQ(largest_kept(0), 400 * 1000 * 8);
+  EXPECT_EQ(largest_kept(20), 20 * 1000 * 8);
+  // Misuse.
+  auto st = define("bad", {f64({})}, [](Builder& b, Args a) {
+              return scan(b, {.length = 4, .checkpoint_every = -1}, {a[0]}, {},
+                          [](Builder&, std::span<const Value> c, std::span<const Value>) -> absl::StatusOr<ScanStep> {
+                            return ScanStep{{c[0]}, {}};
+                          })
+                  .carry[0];
+            }).status();
+  EXPECT_EQ(errorKind(st), ErrorKind::kInvalidArgument) << st;
+}
+
 // Compile time and code size do not depend on the trip count: 10 and
 // 10^6 steps compile to the same stages and the same bytes of code.
 TEST(Loops, CodeSizeDoesNotGrowWithLength) {
