@@ -11,6 +11,7 @@
 #include <any>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -57,6 +58,26 @@ class LoadedProgram {
   // of the bound buffers; a backend may set a run up once instead (the
   // CPU's pointer table and scratch).
   virtual std::unique_ptr<BoundLaunch> bind() const;
+  // Runs this program as the body of a scan of `steps` steps, every step on
+  // the device without a host wait between steps, where the backend can
+  // (Vulkan: the steps recorded in one command buffer); nullopt where it
+  // cannot, and the caller runs the steps itself. The program's inputs are
+  // the carries (`carries` of them), one slice of each of `xs` values, then
+  // captures; its outputs the next carries, then one slice of each y.
+  // `inputs` holds the initial carries, each xs value whole (the loop's
+  // axis first: slice t is the t-th of `steps` equal parts), the captures;
+  // `outputs` the final carries, then each y whole (slice t the t-th part).
+  // The caller vouches for the buffers, as for launchTrusted.
+  struct Repeat {
+    int64_t steps = 0;
+    size_t carries = 0;
+    size_t xs = 0;
+  };
+  virtual std::optional<absl::Status> launchRepeated(const Repeat& /*repeat*/,
+                                                     absl::Span<const std::span<const std::byte>> /*inputs*/,
+                                                     absl::Span<const std::span<std::byte>> /*outputs*/) const {
+    return std::nullopt;
+  }
   virtual const executable::Executable& executable() const = 0;
 };
 

@@ -55,4 +55,38 @@ absl::Status checkLaunchBuffers(const executable::Executable& exe,
   return absl::OkStatus();
 }
 
+std::optional<RepeatBuffers> repeatBuffers(const executable::Executable& exe, int64_t steps, size_t carries,
+                                           size_t xs, absl::Span<const std::span<const std::byte>> inputs,
+                                           absl::Span<const std::span<std::byte>> outputs) {
+  const std::vector<executable::BufferPlan>& plans = exe.artifact_plan.buffers;
+  RepeatBuffers r;
+  r.in.assign(exe.inputs.size(), -1);
+  r.out.assign(exe.outputs.size(), -1);
+  for (size_t b = 0; b < plans.size(); ++b) {
+    const size_t io = static_cast<size_t>(plans[b].io_index);
+    if (plans[b].role == choir::BufferRole::kInput && io < r.in.size()) r.in[io] = static_cast<int>(b);
+    if (plans[b].role == choir::BufferRole::kOutput && io < r.out.size()) r.out[io] = static_cast<int>(b);
+  }
+  if (exe.launch_plan.steps.empty() || steps < 1 || inputs.size() != r.in.size() || outputs.size() != r.out.size() ||
+      carries + xs > r.in.size() || carries > r.out.size()) {
+    return std::nullopt;
+  }
+  for (int b : r.in) {
+    if (b < 0) return std::nullopt;
+  }
+  for (int b : r.out) {
+    if (b < 0) return std::nullopt;
+  }
+  for (size_t c = 0; c < carries; ++c) {
+    if (plans[r.in[c]].bytes != plans[r.out[c]].bytes) return std::nullopt;
+  }
+  for (size_t j = 0; j < xs; ++j) {
+    if (static_cast<int64_t>(inputs[carries + j].size()) != steps * plans[r.in[carries + j]].bytes) return std::nullopt;
+  }
+  for (size_t y = carries; y < outputs.size(); ++y) {
+    if (static_cast<int64_t>(outputs[y].size()) != steps * plans[r.out[y]].bytes) return std::nullopt;
+  }
+  return r;
+}
+
 }  // namespace accy::backends

@@ -505,6 +505,21 @@ absl::Status StagedProgram::run(std::vector<std::span<std::byte>>& v) const {
       }
       std::vector<std::span<std::byte>> xs = views(st.inputs, nc, nc + nx);
       std::vector<std::span<std::byte>> ys = views(st.outputs, nc, st.outputs.size());
+      // A backend that runs the body's steps itself, without a host wait
+      // between them (Vulkan: one command buffer), gets the whole loop.
+      if (direct != nullptr &&
+          std::all_of(st.xs_axis.begin(), st.xs_axis.end(), [](size_t at) { return at == 0; })) {
+        std::vector<std::span<const std::byte>> whole_in;
+        for (const auto& group : {init, xs, captures}) whole_in.insert(whole_in.end(), group.begin(), group.end());
+        std::vector<std::span<std::byte>> whole_out = result;
+        whole_out.insert(whole_out.end(), ys.begin(), ys.end());
+        std::optional<absl::Status> done =
+            direct->launchRepeated(LoadedProgram::Repeat{length, nc, nx}, whole_in, whole_out);
+        if (done.has_value()) {
+          ACCY_RETURN_IF_ERROR(*done);
+          continue;
+        }
+      }
       // xs sliced along an axis that is not their first: gathered per step.
       std::vector<std::vector<std::byte>> gathered(nx);
       std::vector<int64_t> outer(nx, 1), inner(nx, 1);

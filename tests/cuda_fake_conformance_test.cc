@@ -20,12 +20,16 @@
 #include <dlfcn.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <random>
 #include <string>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_program.h"
+#include "backends/staged_program.h"
+#include "compiler/tensor/evaluate.h"
+#include "compiler/tensor/loops.h"
 #include "compiler/codegen/ptx/compile.h"
 #include "gtest/gtest.h"
 #include "tests/conformance.h"
@@ -111,6 +115,64 @@ TEST_F(CudaFakeConformance, KernelsRunOnTheInterpreter) {
   const int before = fakeLaunches();
   EXPECT_TRUE(runAndCompare(gpu(), *program, {randomBytes(specs[0], rng, -2, 2)}));
   EXPECT_EQ(fakeLaunches() - before, static_cast<int>(exe->launch_plan.steps.size()));
+}
+
+// A scan whose body is one program runs on the device without a host wait
+// per step: every step's kernels queued on one stream (the carries' buffers
+// swapped, xs and ys addressed a slice a step in place), one wait at the end.
+TEST_F(CudaFakeConformance, AScanQueuesEveryStepOnOneStream) {
+  constexpr int64_t kSteps = 9;
+  const std::vector<Spec> specs = {tensor::spec(DType::f32, {{"i", 40}}),
+                                   tensor::spec(DType::f32, {{"step", kSteps}, {"i", 40}}),
+                                   tensor::spec(DType::f32, {{"i", 40}})};
+  auto program = tensor::define("drift", specs, [](tensor::Builder& b, Args a) -> std::vector<tensor::Value> {
+    const tensor::Value w = a[2];
+    tensor::ScanResult r = tensor::scan(
+        b, {.length = kSteps}, {a[0]}, {a[1]},
+        [&](tensor::Builder&, std::span<const tensor::Value> c,
+            std::span<const tensor::Value> x) -> absl::StatusOr<tensor::ScanStep> {
+          const tensor::Value next = c[0] * 0.5f + x[0] * w;
+          return tensor::ScanStep{{next}, {next.sum("i")}};
+        });
+    return {r.carry[0], r.ys[0]};
+  });
+  ASSERT_TRUE(program.ok()) << program.status();
+  std::vector<std::shared_ptr<const backends::LoadedProgram>> loaded;
+  auto plan = backends::StagedProgram::build(
+      *program, [&](const tensor::Program& stage) -> absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> {
+        auto exe = gpu().compile_for_gpu(stage);
+        if (!exe.ok()) return exe.status();
+        auto one = cuda().load(std::move(*exe));
+        if (one.ok()) loaded.push_back(*one);
+        return one;
+      });
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(loaded.size(), 1u) << "the body, and no other stage";
+  const auto* body = dynamic_cast<const cuda::CudaProgram*>(loaded[0].get());
+  ASSERT_NE(body, nullptr);
+  std::mt19937 rng(5);
+  std::vector<std::vector<std::byte>> in;
+  for (const Spec& s : specs) in.push_back(randomBytes(s, rng, -1, 1));
+  std::vector<std::span<const std::byte>> ins(in.begin(), in.end());
+  auto want = tensor::evaluate(*program, ins);
+  ASSERT_TRUE(want.ok()) << want.status();
+  std::vector<std::vector<std::byte>> got;
+  for (const Spec& s : program->outputSpecs()) got.emplace_back(s.byteSize());
+  std::vector<std::span<std::byte>> outs(got.begin(), got.end());
+  const int launches = fakeLaunches();
+  const int64_t waits = body->hostWaits();
+  ASSERT_TRUE((*plan)->launch(ins, outs).ok());
+  EXPECT_EQ(body->hostWaits() - waits, 1) << "one wait for the whole loop";
+  EXPECT_EQ(fakeLaunches() - launches, static_cast<int>(kSteps * body->executable().launch_plan.steps.size()));
+  for (size_t k = 0; k < got.size(); ++k) {
+    ASSERT_EQ(got[k].size(), (*want)[k].size());
+    for (size_t e = 0; e < got[k].size() / 4; ++e) {
+      float g, w;
+      std::memcpy(&g, got[k].data() + 4 * e, 4);
+      std::memcpy(&w, (*want)[k].data() + 4 * e, 4);
+      EXPECT_NEAR(g, w, 1e-4f * (1 + std::abs(w))) << "output " << k << " element " << e;
+    }
+  }
 }
 
 // A program enqueued on buffers the caller keeps on the device (what the

@@ -10,6 +10,7 @@
 
 #include "backends/buffer_checks.h"
 #include "base/errors.h"
+#include "base/stop.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
 
@@ -261,7 +262,18 @@ absl::Status CudaProgram::run(LaunchResources& r, absl::Span<const std::span<con
     return absl::OkStatus();
   };
   const absl::Status queued = enqueue();
-  const CUresult synced = waitForStream(cu, r.stream, device_->launchTimeout());
+  const absl::Status synced = waitFor(r.stream);
+  ACCY_RETURN_IF_ERROR(device_->health());  // a hung launch: the device is lost
+  ACCY_RETURN_IF_ERROR(queued);
+  ACCY_RETURN_IF_ERROR(synced);
+  if (kernel_ms != nullptr) ACCY_CU_CALL(cu, cuEventElapsedTime, kernel_ms, r.start, r.end);
+  return absl::OkStatus();
+}
+
+absl::Status CudaProgram::waitFor(CUstream stream) const {
+  const CudaFunctions& cu = device_->cu();
+  host_waits_.fetch_add(1, std::memory_order_relaxed);
+  const CUresult synced = waitForStream(cu, stream, device_->launchTimeout());
   if (synced == CUDA_ERROR_NOT_READY) {
     absl::Status hung = makeError(ErrorKind::kLaunchFailed,
                                   strCat("cuda: a launch did not finish within ", device_->launchTimeout().count(),
@@ -269,10 +281,104 @@ absl::Status CudaProgram::run(LaunchResources& r, absl::Span<const std::span<con
     device_->markLost(hung);
     return hung;
   }
-  ACCY_RETURN_IF_ERROR(queued);
   if (synced != CUDA_SUCCESS) return cudaError(synced, "cuStreamSynchronize", __FILE__, __LINE__, &cu);
-  if (kernel_ms != nullptr) ACCY_CU_CALL(cu, cuEventElapsedTime, kernel_ms, r.start, r.end);
   return absl::OkStatus();
+}
+
+std::optional<absl::Status> CudaProgram::launchRepeated(const Repeat& repeat,
+                                                        absl::Span<const std::span<const std::byte>> inputs,
+                                                        absl::Span<const std::span<std::byte>> outputs) const {
+  std::optional<backends::RepeatBuffers> buffers =
+      backends::repeatBuffers(exe_, repeat.steps, repeat.carries, repeat.xs, inputs, outputs);
+  if (!buffers.has_value() || functions_.empty()) return std::nullopt;
+  absl::Status st = device_->health();
+  if (!st.ok()) return st;
+  auto r = idle_.take([&] { return makeResources(); });
+  if (!r.ok()) return r.status();
+  st = runRepeated(**r, repeat, inputs, outputs, buffers->in, buffers->out);
+  if (!st.ok()) {
+    if (!device_->health().ok()) {
+      device_->park(std::shared_ptr<LaunchResources>(std::move(*r)));
+      return st;
+    }
+    device_->probeAfterFailure(st);
+    return st;
+  }
+  idle_.give(std::move(*r));
+  return absl::OkStatus();
+}
+
+absl::Status CudaProgram::runRepeated(LaunchResources& r, const Repeat& repeat,
+                                      absl::Span<const std::span<const std::byte>> inputs,
+                                      absl::Span<const std::span<std::byte>> outputs, const std::vector<int>& in,
+                                      const std::vector<int>& out) const {
+  const CudaFunctions& cu = device_->cu();
+  ContextScope scope(*device_);
+  ACCY_RETURN_IF_ERROR(scope.status());
+  const size_t nc = repeat.carries, nx = repeat.xs, ny = outputs.size() - nc;
+  const std::vector<executable::BufferPlan>& plans = exe_.artifact_plan.buffers;
+  // The whole xs and ys on the device, for this launch (freed once the
+  // stream is drained).
+  struct Whole {
+    const CudaFunctions& cu;
+    std::vector<CUdeviceptr> p;
+    ~Whole() {
+      for (CUdeviceptr d : p) cu.cuMemFree(d);
+    }
+  } whole{cu, {}};
+  auto enqueue = [&]() -> absl::Status {
+    for (size_t j = 0; j < nx + ny; ++j) {
+      const size_t bytes = j < nx ? inputs[nc + j].size() : outputs[nc + j - nx].size();
+      CUdeviceptr d = 0;
+      ACCY_CU_CALL(cu, cuMemAlloc, &d, std::max<size_t>(bytes, 1));
+      whole.p.push_back(d);
+      if (j < nx && bytes > 0) ACCY_CU_CALL(cu, cuMemcpyHtoDAsync, d, inputs[nc + j].data(), bytes, r.stream);
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if ((i >= nc && i < nc + nx) || inputs[i].empty()) continue;
+      ACCY_CU_CALL(cu, cuMemcpyHtoDAsync, r.buffers[in[i]], inputs[i].data(), inputs[i].size(), r.stream);
+    }
+    int64_t queued = 0;
+    std::vector<CUdeviceptr> step(r.buffers.begin(), r.buffers.end());
+    std::vector<void*> args;
+    for (CUdeviceptr& a : step) args.push_back(&a);
+    for (int64_t t = 0; t < repeat.steps; ++t) {
+      // Odd steps read the carries' output buffers and write their inputs.
+      for (size_t c = 0; c < nc; ++c) {
+        step[in[c]] = r.buffers[t % 2 == 0 ? in[c] : out[c]];
+        step[out[c]] = r.buffers[t % 2 == 0 ? out[c] : in[c]];
+      }
+      for (size_t j = 0; j < nx; ++j) step[in[nc + j]] = whole.p[j] + static_cast<CUdeviceptr>(t * plans[in[nc + j]].bytes);
+      for (size_t y = 0; y < ny; ++y) {
+        step[out[nc + y]] = whole.p[nx + y] + static_cast<CUdeviceptr>(t * plans[out[nc + y]].bytes);
+      }
+      ACCY_RETURN_IF_ERROR(enqueueSteps(args.data(), r.stream));
+      queued += static_cast<int64_t>(functions_.size());
+      if (queued >= kStepLaunchesPerWait && t + 1 < repeat.steps) {
+        ACCY_RETURN_IF_ERROR(waitFor(r.stream));  // bounded queue; the stop check between
+        ACCY_RETURN_IF_ERROR(checkStop());
+        queued = 0;
+      }
+    }
+    // Step t wrote the carries' output buffers when t is even.
+    const bool in_output = (repeat.steps - 1) % 2 == 0;
+    for (size_t c = 0; c < nc; ++c) {
+      if (outputs[c].empty()) continue;
+      ACCY_CU_CALL(cu, cuMemcpyDtoHAsync, outputs[c].data(), r.buffers[in_output ? out[c] : in[c]], outputs[c].size(),
+                   r.stream);
+    }
+    for (size_t y = 0; y < ny; ++y) {
+      if (outputs[nc + y].empty()) continue;
+      ACCY_CU_CALL(cu, cuMemcpyDtoHAsync, outputs[nc + y].data(), whole.p[nx + y], outputs[nc + y].size(), r.stream);
+    }
+    return absl::OkStatus();
+  };
+  const absl::Status queued = enqueue();
+  // Drained whatever happened: no copy touches the caller's memory after.
+  const absl::Status synced = waitFor(r.stream);
+  ACCY_RETURN_IF_ERROR(device_->health());
+  ACCY_RETURN_IF_ERROR(queued);
+  return synced;
 }
 
 absl::Status CudaProgram::launch(absl::Span<const std::span<const std::byte>> inputs,

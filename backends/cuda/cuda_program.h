@@ -16,7 +16,9 @@
 #ifndef ACCY_BACKENDS_CUDA_CUDA_PROGRAM_H_
 #define ACCY_BACKENDS_CUDA_CUDA_PROGRAM_H_
 
+#include <atomic>
 #include <cstddef>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -75,6 +77,19 @@ class CudaProgram final : public backends::LoadedProgram {
   // the stream).
   absl::Status enqueueOnDevice(absl::Span<const CUdeviceptr> buffers, CUstream stream) const;
 
+  // A scan of this program as its body, on the device: every step's
+  // kernels queued on one stream with the step's buffers as parameters
+  // (the carries' two buffers swapped between steps, each xs and y slice
+  // addressed in place in the whole value on the device: nothing copied
+  // between steps), the host waiting once every kStepLaunchesPerWait
+  // kernel launches (and asking the caller's stop check there) and at the
+  // end. Nullopt for a program with an input or output no kernel reads.
+  std::optional<absl::Status> launchRepeated(const Repeat& repeat, absl::Span<const std::span<const std::byte>> inputs,
+                                             absl::Span<const std::span<std::byte>> outputs) const override;
+  static constexpr int64_t kStepLaunchesPerWait = 1 << 14;
+  // Times a launch of this program waited for its stream.
+  int64_t hostWaits() const { return host_waits_.load(std::memory_order_relaxed); }
+
   const executable::Executable& executable() const override { return exe_; }
   const CudaDevice& device() const { return *device_; }
 
@@ -94,6 +109,15 @@ class CudaProgram final : public backends::LoadedProgram {
   CUmodule module_ = nullptr;
   std::vector<CUfunction> functions_;  // one per launch step
 
+  absl::Status runRepeated(LaunchResources& r, const Repeat& repeat,
+                           absl::Span<const std::span<const std::byte>> inputs,
+                           absl::Span<const std::span<std::byte>> outputs, const std::vector<int>& in,
+                           const std::vector<int>& out) const;
+  // Waits for `stream` within the launch timeout (a hung launch marks the
+  // device lost), counting the wait.
+  absl::Status waitFor(CUstream stream) const;
+
+  mutable std::atomic<int64_t> host_waits_{0};
   // Launch resources not in use.
   mutable backends::ResourcePool<LaunchResources> idle_;
 };

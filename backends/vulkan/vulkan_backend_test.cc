@@ -15,10 +15,14 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/staged_program.h"
+#include "backends/vulkan/vulkan_program.h"
+#include "compiler/tensor/loops.h"
 #include "compiler/codegen/spirv/compile.h"
 #include "compiler/executable/executable.h"
 #include "compiler/tensor/builder.h"
 #include "base/errors.h"
+#include "base/status_macros.h"
 #include "base/strings.h"
 #include "compiler/tensor/evaluate.h"
 #include "gmock/gmock.h"
@@ -246,6 +250,79 @@ TEST_F(VulkanBackendTest, LoadRejectsWhatIsNotASpirvExecutable) {
 // Each kernel binds only the buffers it uses: a program of more buffers
 // than the device allows a stage runs when every kernel stays within it,
 // and a kernel past it is refused naming the kernel.
+// A scan whose body is one program runs every step on the device: one
+// command buffer, one submit (or one per chunk of steps), and the
+// evaluator's results, carries swapped between steps, xs read and ys
+// written a slice a step, the captures bound once.
+TEST_F(VulkanBackendTest, AScanRunsInOneCommandBuffer) {
+  auto make = [](int64_t length) {
+    return tensor::define(
+        "drift", {tensor::spec(DType::f32, {{"i", 16}}), tensor::spec(DType::f32, {{"step", length}, {"i", 16}}),
+                  tensor::spec(DType::f32, {{"i", 16}}), tensor::spec(DType::f32, {})},
+        [&](tensor::Builder& b, std::span<const tensor::Value> a) {
+          const tensor::Value w = a[2];
+          tensor::ScanResult r = tensor::scan(
+              b, {.length = length}, {a[0], a[3]}, {a[1]},
+              [&](tensor::Builder&, std::span<const tensor::Value> c,
+                  std::span<const tensor::Value> x) -> absl::StatusOr<tensor::ScanStep> {
+                const tensor::Value next = c[0] * 0.9f + x[0] * w;
+                return tensor::ScanStep{{next, c[1] + next.sum("i")}, {next * 2.0f, next.max("i")}};
+              });
+          return std::vector<tensor::Value>{r.carry[0], r.carry[1], r.ys[0], r.ys[1]};
+        });
+  };
+  for (int64_t length : {1, 2, 7, 64}) {
+    SCOPED_TRACE("length " + std::to_string(length));
+    auto p = make(length);
+    ASSERT_TRUE(p.ok()) << p.status();
+    std::vector<std::shared_ptr<const LoadedProgram>> loaded;
+    auto plan = StagedProgram::build(*p, [&](const tensor::Program& stage) -> absl::StatusOr<std::shared_ptr<const LoadedProgram>> {
+      ACCY_ASSIGN_OR_RETURN(Executable exe, backend().compile(stage, "spirv"));
+      ACCY_ASSIGN_OR_RETURN(std::shared_ptr<const LoadedProgram> one, backend().load(std::move(exe)));
+      loaded.push_back(one);
+      return one;
+    });
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    ASSERT_EQ(loaded.size(), 1u) << "the body, and no other stage";
+    const auto* body = dynamic_cast<const vulkan::VulkanProgram*>(loaded[0].get());
+    ASSERT_NE(body, nullptr);
+    std::vector<float> x0(16), xs(length * 16), w(16);
+    for (int i = 0; i < 16; ++i) {
+      x0[i] = 0.1f * i - 0.5f;
+      w[i] = std::cos(0.3f * i);
+    }
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = std::sin(0.01f * i);
+    const std::vector<float> total0 = {0.5f};
+    std::vector<std::span<const std::byte>> ins = {in(x0), in(xs), in(w), in(total0)};
+    auto want = tensor::evaluate(*p, ins);
+    ASSERT_TRUE(want.ok()) << want.status();
+    for (int64_t per_submit : {int64_t{0}, int64_t{40}}) {
+      if (per_submit > 0) body->setCommandsPerSubmit(per_submit);
+      std::vector<float> carry(16), total(1), doubled(length * 16), peak(length);
+      std::vector<std::span<std::byte>> outs = {out(carry), out(total), out(doubled), out(peak)};
+      const int64_t before = body->device().submits();
+      ASSERT_TRUE((*plan)->launch(ins, outs).ok());
+      const int64_t submits = body->device().submits() - before;
+      if (per_submit == 0) {
+        EXPECT_EQ(submits, 1) << "every step in one command buffer";
+      } else {
+        EXPECT_GT(submits, length > 4 ? 1 : 0) << "chunks of steps";
+        EXPECT_LT(submits, length + 1);
+      }
+      for (size_t k = 0; k < outs.size(); ++k) {
+        const std::vector<std::byte>& ref = (*want)[k];
+        ASSERT_EQ(ref.size(), outs[k].size());
+        for (size_t e = 0; e < ref.size() / 4; ++e) {
+          float g, r;
+          std::memcpy(&g, outs[k].data() + 4 * e, 4);
+          std::memcpy(&r, ref.data() + 4 * e, 4);
+          EXPECT_NEAR(g, r, 1e-4f * (1 + std::abs(r))) << "output " << k << " element " << e;
+        }
+      }
+    }
+  }
+}
+
 TEST_F(VulkanBackendTest, KernelsBindOnlyTheirOwnBuffers) {
   const uint32_t limit = vulkanTargetInfo(backend()).max_storage_buffers;
   ASSERT_GT(limit, 0u);

@@ -234,6 +234,7 @@ absl::Status VulkanDevice::submit(VkCommandBuffer command_buffer, VkFence fence)
   info.pCommandBuffers = &command_buffer;
   std::lock_guard<std::mutex> lock(queue_mutex_);
   ACCY_VK_CALL(vk_, vkQueueSubmit, queue_, 1, &info, fence);
+  submits_.fetch_add(1, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 

@@ -18,6 +18,7 @@
 #ifndef ACCY_BACKENDS_VULKAN_VULKAN_DEVICE_H_
 #define ACCY_BACKENDS_VULKAN_VULKAN_DEVICE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <chrono>
 #include <memory>
@@ -83,6 +84,8 @@ class VulkanDevice {
 
   // Submits `command_buffer` to the queue, signalling `fence`; any thread.
   absl::Status submit(VkCommandBuffer command_buffer, VkFence fence) const;
+  // Command buffers submitted so far (a measure of host round trips).
+  int64_t submits() const { return submits_.load(std::memory_order_relaxed); }
 
   // How long a launch may wait for its fence (0: no limit).
   void setLaunchTimeout(std::chrono::milliseconds timeout) { launch_timeout_ = timeout; }
@@ -109,6 +112,7 @@ class VulkanDevice {
   DeviceLimits limits_;
   std::string name_, type_, api_version_;
   mutable std::mutex queue_mutex_;
+  mutable std::atomic<int64_t> submits_{0};
   std::chrono::milliseconds launch_timeout_{600000};
   mutable std::mutex health_mu_;
   mutable absl::Status lost_;

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <set>
 
 #include "base/errors.h"
+#include "base/stop.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
 
@@ -164,6 +166,68 @@ VulkanProgram::~VulkanProgram() {
   destroy(nullptr);
 }
 
+namespace {
+
+// A barrier from every shader and transfer write before it to every shader
+// and transfer access after it (a loop's steps, one after another).
+void fullBarrier(const VulkanFunctions& vk, VkCommandBuffer cb) {
+  VkMemoryBarrier all{};
+  all.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+  all.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  all.dstAccessMask =
+      VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  vk.vkCmdPipelineBarrier(cb, stages, stages, 0, 1, &all, 0, nullptr, 0, nullptr);
+}
+
+}  // namespace
+
+// Host-visible, host-coherent storage buffers of `bytes` each (also copy
+// sources and destinations), in one allocation, mapped: r's buffers,
+// offsets, memory and mapped.
+absl::Status VulkanProgram::makeHostBuffers(const VulkanDevice& device, const std::vector<int64_t>& bytes,
+                                            LaunchResources& r) {
+  const VulkanFunctions& vk = device.vk();
+  const VkDevice dev = device.device();
+  VkDeviceSize total = 0;
+  uint32_t type_bits = ~0u;
+  for (const int64_t size : bytes) {
+    VkBufferCreateInfo buffer_info{};
+    buffer_info.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+    buffer_info.size = deviceBytes(size);
+    buffer_info.usage =
+        VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    buffer_info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+    VkBuffer buffer = VK_NULL_HANDLE;
+    ACCY_VK_CALL(vk, vkCreateBuffer, dev, &buffer_info, nullptr, &buffer);
+    r.buffers.push_back(buffer);
+    VkMemoryRequirements req{};
+    vk.vkGetBufferMemoryRequirements(dev, buffer, &req);
+    const VkDeviceSize offset = roundUp(total, std::max<VkDeviceSize>(req.alignment, 1));
+    r.offsets.push_back(offset);
+    total = offset + req.size;
+    type_bits &= req.memoryTypeBits;
+  }
+  if (bytes.empty()) return absl::OkStatus();
+  const int type = device.hostMemoryType(type_bits);
+  if (type < 0) {
+    return makeError(ErrorKind::kUnimplemented,
+                     strCat("device ", device.name(), " has no host-coherent memory for storage buffers"));
+  }
+  VkMemoryAllocateInfo alloc{};
+  alloc.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+  alloc.allocationSize = total;
+  alloc.memoryTypeIndex = static_cast<uint32_t>(type);
+  ACCY_VK_CALL(vk, vkAllocateMemory, dev, &alloc, nullptr, &r.memory);
+  for (size_t b = 0; b < bytes.size(); ++b) {
+    ACCY_VK_CALL(vk, vkBindBufferMemory, dev, r.buffers[b], r.memory, r.offsets[b]);
+  }
+  void* mapped = nullptr;
+  ACCY_VK_CALL(vk, vkMapMemory, dev, r.memory, 0, VK_WHOLE_SIZE, 0, &mapped);
+  r.mapped = static_cast<std::byte*>(mapped);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<const VulkanProgram>> VulkanProgram::load(std::shared_ptr<const VulkanDevice> device,
                                                                          executable::Executable exe) {
   ACCY_RETURN_IF_ERROR(executable::validateExecutable(exe));
@@ -262,49 +326,22 @@ absl::Status VulkanProgram::checkBuffers(absl::Span<const std::span<const std::b
 }
 
 absl::StatusOr<std::unique_ptr<VulkanProgram::LaunchResources>> VulkanProgram::makeResources() const {
-  const VulkanFunctions& vk = device_->vk();
-  const VkDevice dev = device_->device();
   // Destroys whatever was made if a step below fails.
   auto r = std::make_unique<LaunchResources>(device_.get());
   const std::vector<executable::BufferPlan>& plans = exe_.artifact_plan.buffers;
+  std::vector<int64_t> sizes;
+  for (const executable::BufferPlan& plan : plans) sizes.push_back(plan.bytes);
+  ACCY_RETURN_IF_ERROR(makeHostBuffers(*device_, sizes, *r));
+  ACCY_RETURN_IF_ERROR(makeDescriptorSets(*r, [&](uint32_t b) { return r->buffers[b]; }));
+  ACCY_RETURN_IF_ERROR(makeCommands(*r, 0));
+  ACCY_RETURN_IF_ERROR(record(*r));
+  return r;
+}
 
-  VkDeviceSize total = 0;
-  uint32_t type_bits = ~0u;
-  for (const executable::BufferPlan& plan : plans) {
-    VkBufferCreateInfo buffer_info{};
-    buffer_info.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
-    buffer_info.size = deviceBytes(plan.bytes);
-    buffer_info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
-    buffer_info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-    VkBuffer buffer = VK_NULL_HANDLE;
-    ACCY_VK_CALL(vk, vkCreateBuffer, dev, &buffer_info, nullptr, &buffer);
-    r->buffers.push_back(buffer);
-    VkMemoryRequirements req{};
-    vk.vkGetBufferMemoryRequirements(dev, buffer, &req);
-    const VkDeviceSize offset = roundUp(total, std::max<VkDeviceSize>(req.alignment, 1));
-    r->offsets.push_back(offset);
-    total = offset + req.size;
-    type_bits &= req.memoryTypeBits;
-  }
-  if (!plans.empty()) {
-    const int type = device_->hostMemoryType(type_bits);
-    if (type < 0) {
-      return makeError(ErrorKind::kUnimplemented,
-                       strCat("device ", device_->name(), " has no host-coherent memory for storage buffers"));
-    }
-    VkMemoryAllocateInfo alloc{};
-    alloc.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
-    alloc.allocationSize = total;
-    alloc.memoryTypeIndex = static_cast<uint32_t>(type);
-    ACCY_VK_CALL(vk, vkAllocateMemory, dev, &alloc, nullptr, &r->memory);
-    for (size_t b = 0; b < plans.size(); ++b) {
-      ACCY_VK_CALL(vk, vkBindBufferMemory, dev, r->buffers[b], r->memory, r->offsets[b]);
-    }
-    void* mapped = nullptr;
-    ACCY_VK_CALL(vk, vkMapMemory, dev, r->memory, 0, VK_WHOLE_SIZE, 0, &mapped);
-    r->mapped = static_cast<std::byte*>(mapped);
-
-  }
+absl::Status VulkanProgram::makeDescriptorSets(LaunchResources& r,
+                                               const std::function<VkBuffer(uint32_t)>& buffer_of) const {
+  const VulkanFunctions& vk = device_->vk();
+  const VkDevice dev = device_->device();
   // One descriptor set per distinct module, of the buffers it binds.
   uint32_t descriptors = 0;
   std::vector<VkDescriptorSetLayout> set_layouts;
@@ -312,58 +349,202 @@ absl::StatusOr<std::unique_ptr<VulkanProgram::LaunchResources>> VulkanProgram::m
     descriptors += static_cast<uint32_t>(l.bindings.size());
     set_layouts.push_back(l.set_layout);
   }
-  if (!set_layouts.empty()) {
-    VkDescriptorPoolSize pool_size{};
-    pool_size.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    pool_size.descriptorCount = std::max<uint32_t>(descriptors, 1);
-    VkDescriptorPoolCreateInfo pool_info{};
-    pool_info.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
-    pool_info.maxSets = static_cast<uint32_t>(set_layouts.size());
-    pool_info.poolSizeCount = 1;
-    pool_info.pPoolSizes = &pool_size;
-    ACCY_VK_CALL(vk, vkCreateDescriptorPool, dev, &pool_info, nullptr, &r->descriptor_pool);
-    VkDescriptorSetAllocateInfo set_alloc{};
-    set_alloc.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
-    set_alloc.descriptorPool = r->descriptor_pool;
-    set_alloc.descriptorSetCount = static_cast<uint32_t>(set_layouts.size());
-    set_alloc.pSetLayouts = set_layouts.data();
-    r->descriptor_sets.resize(set_layouts.size());
-    ACCY_VK_CALL(vk, vkAllocateDescriptorSets, dev, &set_alloc, r->descriptor_sets.data());
-    std::vector<VkDescriptorBufferInfo> infos(descriptors);
-    std::vector<VkWriteDescriptorSet> writes(descriptors);
-    size_t w = 0;
-    for (size_t m = 0; m < module_layouts_.size(); ++m) {
-      for (const uint32_t b : module_layouts_[m].bindings) {
-        infos[w].buffer = r->buffers[b];
-        infos[w].offset = 0;
-        infos[w].range = VK_WHOLE_SIZE;
-        writes[w].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
-        writes[w].dstSet = r->descriptor_sets[m];
-        writes[w].dstBinding = b;
-        writes[w].descriptorCount = 1;
-        writes[w].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-        writes[w].pBufferInfo = &infos[w];
-        ++w;
-      }
+  if (set_layouts.empty()) return absl::OkStatus();
+  VkDescriptorPoolSize pool_size{};
+  pool_size.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+  pool_size.descriptorCount = std::max<uint32_t>(descriptors, 1);
+  VkDescriptorPoolCreateInfo pool_info{};
+  pool_info.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
+  pool_info.maxSets = static_cast<uint32_t>(set_layouts.size());
+  pool_info.poolSizeCount = 1;
+  pool_info.pPoolSizes = &pool_size;
+  ACCY_VK_CALL(vk, vkCreateDescriptorPool, dev, &pool_info, nullptr, &r.descriptor_pool);
+  VkDescriptorSetAllocateInfo set_alloc{};
+  set_alloc.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
+  set_alloc.descriptorPool = r.descriptor_pool;
+  set_alloc.descriptorSetCount = static_cast<uint32_t>(set_layouts.size());
+  set_alloc.pSetLayouts = set_layouts.data();
+  r.descriptor_sets.resize(set_layouts.size());
+  ACCY_VK_CALL(vk, vkAllocateDescriptorSets, dev, &set_alloc, r.descriptor_sets.data());
+  std::vector<VkDescriptorBufferInfo> infos(descriptors);
+  std::vector<VkWriteDescriptorSet> writes(descriptors);
+  size_t w = 0;
+  for (size_t m = 0; m < module_layouts_.size(); ++m) {
+    for (const uint32_t b : module_layouts_[m].bindings) {
+      infos[w].buffer = buffer_of(b);
+      infos[w].offset = 0;
+      infos[w].range = VK_WHOLE_SIZE;
+      writes[w].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+      writes[w].dstSet = r.descriptor_sets[m];
+      writes[w].dstBinding = b;
+      writes[w].descriptorCount = 1;
+      writes[w].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      writes[w].pBufferInfo = &infos[w];
+      ++w;
     }
-    if (!writes.empty()) vk.vkUpdateDescriptorSets(dev, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
   }
+  if (!writes.empty()) vk.vkUpdateDescriptorSets(dev, static_cast<uint32_t>(writes.size()), writes.data(), 0, nullptr);
+  return absl::OkStatus();
+}
 
+absl::Status VulkanProgram::makeCommands(LaunchResources& r, VkCommandPoolCreateFlags flags) const {
+  const VulkanFunctions& vk = device_->vk();
+  const VkDevice dev = device_->device();
   VkCommandPoolCreateInfo command_pool_info{};
   command_pool_info.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
+  command_pool_info.flags = flags;
   command_pool_info.queueFamilyIndex = device_->queueFamily();
-  ACCY_VK_CALL(vk, vkCreateCommandPool, dev, &command_pool_info, nullptr, &r->command_pool);
+  ACCY_VK_CALL(vk, vkCreateCommandPool, dev, &command_pool_info, nullptr, &r.command_pool);
   VkCommandBufferAllocateInfo command_alloc{};
   command_alloc.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
-  command_alloc.commandPool = r->command_pool;
+  command_alloc.commandPool = r.command_pool;
   command_alloc.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   command_alloc.commandBufferCount = 1;
-  ACCY_VK_CALL(vk, vkAllocateCommandBuffers, dev, &command_alloc, &r->command_buffer);
+  ACCY_VK_CALL(vk, vkAllocateCommandBuffers, dev, &command_alloc, &r.command_buffer);
   VkFenceCreateInfo fence_info{};
   fence_info.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
-  ACCY_VK_CALL(vk, vkCreateFence, dev, &fence_info, nullptr, &r->fence);
-  ACCY_RETURN_IF_ERROR(record(*r));
-  return r;
+  ACCY_VK_CALL(vk, vkCreateFence, dev, &fence_info, nullptr, &r.fence);
+  return absl::OkStatus();
+}
+
+absl::Status VulkanProgram::submitAndWait(LaunchResources& r) const {
+  const VulkanFunctions& vk = device_->vk();
+  const VkDevice dev = device_->device();
+  ACCY_RETURN_IF_ERROR(device_->submit(r.command_buffer, r.fence));
+  // Bounded: a launch the device has not finished within its launch
+  // timeout counts as hung, and the device as lost.
+  const std::chrono::milliseconds limit = device_->launchTimeout();
+  const uint64_t wait_ns = limit.count() > 0 ? static_cast<uint64_t>(limit.count()) * 1000000u : UINT64_MAX;
+  const VkResult waited = vk.vkWaitForFences(dev, 1, &r.fence, VK_TRUE, wait_ns);
+  if (waited == VK_TIMEOUT) {
+    absl::Status hung = makeError(ErrorKind::kLaunchFailed,
+                                  strCat("vulkan: a launch did not finish within ", limit.count(),
+                                         " ms (the launch timeout); the device is marked lost"));
+    device_->markLost(hung);
+    return hung;
+  }
+  if (waited != VK_SUCCESS) return vulkanError(waited, "vkWaitForFences", __FILE__, __LINE__);
+  ACCY_VK_CALL(vk, vkResetFences, dev, 1, &r.fence);
+  return absl::OkStatus();
+}
+
+std::optional<absl::Status> VulkanProgram::launchRepeated(const Repeat& repeat,
+                                                          absl::Span<const std::span<const std::byte>> inputs,
+                                                          absl::Span<const std::span<std::byte>> outputs) const {
+  std::optional<backends::RepeatBuffers> buffers =
+      backends::repeatBuffers(exe_, repeat.steps, repeat.carries, repeat.xs, inputs, outputs);
+  if (!buffers.has_value()) return std::nullopt;
+  return runRepeated(repeat, inputs, outputs, buffers->in, buffers->out);
+}
+
+// The steps of a scan whose body this program is: the carries in the
+// program's input and output buffers of each (the odd steps bound with the
+// two swapped, so nothing is copied), each xs slice copied on the device
+// into the program's input before its step and each y slice out of its
+// output after it, every step of a chunk recorded in one command buffer
+// and the chunk submitted once. The host waits once a chunk, where the
+// caller's stop check is asked.
+absl::Status VulkanProgram::runRepeated(const Repeat& repeat, absl::Span<const std::span<const std::byte>> inputs,
+                                        absl::Span<const std::span<std::byte>> outputs, const std::vector<int>& in,
+                                        const std::vector<int>& out) const {
+  ACCY_RETURN_IF_ERROR(device_->health());
+  const VulkanFunctions& vk = device_->vk();
+  const size_t nc = repeat.carries, nx = repeat.xs, ny = outputs.size() - nc;
+  const int64_t steps = repeat.steps;
+  const std::vector<executable::BufferPlan>& plans = exe_.artifact_plan.buffers;
+  ACCY_ASSIGN_OR_RETURN(std::unique_ptr<LaunchResources> r, idle_.take([&] { return makeResources(); }));
+  // The whole xs and ys, the swapped sets and the loop's own command buffer
+  // (re-recorded each chunk), for this launch only.
+  auto loop = std::make_unique<LaunchResources>(device_.get());
+  absl::Status st = [&]() -> absl::Status {
+    std::vector<int64_t> whole;
+    for (size_t j = 0; j < nx; ++j) whole.push_back(static_cast<int64_t>(inputs[nc + j].size()));
+    for (size_t y = 0; y < ny; ++y) whole.push_back(static_cast<int64_t>(outputs[nc + y].size()));
+    ACCY_RETURN_IF_ERROR(makeHostBuffers(*device_, whole, *loop));
+    ACCY_RETURN_IF_ERROR(makeDescriptorSets(*loop, [&](uint32_t b) {
+      for (size_t c = 0; c < nc; ++c) {
+        if (static_cast<int>(b) == in[c]) return r->buffers[out[c]];
+        if (static_cast<int>(b) == out[c]) return r->buffers[in[c]];
+      }
+      return r->buffers[b];
+    }));
+    ACCY_RETURN_IF_ERROR(makeCommands(*loop, VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT));
+    // Host writes before vkQueueSubmit are visible to the device.
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (i >= nc && i < nc + nx) {
+        std::memcpy(loop->mapped + loop->offsets[i - nc], inputs[i].data(), inputs[i].size());
+      } else if (!inputs[i].empty()) {
+        std::memcpy(r->mapped + r->offsets[in[i]], inputs[i].data(), inputs[i].size());
+      }
+    }
+    const int64_t per_step = static_cast<int64_t>(kernels_.size() + nx + ny) + 2;
+    const int64_t chunk = std::max<int64_t>(1, commands_per_submit_.load() / per_step);
+    for (int64_t t0 = 0; t0 < steps; t0 += chunk) {
+      ACCY_RETURN_IF_ERROR(checkStop());
+      const int64_t t1 = std::min(steps, t0 + chunk);
+      const VkCommandBuffer cb = loop->command_buffer;
+      ACCY_VK_CALL(vk, vkResetCommandBuffer, cb, 0);
+      VkCommandBufferBeginInfo begin{};
+      begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+      begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+      ACCY_VK_CALL(vk, vkBeginCommandBuffer, cb, &begin);
+      for (int64_t t = t0; t < t1; ++t) {
+        fullBarrier(vk, cb);  // the step before (or the chunk before) done
+        for (size_t j = 0; j < nx; ++j) {
+          const VkDeviceSize slice = static_cast<VkDeviceSize>(plans[in[nc + j]].bytes);
+          if (slice == 0) continue;
+          const VkBufferCopy region{static_cast<VkDeviceSize>(t) * slice, 0, slice};
+          vk.vkCmdCopyBuffer(cb, loop->buffers[j], r->buffers[in[nc + j]], 1, &region);
+        }
+        const std::vector<VkDescriptorSet>& sets = t % 2 == 0 ? r->descriptor_sets : loop->descriptor_sets;
+        for (size_t k = 0; k < kernels_.size(); ++k) {
+          fullBarrier(vk, cb);
+          vk.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, kernels_[k].pipeline);
+          const size_t m = kernels_[k].module;
+          if (!module_layouts_[m].bindings.empty()) {
+            vk.vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, module_layouts_[m].pipeline_layout, 0, 1,
+                                       &sets[m], 0, nullptr);
+          }
+          vk.vkCmdDispatch(cb, kernels_[k].groups, 1, 1);
+        }
+        fullBarrier(vk, cb);
+        for (size_t y = 0; y < ny; ++y) {
+          const VkDeviceSize slice = static_cast<VkDeviceSize>(plans[out[nc + y]].bytes);
+          if (slice == 0) continue;
+          const VkBufferCopy region{0, static_cast<VkDeviceSize>(t) * slice, slice};
+          vk.vkCmdCopyBuffer(cb, r->buffers[out[nc + y]], loop->buffers[nx + y], 1, &region);
+        }
+      }
+      VkMemoryBarrier to_host{};
+      to_host.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+      to_host.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+      to_host.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+      vk.vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                              VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &to_host, 0, nullptr, 0, nullptr);
+      ACCY_VK_CALL(vk, vkEndCommandBuffer, cb);
+      ACCY_RETURN_IF_ERROR(submitAndWait(*loop));
+    }
+    // Step t wrote the carries' output buffers when t is even.
+    const bool in_output = (steps - 1) % 2 == 0;
+    for (size_t c = 0; c < nc; ++c) {
+      const int b = in_output ? out[c] : in[c];
+      std::memcpy(outputs[c].data(), r->mapped + r->offsets[b], outputs[c].size());
+    }
+    for (size_t y = 0; y < ny; ++y) {
+      std::memcpy(outputs[nc + y].data(), loop->mapped + loop->offsets[nx + y], outputs[nc + y].size());
+    }
+    return absl::OkStatus();
+  }();
+  if (!st.ok()) {
+    // As in launch: a hung loop's resources stay with the device.
+    if (!device_->health().ok()) {
+      device_->park(std::shared_ptr<LaunchResources>(std::move(loop)));
+      device_->park(std::shared_ptr<LaunchResources>(std::move(r)));
+    }
+    return st;
+  }
+  idle_.give(std::move(r));
+  return absl::OkStatus();
 }
 
 absl::Status VulkanProgram::record(LaunchResources& r) const {
@@ -417,23 +598,7 @@ absl::Status VulkanProgram::run(LaunchResources& r, absl::Span<const std::span<c
         break;
     }
   }
-  const VulkanFunctions& vk = device_->vk();
-  const VkDevice dev = device_->device();
-  ACCY_RETURN_IF_ERROR(device_->submit(r.command_buffer, r.fence));
-  // Bounded: a launch the device has not finished within its launch
-  // timeout counts as hung, and the device as lost.
-  const std::chrono::milliseconds limit = device_->launchTimeout();
-  const uint64_t wait_ns = limit.count() > 0 ? static_cast<uint64_t>(limit.count()) * 1000000u : UINT64_MAX;
-  const VkResult waited = vk.vkWaitForFences(dev, 1, &r.fence, VK_TRUE, wait_ns);
-  if (waited == VK_TIMEOUT) {
-    absl::Status hung = makeError(ErrorKind::kLaunchFailed,
-                                  strCat("vulkan: a launch did not finish within ", limit.count(),
-                                         " ms (the launch timeout); the device is marked lost"));
-    device_->markLost(hung);
-    return hung;
-  }
-  if (waited != VK_SUCCESS) return vulkanError(waited, "vkWaitForFences", __FILE__, __LINE__);
-  ACCY_VK_CALL(vk, vkResetFences, dev, 1, &r.fence);
+  ACCY_RETURN_IF_ERROR(submitAndWait(r));
   for (size_t b = 0; b < plans.size(); ++b) {
     const size_t bytes = static_cast<size_t>(plans[b].bytes);
     if (plans[b].role == choir::BufferRole::kOutput && bytes > 0) {

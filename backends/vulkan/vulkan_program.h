@@ -20,7 +20,10 @@
 #ifndef ACCY_BACKENDS_VULKAN_VULKAN_PROGRAM_H_
 #define ACCY_BACKENDS_VULKAN_VULKAN_PROGRAM_H_
 
+#include <atomic>
 #include <cstddef>
+#include <functional>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -57,10 +60,24 @@ class VulkanProgram final : public backends::LoadedProgram {
   absl::Status launch(absl::Span<const std::span<const std::byte>> inputs,
                       absl::Span<const std::span<std::byte>> outputs) const override;
 
+  // A scan of this program as its body, on the device: every step of a
+  // chunk (at most kCommandsPerSubmit commands) recorded in one command
+  // buffer and submitted once, the host waiting once a chunk (and asking
+  // the caller's stop check there); nullopt for a program with an input or
+  // output no kernel binds.
+  std::optional<absl::Status> launchRepeated(const Repeat& repeat, absl::Span<const std::span<const std::byte>> inputs,
+                                             absl::Span<const std::span<std::byte>> outputs) const override;
+
   const executable::Executable& executable() const override { return exe_; }
 
- private:
+  static constexpr int64_t kCommandsPerSubmit = 1 << 16;
+  // Fewer commands a submit for launchRepeated (tests of its chunks).
+  void setCommandsPerSubmit(int64_t commands) const { commands_per_submit_ = commands; }
+  const VulkanDevice& device() const { return *device_; }
+
   struct LaunchResources;
+
+ private:
   struct Kernel {
     VkPipeline pipeline = VK_NULL_HANDLE;
     uint32_t groups = 1;
@@ -79,6 +96,14 @@ class VulkanProgram final : public backends::LoadedProgram {
                             absl::Span<const std::span<std::byte>> outputs) const;
   absl::StatusOr<std::unique_ptr<LaunchResources>> makeResources() const;
   absl::Status record(LaunchResources& r) const;
+  static absl::Status makeHostBuffers(const VulkanDevice& device, const std::vector<int64_t>& bytes,
+                                      LaunchResources& r);
+  absl::Status makeDescriptorSets(LaunchResources& r, const std::function<VkBuffer(uint32_t)>& buffer_of) const;
+  absl::Status makeCommands(LaunchResources& r, VkCommandPoolCreateFlags flags) const;
+  absl::Status submitAndWait(LaunchResources& r) const;
+  absl::Status runRepeated(const Repeat& repeat, absl::Span<const std::span<const std::byte>> inputs,
+                           absl::Span<const std::span<std::byte>> outputs, const std::vector<int>& in,
+                           const std::vector<int>& out) const;
   absl::Status run(LaunchResources& r, absl::Span<const std::span<const std::byte>> inputs,
                    absl::Span<const std::span<std::byte>> outputs) const;
 
@@ -89,6 +114,7 @@ class VulkanProgram final : public backends::LoadedProgram {
   std::vector<Kernel> kernels_;        // one per launch step
   std::vector<ModuleLayout> module_layouts_;  // one per distinct module
 
+  mutable std::atomic<int64_t> commands_per_submit_{kCommandsPerSubmit};
   // Launch resources not in use.
   mutable backends::ResourcePool<LaunchResources> idle_;
 };
