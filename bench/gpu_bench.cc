@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "accy/accy.h"
+#include "backends/staged_program.h"
 #include "backends/vulkan/vulkan_backend.h"
 #include "bench/bench_util.h"
 #include "compiler/codegen/spirv/compile.h"
@@ -154,6 +155,75 @@ void BM_Gpu_Dot512TiledOneOutputPerInvocation(benchmark::State& state) {
 
 }  // namespace
 
+// A scan on the device: the damped oscillator over 8 f32 lanes, 1,000
+// steps. OneCommandBuffer: every step recorded in one command buffer
+// (LoadedProgram::launchRepeated); StepByStep: the same body launched once
+// a step from the host (a submit and a fence wait each), what every loop
+// did before. Reported per step.
+class WithoutRepeat final : public accy::backends::LoadedProgram {
+ public:
+  explicit WithoutRepeat(std::shared_ptr<const accy::backends::LoadedProgram> p) : p_(std::move(p)) {}
+  absl::Status launch(absl::Span<const std::span<const std::byte>> in,
+                      absl::Span<const std::span<std::byte>> out) const override {
+    return p_->launch(in, out);
+  }
+  absl::Status launchTrusted(absl::Span<const std::span<const std::byte>> in,
+                             absl::Span<const std::span<std::byte>> out) const override {
+    return p_->launchTrusted(in, out);
+  }
+  const accy::executable::Executable& executable() const override { return p_->executable(); }
+
+ private:
+  std::shared_ptr<const accy::backends::LoadedProgram> p_;
+};
+
+constexpr int64_t kOscSteps = 1000;
+
+void runOscillator(benchmark::State& state, bool one_command_buffer) {
+  if (!check(state, device().info().available, "no Vulkan device: " + device().info().unavailable_reason)) return;
+  const tensor::Spec lanes = tensor::spec(tensor::DType::f32, {{"lane", 8}});
+  auto p = tensor::define("oscillator", {lanes, lanes}, [](tensor::Builder& b, auto a) {
+    return tensor::scan(b, {.length = kOscSteps}, {a[0], a[1]}, {},
+                        [](tensor::Builder&, std::span<const tensor::Value> c,
+                           std::span<const tensor::Value>) -> absl::StatusOr<tensor::ScanStep> {
+                          const tensor::Value v = c[1] - (c[0] * 4.0f + c[1] * 0.1f) * 0.001f;
+                          return tensor::ScanStep{{c[0] + v * 0.001f, v}, {}};
+                        })
+        .carry;
+  });
+  if (!ok(state, p, "define")) return;
+  auto plan = accy::backends::StagedProgram::build(
+      *p, [&](const tensor::Program& stage) -> absl::StatusOr<std::shared_ptr<const accy::backends::LoadedProgram>> {
+        auto exe = device().compile(stage, "spirv");
+        if (!exe.ok()) return exe.status();
+        auto loaded = device().load(std::move(*exe));
+        if (!loaded.ok() || one_command_buffer) return loaded;
+        return std::make_shared<WithoutRepeat>(*loaded);
+      });
+  if (!ok(state, plan, "compile")) return;
+  std::vector<float> x0(8), v0(8, 0.0f), x(8), v(8);
+  for (int l = 0; l < 8; ++l) x0[l] = 0.1f * (l + 1);
+  const std::vector<std::span<const std::byte>> in = {accy::bytes(x0), accy::bytes(v0)};
+  const std::vector<std::span<std::byte>> out = {accy::writableBytes(x), accy::writableBytes(v)};
+  for (auto _ : state) {
+    if (!ok(state, (*plan)->launch(in, out), "launch")) return;
+  }
+  auto expected = tensor::evaluate(*p, in);
+  if (!ok(state, expected, "evaluate")) return;
+  for (int l = 0; l < 8; ++l) {
+    const double want = tensor::loadElement(tensor::DType::f32, &(*expected)[0][l * 4]);
+    if (!check(state, std::fabs(x[l] - want) <= 1e-4 * (1 + std::fabs(want)), "wrong oscillator lane")) return;
+  }
+  state.counters["us_per_step"] = benchmark::Counter(static_cast<double>(kOscSteps) * 1e-6,
+                                                     benchmark::Counter::kIsIterationInvariantRate |
+                                                         benchmark::Counter::kInvert);
+}
+
+void BM_Gpu_LoopOscillator_OneCommandBuffer(benchmark::State& state) { runOscillator(state, true); }
+void BM_Gpu_LoopOscillator_StepByStep(benchmark::State& state) { runOscillator(state, false); }
+
+BENCHMARK(BM_Gpu_LoopOscillator_OneCommandBuffer)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Gpu_LoopOscillator_StepByStep)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Gpu_Copy)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Gpu_Elementwise)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Gpu_Sum)->Unit(benchmark::kMillisecond)->UseRealTime();
