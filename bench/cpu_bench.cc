@@ -1326,6 +1326,51 @@ void runEmbeddingAccy(benchmark::State& state, int threads) {
   state.SetBytesProcessed(state.iterations() * kTokens * kFeatures * 4);
 }
 
+// A take along the vector axis: out[t] = x[idx[t]] * 2 + 1, 2^22 random
+// indices into a table of 2^16 f32 (in the second-level cache): the lanes
+// gathered (vgatherdps) against the same loop in C++.
+constexpr int64_t kTakeTable = int64_t{1} << 16, kTakeCount = int64_t{1} << 22;
+
+const std::vector<int32_t>& takeIndices() {
+  static const std::vector<int32_t> v = [] {
+    std::vector<int32_t> idx(kTakeCount);
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(kTakeTable - 1));
+    for (int32_t& i : idx) i = d(rng);
+    return idx;
+  }();
+  return v;
+}
+
+void BM_TakeElements_Accy_1Thread(benchmark::State& state) {
+  auto exe = compileFor({tensor::spec(tensor::DType::f32, {{"v", kTakeTable}}),
+                         tensor::spec(tensor::DType::i32, {{"t", kTakeCount}})},
+                        1, [](tensor::Builder&, std::span<const tensor::Value> a) {
+                          return take(a[0], "v", a[1]) * 2.0f + 1.0f;
+                        });
+  if (!ok(state, exe, "compile")) return;
+  const std::vector<float> table = randomFloats(kTakeTable, 3);
+  std::vector<float> out(kTakeCount);
+  for (auto _ : state) {
+    auto st = exe->launch({accy::bytes(table), accy::bytes(takeIndices())}, {accy::writableBytes(out)});
+    benchmark::ClobberMemory();
+    if (!ok(state, st, "launch")) return;
+  }
+  const int64_t t = kTakeCount / 3;
+  if (!check(state, out[t] == table[takeIndices()[t]] * 2.0f + 1.0f, "wrong element")) return;
+  state.SetItemsProcessed(state.iterations() * kTakeCount);
+}
+
+void BM_TakeElements_CppLoop(benchmark::State& state) {
+  const std::vector<float> table = randomFloats(kTakeTable, 3);
+  std::vector<float> out(kTakeCount);
+  for (auto _ : state) {
+    ref::gatherElements(table.data(), kTakeTable, takeIndices().data(), out.data(), kTakeCount);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * kTakeCount);
+}
+
 void BM_Embedding_Accy_1Thread(benchmark::State& state) { runEmbeddingAccy(state, 1); }
 void BM_Embedding_Accy_2Threads(benchmark::State& state) { runEmbeddingAccy(state, 2); }
 void BM_Embedding_Memcpy_1Thread(benchmark::State& state) {
@@ -1865,6 +1910,8 @@ BENCHMARK(BM_Chain4096_Accy_Unfused)->Unit(benchmark::kMillisecond)->UseRealTime
 BENCHMARK(BM_Embedding_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Embedding_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Embedding_Memcpy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_TakeElements_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_TakeElements_CppLoop)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Embedding_HandLoop_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Embedding_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_Embedding_PyTorch_2Threads)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);

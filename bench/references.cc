@@ -97,6 +97,11 @@ __attribute__((target("avx2,fma"))) void affineAvx2(const float* x, float* y, in
   for (; i < n; ++i) y[i] = a * x[i] + b;
 }
 
+void gatherElements(const float* table, int64_t n, const int32_t* idx, float* out, int64_t count) {
+  const int32_t hi = static_cast<int32_t>(n - 1);
+  for (int64_t t = 0; t < count; ++t) out[t] = table[std::min(std::max(idx[t], 0), hi)] * 2.0f + 1.0f;
+}
+
 __attribute__((target("avx2"))) void gatherRowsAvx2(const float* table, const int32_t* rows, float* out,
                                                     int64_t tokens, int64_t features) {
   constexpr int64_t kAhead = 16;

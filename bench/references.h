@@ -39,6 +39,9 @@ void affineAvx2(const float* x, float* y, int64_t n, float a, float b, bool stre
 // the best hand-written gather this project found (the next rows
 // prefetched 16 ahead, streaming stores once `out` is 32-byte aligned).
 void gatherRowsAvx2(const float* table, const int32_t* rows, float* out, int64_t tokens, int64_t features);
+// out[t] = table[clamp(idx[t], 0, n - 1)] * 2 + 1 as a plain loop (what GCC
+// makes of it at -O3 -march=native).
+void gatherElements(const float* table, int64_t n, const int32_t* idx, float* out, int64_t count);
 
 // Runs f(0) on the calling thread and f(1) on a second thread that lives as
 // long as the object, returning when both are done: the references' two-

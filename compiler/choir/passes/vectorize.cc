@@ -1,5 +1,7 @@
 #include "compiler/choir/passes/vectorize.h"
 
+#include <algorithm>
+
 #include "compiler/choir/rewrite.h"
 
 namespace accy::choir {
@@ -86,6 +88,27 @@ bool lanes32Op(const Expr& x) {
   return false;
 }
 
+// Whether a load at positions that change along `var` can gather its
+// lanes by 32-bit offsets (VectorizeOptions::gathers): a 4-byte value, i32
+// bound values, non-negative coefficients of `var` and of the bound
+// variables, and their largest contribution to the position (the loop's
+// widest vector, every bound value at its clamp) below 2^31.
+bool gathersLanes(const Module& m, const Expr& load, int var) {
+  if (!is32(load.dtype)) return false;
+  const Affine flat = flatIndex(m.buffers[load.buffer], load.index);
+  int64_t most = std::max<int64_t>(flat.coeffOf(var), 0) * 64;
+  if (flat.coeffOf(var) < 0) return false;
+  for (size_t j = 0; j < load.bound.size(); ++j) {
+    const int64_t c = flat.coeffOf(load.bound[j]);
+    const int64_t hi = clampBound(*load.args[j]);
+    if (c < 0 || hi < 0 || load.args[j]->dtype != DType::i32) return false;
+    if (c > 0 && hi > (int64_t{1} << 31) / c) return false;
+    most += c * hi;
+    if (most >= (int64_t{1} << 31)) return false;
+  }
+  return true;
+}
+
 // Whether every value in `e` runs in the lanes of `lane` (sameLanes;
 // comparisons aside) under ops those lanes have, and every load walks
 // `var` with stride 0 or 1. A load at data-dependent positions qualifies
@@ -112,8 +135,14 @@ bool uniformLanes(const Module& m, const ExprRef& e, int var, DType lane, const 
   }
   if (!is_compare && !sameLanes(o, lane, x.dtype)) return false;
   if (x.kind == ExprKind::kLoad) {
-    for (const ExprRef& a : x.args) {
-      if (!invariantIn(m, a, var)) return false;
+    bool fixed = true;
+    for (const ExprRef& a : x.args) fixed = fixed && invariantIn(m, a, var);
+    if (!fixed) {
+      if (!(o.gathers && mixed && gathersLanes(m, x, var))) return false;
+      for (const ExprRef& a : x.args) {
+        if (!uniformLanes(m, a, var, lane, o)) return false;
+      }
+      return true;
     }
     const int64_t c = flatCoeff(m.buffers[x.buffer], x.index, var);
     return c == 0 || c == 1;

@@ -31,6 +31,13 @@ struct VectorizeOptions {
   // f32, Threefry words, and index values of i32 or u32 (the lanes hold
   // consecutive positions).
   bool lanes32 = false;
+  // Also (with lanes32) loads whose positions change along the loop (a
+  // take along the vector axis: out[i] = x[idx[i]]): a 4-byte value read
+  // at a position whose data-dependent part is i32 in lanes, with every
+  // coefficient of the loop's and the load's bound variables non-negative
+  // and their largest contribution below 2^31 elements (a target that
+  // gathers lanes by 32-bit offsets: x86-64 with AVX2 or AVX-512).
+  bool gathers = false;
 };
 
 // An innermost store loop, or the innermost loop of a reduction domain, is

@@ -566,7 +566,26 @@ class LoopWalker {
           // Variables bound to clamped indices read from data join the loop
           // variables for this load's address (one point at a time: the
           // vectorizer leaves such loads scalar).
-          if (mode.vector || n > 1) return unimplemented("a load at data-dependent positions in a vector loop");
+          if (mode.vector) {
+            // Positions that change along the loop (a take along the vector
+            // axis): the bound values in lanes, the lanes gathered.
+            if constexpr (requires(T& t, const std::vector<Value>& b) { t.gatherLoad(*e, b, mode); }) {
+              std::vector<Values> args;
+              for (const choir::ExprRef& a : e->args) {
+                ACCY_ASSIGN_OR_RETURN(Values av, exprs(a, modes));
+                args.push_back(std::move(av));
+              }
+              for (size_t c = 0; c < n; ++c) {
+                std::vector<Value> lanes;
+                for (const Values& av : args) lanes.push_back(av[c]);
+                v[c] = self().gatherLoad(*e, lanes, modes[c]);
+              }
+              break;
+            } else {
+              return unimplemented("a load at data-dependent positions in a vector loop");
+            }
+          }
+          if (n > 1) return unimplemented("a load at data-dependent positions in copies of a step");
           ACCY_RETURN_IF_ERROR(bindData(e->bound, e->args, mode));
           v[0] = self().scalarLoad(*e, mode);
           unbindData(e->bound);

@@ -495,6 +495,45 @@ Val KernelEmitter::vectorLoad(const Expr& e, int key, const Mode& mode) {
   return v;
 }
 
+Val KernelEmitter::gatherLoad(const Expr& e, const std::vector<Val>& bound, const Mode& mode) {
+  const choir::Buffer& buf = m_.buffers[e.buffer];
+  const Affine flat = choir::flatIndex(buf, e.index);
+  // The position: a part the same in every lane (the other variables, the
+  // loop's counter at this step), in a general register, plus per-lane
+  // offsets: the loop variable's lane steps and each bound value times its
+  // coefficient (non-negative, below 2^31 in all: the vectorizer's check).
+  Affine rest = flat;
+  std::erase_if(rest.terms, [&](const Affine::Term& t) {
+    return std::find(e.bound.begin(), e.bound.end(), t.var) != e.bound.end();
+  });
+  const int64_t c = flat.coeffOf(mode.inner_var);
+  rest.constant += c * mode.offset;
+  x86::Gp at = affineValue(rest);
+  x86::Gp base = cc_.newIntPtr("gather");
+  cc_.lea(base, x86::ptr(bufferBase(e.buffer), at, 2));
+  Val v;
+  v.kind = Val::Kind::kVec;
+  x86::Vec offsets = vsimd_->newVec("offsets");
+  if (c == 0) {
+    vsimd_->zero(offsets);
+  } else {
+    vsimd_->mov(offsets, vsimd_->laneSteps(static_cast<uint32_t>(c)));
+  }
+  for (size_t j = 0; j < e.bound.size(); ++j) {
+    const int64_t k = flat.coeffOf(e.bound[j]);
+    if (k == 0) continue;
+    x86::Vec term = bound[j].v;
+    if (k != 1) {
+      term = vsimd_->newVec("scaled");
+      vsimd_->intMul(term, bound[j].v, vsimd_->constantBitsValue(static_cast<uint32_t>(k)));
+    }
+    vsimd_->intAdd(offsets, offsets, term);
+  }
+  v.v = vsimd_->newVec("gathered");
+  vsimd_->gather(v.v, base, offsets);
+  return v;
+}
+
 KernelEmitter::Prims KernelEmitter::prims(const Mode& mode) { return Prims(*this, mode); }
 
 bool KernelEmitter::contractsMultiplyAdd(DType dtype) const { return isFloat(dtype) && isa_ != Isa::kSse41; }

@@ -63,6 +63,10 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, Val, asmjit
   asmjit::x86::Gp computeRowBase(int buffer, const choir::Affine& rest);
   Val scalarLoad(const choir::Expr& load, const Mode& mode);
   Val vectorLoad(const choir::Expr& load, int key, const Mode& mode);
+  // A load whose positions change along the vector loop: its bound
+  // variables' values in i32 lanes (`bound`, one per Expr::bound); the
+  // lanes gathered (choir VectorizeOptions::gathers).
+  Val gatherLoad(const choir::Expr& load, const std::vector<Val>& bound, const Mode& mode);
   void storeValue(int buffer, const std::vector<choir::Affine>& index, const Val& v, const Mode& mode);
 
   Prims prims(const Mode& mode);

@@ -455,6 +455,26 @@ void Simd::broadcastInt(Vec d, const x86::Gp& g) {
   cc_.pshufd(d.xmm(), d.xmm(), 0);
 }
 
+void Simd::gather(Vec d, const x86::Gp& base, Vec offsets) {
+  ACCY_CHECK(f32() && !scalar_ && isa_ != Isa::kSse41, "gathers of 32-bit lanes need AVX2 or AVX-512");
+  d = fit(d), offsets = fit(offsets);
+  // The destination is read as well as written, so the register allocator
+  // keeps it apart from the offsets (an instruction whose destination is
+  // its index register is undefined).
+  zero(d);
+  x86::Mem m = x86::ptr(base, offsets, 2);
+  m.setSize(4);
+  if (isa_ == Isa::kAvx512) {
+    x86::KReg k = cc_.newKw("all");
+    cc_.kxnorw(k, k, k);
+    cc_.k(k).vgatherdps(d, m);
+    return;
+  }
+  Vec all = newVec("all");
+  cc_.vpcmpeqd(fit(all), fit(all), fit(all));
+  cc_.vgatherdps(d, m, fit(all));
+}
+
 Vec Simd::laneSteps(uint32_t step) {
   ACCY_CHECK(f32(), "32-bit lanes only");
   return hoistedValue("steps:" + std::to_string(step), [this, step](Vec r) {

@@ -154,6 +154,9 @@ class Simd {
   void streamStore(const asmjit::x86::Mem& m, asmjit::x86::Vec a);
   // Every lane = the element at m.
   void broadcastLoad(asmjit::x86::Vec d, const asmjit::x86::Mem& m);
+  // Lane k = the 4-byte element at base + 4 * offsets[k] (vgatherdps;
+  // AVX2 and AVX-512, 32-bit lanes). `d` is written, `offsets` kept.
+  void gather(asmjit::x86::Vec d, const asmjit::x86::Gp& base, asmjit::x86::Vec offsets);
 
   // Horizontal combine of every lane of `a` into lane 0 of `d` (width 16
   // register). Sum adds pairwise; min/max propagate NaN like min()/max().
