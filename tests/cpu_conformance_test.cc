@@ -225,7 +225,8 @@ TEST(CpuConformance, AdversarialIndicesTouchNothingOutsideTheBuffers) {
 
 // A take along the vector axis (out[t] = x[idx[t]]) gathers its lanes on
 // AVX2 and AVX-512 (vgatherdps): 4-byte tables gathered, with an index
-// coefficient above 1 (the row stride) and under a reduction; at every ISA
+// coefficient above 1 (the row stride), under a reduction, and a load of
+// stride 3 (a transpose) at constant offsets; at every ISA
 // the evaluator's results, whatever the indices (negative, past the end,
 // the i32 extremes), and a gather from an f64 table left scalar.
 TEST(CpuConformance, GathersAlongTheVectorAxis) {
@@ -237,7 +238,8 @@ TEST(CpuConformance, GathersAlongTheVectorAxis) {
                                      tensor::spec(table, {{"v", 100}, {"f", 3}})};
     auto program = tensor::define("gather", specs, [](Builder&, std::span<const Value> a) -> std::vector<Value> {
       const Value rows = take(a[2], "v", a[1]).transpose({"f", "t"});  // x[idx[t], f]: stride 3 along t
-      return {take(a[0], "v", a[1]), rows, take(a[0], "v", a[1]).sum("t")};
+      // and a plain transpose: a load of stride 3 along the vector axis.
+      return {take(a[0], "v", a[1]), rows, take(a[0], "v", a[1]).sum("t"), a[2].transpose({"f", "v"}) * 2};
     });
     ASSERT_TRUE(program.ok()) << program.status();
     std::vector<std::byte> indices(n * 4);

@@ -145,7 +145,9 @@ bool uniformLanes(const Module& m, const ExprRef& e, int var, DType lane, const 
       return true;
     }
     const int64_t c = flatCoeff(m.buffers[x.buffer], x.index, var);
-    return c == 0 || c == 1;
+    // A stride past 1 (a column of a row-major value, a transposing copy)
+    // is a gather of constant offsets where the target gathers.
+    return c == 0 || c == 1 || (o.gathers && mixed && gathersLanes(m, x, var));
   }
   for (const ExprRef& a : x.args) {
     if (!uniformLanes(m, a, var, lane, o)) return false;

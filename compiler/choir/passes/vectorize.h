@@ -36,7 +36,9 @@ struct VectorizeOptions {
   // at a position whose data-dependent part is i32 in lanes, with every
   // coefficient of the loop's and the load's bound variables non-negative
   // and their largest contribution below 2^31 elements (a target that
-  // gathers lanes by 32-bit offsets: x86-64 with AVX2 or AVX-512).
+  // gathers lanes by 32-bit offsets: x86-64 with AVX2 or AVX-512); and
+  // 4-byte loads that walk the loop with a stride past 1 (a column of a
+  // row-major value), gathered at constant offsets.
   bool gathers = false;
 };
 

@@ -21,6 +21,7 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
   pipeline.vectorize.vector_bytes = vectorBytes(isa);
   pipeline.vectorize.uniform_conditions = true;
   pipeline.vectorize.lanes32 = true;  // i32 and u32 beside f32 (primitives.h)
+  pipeline.vectorize.gathers = isa != Isa::kSse41;  // vgatherdps: positions by data, strides past 1
   pipeline.parallelize.threads = resolveThreads(options.threads);
   pipeline.fuse = options.fuse;
   pipeline.fuse_limits = options.fuse_limits;

@@ -482,11 +482,12 @@ Val KernelEmitter::vectorLoad(const Expr& e, int key, const Mode& mode) {
     vsimd_->mov(v.v, held->second.reg);
     return v;
   }
+  const int64_t c = choir::flatCoeff(m_.buffers[e.buffer], e.index, mode.inner_var);
+  if (c != 0 && c != 1) return gatherLoad(e, {}, mode);  // strided lanes (VectorizeOptions::gathers)
   x86::Mem mem = address(e.buffer, e.index, mode);
   Val v;
   v.kind = Val::Kind::kVec;
   v.v = vsimd_->newVec("ld");
-  const int64_t c = choir::flatCoeff(m_.buffers[e.buffer], e.index, mode.inner_var);
   if (c == 0) {
     v.v = vsimd_->hoistedValue(strCat("load:", key), [&](x86::Vec r) { vsimd_->broadcastLoad(r, mem); });
   } else {
