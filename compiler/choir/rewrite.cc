@@ -179,4 +179,18 @@ void dropUnusedTemps(Module& m) {
   }
 }
 
+int64_t statementPoints(const std::vector<Stmt>& stmts) {
+  int64_t total = 0;
+  for (const Stmt& s : stmts) {
+    if (s.kind == StmtKind::kLoop) {
+      total += s.loop.extent * statementPoints(s.body);
+    } else {
+      int64_t p = 1;
+      for (const LoopHeader& h : s.domain) p *= h.extent;
+      total += p;
+    }
+  }
+  return total;
+}
+
 }  // namespace accy::choir

@@ -43,6 +43,10 @@ int64_t flatCoeff(const Buffer& b, const std::vector<Affine>& index, int var);
 // index expression uses it.
 bool invariantIn(const Module& m, const ExprRef& e, int var);
 
+// The points a statement list runs: each loop times its body's, a store
+// (or barrier) one, a reduction its domain's product.
+int64_t statementPoints(const std::vector<Stmt>& stmts);
+
 // Number of expression nodes, and whether any is expensive (transcendental,
 // division, pow).
 int exprSize(const ExprRef& e);

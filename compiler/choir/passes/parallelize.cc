@@ -7,20 +7,6 @@
 namespace accy::choir {
 namespace {
 
-int64_t points(const std::vector<Stmt>& stmts) {
-  int64_t total = 0;
-  for (const Stmt& s : stmts) {
-    if (s.kind == StmtKind::kLoop) {
-      total += s.loop.extent * points(s.body);
-    } else {
-      int64_t p = 1;
-      for (const LoopHeader& h : s.domain) p *= h.extent;
-      total += p;
-    }
-  }
-  return total;
-}
-
 // True when every store or reduce under `s` indexes its buffer with the
 // loop variable, so distinct iterations write distinct elements.
 bool writesDisjoint(const Module& m, const Stmt& loop) {
@@ -72,12 +58,12 @@ absl::StatusOr<Module> parallelizeLoops(Module m, const ParallelizeOptions& opti
   if (options.threads <= 1) return m;
   for (Kernel& k : m.kernels) {
     if (k.body.size() != 1 || k.body[0].kind != StmtKind::kLoop) continue;
-    if (k.body[0].loop.tag == LoopTag::kVectorized && points(k.body) >= options.min_points) {
+    if (k.body[0].loop.tag == LoopTag::kVectorized && statementPoints(k.body) >= options.min_points) {
       stripMine(m, k, std::max<int64_t>(4096, options.min_points / 8));
     }
     Stmt& outer = k.body[0];
     if (outer.loop.extent < 2 || outer.loop.tag != LoopTag::kSerial) continue;
-    if (points(k.body) < options.min_points || !writesDisjoint(m, outer)) continue;
+    if (statementPoints(k.body) < options.min_points || !writesDisjoint(m, outer)) continue;
     outer.loop.tag = LoopTag::kCpuParallel;
   }
   return m;

@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "base/errors.h"
 #include "base/strings.h"
+#include "compiler/choir/rewrite.h"
 
 namespace accy::choir {
 
@@ -35,20 +36,6 @@ bool isScanProgram(const tensor::Program& p) {
 }
 
 namespace {
-
-int64_t points(const std::vector<Stmt>& stmts) {
-  int64_t total = 0;
-  for (const Stmt& s : stmts) {
-    if (s.kind == StmtKind::kLoop) {
-      total += s.loop.extent * points(s.body);
-    } else {
-      int64_t p = 1;
-      for (const LoopHeader& h : s.domain) p *= h.extent;
-      total += p;
-    }
-  }
-  return total;
-}
 
 bool hasParallelLoop(const std::vector<Stmt>& stmts) {
   bool found = false;
@@ -145,7 +132,7 @@ absl::StatusOr<Module> scanKernel(const tensor::Program& p, const Module& body) 
     if (hasParallelLoop(k.body)) {
       return makeError(ErrorKind::kUnimplemented, strCat("scan kernel: the body of ", p.name, " splits across threads"));
     }
-    step_points += points(k.body);
+    step_points += statementPoints(k.body);
   }
   if (length < 1) return makeError(ErrorKind::kUnimplemented, strCat("scan kernel: ", p.name, " has no steps"));
   if (step_points > kMaxScanKernelWork / length) {

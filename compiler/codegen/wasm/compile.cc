@@ -7,31 +7,13 @@
 #include "base/errors.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
+#include "compiler/choir/rewrite.h"
 #include "compiler/codegen/gpu/artifact_json.h"
 #include "compiler/codegen/wasm/encoder.h"
 #include "compiler/codegen/wasm/kernel_emitter.h"
 #include "compiler/codegen/x86_64/compile.h"
 
 namespace accy::wasm {
-namespace {
-
-int64_t points(const std::vector<choir::Stmt>& body) {
-  int64_t n = 0;
-  for (const choir::Stmt& s : body) {
-    if (s.kind == choir::StmtKind::kLoop) {
-      n += s.loop.extent * points(s.body);
-    } else if (s.kind == choir::StmtKind::kReduce) {
-      int64_t d = 1;
-      for (const choir::LoopHeader& h : s.domain) d *= h.extent;
-      n += d;
-    } else {
-      n += 1;
-    }
-  }
-  return n;
-}
-
-}  // namespace
 
 absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& program, const TargetInfo& target,
                                                       const choir::PassHook& dump) {
@@ -66,7 +48,7 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
     executable::LaunchStep step;
     step.kernel = kernel.name;
     step.entry_offset = k;
-    step.work = points(kernel.body);
+    step.work = choir::statementPoints(kernel.body);
     if (kernel.body.size() == 1 && kernel.body[0].kind == choir::StmtKind::kLoop &&
         kernel.body[0].loop.tag == choir::LoopTag::kCpuParallel) {
       step.parallel_extent = kernel.body[0].loop.extent;

@@ -2,25 +2,12 @@
 
 #include "compiler/codegen/x86_64/kernel_emitter.h"
 #include "base/errors.h"
+#include "compiler/choir/rewrite.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
 
 namespace accy::x64 {
 namespace {
-
-int64_t points(const std::vector<choir::Stmt>& stmts) {
-  int64_t total = 0;
-  for (const choir::Stmt& s : stmts) {
-    if (s.kind == choir::StmtKind::kLoop) {
-      total += s.loop.extent * points(s.body);
-    } else {
-      int64_t p = 1;
-      for (const choir::LoopHeader& h : s.domain) p *= h.extent;
-      total += p;
-    }
-  }
-  return total;
-}
 
 class ErrorCollector : public asmjit::ErrorHandler {
  public:
@@ -62,7 +49,7 @@ absl::StatusOr<CpuArtifact> emitModule(const choir::Module& module, const EmitOp
     entries.push_back(entry);
     KernelEntry e;
     e.name = k.name;
-    e.work = points(k.body);
+    e.work = choir::statementPoints(k.body);
     if (k.body.size() == 1 && k.body[0].kind == choir::StmtKind::kLoop &&
         k.body[0].loop.tag == choir::LoopTag::kCpuParallel) {
       e.parallel_extent = k.body[0].loop.extent;
