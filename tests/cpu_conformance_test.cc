@@ -259,6 +259,27 @@ TEST(CpuConformance, GathersAlongTheVectorAxis) {
   }
 }
 
+// Every kernel compiled for AVX2 or AVX-512 clears the vector registers'
+// upper halves before it returns (vzeroupper): the caller's SSE code would
+// otherwise run slowly on Intel cores (docs/PERFORMANCE.md).
+TEST(CpuConformance, KernelsReturnWithCleanUpperVectorHalves) {
+  auto program = tensor::define("clean", {tensor::spec(DType::f32, {{"i", 64}})},
+                                [](Builder&, std::span<const Value> a) -> std::vector<Value> {
+                                  return {a[0] * 2 + 1, (a[0] * a[0]).sum("i")};
+                                });
+  ASSERT_TRUE(program.ok()) << program.status();
+  for (x64::Isa isa : hostIsas()) {
+    std::string assembly;
+    auto exe = x64::compileProgram(*program, {.threads = 1, .isa = isa, .assembly = &assembly});
+    ASSERT_TRUE(exe.ok()) << exe.status();
+    size_t returns = 0, cleans = 0;
+    for (size_t at = assembly.find("\nret"); at != std::string::npos; at = assembly.find("\nret", at + 1)) ++returns;
+    for (size_t at = assembly.find("vzeroupper"); at != std::string::npos; at = assembly.find("vzeroupper", at + 1)) ++cleans;
+    EXPECT_GT(returns, 0u) << x64::isaName(isa);
+    EXPECT_EQ(cleans, isa == x64::Isa::kSse41 ? 0u : returns) << x64::isaName(isa);
+  }
+}
+
 // scatter_add with many duplicates: the same bits on every run and at
 // every thread count.
 TEST(CpuConformance, ScatterAddIsBitwiseRepeatable) {
