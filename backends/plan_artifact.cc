@@ -51,7 +51,10 @@ absl::StatusOr<std::string> planArtifactJson(
       StagedProgram::build(program, [&](const tensor::Program& stage) -> absl::StatusOr<std::shared_ptr<const LoadedProgram>> {
         ACCY_ASSIGN_OR_RETURN(executable::Executable exe, compile(stage));
         return std::shared_ptr<const LoadedProgram>(std::make_shared<CompiledStage>(std::move(exe)));
-      }));
+      },
+      // wasm runs a small scan as one kernel, as x86-64 does (the same
+      // CPU pipeline); the GPU targets keep their loops in the plan.
+      StageOptions{.scans_in_kernel = target == "wasm"}));
   ACCY_ASSIGN_OR_RETURN(const std::string body,
                         plan->planJson([&](const LoadedProgram& p) { return artifact(p.executable()); }));
   std::string out = strCat("{\"format\": \"accy-plan-1\", \"target\": ", gpu::jsonString(target), ",\n\"inputs\": [");
