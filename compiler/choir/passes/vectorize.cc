@@ -96,8 +96,9 @@ bool lanes32Op(const Expr& x) {
 bool gathersLanes(const Module& m, const Expr& load, int var) {
   if (!is32(load.dtype)) return false;
   const Affine flat = flatIndex(m.buffers[load.buffer], load.index);
-  int64_t most = std::max<int64_t>(flat.coeffOf(var), 0) * 64;
-  if (flat.coeffOf(var) < 0) return false;
+  const int64_t step = flat.coeffOf(var);
+  if (step < 0 || step >= (int64_t{1} << 31) / 64) return false;
+  int64_t most = step * 64;  // past the widest vector's last lane
   for (size_t j = 0; j < load.bound.size(); ++j) {
     const int64_t c = flat.coeffOf(load.bound[j]);
     const int64_t hi = clampBound(*load.args[j]);

@@ -54,6 +54,27 @@ TEST(Vectorize, RowsAtDataDependentPositionsVectorizeAlongTheRow) {
             LoopTag::kSerial);
 }
 
+// With gathers (x86-64), the same loops run in lanes: positions by data
+// along the loop, and a stride past 1; not a stride whose lane offsets
+// would pass 2^31 elements, nor an 8-byte value.
+TEST(Vectorize, GathersTakeStridesAndPositionsThatFitThirtyTwoBits) {
+  const VectorizeOptions gathers{.vector_bytes = 64, .lanes32 = true, .gathers = true};
+  auto tag = [&](Module m) { return innermost(*vectorizeLoops(*fuseKernels(m), gathers)).tag; };
+  EXPECT_EQ(tag(lowered({tensor::spec(DType::f32, {{"i", 40}, {"j", 40}})},
+                        [](tensor::Builder&, Args a) { return a[0].transpose({"j", "i"}) * 2; })),
+            LoopTag::kVectorized);
+  EXPECT_EQ(tag(lowered({tensor::spec(DType::f32, {{"vocab", 100}, {"feature", 64}}),
+                         tensor::spec(DType::i32, {{"feature", 64}})},
+                        [](tensor::Builder&, Args a) { return take(a[0], "vocab", a[1]) * 2; })),
+            LoopTag::kVectorized);
+  EXPECT_EQ(tag(lowered({tensor::spec(DType::f32, {{"i", 40}, {"j", int64_t{1} << 26}})},
+                        [](tensor::Builder&, Args a) { return a[0].transpose({"j", "i"}) * 2; })),
+            LoopTag::kSerial);  // lane offsets of 2^26 elements each
+  EXPECT_EQ(tag(lowered({tensor::spec(DType::f64, {{"i", 40}, {"j", 40}})},
+                        [](tensor::Builder&, Args a) { return a[0].transpose({"j", "i"}) * 2; })),
+            LoopTag::kSerial);
+}
+
 // A `where` whose condition is the same along the loop (a flag per row,
 // read from an i32 tensor) vectorizes under uniform_conditions, its
 // condition computed once per step; without it, or when the condition
