@@ -34,6 +34,20 @@ namespace {
 
 bool isLoop(OpCode op) { return op == OpCode::kScan || op == OpCode::kWhileLoop; }
 
+// Appends to a stage's `program` its next input, of `like`'s dtype and
+// axes; returns its node.
+int32_t addInput(tensor::Program& program, const Node& like) {
+  Node in;
+  in.op = OpCode::kInput;
+  in.dtype = like.dtype;
+  in.axes = like.axes;
+  in.ints = {static_cast<int64_t>(program.inputs.size())};
+  const int32_t id = static_cast<int32_t>(program.nodes.size());
+  program.inputs.push_back(id);
+  program.nodes.push_back(std::move(in));
+  return id;
+}
+
 // The buffers of one plan's slots, made once per run of the loop that
 // runs it (not once per step): storage for every slot, and the views the
 // stages read and write (the plan's inputs, and where they can be its
@@ -60,16 +74,7 @@ absl::StatusOr<bool> StagedProgram::loadScanKernel(const tensor::Program& p, int
   program.name = strCat(p.name, "_scan", plan.stages_.size());
   Node scan = n;
   scan.operands.clear();
-  for (int32_t o : n.operands) {
-    Node in;
-    in.op = OpCode::kInput;
-    in.dtype = p.nodes[o].dtype;
-    in.axes = p.nodes[o].axes;
-    in.ints = {static_cast<int64_t>(program.inputs.size())};
-    scan.operands.push_back(static_cast<int32_t>(program.nodes.size()));
-    program.inputs.push_back(static_cast<int32_t>(program.nodes.size()));
-    program.nodes.push_back(std::move(in));
-  }
+  for (int32_t o : n.operands) scan.operands.push_back(addInput(program, p.nodes[o]));
   scan.ints[0] = 0;
   program.bodies.push_back(body);
   const int32_t at = static_cast<int32_t>(program.nodes.size());
@@ -164,14 +169,7 @@ absl::StatusOr<std::shared_ptr<const StagedProgram>> StagedProgram::build(const 
       if (slot_of[o] < 0) {
         return makeError(ErrorKind::kInvalidProgram, strCat("staging ", p.name, ": node %", o, " has no slot"));
       }
-      Node in;
-      in.op = OpCode::kInput;
-      in.dtype = p.nodes[o].dtype;
-      in.axes = p.nodes[o].axes;
-      in.ints = {static_cast<int64_t>(program.inputs.size())};
-      local[o] = static_cast<int32_t>(program.nodes.size());
-      program.inputs.push_back(local[o]);
-      program.nodes.push_back(std::move(in));
+      local[o] = addInput(program, p.nodes[o]);
       stage.inputs.push_back(slot_of[o]);
     }
     for (int32_t id : stretch) {

@@ -291,21 +291,8 @@ std::optional<absl::Status> CudaProgram::launchRepeated(const Repeat& repeat,
   std::optional<backends::RepeatBuffers> buffers =
       backends::repeatBuffers(exe_, repeat.steps, repeat.carries, repeat.xs, inputs, outputs);
   if (!buffers.has_value() || functions_.empty()) return std::nullopt;
-  absl::Status st = device_->health();
-  if (!st.ok()) return st;
-  auto r = idle_.take([&] { return makeResources(); });
-  if (!r.ok()) return r.status();
-  st = runRepeated(**r, repeat, inputs, outputs, buffers->in, buffers->out);
-  if (!st.ok()) {
-    if (!device_->health().ok()) {
-      device_->park(std::shared_ptr<LaunchResources>(std::move(*r)));
-      return st;
-    }
-    device_->probeAfterFailure(st);
-    return st;
-  }
-  idle_.give(std::move(*r));
-  return absl::OkStatus();
+  return withResources(
+      [&](LaunchResources& r) { return runRepeated(r, repeat, inputs, outputs, buffers->in, buffers->out); });
 }
 
 absl::Status CudaProgram::runRepeated(LaunchResources& r, const Repeat& repeat,
@@ -391,11 +378,15 @@ absl::Status CudaProgram::launchTimed(absl::Span<const std::span<const std::byte
   ACCY_RETURN_IF_ERROR(backends::checkLaunchBuffers(exe_, inputs, outputs));
   if (kernel_ms != nullptr) *kernel_ms = 0.0f;
   if (functions_.empty()) return absl::OkStatus();
+  return withResources([&](LaunchResources& r) { return run(r, inputs, outputs, kernel_ms); });
+}
+
+absl::Status CudaProgram::withResources(const std::function<absl::Status(LaunchResources&)>& work) const {
   ACCY_RETURN_IF_ERROR(device_->health());  // a lost device fails fast, saying why
   ACCY_ASSIGN_OR_RETURN(std::unique_ptr<LaunchResources> r, idle_.take([&] { return makeResources(); }));
   // On failure the resources are dropped, not pooled: their state is unknown;
   // a hung launch's are kept, never freed (the device may still use them).
-  if (absl::Status st = run(*r, inputs, outputs, kernel_ms); !st.ok()) {
+  if (absl::Status st = work(*r); !st.ok()) {
     if (!device_->health().ok()) {
       device_->park(std::shared_ptr<LaunchResources>(std::move(r)));
       return st;

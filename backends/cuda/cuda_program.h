@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <memory>
 #include <mutex>
@@ -113,6 +114,11 @@ class CudaProgram final : public backends::LoadedProgram {
                            absl::Span<const std::span<const std::byte>> inputs,
                            absl::Span<const std::span<std::byte>> outputs, const std::vector<int>& in,
                            const std::vector<int>& out) const;
+  // Runs `work` on launch resources from the pool (the device's health
+  // asked first), gives them back after, and on failure drops them (asking
+  // the device whether the failure was sticky) or, when the device is
+  // lost, parks them with it (a hung launch may still use them).
+  absl::Status withResources(const std::function<absl::Status(LaunchResources&)>& work) const;
   // Waits for `stream` within the launch timeout (a hung launch marks the
   // device lost), counting the wait.
   absl::Status waitFor(CUstream stream) const;

@@ -434,7 +434,8 @@ std::optional<absl::Status> VulkanProgram::launchRepeated(const Repeat& repeat,
   std::optional<backends::RepeatBuffers> buffers =
       backends::repeatBuffers(exe_, repeat.steps, repeat.carries, repeat.xs, inputs, outputs);
   if (!buffers.has_value()) return std::nullopt;
-  return runRepeated(repeat, inputs, outputs, buffers->in, buffers->out);
+  return withResources(
+      [&](LaunchResources& r) { return runRepeated(r, repeat, inputs, outputs, buffers->in, buffers->out); });
 }
 
 // The steps of a scan whose body this program is: the carries in the
@@ -444,15 +445,14 @@ std::optional<absl::Status> VulkanProgram::launchRepeated(const Repeat& repeat,
 // output after it, every step of a chunk recorded in one command buffer
 // and the chunk submitted once. The host waits once a chunk, where the
 // caller's stop check is asked.
-absl::Status VulkanProgram::runRepeated(const Repeat& repeat, absl::Span<const std::span<const std::byte>> inputs,
+absl::Status VulkanProgram::runRepeated(LaunchResources& r, const Repeat& repeat,
+                                        absl::Span<const std::span<const std::byte>> inputs,
                                         absl::Span<const std::span<std::byte>> outputs, const std::vector<int>& in,
                                         const std::vector<int>& out) const {
-  ACCY_RETURN_IF_ERROR(device_->health());
   const VulkanFunctions& vk = device_->vk();
   const size_t nc = repeat.carries, nx = repeat.xs, ny = outputs.size() - nc;
   const int64_t steps = repeat.steps;
   const std::vector<executable::BufferPlan>& plans = exe_.artifact_plan.buffers;
-  ACCY_ASSIGN_OR_RETURN(std::unique_ptr<LaunchResources> r, idle_.take([&] { return makeResources(); }));
   // The whole xs and ys, the swapped sets and the loop's own command buffer
   // (re-recorded each chunk), for this launch only.
   auto loop = std::make_unique<LaunchResources>(device_.get());
@@ -463,10 +463,10 @@ absl::Status VulkanProgram::runRepeated(const Repeat& repeat, absl::Span<const s
     ACCY_RETURN_IF_ERROR(makeHostBuffers(*device_, whole, *loop));
     ACCY_RETURN_IF_ERROR(makeDescriptorSets(*loop, [&](uint32_t b) {
       for (size_t c = 0; c < nc; ++c) {
-        if (static_cast<int>(b) == in[c]) return r->buffers[out[c]];
-        if (static_cast<int>(b) == out[c]) return r->buffers[in[c]];
+        if (static_cast<int>(b) == in[c]) return r.buffers[out[c]];
+        if (static_cast<int>(b) == out[c]) return r.buffers[in[c]];
       }
-      return r->buffers[b];
+      return r.buffers[b];
     }));
     ACCY_RETURN_IF_ERROR(makeCommands(*loop, VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT));
     // Host writes before vkQueueSubmit are visible to the device.
@@ -474,7 +474,7 @@ absl::Status VulkanProgram::runRepeated(const Repeat& repeat, absl::Span<const s
       if (i >= nc && i < nc + nx) {
         std::memcpy(loop->mapped + loop->offsets[i - nc], inputs[i].data(), inputs[i].size());
       } else if (!inputs[i].empty()) {
-        std::memcpy(r->mapped + r->offsets[in[i]], inputs[i].data(), inputs[i].size());
+        std::memcpy(r.mapped + r.offsets[in[i]], inputs[i].data(), inputs[i].size());
       }
     }
     const int64_t per_step = static_cast<int64_t>(kernels_.size() + nx + ny) + 2;
@@ -494,9 +494,9 @@ absl::Status VulkanProgram::runRepeated(const Repeat& repeat, absl::Span<const s
           const VkDeviceSize slice = static_cast<VkDeviceSize>(plans[in[nc + j]].bytes);
           if (slice == 0) continue;
           const VkBufferCopy region{static_cast<VkDeviceSize>(t) * slice, 0, slice};
-          vk.vkCmdCopyBuffer(cb, loop->buffers[j], r->buffers[in[nc + j]], 1, &region);
+          vk.vkCmdCopyBuffer(cb, loop->buffers[j], r.buffers[in[nc + j]], 1, &region);
         }
-        const std::vector<VkDescriptorSet>& sets = t % 2 == 0 ? r->descriptor_sets : loop->descriptor_sets;
+        const std::vector<VkDescriptorSet>& sets = t % 2 == 0 ? r.descriptor_sets : loop->descriptor_sets;
         for (size_t k = 0; k < kernels_.size(); ++k) {
           fullBarrier(vk, cb);
           vk.vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, kernels_[k].pipeline);
@@ -512,7 +512,7 @@ absl::Status VulkanProgram::runRepeated(const Repeat& repeat, absl::Span<const s
           const VkDeviceSize slice = static_cast<VkDeviceSize>(plans[out[nc + y]].bytes);
           if (slice == 0) continue;
           const VkBufferCopy region{0, static_cast<VkDeviceSize>(t) * slice, slice};
-          vk.vkCmdCopyBuffer(cb, r->buffers[out[nc + y]], loop->buffers[nx + y], 1, &region);
+          vk.vkCmdCopyBuffer(cb, r.buffers[out[nc + y]], loop->buffers[nx + y], 1, &region);
         }
       }
       VkMemoryBarrier to_host{};
@@ -528,23 +528,17 @@ absl::Status VulkanProgram::runRepeated(const Repeat& repeat, absl::Span<const s
     const bool in_output = (steps - 1) % 2 == 0;
     for (size_t c = 0; c < nc; ++c) {
       const int b = in_output ? out[c] : in[c];
-      std::memcpy(outputs[c].data(), r->mapped + r->offsets[b], outputs[c].size());
+      std::memcpy(outputs[c].data(), r.mapped + r.offsets[b], outputs[c].size());
     }
     for (size_t y = 0; y < ny; ++y) {
       std::memcpy(outputs[nc + y].data(), loop->mapped + loop->offsets[nx + y], outputs[nc + y].size());
     }
     return absl::OkStatus();
   }();
-  if (!st.ok()) {
-    // As in launch: a hung loop's resources stay with the device.
-    if (!device_->health().ok()) {
-      device_->park(std::shared_ptr<LaunchResources>(std::move(loop)));
-      device_->park(std::shared_ptr<LaunchResources>(std::move(r)));
-    }
-    return st;
-  }
-  idle_.give(std::move(r));
-  return absl::OkStatus();
+  // As with the program's own resources (withResources): a hung loop's
+  // stay with the device.
+  if (!st.ok() && !device_->health().ok()) device_->park(std::shared_ptr<LaunchResources>(std::move(loop)));
+  return st;
 }
 
 absl::Status VulkanProgram::record(LaunchResources& r) const {
@@ -612,11 +606,15 @@ absl::Status VulkanProgram::launch(absl::Span<const std::span<const std::byte>> 
                                    absl::Span<const std::span<std::byte>> outputs) const {
   ACCY_RETURN_IF_ERROR(checkBuffers(inputs, outputs));
   if (kernels_.empty()) return absl::OkStatus();
+  return withResources([&](LaunchResources& r) { return run(r, inputs, outputs); });
+}
+
+absl::Status VulkanProgram::withResources(const std::function<absl::Status(LaunchResources&)>& work) const {
   ACCY_RETURN_IF_ERROR(device_->health());  // a lost device fails fast, saying why
   ACCY_ASSIGN_OR_RETURN(std::unique_ptr<LaunchResources> r, idle_.take([&] { return makeResources(); }));
   // On failure the resources are dropped, not pooled: their state is unknown;
   // a hung launch's stay with the device, which may still be using them.
-  if (absl::Status st = run(*r, inputs, outputs); !st.ok()) {
+  if (absl::Status st = work(*r); !st.ok()) {
     if (!device_->health().ok()) device_->park(std::shared_ptr<LaunchResources>(std::move(r)));
     return st;
   }

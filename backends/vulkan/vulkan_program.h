@@ -101,9 +101,14 @@ class VulkanProgram final : public backends::LoadedProgram {
   absl::Status makeDescriptorSets(LaunchResources& r, const std::function<VkBuffer(uint32_t)>& buffer_of) const;
   absl::Status makeCommands(LaunchResources& r, VkCommandPoolCreateFlags flags) const;
   absl::Status submitAndWait(LaunchResources& r) const;
-  absl::Status runRepeated(const Repeat& repeat, absl::Span<const std::span<const std::byte>> inputs,
+  absl::Status runRepeated(LaunchResources& r, const Repeat& repeat,
+                           absl::Span<const std::span<const std::byte>> inputs,
                            absl::Span<const std::span<std::byte>> outputs, const std::vector<int>& in,
                            const std::vector<int>& out) const;
+  // Runs `work` on launch resources from the pool (the device's health
+  // asked first), gives them back after, drops them on failure, and parks
+  // them with the device when it is lost (a hung launch may still use them).
+  absl::Status withResources(const std::function<absl::Status(LaunchResources&)>& work) const;
   absl::Status run(LaunchResources& r, absl::Span<const std::span<const std::byte>> inputs,
                    absl::Span<const std::span<std::byte>> outputs) const;
 

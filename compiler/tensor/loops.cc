@@ -94,20 +94,17 @@ static ScanResult checkpointedScan(Builder& b, const ScanOptions& options, absl:
   ScanResult result{poisoned(init.size()), {}};
   const int64_t k = options.checkpoint_every, q = options.length / k, left = options.length % k;
   const std::string chunk = strCat(options.axis, "_checkpoint");
-  std::vector<Value> chunked, rest;
-  for (size_t i = 0; i < xs.size(); ++i) {
-    const Value& x = xs[i];
-    if (!x.valid()) break;  // the plain scan below names it
-    if (axisExtent(x.spec().axes, options.axis) != options.length) {
+  for (const Value& x : xs) {
+    if (!x.valid() || axisExtent(x.spec().axes, options.axis) != options.length) {
       // Not an xs value of this loop: the plain scan names what is wrong.
       return scan(b, ScanOptions{.axis = options.axis, .length = options.length}, init, xs, body);
     }
+  }
+  std::vector<Value> chunked, rest;
+  for (const Value& x : xs) {
     const Value whole = left > 0 ? x.slice(options.axis, 0, q * k) : x;
     chunked.push_back(whole.split(options.axis, chunk, options.axis, k));
     if (left > 0) rest.push_back(x.slice(options.axis, q * k, options.length));
-  }
-  if (chunked.size() != xs.size()) {
-    return scan(b, ScanOptions{.axis = options.axis, .length = options.length}, init, xs, body);
   }
   const ScanOptions inner{.axis = options.axis, .length = k};
   ScanResult outer = scan(b, ScanOptions{.axis = chunk, .length = q}, init, chunked,

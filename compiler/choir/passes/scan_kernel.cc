@@ -62,9 +62,8 @@ struct Place {
 // past `offset` so every copy's loops are its own.
 class StepCopy {
  public:
-  StepCopy(std::vector<Place> places, int offset, Affine step) : places_(std::move(places)), offset_(offset) {
-    step_ = std::move(step);
-  }
+  StepCopy(std::vector<Place> places, int offset, Affine step)
+      : places_(std::move(places)), offset_(offset), step_(std::move(step)) {}
 
   Stmt stmt(const Stmt& s) const {
     Stmt out = s;

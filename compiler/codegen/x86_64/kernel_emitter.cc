@@ -101,18 +101,18 @@ void KernelEmitter::findResident(const choir::Kernel& kernel) {
       if (s.kind == StmtKind::kLoop) {
         if (s.loop.tag == LoopTag::kCpuParallel) parallel = true;
         const bool innermost = s.body.size() == 1 && s.body[0].kind == StmtKind::kStore;
-        Product product;
-        if (!innermost || s.loop.tag != LoopTag::kVectorized || matchProduct(s, &product)) {
-          if (matchProduct(s, &product)) {
-            choir::visitStmts(s.body, [&](const Stmt& in) {
-              if (in.kind == StmtKind::kStore || in.kind == StmtKind::kReduce) {
-                refused.insert(in.buffer);
-                refuseAll(in.value);
-              }
-            });
-          } else {
-            visit(s.body);
-          }
+        // A register-blocked product keeps its buffers in memory.
+        if (Product product; matchProduct(s, &product)) {
+          choir::visitStmts(s.body, [&](const Stmt& in) {
+            if (in.kind == StmtKind::kStore || in.kind == StmtKind::kReduce) {
+              refused.insert(in.buffer);
+              refuseAll(in.value);
+            }
+          });
+          continue;
+        }
+        if (!innermost || s.loop.tag != LoopTag::kVectorized) {
+          visit(s.body);
           continue;
         }
         const Stmt& st = s.body[0];
