@@ -1287,6 +1287,23 @@ std::vector<float> randomFloats(size_t n, uint32_t seed) {
 // index_select.
 constexpr int64_t kVocab = int64_t{1} << 20, kFeatures = 64, kTokens = int64_t{1} << 20;
 
+// A zeroed output of n floats, 64-byte aligned as the a*x + b rows' output
+// is: an output that is not starts each 256-byte row mid-line, and every
+// row then pays a scalar head and tail before its non-temporal stores
+// (docs/PERFORMANCE.md, "Embedding gathers" 2026-12-06). Touched before the
+// clock starts.
+struct AlignedFloats {
+  explicit AlignedFloats(int64_t n)
+      : data(static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(n) * 4)), &std::free), size(n) {
+    std::memset(data.get(), 0, static_cast<size_t>(n) * 4);
+  }
+  float* begin() const { return data.get(); }
+  float& operator[](int64_t i) const { return data.get()[i]; }
+  std::span<float> span() const { return {data.get(), static_cast<size_t>(size)}; }
+  std::unique_ptr<float, decltype(&std::free)> data;
+  int64_t size;
+};
+
 const std::vector<float>& embeddingTable() {
   static const std::vector<float> t = randomFloats(kVocab * kFeatures, 21);
   return t;
@@ -1311,9 +1328,9 @@ void runEmbeddingAccy(benchmark::State& state, int threads) {
   if (!ok(state, exe, "compile")) return;
   const std::vector<float>& table = embeddingTable();
   const std::vector<int32_t>& tokens = embeddingTokens();
-  std::vector<float> out(kTokens * kFeatures, 0.0f);  // touched before the clock starts
+  const AlignedFloats out(kTokens * kFeatures);
   for (auto _ : state) {
-    auto st = exe->launch({accy::bytes(table), accy::bytes(tokens)}, {accy::writableBytes(out)});
+    auto st = exe->launch({accy::bytes(table), accy::bytes(tokens)}, {accy::writableBytes(out.span())});
     benchmark::ClobberMemory();
     if (!ok(state, st, "launch")) return;
   }
@@ -1375,9 +1392,9 @@ void BM_Embedding_Accy_1Thread(benchmark::State& state) { runEmbeddingAccy(state
 void BM_Embedding_Accy_2Threads(benchmark::State& state) { runEmbeddingAccy(state, 2); }
 void BM_Embedding_Memcpy_1Thread(benchmark::State& state) {
   const std::vector<float>& table = embeddingTable();
-  std::vector<float> out(kTokens * kFeatures, 0.0f);
+  const AlignedFloats out(kTokens * kFeatures);
   for (auto _ : state) {
-    std::memcpy(out.data(), table.data(), out.size() * 4);
+    std::memcpy(out.begin(), table.data(), kTokens * kFeatures * 4);
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(state.iterations() * kTokens * kFeatures * 4);
@@ -1391,9 +1408,9 @@ void BM_Embedding_HandLoop_1Thread(benchmark::State& state) {
   }
   const std::vector<float>& table = embeddingTable();
   const std::vector<int32_t>& tokens = embeddingTokens();
-  std::vector<float> out(kTokens * kFeatures, 0.0f);
+  const AlignedFloats out(kTokens * kFeatures);
   for (auto _ : state) {
-    ref::gatherRowsAvx2(table.data(), tokens.data(), out.data(), kTokens, kFeatures);
+    ref::gatherRowsAvx2(table.data(), tokens.data(), out.begin(), kTokens, kFeatures);
     benchmark::ClobberMemory();
   }
   const int64_t t = kTokens / 3;
