@@ -95,7 +95,7 @@ TEST(CpuBackend, ParallelKernelsLaunchedFromManyThreads) {
 }
 
 // Rows at data-dependent positions are prefetched a fixed distance ahead
-// (16 rows of 256 bytes here), which reads the index that many steps on:
+// (32 rows of 256 bytes here), which reads the index that many steps on:
 // the look-ahead stops at the last index. The indices end where a page
 // that cannot be read begins, so one read past them would crash the test.
 TEST(CpuBackend, RowsPrefetchedAheadReadNoIndexPastTheirBuffer) {

@@ -763,7 +763,7 @@ class LoopWalker {
   // random row misses every cache, and the core's own window reaches only a
   // few rows ahead. The look-ahead point is clamped to the loop's last
   // iteration, so the indices read to find it stay inside their buffer.
-  static constexpr int64_t kPrefetchBytes = 4096;
+  static constexpr int64_t kPrefetchBytes = 8192;
   static constexpr int64_t kPrefetchMaxRows = 64;
   absl::Status prefetchRows(const choir::Stmt& l) {
     if (open_.empty()) return absl::OkStatus();

@@ -322,16 +322,21 @@ x86::Gp KernelEmitter::indexAhead(x86::Gp i, x86::Gp limit, int64_t d) {
   return r;
 }
 
-// prefetcht0 on every cache line of the span: one per 64 bytes from its
+// prefetcht2 on every cache line of the span: one per 64 bytes from its
 // start and one at its last byte (a row need not start on a line). Spans
 // past 16 lines prefetch their first 16: the hardware's stream prefetcher
-// follows a longer row by itself.
+// follows a longer row by itself. The lines go to the outer caches only:
+// into the first-level cache, whose fill buffers the loads themselves
+// need, they measured slower (an embedding gather of random 256-byte rows,
+// 52 ms with prefetcht0 against 44 with prefetcht2; a scatter's rows,
+// read and written, slower with prefetcht0 or prefetchw too;
+// docs/PERFORMANCE.md, "Embedding gathers and scatters" 2026-12-06).
 void KernelEmitter::prefetch(x86::Gp base, int64_t bytes) {
   constexpr int64_t kLine = 64, kMaxLines = 16;
   for (int64_t off = 0; off < bytes && off < kMaxLines * kLine; off += kLine) {
-    cc_.prefetcht0(x86::ptr(base, static_cast<int32_t>(off)));
+    cc_.prefetcht2(x86::ptr(base, static_cast<int32_t>(off)));
   }
-  if (bytes > 1 && bytes <= kMaxLines * kLine) cc_.prefetcht0(x86::ptr(base, static_cast<int32_t>(bytes - 1)));
+  if (bytes > 1 && bytes <= kMaxLines * kLine) cc_.prefetcht2(x86::ptr(base, static_cast<int32_t>(bytes - 1)));
 }
 
 x86::Gp KernelEmitter::computeRowBase(int buffer, const Affine& rest) {
