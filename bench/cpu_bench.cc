@@ -1581,9 +1581,9 @@ void runEmbeddingGradAccy(benchmark::State& state, int threads) {
   if (!ok(state, exe, "compile")) return;
   const std::vector<float>& grads = embeddingTable();  // any 2^20 x 64 values
   const std::vector<int32_t>& tokens = embeddingTokens();
-  std::vector<float> out(kVocab * kFeatures, 0.0f);
+  const AlignedFloats out(kVocab * kFeatures);
   for (auto _ : state) {
-    auto st = exe->launch({accy::bytes(grads), accy::bytes(tokens)}, {accy::writableBytes(out)});
+    auto st = exe->launch({accy::bytes(grads), accy::bytes(tokens)}, {accy::writableBytes(out.span())});
     benchmark::ClobberMemory();
     if (!ok(state, st, "launch")) return;
   }

@@ -104,12 +104,12 @@ void gatherElements(const float* table, int64_t n, const int32_t* idx, float* ou
 
 __attribute__((target("avx2"))) void gatherRowsAvx2(const float* table, const int32_t* rows, float* out,
                                                     int64_t tokens, int64_t features) {
-  constexpr int64_t kAhead = 16;
+  constexpr int64_t kAhead = 32;
   const int64_t row_bytes = features * 4;
   for (int64_t t = 0; t < tokens; ++t) {
     const char* next = reinterpret_cast<const char*>(table + int64_t{rows[std::min(t + kAhead, tokens - 1)]} * features);
-    for (int64_t b = 0; b < row_bytes; b += 64) _mm_prefetch(next + b, _MM_HINT_T0);
-    _mm_prefetch(next + row_bytes - 1, _MM_HINT_T0);
+    for (int64_t b = 0; b < row_bytes; b += 64) _mm_prefetch(next + b, _MM_HINT_T2);
+    _mm_prefetch(next + row_bytes - 1, _MM_HINT_T2);
     const float* src = table + int64_t{rows[t]} * features;
     float* dst = out + t * features;
     int64_t f = 0;

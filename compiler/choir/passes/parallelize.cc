@@ -1,6 +1,8 @@
 #include "compiler/choir/passes/parallelize.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <vector>
 
 #include "compiler/choir/rewrite.h"
 
@@ -52,6 +54,77 @@ bool stripMine(Module& m, Kernel& k, int64_t min_tile) {
   return true;
 }
 
+// A kernel whose outer loop may write one element from several iterations
+// (a scatter's serial loop over its indices) cannot split that loop. When
+// an inner loop of its nest walks a row of the stored buffer (a scatter's
+// features), the row can be split instead: a new outermost loop over
+// `parts` of that inner loop, tagged parallel, with the nest inside it in
+// its own order. Each part writes its own elements, and each element still
+// takes its additions in the serial loop's order, from one thread: the same
+// bits at every thread count.
+//
+// The nest must be a chain of loops, each with one statement, down to one
+// store. The split loop's variable must pick the element within a "digit":
+// every other term of the store's flat index is either a multiple of its
+// coefficient times its extent (rows, data-bound or not) or belongs to a
+// loop below it whose whole range stays under its coefficient. The value
+// may read the stored buffer only at the stored element itself.
+bool splitRows(Module& m, Kernel& k, int threads) {
+  std::vector<Stmt*> chain;
+  for (Stmt* s = &k.body[0]; s->kind == StmtKind::kLoop && s->body.size() == 1; s = &s->body[0]) chain.push_back(s);
+  if (chain.size() < 2 || chain.back()->body[0].kind != StmtKind::kStore) return false;
+  const Stmt& st = chain.back()->body[0];
+  bool reads_elsewhere = false;
+  visitExpr(st.value, [&](const Expr& x) {
+    if (x.kind == ExprKind::kLoad && x.buffer == st.buffer && x.index != st.index) {
+      reads_elsewhere = true;
+    }
+  });
+  if (reads_elsewhere) return false;
+  const Buffer& out = m.buffers[st.buffer];
+  const Affine flat = flatIndex(out, st.index);
+  for (size_t d = 1; d < chain.size(); ++d) {
+    const LoopHeader& h = chain[d]->loop;
+    const int64_t c = flat.coeffOf(h.var);
+    if (c <= 0) continue;
+    int64_t below = 0;  // the largest offset the loops under this one reach
+    for (size_t e = d + 1; e < chain.size(); ++e) {
+      below += std::abs(flat.coeffOf(chain[e]->loop.var)) * (chain[e]->loop.extent - 1);
+    }
+    if (below >= c) return false;
+    for (const Affine::Term& t : flat.terms) {
+      bool inner = t.var == h.var;
+      for (size_t e = d + 1; e < chain.size(); ++e) inner = inner || t.var == chain[e]->loop.var;
+      if (!inner && t.coeff % (c * h.extent) != 0) return false;
+    }
+    const int64_t lanes = h.tag == LoopTag::kVectorized ? std::max(1, h.vector_width) : 1;
+    int64_t parts = 0;
+    for (int64_t p = std::min<int64_t>(threads, h.extent); p >= 2; --p) {
+      if (h.extent % p == 0 && (h.extent / p) % lanes == 0) {
+        parts = p;
+        break;
+      }
+    }
+    if (parts == 0) return false;
+    LoopHeader part;
+    part.var = m.newVar();
+    part.extent = parts;
+    part.tag = LoopTag::kCpuParallel;
+    LoopHeader& split = chain[d]->loop;
+    const int64_t each = split.extent / parts;
+    const int old_var = split.var;
+    split.var = m.newVar();
+    split.extent = each;
+    Substitution sub;
+    sub.set(old_var, add(Affine::var(part.var, each), Affine::var(split.var)));
+    substituteStmt(chain[d]->body[0], sub);
+    Stmt nest = std::move(k.body[0]);
+    k.body[0] = Stmt::loopOf(part, {std::move(nest)});
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 absl::StatusOr<Module> parallelizeLoops(Module m, const ParallelizeOptions& options) {
@@ -63,8 +136,12 @@ absl::StatusOr<Module> parallelizeLoops(Module m, const ParallelizeOptions& opti
     }
     Stmt& outer = k.body[0];
     if (outer.loop.extent < 2 || outer.loop.tag != LoopTag::kSerial) continue;
-    if (statementPoints(k.body) < options.min_points || !writesDisjoint(m, outer)) continue;
-    outer.loop.tag = LoopTag::kCpuParallel;
+    if (statementPoints(k.body) < options.min_points) continue;
+    if (writesDisjoint(m, outer)) {
+      outer.loop.tag = LoopTag::kCpuParallel;
+    } else {
+      splitRows(m, k, options.threads);
+    }
   }
   return m;
 }

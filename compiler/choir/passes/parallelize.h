@@ -21,6 +21,10 @@ struct ParallelizeOptions {
 // outputs, which lowering guarantees: the loop indexes the stored buffer.
 // A kernel that is a single vectorized loop is first split into tiles (a
 // divisor of its extent, at most 256) so the tile loop can go parallel.
+// A kernel whose outer loop may write one element twice (a scatter's serial
+// loop over its indices) has the row its inner loop walks split into parts
+// instead, the parts loop outermost and parallel (each element is still
+// written by one thread, in the serial loop's order).
 absl::StatusOr<Module> parallelizeLoops(Module module, const ParallelizeOptions& options);
 
 }  // namespace accy::choir

@@ -1,6 +1,7 @@
 #include "compiler/choir/passes/parallelize.h"
 
 #include "compiler/choir/passes/fuse.h"
+#include "compiler/choir/pipeline.h"
 #include "compiler/choir/passes/vectorize.h"
 #include "compiler/choir/passes/pass_testing.h"
 #include "gmock/gmock.h"
@@ -44,6 +45,41 @@ TEST(Parallelize, FullReductionIsNotSplitByThisPass) {
                                   [](tensor::Builder&, Args a) { return a[0].sum("n"); }));
   auto p = parallelizeLoops(m, ParallelizeOptions{.threads = 2});
   EXPECT_EQ(p->kernels[0].body[0].kind, StmtKind::kReduce);  // the tile pass splits it
+}
+
+// A scatter's serial loop over its indices cannot be split; the row its
+// feature loop walks is, into one part per thread, the parts loop
+// outermost. Too narrow a row (fewer lanes than the vector per part) stays
+// serial.
+TEST(Parallelize, AScattersRowsAreSplitAcrossThreads) {
+  auto scatter = [](int64_t features) {
+    auto p = tensor::define("scatter",
+                            {tensor::spec(DType::f32, {{"t", 4096}, {"f", features}}),
+                             tensor::spec(DType::i32, {{"t", 4096}})},
+                            [&](tensor::Builder& b, Args a) {
+                              tensor::Value zeros =
+                                  b.constant(0, DType::f32).broadcast("v", 256).broadcast("f", features);
+                              return scatterAdd(zeros, "v", a[1], a[0]);
+                            });
+    return compileToChoir(*p, PipelineOptions{.vectorize = VectorizeOptions{.vector_bytes = 64, .uniform_conditions = true},
+                                              .parallelize = ParallelizeOptions{.threads = 2}});
+  };
+  auto p = scatter(64);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_TRUE(verifyModule(*p).ok()) << toText(*p);
+  const Kernel& k = p->kernels.back();
+  ASSERT_EQ(k.body[0].kind, StmtKind::kLoop) << toText(*p);
+  EXPECT_EQ(k.body[0].loop.tag, LoopTag::kCpuParallel) << toText(*p);
+  EXPECT_EQ(k.body[0].loop.extent, 2);
+  const Stmt& tokens = k.body[0].body[0];
+  EXPECT_EQ(tokens.loop.tag, LoopTag::kSerial);
+  EXPECT_EQ(tokens.loop.extent, 4096);
+  EXPECT_EQ(tokens.body[0].loop.extent, 32);
+  EXPECT_EQ(tokens.body[0].loop.tag, LoopTag::kVectorized) << toText(*p);
+  // 16 features: one vector, nothing to split.
+  auto narrow = scatter(16);
+  ASSERT_TRUE(narrow.ok());
+  EXPECT_EQ(narrow->kernels.back().body[0].loop.tag, LoopTag::kSerial) << toText(*narrow);
 }
 
 }  // namespace
