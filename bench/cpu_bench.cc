@@ -1290,7 +1290,8 @@ constexpr int64_t kVocab = int64_t{1} << 20, kFeatures = 64, kTokens = int64_t{1
 // A zeroed output of n floats, 64-byte aligned as the a*x + b rows' output
 // is: an output that is not starts each 256-byte row mid-line, and every
 // row then pays a scalar head and tail before its non-temporal stores
-// (docs/PERFORMANCE.md, "Embedding gathers" 2026-12-06). Touched before the
+// (docs/PERFORMANCE.md, "Embedding gathers and scatters on the Intel Xeon"); a
+// scatter split across threads would also share a line between them. Touched before the
 // clock starts.
 struct AlignedFloats {
   explicit AlignedFloats(int64_t n)

@@ -330,7 +330,7 @@ x86::Gp KernelEmitter::indexAhead(x86::Gp i, x86::Gp limit, int64_t d) {
 // need, they measured slower (an embedding gather of random 256-byte rows,
 // 52 ms with prefetcht0 against 44 with prefetcht2; a scatter's rows,
 // read and written, slower with prefetcht0 or prefetchw too;
-// docs/PERFORMANCE.md, "Embedding gathers and scatters" 2026-12-06).
+// docs/PERFORMANCE.md, "Embedding gathers and scatters on the Intel Xeon").
 void KernelEmitter::prefetch(x86::Gp base, int64_t bytes) {
   constexpr int64_t kLine = 64, kMaxLines = 16;
   for (int64_t off = 0; off < bytes && off < kMaxLines * kLine; off += kLine) {
