@@ -448,7 +448,13 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
   // weights) is read in place: packing it again for every call of the row
   // loop would cost as much as the product.
   constexpr int64_t kInPlaceBytes = int64_t{256} << 10;
-  const bool in_place = !outermost && p.b_invariant && k_extent * steps * n * size <= kInPlaceBytes;
+  // B already laid out as its panel would be (one column block, each step
+  // of k the row after the last: a convolution's weight gradient reading
+  // the output gradient's channels) is read in place too: a copy would
+  // change only its alignment.
+  bool dense = n == block && p.b_step == static_cast<int64_t>(steps) * panel_row;
+  for (int u = 0; u < steps; ++u) dense = dense && p.terms[static_cast<size_t>(u)].b_disp == u * panel_row;
+  const bool in_place = (!outermost && p.b_invariant && k_extent * steps * n * size <= kInPlaceBytes) || dense;
   ACCY_RETURN_IF_ERROR(counted(j, j_end, block, [&]() -> absl::Status {
     if (in_place) return row_blocks(vectors, vec, k_zero, all_k, x86::Gp(), 0);
     cc_.xor_(k0, k0);
