@@ -289,10 +289,42 @@ std::vector<Kernel> orderKernel(Module& m, Kernel& k) {
   for (size_t i = 0; i < loops.size(); ++i) {
     if (flat.coeffOf(loops[i].var) == 1) unit = i;
   }
-  if (unit == loops.size() || unit == loops.size() - 1) return {};
-  LoopHeader h = loops[unit];
-  loops.erase(loops.begin() + static_cast<std::ptrdiff_t>(unit));
-  loops.push_back(h);
+  if (unit == loops.size()) return {};
+  const std::vector<LoopHeader> before = loops;
+  auto moveTo = [&](size_t from, size_t to) {
+    const LoopHeader h = loops[from];
+    loops.erase(loops.begin() + static_cast<std::ptrdiff_t>(from));
+    loops.insert(loops.begin() + static_cast<std::ptrdiff_t>(to), h);
+  };
+  moveTo(unit, loops.size() - 1);
+  // A transposing copy (a load strided along the innermost loop, with unit
+  // stride along another): that other loop goes just outside the innermost,
+  // so the lines one pass of the innermost loop reads serve the next passes
+  // too (16 floats a line) while they are still in the first-level cache,
+  // instead of coming back from further out once per element of the line.
+  // Only when the pass's lines fit that cache and each pass stores at least
+  // a line's worth of contiguous output.
+  constexpr int64_t kTransposeLines = 256, kMinRun = 16;
+  const LoopHeader& innermost = loops.back();
+  if (innermost.extent >= kMinRun && innermost.extent <= kTransposeLines && loops.size() >= 3) {
+    std::optional<size_t> along;
+    bool agree = true;
+    visitExpr(s->value, [&](const Expr& x) {
+      if (x.kind != ExprKind::kLoad || !x.bound.empty()) return;
+      const Buffer& b = m.buffers[x.buffer];
+      const int64_t c = flatCoeff(b, x.index, innermost.var);
+      if (c == 0 || c == 1) return;
+      for (size_t i = 0; i + 1 < loops.size(); ++i) {
+        if (flatCoeff(b, x.index, loops[i].var) != 1) continue;
+        if (along && *along != i) agree = false;
+        along = i;
+      }
+    });
+    if (along && agree && *along != loops.size() - 2) moveTo(*along, loops.size() - 2);
+  }
+  bool same = true;
+  for (size_t i = 0; i < loops.size(); ++i) same = same && loops[i].var == before[i].var;
+  if (same) return {};
   Stmt inner = std::move(*s);
   for (size_t i = loops.size(); i-- > 0;) inner = Stmt::loopOf(loops[i], {std::move(inner)});
   k.body[0] = std::move(inner);
