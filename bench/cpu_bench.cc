@@ -1822,6 +1822,13 @@ void runConvGradAccy(benchmark::State& state, int threads) {
   static const std::vector<float> k = randomFloats(size_t{64} * 64 * 9, 24);
   static const std::vector<float> dy = randomFloats(size_t{32} * 56 * 56 * 64, 26);
   std::vector<float> dx(input.size()), dk(k.size());
+  // One launch before the clock starts, as the reference's script warms up
+  // (its first launch touches the 27 MiB of scratch for the first time).
+  if (!ok(state,
+          exe->launch({accy::bytes(input), accy::bytes(k), accy::bytes(dy)}, {accy::writableBytes(dx), accy::writableBytes(dk)}),
+          "launch")) {
+    return;
+  }
   for (auto _ : state) {
     auto st = exe->launch({accy::bytes(input), accy::bytes(k), accy::bytes(dy)},
                           {accy::writableBytes(dx), accy::writableBytes(dk)});
@@ -1953,8 +1960,8 @@ BENCHMARK(BM_Conv3x3_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime()
 BENCHMARK(BM_Conv3x3_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Conv3x3_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_Conv3x3_PyTorch_2Threads)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
-BENCHMARK(BM_Conv3x3Grad_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
-BENCHMARK(BM_Conv3x3Grad_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+BENCHMARK(BM_Conv3x3Grad_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Conv3x3Grad_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Conv3x3Grad_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_Conv3x3Grad_PyTorch_2Threads)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_DigitsStep_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();

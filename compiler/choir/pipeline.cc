@@ -4,6 +4,7 @@
 #include "compiler/choir/passes/epilogue.h"
 #include "compiler/choir/passes/fuse.h"
 #include "compiler/choir/passes/loop_order.h"
+#include "compiler/choir/passes/narrow.h"
 #include "compiler/choir/passes/partition.h"
 #include "compiler/choir/passes/scan_kernel.h"
 #include "compiler/choir/passes/tf32.h"
@@ -61,6 +62,8 @@ absl::StatusOr<Module> compileToChoir(const tensor::Program& program, const Pipe
     ACCY_RETURN_IF_ERROR(after("gpu-map", m));
     return m;
   }
+  ACCY_ASSIGN_OR_RETURN(m, narrowProducers(std::move(m)));
+  ACCY_RETURN_IF_ERROR(after("narrow", m));
   ACCY_ASSIGN_OR_RETURN(m, orderLoops(std::move(m)));
   ACCY_RETURN_IF_ERROR(after("loop-order", m));
   if (options.fuse) {
@@ -80,7 +83,7 @@ absl::StatusOr<Module> compileToChoir(const tensor::Program& program, const Pipe
 
 std::vector<std::string_view> pipelinePasses(bool gpu) {
   if (gpu) return {"lower", "fuse", "tf32", "gpu-map"};
-  return {"lower", "fuse", "loop-order", "epilogues", "partition", "tile", "vectorize", "parallelize"};
+  return {"lower", "fuse", "narrow", "loop-order", "epilogues", "partition", "tile", "vectorize", "parallelize"};
 }
 
 }  // namespace accy::choir

@@ -38,7 +38,7 @@ TEST(Pipeline, ToneFusesIntoOneReduction) {
   o.dump = [&](std::string_view pass, const Module&) { passes.emplace_back(pass); };
   auto m = compileToChoir(tone(8), o);
   ASSERT_TRUE(m.ok()) << m.status();
-  EXPECT_EQ(passes, (std::vector<std::string>{"lower", "fuse", "loop-order", "epilogues", "partition", "tile", "vectorize",
+  EXPECT_EQ(passes, (std::vector<std::string>{"lower", "fuse", "narrow", "loop-order", "epilogues", "partition", "tile", "vectorize",
                                               "parallelize"}));
   ASSERT_EQ(m->kernels.size(), 1u) << toText(*m);
   const std::string text = toText(*m);

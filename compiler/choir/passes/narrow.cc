@@ -1,0 +1,165 @@
+#include "compiler/choir/passes/narrow.h"
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "compiler/choir/rewrite.h"
+
+namespace accy::choir {
+namespace {
+
+struct Range {
+  int64_t lo = std::numeric_limits<int64_t>::max();
+  int64_t hi = std::numeric_limits<int64_t>::min();
+  void add(int64_t a, int64_t b) {
+    lo = std::min(lo, a);
+    hi = std::max(hi, b);
+  }
+};
+
+// The writer's nest: the loop of each of T's dimensions, or nothing when
+// the kernel is not of the form narrowProducers takes.
+struct Writer {
+  int kernel = -1;
+  std::vector<Stmt*> loop_of_dim;
+};
+
+bool readsBuffer(const Stmt& s, int buffer) {
+  bool reads = false;
+  auto look = [&](const ExprRef& e) {
+    if (!e) return;
+    visitExpr(e, [&](const Expr& x) { reads = reads || (x.kind == ExprKind::kLoad && x.buffer == buffer); });
+  };
+  look(s.value);
+  for (const ExprRef& a : s.args) look(a);
+  return reads;
+}
+
+std::optional<Writer> writerNest(Module& m, int k) {
+  Kernel& kernel = m.kernels[static_cast<size_t>(k)];
+  if (kernel.body.size() != 1) return std::nullopt;
+  std::vector<Stmt*> loops;
+  Stmt* s = &kernel.body[0];
+  while (s->kind == StmtKind::kLoop && s->body.size() == 1) {
+    loops.push_back(s);
+    s = &s->body[0];
+  }
+  if ((s->kind != StmtKind::kStore && s->kind != StmtKind::kReduce) || !s->bound.empty()) return std::nullopt;
+  const Buffer& t = m.buffers[static_cast<size_t>(s->buffer)];
+  if (s->index.size() != t.shape.size() || readsBuffer(*s, s->buffer)) return std::nullopt;
+  Writer w;
+  w.kernel = k;
+  for (size_t d = 0; d < s->index.size(); ++d) {
+    const Affine& a = s->index[d];
+    if (a.constant != 0 || a.terms.size() != 1 || a.terms[0].coeff != 1) return std::nullopt;
+    Stmt* found = nullptr;
+    for (Stmt* l : loops) {
+      if (l->loop.var == a.terms[0].var) found = l;
+    }
+    if (found == nullptr || found->loop.extent != t.shape[d] || found->loop.tag != LoopTag::kSerial) return std::nullopt;
+    for (Stmt* other : w.loop_of_dim) {
+      if (other == found) return std::nullopt;
+    }
+    w.loop_of_dim.push_back(found);
+  }
+  return w;
+}
+
+// Every load of each buffer, with the extents of the loops around it.
+void collectReads(const Module& m, const std::vector<Stmt>& stmts, std::map<int, int64_t>& extents,
+                  std::vector<Range>* ranges, int buffer) {
+  for (const Stmt& s : stmts) {
+    if (s.kind == StmtKind::kLoop) {
+      extents[s.loop.var] = s.loop.extent;
+      collectReads(m, s.body, extents, ranges, buffer);
+      extents.erase(s.loop.var);
+      continue;
+    }
+    for (const LoopHeader& h : s.domain) extents[h.var] = h.extent;
+    auto look = [&](const ExprRef& e) {
+      if (!e) return;
+      visitExpr(e, [&](const Expr& x) {
+        if (x.kind != ExprKind::kLoad || x.buffer != buffer) return;
+        for (size_t d = 0; d < x.index.size() && d < ranges->size(); ++d) {
+          const Affine& a = x.index[d];
+          int64_t lo = a.constant, hi = a.constant;
+          bool known = true;
+          for (const Affine::Term& t : a.terms) {
+            auto it = extents.find(t.var);
+            if (it == extents.end()) {
+              known = false;
+              break;
+            }
+            const int64_t span = t.coeff * (it->second - 1);
+            lo += std::min<int64_t>(0, span);
+            hi += std::max<int64_t>(0, span);
+          }
+          const int64_t last = m.buffers[static_cast<size_t>(buffer)].shape[d] - 1;
+          if (!known) {
+            (*ranges)[d].add(0, last);
+          } else {
+            (*ranges)[d].add(std::max<int64_t>(lo, 0), std::min(hi, last));
+          }
+        }
+      });
+    };
+    look(s.value);
+    for (const ExprRef& a : s.args) look(a);
+    for (const LoopHeader& h : s.domain) extents.erase(h.var);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<Module> narrowProducers(Module m) {
+  for (size_t b = 0; b < m.buffers.size(); ++b) {
+    const Buffer& t = m.buffers[b];
+    if (t.role != BufferRole::kTemp || t.shape.empty()) continue;
+    const int buffer = static_cast<int>(b);
+    int writers = 0, writer = -1;
+    for (size_t k = 0; k < m.kernels.size(); ++k) {
+      bool writes = false;
+      visitStmts(m.kernels[k].body, [&](const Stmt& s) {
+        writes = writes || ((s.kind == StmtKind::kStore || s.kind == StmtKind::kReduce) && s.buffer == buffer);
+      });
+      if (writes) {
+        ++writers;
+        writer = static_cast<int>(k);
+      }
+    }
+    if (writers != 1) continue;
+    std::optional<Writer> w = writerNest(m, writer);
+    if (!w) continue;
+    std::vector<Range> ranges(t.shape.size());
+    for (size_t k = 0; k < m.kernels.size(); ++k) {
+      if (static_cast<int>(k) == writer) continue;
+      std::map<int, int64_t> extents;
+      collectReads(m, m.kernels[k].body, extents, &ranges, buffer);
+    }
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      const Range& r = ranges[d];
+      if (r.lo > r.hi) continue;  // never read: left to dead-code removal elsewhere
+      if (r.lo == 0 && r.hi == t.shape[d] - 1) continue;
+      Stmt* l = w->loop_of_dim[d];
+      const int old_var = l->loop.var;
+      l->loop.var = m.newVar();
+      l->loop.extent = r.hi - r.lo + 1;
+      Substitution s;
+      s.set(old_var, Affine{{{l->loop.var, 1}}, r.lo});
+      for (Stmt& c : l->body) {
+        std::function<void(Stmt&)> rename = [&](Stmt& st) {
+          substituteStmt(st, s);
+          for (Stmt& in : st.body) rename(in);
+        };
+        rename(c);
+      }
+    }
+  }
+  return m;
+}
+
+}  // namespace accy::choir
