@@ -285,29 +285,38 @@ TEST(CpuConformance, KernelsReturnWithCleanUpperVectorHalves) {
 // threads (passes/parallelize.h), with every index clamped or dropped
 // somewhere; the result also matches the evaluator's.
 TEST(CpuConformance, ScatterAddIsBitwiseRepeatable) {
-  const std::vector<Spec> specs = {tensor::spec(DType::f32, {{"v", 64}, {"f", 64}}),
-                                   tensor::spec(DType::i32, {{"t", 1024}}),
-                                   tensor::spec(DType::f32, {{"t", 1024}, {"f", 64}})};
-  auto program = tensor::define("scatter", specs, [](Builder&, std::span<const Value> a) {
-    return scatterAdd(a[0], "v", a[1], a[2]);
-  });
-  ASSERT_TRUE(program.ok()) << program.status();
-  std::mt19937 rng(9);
-  const std::vector<std::vector<std::byte>> inputs = {randomBytes(specs[0], rng, -1, 1),
-                                                      randomBytes(specs[1], rng, -4, 67),
-                                                      randomBytes(specs[2], rng, -1e4, 1e4)};
-  std::vector<std::byte> first;
-  for (int threads : {1, 2, 3, 4}) {
-    auto cpu = tensor::CpuExecutable::compile(*program, {.threads = threads});
-    ASSERT_TRUE(cpu.ok()) << cpu.status();
-    for (int run = 0; run < 3; ++run) {
-      std::vector<std::byte> out(specs[0].byteSize());
-      ASSERT_TRUE(cpu->launch(views(inputs), {std::span<std::byte>(out)}).ok());
-      if (first.empty()) first = out;
-      EXPECT_EQ(out, first) << threads << " threads, run " << run;
+  // Rows of one axis (split in its vector loop), and of two (split in the
+  // outer of the two, the inner loop inside each part).
+  for (const std::vector<tensor::Axis>& row :
+       {std::vector<tensor::Axis>{{"f", 64}}, std::vector<tensor::Axis>{{"f", 4}, {"g", 16}}}) {
+    std::vector<tensor::Axis> x_axes = {{"v", 64}}, u_axes = {{"t", 1024}};
+    for (const tensor::Axis& a : row) {
+      x_axes.push_back(a);
+      u_axes.push_back(a);
     }
+    const std::vector<Spec> specs = {tensor::spec(DType::f32, x_axes), tensor::spec(DType::i32, {{"t", 1024}}),
+                                     tensor::spec(DType::f32, u_axes)};
+    auto program = tensor::define("scatter", specs, [](Builder&, std::span<const Value> a) {
+      return scatterAdd(a[0], "v", a[1], a[2]);
+    });
+    ASSERT_TRUE(program.ok()) << program.status();
+    std::mt19937 rng(9);
+    const std::vector<std::vector<std::byte>> inputs = {randomBytes(specs[0], rng, -1, 1),
+                                                        randomBytes(specs[1], rng, -4, 67),
+                                                        randomBytes(specs[2], rng, -1e4, 1e4)};
+    std::vector<std::byte> first;
+    for (int threads : {1, 2, 3, 4}) {
+      auto cpu = tensor::CpuExecutable::compile(*program, {.threads = threads});
+      ASSERT_TRUE(cpu.ok()) << cpu.status();
+      for (int run = 0; run < 3; ++run) {
+        std::vector<std::byte> out(specs[0].byteSize());
+        ASSERT_TRUE(cpu->launch(views(inputs), {std::span<std::byte>(out)}).ok());
+        if (first.empty()) first = out;
+        EXPECT_EQ(out, first) << row.size() << " row axes, " << threads << " threads, run " << run;
+      }
+    }
+    EXPECT_TRUE(runAndCompare(*program, inputs, hostIsas().back(), 2)) << row.size() << " row axes";
   }
-  EXPECT_TRUE(runAndCompare(*program, inputs, hostIsas().back(), 2));
 }
 
 TEST(CpuConformance, RandomProgramsF32) {

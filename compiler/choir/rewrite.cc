@@ -8,6 +8,11 @@ void substituteStmt(Stmt& st, const Substitution& s) {
   for (ExprRef& a : st.args) a = substituteExpr(a, s);
 }
 
+void substituteTree(Stmt& st, const Substitution& s) {
+  substituteStmt(st, s);
+  for (Stmt& c : st.body) substituteTree(c, s);
+}
+
 ExprRef substituteExpr(const ExprRef& e, const Substitution& s) {
   if (e->kind == ExprKind::kConstant) return e;
   countWork();

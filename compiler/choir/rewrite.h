@@ -14,6 +14,8 @@ namespace accy::choir {
 ExprRef substituteExpr(const ExprRef& e, const Substitution& s);
 // A statement's index, value and bound values (not its body) rewritten.
 void substituteStmt(Stmt& st, const Substitution& s);
+// The same for a statement and every statement under it.
+void substituteTree(Stmt& st, const Substitution& s);
 
 // `e` with the variables each of its loads binds (Expr::bound) renamed to
 // fresh ones: a copy of an expression placed next to the original, where

@@ -52,11 +52,7 @@ Stmt freshLoop(Module& m, const LoopHeader& h, Stmt body) {
   copy.var = m.newVar();
   Substitution s;
   s.set(h.var, Affine::var(copy.var));
-  std::function<void(Stmt&)> rename = [&](Stmt& st) {
-    substituteStmt(st, s);
-    for (Stmt& c : st.body) rename(c);
-  };
-  rename(body);
+  substituteTree(body, s);
   return Stmt::loopOf(copy, {std::move(body)});
 }
 

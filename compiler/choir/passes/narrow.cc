@@ -1,7 +1,6 @@
 #include "compiler/choir/passes/narrow.h"
 
 #include <algorithm>
-#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -28,17 +27,6 @@ struct Writer {
   std::vector<Stmt*> loop_of_dim;
 };
 
-bool readsBuffer(const Stmt& s, int buffer) {
-  bool reads = false;
-  auto look = [&](const ExprRef& e) {
-    if (!e) return;
-    visitExpr(e, [&](const Expr& x) { reads = reads || (x.kind == ExprKind::kLoad && x.buffer == buffer); });
-  };
-  look(s.value);
-  for (const ExprRef& a : s.args) look(a);
-  return reads;
-}
-
 std::optional<Writer> writerNest(Module& m, int k) {
   Kernel& kernel = m.kernels[static_cast<size_t>(k)];
   if (kernel.body.size() != 1) return std::nullopt;
@@ -50,7 +38,7 @@ std::optional<Writer> writerNest(Module& m, int k) {
   }
   if ((s->kind != StmtKind::kStore && s->kind != StmtKind::kReduce) || !s->bound.empty()) return std::nullopt;
   const Buffer& t = m.buffers[static_cast<size_t>(s->buffer)];
-  if (s->index.size() != t.shape.size() || readsBuffer(*s, s->buffer)) return std::nullopt;
+  if (s->index.size() != t.shape.size() || kernelReads(kernel, s->buffer)) return std::nullopt;
   Writer w;
   w.kernel = k;
   for (size_t d = 0; d < s->index.size(); ++d) {
@@ -122,11 +110,7 @@ absl::StatusOr<Module> narrowProducers(Module m) {
     const int buffer = static_cast<int>(b);
     int writers = 0, writer = -1;
     for (size_t k = 0; k < m.kernels.size(); ++k) {
-      bool writes = false;
-      visitStmts(m.kernels[k].body, [&](const Stmt& s) {
-        writes = writes || ((s.kind == StmtKind::kStore || s.kind == StmtKind::kReduce) && s.buffer == buffer);
-      });
-      if (writes) {
+      if (kernelWrites(m.kernels[k], buffer)) {
         ++writers;
         writer = static_cast<int>(k);
       }
@@ -150,13 +134,7 @@ absl::StatusOr<Module> narrowProducers(Module m) {
       l->loop.extent = r.hi - r.lo + 1;
       Substitution s;
       s.set(old_var, Affine{{{l->loop.var, 1}}, r.lo});
-      for (Stmt& c : l->body) {
-        std::function<void(Stmt&)> rename = [&](Stmt& st) {
-          substituteStmt(st, s);
-          for (Stmt& in : st.body) rename(in);
-        };
-        rename(c);
-      }
+      for (Stmt& c : l->body) substituteTree(c, s);
     }
   }
   return m;

@@ -27,30 +27,39 @@ bool writesDisjoint(const Module& m, const Stmt& loop) {
 // and an inner loop of extent / tiles that keeps the schedule. The tile
 // count divides the extent, so no guard is needed; extents without a good
 // divisor stay serial.
+// The most parts, from `most` down to 2, that split a loop of `extent`
+// into equal parts of whole vectors of `lanes`; 0 when none does.
+int64_t wholeParts(int64_t extent, int64_t lanes, int64_t most) {
+  for (int64_t p = std::min(most, extent); p >= 2; --p) {
+    if (extent % p == 0 && (extent / p) % lanes == 0) return p;
+  }
+  return 0;
+}
+
+// Splits loop `l` in `parts`: `l` becomes the loop within a part (a fresh
+// variable, extent / parts), its body rewritten; returns the header of the
+// loop over the parts, for the caller to place.
+LoopHeader splitLoop(Module& m, Stmt& l, int64_t parts) {
+  LoopHeader outer;
+  outer.var = m.newVar();
+  outer.extent = parts;
+  const int old_var = l.loop.var;
+  l.loop.var = m.newVar();
+  l.loop.extent /= parts;
+  Substitution s;
+  s.set(old_var, add(Affine::var(outer.var, l.loop.extent), Affine::var(l.loop.var)));
+  for (Stmt& c : l.body) substituteTree(c, s);
+  return outer;
+}
+
 bool stripMine(Module& m, Kernel& k, int64_t min_tile) {
   Stmt& l = k.body[0];
   if (l.body.size() != 1 || l.body[0].kind == StmtKind::kLoop) return false;
-  const int64_t n = l.loop.extent;
-  const int64_t lanes = std::max(1, l.loop.vector_width);
-  int64_t tiles = 0;
-  for (int64_t t = std::min<int64_t>(256, n / min_tile); t >= 2; --t) {
-    if (n % t == 0 && (n / t) % lanes == 0) {
-      tiles = t;
-      break;
-    }
-  }
+  const int64_t tiles = wholeParts(l.loop.extent, std::max(1, l.loop.vector_width), std::min<int64_t>(256, l.loop.extent / min_tile));
   if (tiles == 0) return false;
-  LoopHeader outer;
-  outer.var = m.newVar();
-  outer.extent = tiles;
-  LoopHeader inner = l.loop;
-  inner.var = m.newVar();
-  inner.extent = n / tiles;
-  Substitution s;
-  s.set(l.loop.var, add(Affine::var(outer.var, inner.extent), Affine::var(inner.var)));
-  Stmt body = l.body[0];
-  substituteStmt(body, s);
-  k.body[0] = Stmt::loopOf(outer, {Stmt::loopOf(inner, {std::move(body)})});
+  Stmt inner = std::move(l);
+  const LoopHeader outer = splitLoop(m, inner, tiles);
+  k.body[0] = Stmt::loopOf(outer, {std::move(inner)});
   return true;
 }
 
@@ -98,26 +107,10 @@ bool splitRows(Module& m, Kernel& k, int threads) {
       if (!inner && t.coeff % (c * h.extent) != 0) return false;
     }
     const int64_t lanes = h.tag == LoopTag::kVectorized ? std::max(1, h.vector_width) : 1;
-    int64_t parts = 0;
-    for (int64_t p = std::min<int64_t>(threads, h.extent); p >= 2; --p) {
-      if (h.extent % p == 0 && (h.extent / p) % lanes == 0) {
-        parts = p;
-        break;
-      }
-    }
+    const int64_t parts = wholeParts(h.extent, lanes, threads);
     if (parts == 0) return false;
-    LoopHeader part;
-    part.var = m.newVar();
-    part.extent = parts;
+    LoopHeader part = splitLoop(m, *chain[d], parts);
     part.tag = LoopTag::kCpuParallel;
-    LoopHeader& split = chain[d]->loop;
-    const int64_t each = split.extent / parts;
-    const int old_var = split.var;
-    split.var = m.newVar();
-    split.extent = each;
-    Substitution sub;
-    sub.set(old_var, add(Affine::var(part.var, each), Affine::var(split.var)));
-    substituteStmt(chain[d]->body[0], sub);
     Stmt nest = std::move(k.body[0]);
     k.body[0] = Stmt::loopOf(part, {std::move(nest)});
     return true;

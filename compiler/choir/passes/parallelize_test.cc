@@ -76,6 +76,28 @@ TEST(Parallelize, AScattersRowsAreSplitAcrossThreads) {
   EXPECT_EQ(tokens.loop.extent, 4096);
   EXPECT_EQ(tokens.body[0].loop.extent, 32);
   EXPECT_EQ(tokens.body[0].loop.tag, LoopTag::kVectorized) << toText(*p);
+  // A row of two axes: the outer one splits, the inner loop stays inside
+  // each part with the part's offset in its index.
+  auto two = tensor::define("scatter2",
+                            {tensor::spec(DType::f32, {{"t", 4096}, {"f", 4}, {"g", 16}}),
+                             tensor::spec(DType::i32, {{"t", 4096}})},
+                            [&](tensor::Builder& b, Args a) {
+                              tensor::Value zeros = b.constant(0, DType::f32)
+                                                        .broadcast("v", 256)
+                                                        .broadcast("f", 4)
+                                                        .broadcast("g", 16);
+                              return scatterAdd(zeros, "v", a[1], a[0]);
+                            });
+  auto p2 = compileToChoir(*two, PipelineOptions{.vectorize = VectorizeOptions{.vector_bytes = 64, .uniform_conditions = true},
+                                                 .parallelize = ParallelizeOptions{.threads = 2},
+                                                 .verify_each_pass = true});
+  ASSERT_TRUE(p2.ok()) << p2.status();
+  const Stmt& outer2 = p2->kernels.back().body[0];
+  EXPECT_EQ(outer2.loop.tag, LoopTag::kCpuParallel) << toText(*p2);
+  EXPECT_EQ(outer2.loop.extent, 2) << toText(*p2);
+  EXPECT_EQ(outer2.body[0].body[0].loop.extent, 2) << toText(*p2);  // f, within a part
+  const std::string part = "i" + std::to_string(outer2.loop.var);
+  EXPECT_NE(toText(*p2).find("2*" + part + " + "), std::string::npos) << toText(*p2);
   // 16 features: one vector, nothing to split.
   auto narrow = scatter(16);
   ASSERT_TRUE(narrow.ok());
