@@ -1379,6 +1379,41 @@ void BM_TakeElements_Accy_1Thread(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kTakeCount);
 }
 
+// A column read feeding arithmetic: y[j, i] = exp(2 x[i, j]) over f64[256,
+// 256] (in the second-level cache). The strided f64 loads gather
+// (vgatherdpd), so the exponential runs in vector lanes.
+constexpr int64_t kTransposeN = 256;
+void BM_TransposeExpF64_Accy_1Thread(benchmark::State& state) {
+  auto program = tensor::define("transpose_exp", {tensor::spec(tensor::DType::f64, {{"i", kTransposeN}, {"j", kTransposeN}})},
+                                [](tensor::Builder&, std::span<const tensor::Value> a) {
+                                  return (a[0].transpose({"j", "i"}) * 2.0).exp();
+                                });
+  if (!ok(state, program, "define")) return;
+  auto exe = tensor::CpuExecutable::compile(*program, {.threads = 1});
+  if (!ok(state, exe, "compile")) return;
+  std::vector<double> x(kTransposeN * kTransposeN), y(x.size()), want(x.size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>(i % 977) * 1e-3;
+  for (auto _ : state) {
+    auto st = exe->launch({accy::bytes(x)}, {accy::writableBytes(y)});
+    benchmark::ClobberMemory();
+    if (!ok(state, st, "launch")) return;
+  }
+  ref::transposeExp(x.data(), want.data(), kTransposeN);
+  for (size_t i = 0; i < y.size(); i += 97) {
+    if (!check(state, std::fabs(y[i] - want[i]) <= 1e-14 * want[i], "wrong element")) return;
+  }
+  state.SetItemsProcessed(state.iterations() * kTransposeN * kTransposeN);
+}
+void BM_TransposeExpF64_CppLoop(benchmark::State& state) {
+  std::vector<double> x(kTransposeN * kTransposeN), y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>(i % 977) * 1e-3;
+  for (auto _ : state) {
+    ref::transposeExp(x.data(), y.data(), kTransposeN);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * kTransposeN * kTransposeN);
+}
+
 void BM_TakeElements_CppLoop(benchmark::State& state) {
   const std::vector<float> table = randomFloats(kTakeTable, 3);
   std::vector<float> out(kTakeCount);
@@ -1937,6 +1972,8 @@ BENCHMARK(BM_Embedding_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTim
 BENCHMARK(BM_Embedding_Memcpy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_TakeElements_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_TakeElements_CppLoop)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_TransposeExpF64_Accy_1Thread)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_TransposeExpF64_CppLoop)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_Embedding_HandLoop_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Embedding_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_Embedding_PyTorch_2Threads)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);

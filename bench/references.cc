@@ -97,6 +97,12 @@ __attribute__((target("avx2,fma"))) void affineAvx2(const float* x, float* y, in
   for (; i < n; ++i) y[i] = a * x[i] + b;
 }
 
+void transposeExp(const double* x, double* y, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    for (int64_t i = 0; i < n; ++i) y[j * n + i] = std::exp(x[i * n + j] * 2.0);
+  }
+}
+
 void gatherElements(const float* table, int64_t n, const int32_t* idx, float* out, int64_t count) {
   const int32_t hi = static_cast<int32_t>(n - 1);
   for (int64_t t = 0; t < count; ++t) out[t] = table[std::min(std::max(idx[t], 0), hi)] * 2.0f + 1.0f;

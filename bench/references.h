@@ -42,6 +42,8 @@ void gatherRowsAvx2(const float* table, const int32_t* rows, float* out, int64_t
 // out[t] = table[clamp(idx[t], 0, n - 1)] * 2 + 1 as a plain loop (what GCC
 // makes of it at -O3 -march=native).
 void gatherElements(const float* table, int64_t n, const int32_t* idx, float* out, int64_t count);
+// y[j, i] = exp(2 x[i, j]) over an n x n f64 matrix, the plain loop.
+void transposeExp(const double* x, double* y, int64_t n);
 
 // Runs f(0) on the calling thread and f(1) on a second thread that lives as
 // long as the object, returning when both are done: the references' two-

@@ -89,12 +89,13 @@ bool lanes32Op(const Expr& x) {
 }
 
 // Whether a load at positions that change along `var` can gather its
-// lanes by 32-bit offsets (VectorizeOptions::gathers): a 4-byte value, i32
+// lanes by 32-bit offsets (VectorizeOptions::gathers): a 4-byte value (or
+// an f64 at positions that are not data: a stride), i32
 // bound values, non-negative coefficients of `var` and of the bound
 // variables, and their largest contribution to the position (the loop's
 // widest vector, every bound value at its clamp) below 2^31.
 bool gathersLanes(const Module& m, const Expr& load, int var) {
-  if (!is32(load.dtype)) return false;
+  if (!is32(load.dtype) && !(load.dtype == DType::f64 && load.bound.empty())) return false;
   const Affine flat = flatIndex(m.buffers[load.buffer], load.index);
   const int64_t step = flat.coeffOf(var);
   if (step < 0 || step >= (int64_t{1} << 31) / 64) return false;
@@ -147,8 +148,10 @@ bool uniformLanes(const Module& m, const ExprRef& e, int var, DType lane, const 
     }
     const int64_t c = flatCoeff(m.buffers[x.buffer], x.index, var);
     // A stride past 1 (a column of a row-major value, a transposing copy)
-    // is a gather of constant offsets where the target gathers.
-    return c == 0 || c == 1 || (o.gathers && mixed && gathersLanes(m, x, var));
+    // is a gather of constant offsets where the target gathers: of 4-byte
+    // values in 4-byte lanes, of f64 in f64 lanes (32-bit offsets both).
+    const bool f64_lanes = lane == DType::f64 && x.dtype == DType::f64;
+    return c == 0 || c == 1 || (o.gathers && (mixed || f64_lanes) && gathersLanes(m, x, var));
   }
   for (const ExprRef& a : x.args) {
     if (!uniformLanes(m, a, var, lane, o)) return false;

@@ -38,7 +38,8 @@ struct VectorizeOptions {
   // and their largest contribution below 2^31 elements (a target that
   // gathers lanes by 32-bit offsets: x86-64 with AVX2 or AVX-512); and
   // 4-byte loads that walk the loop with a stride past 1 (a column of a
-  // row-major value), gathered at constant offsets.
+  // row-major value), gathered at constant offsets; f64 loads of such a
+  // stride in f64 lanes too.
   bool gathers = false;
 };
 

@@ -70,7 +70,15 @@ TEST(Vectorize, GathersTakeStridesAndPositionsThatFitThirtyTwoBits) {
   EXPECT_EQ(tag(lowered({tensor::spec(DType::f32, {{"i", 40}, {"j", int64_t{1} << 26}})},
                         [](tensor::Builder&, Args a) { return a[0].transpose({"j", "i"}) * 2; })),
             LoopTag::kSerial);  // lane offsets of 2^26 elements each
+  // f64: a stride gathers, a take along the loop does not (its positions
+  // would be i32 lanes beside f64 ones).
   EXPECT_EQ(tag(lowered({tensor::spec(DType::f64, {{"i", 40}, {"j", 40}})},
+                        [](tensor::Builder&, Args a) { return a[0].transpose({"j", "i"}) * 2; })),
+            LoopTag::kVectorized);
+  EXPECT_EQ(tag(lowered({tensor::spec(DType::f64, {{"vocab", 100}}), tensor::spec(DType::i32, {{"t", 64}})},
+                        [](tensor::Builder&, Args a) { return take(a[0], "vocab", a[1]) * 2; })),
+            LoopTag::kSerial);
+  EXPECT_EQ(tag(lowered({tensor::spec(DType::f64, {{"i", 40}, {"j", int64_t{1} << 26}})},
                         [](tensor::Builder&, Args a) { return a[0].transpose({"j", "i"}) * 2; })),
             LoopTag::kSerial);
 }

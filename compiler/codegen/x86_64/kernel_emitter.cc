@@ -516,7 +516,7 @@ Val KernelEmitter::gatherLoad(const Expr& e, const std::vector<Val>& bound, cons
   rest.constant += c * mode.offset;
   x86::Gp at = affineValue(rest);
   x86::Gp base = cc_.newIntPtr("gather");
-  cc_.lea(base, x86::ptr(bufferBase(e.buffer), at, 2));
+  cc_.lea(base, x86::ptr(bufferBase(e.buffer), at, shiftOf(buf.dtype)));
   Val v;
   v.kind = Val::Kind::kVec;
   x86::Vec offsets = vsimd_->newVec("offsets");

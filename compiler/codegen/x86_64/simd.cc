@@ -456,12 +456,29 @@ void Simd::broadcastInt(Vec d, const x86::Gp& g) {
 }
 
 void Simd::gather(Vec d, const x86::Gp& base, Vec offsets) {
-  ACCY_CHECK(f32() && !scalar_ && isa_ != Isa::kSse41, "gathers of 32-bit lanes need AVX2 or AVX-512");
+  ACCY_CHECK(!scalar_ && isa_ != Isa::kSse41, "gathers need AVX2 or AVX-512");
   d = fit(d), offsets = fit(offsets);
   // The destination is read as well as written, so the register allocator
   // keeps it apart from the offsets (an instruction whose destination is
   // its index register is undefined).
   zero(d);
+  if (!f32()) {
+    // f64 lanes by 32-bit offsets: the offsets' first half (lanes() of
+    // them) indexes the lanes.
+    const Vec index = width_ == 64 ? Vec(offsets.ymm()) : Vec(offsets.xmm());
+    x86::Mem m = x86::ptr(base, index, 3);
+    m.setSize(8);
+    if (isa_ == Isa::kAvx512) {
+      x86::KReg k = cc_.newKw("all");
+      cc_.kxnorw(k, k, k);
+      cc_.k(k).vgatherdpd(d, m);
+      return;
+    }
+    Vec all = newVec("all");
+    cc_.vpcmpeqd(fit(all), fit(all), fit(all));
+    cc_.vgatherdpd(d, m, fit(all));
+    return;
+  }
   x86::Mem m = x86::ptr(base, offsets, 2);
   m.setSize(4);
   if (isa_ == Isa::kAvx512) {
@@ -475,8 +492,9 @@ void Simd::gather(Vec d, const x86::Gp& base, Vec offsets) {
   cc_.vgatherdps(d, m, fit(all));
 }
 
+// k * step in 32-bit lane k, for as many lanes as the width holds (f64
+// lanes use the first half: gather's offsets).
 Vec Simd::laneSteps(uint32_t step) {
-  ACCY_CHECK(f32(), "32-bit lanes only");
   return hoistedValue("steps:" + std::to_string(step), [this, step](Vec r) {
     uint32_t data[16];
     for (int k = 0; k < 16; ++k) data[k] = static_cast<uint32_t>(k) * step;

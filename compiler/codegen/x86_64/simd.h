@@ -154,8 +154,9 @@ class Simd {
   void streamStore(const asmjit::x86::Mem& m, asmjit::x86::Vec a);
   // Every lane = the element at m.
   void broadcastLoad(asmjit::x86::Vec d, const asmjit::x86::Mem& m);
-  // Lane k = the 4-byte element at base + 4 * offsets[k] (vgatherdps;
-  // AVX2 and AVX-512, 32-bit lanes). `d` is written, `offsets` kept.
+  // Lane k = the element at base + size * offsets[k], offsets in 32-bit
+  // lanes: 4-byte lanes (vgatherdps) or f64 lanes by the first half of the
+  // offsets (vgatherdpd); AVX2 and AVX-512. `d` is written, `offsets` kept.
   void gather(asmjit::x86::Vec d, const asmjit::x86::Gp& base, asmjit::x86::Vec offsets);
 
   // Horizontal combine of every lane of `a` into lane 0 of `d` (width 16
