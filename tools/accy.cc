@@ -88,7 +88,7 @@ commands:
       web page (web/accy.js) or a Metal host loads (artifact; needs -o).
   compile FILE --dump-after=PASS [--target=...] [target options] [-o OUT]
       Print the Choir module as the pipeline leaves it after PASS, in place
-      of --emit: for x86_64 lower, fuse, loop-order, epilogues, partition, tile,
+      of --emit: for x86_64 lower, fuse, narrow, loop-order, epilogues, partition, tile,
       vectorize, parallelize; for spirv and ptx lower, fuse, tf32 (ptx with
       --mode=tf32 only), gpu-map.
   run FILE [--input N=IN.npy ...] [--output N=OUT.npy ...] [--threads=K]

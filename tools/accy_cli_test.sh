@@ -262,7 +262,7 @@ expect 0 "" -- "$ACCY" compile "$WIRE" --target=spirv --dump-after=fuse -o "$WOR
 checks=$((checks + 1))
 grep -q "kernel" "$WORK/fused.choir" 2>/dev/null || fail "--dump-after=fuse -o wrote no module"
 expect 1 "pass tf32 did not run (it runs for --target=ptx --mode=tf32)" -- "$ACCY" compile "$WIRE" --target=ptx --dump-after=tf32
-expect 2 "no pass 'gpu-map' for target x86_64 (lower, fuse, loop-order" -- "$ACCY" compile "$WIRE" --dump-after=gpu-map
+expect 2 "no pass 'gpu-map' for target x86_64 (lower, fuse, narrow, loop-order" -- "$ACCY" compile "$WIRE" --dump-after=gpu-map
 expect 2 "no pass 'vectorize' for target ptx (lower, fuse, tf32, gpu-map)" -- "$ACCY" compile "$WIRE" --target=ptx --dump-after=vectorize
 expect 2 "give --emit or --dump-after, not both" -- "$ACCY" compile "$WIRE" --emit=choir --dump-after=lower
 # Arithmetic modes: fast everywhere (x86-64 keeps its accurate code), tf32
