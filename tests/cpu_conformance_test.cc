@@ -229,6 +229,32 @@ TEST(CpuConformance, AdversarialIndicesTouchNothingOutsideTheBuffers) {
 // stride 3 (a transpose) at constant offsets; at every ISA
 // the evaluator's results, whatever the indices (negative, past the end,
 // the i32 extremes), and a gather from an f64 table left scalar.
+// A taken row read across, with a stride along the vector axis: the row's
+// position is data, the same for the whole loop (computed before it), and
+// the lanes gather at constant offsets from it. (Found by the wire fuzzer:
+// the gather once looked for that position in lanes that were not there.)
+TEST(CpuConformance, AStridedReadOfATakenRowGathers) {
+  const std::vector<int32_t> wild = {INT32_MIN, -1, 0, 1, 6, 9, 10, INT32_MAX, 3};
+  const int64_t n = static_cast<int64_t>(wild.size());
+  for (DType table : {DType::f32, DType::i32}) {
+    const std::vector<Spec> specs = {tensor::spec(table, {{"v", 10}, {"a", 37}, {"b", 3}}),
+                                     tensor::spec(DType::i32, {{"t", n}})};
+    auto program = tensor::define("row_across", specs, [](Builder&, std::span<const Value> a) {
+      return take(a[0], "v", a[1]).transpose({"t", "b", "a"}) * 2;  // x[idx[t], a, b], a innermost
+    });
+    ASSERT_TRUE(program.ok()) << program.status();
+    std::vector<std::byte> indices(n * 4);
+    std::memcpy(indices.data(), wild.data(), indices.size());
+    std::mt19937 rng(12);
+    const std::vector<std::vector<std::byte>> inputs = {randomBytes(specs[0], rng, -50, 50), indices};
+    for (x64::Isa isa : hostIsas()) {
+      SCOPED_TRACE(std::string(tensor::dtypeName(table)) + " at " + x64::isaName(isa));
+      EXPECT_TRUE(runAndCompare(*program, inputs, isa));
+      EXPECT_TRUE(runAndCompare(*program, inputs, isa, 2));
+    }
+  }
+}
+
 TEST(CpuConformance, GathersAlongTheVectorAxis) {
   const std::vector<int32_t> wild = {INT32_MIN, -1, 0, 1, 6, 99, 100, 101, INT32_MAX, 50, 50, 3, 7, 99, 2, 64, 0,
                                      1000, -5, 98, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28};

@@ -514,10 +514,16 @@ Val KernelEmitter::gatherLoad(const Expr& e, const std::vector<Val>& bound, cons
   // loop's counter at this step), in a general register, plus per-lane
   // offsets: the loop variable's lane steps and each bound value times its
   // coefficient (non-negative, below 2^31 in all: the vectorizer's check).
+  // Bound values come in lanes (`bound`) for a take along the vector axis;
+  // a strided load whose bound values do not change along the loop (hoisted
+  // before it: `bound` empty) has them in the common part.
+  const bool in_lanes = !bound.empty();
   Affine rest = flat;
-  std::erase_if(rest.terms, [&](const Affine::Term& t) {
-    return std::find(e.bound.begin(), e.bound.end(), t.var) != e.bound.end();
-  });
+  if (in_lanes) {
+    std::erase_if(rest.terms, [&](const Affine::Term& t) {
+      return std::find(e.bound.begin(), e.bound.end(), t.var) != e.bound.end();
+    });
+  }
   const int64_t c = flat.coeffOf(mode.inner_var);
   rest.constant += c * mode.offset;
   x86::Gp at = affineValue(rest);
@@ -531,7 +537,7 @@ Val KernelEmitter::gatherLoad(const Expr& e, const std::vector<Val>& bound, cons
   } else {
     vsimd_->mov(offsets, vsimd_->laneSteps(static_cast<uint32_t>(c)));
   }
-  for (size_t j = 0; j < e.bound.size(); ++j) {
+  for (size_t j = 0; in_lanes && j < e.bound.size(); ++j) {
     const int64_t k = flat.coeffOf(e.bound[j]);
     if (k == 0) continue;
     x86::Vec term = bound[j].v;
