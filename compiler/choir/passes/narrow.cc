@@ -57,13 +57,14 @@ std::optional<Writer> writerNest(Module& m, int k) {
   return w;
 }
 
-// Every load of each buffer, with the extents of the loops around it.
+// The loads of every temporary, per dimension, over the extents of the
+// loops around them (`ranges[buffer]`, empty for the other buffers).
 void collectReads(const Module& m, const std::vector<Stmt>& stmts, std::map<int, int64_t>& extents,
-                  std::vector<Range>* ranges, int buffer) {
+                  std::vector<std::vector<Range>>& ranges) {
   for (const Stmt& s : stmts) {
     if (s.kind == StmtKind::kLoop) {
       extents[s.loop.var] = s.loop.extent;
-      collectReads(m, s.body, extents, ranges, buffer);
+      collectReads(m, s.body, extents, ranges);
       extents.erase(s.loop.var);
       continue;
     }
@@ -71,8 +72,9 @@ void collectReads(const Module& m, const std::vector<Stmt>& stmts, std::map<int,
     auto look = [&](const ExprRef& e) {
       if (!e) return;
       visitExpr(e, [&](const Expr& x) {
-        if (x.kind != ExprKind::kLoad || x.buffer != buffer) return;
-        for (size_t d = 0; d < x.index.size() && d < ranges->size(); ++d) {
+        if (x.kind != ExprKind::kLoad) return;
+        std::vector<Range>& of = ranges[static_cast<size_t>(x.buffer)];
+        for (size_t d = 0; d < x.index.size() && d < of.size(); ++d) {
           const Affine& a = x.index[d];
           int64_t lo = a.constant, hi = a.constant;
           bool known = true;
@@ -86,11 +88,11 @@ void collectReads(const Module& m, const std::vector<Stmt>& stmts, std::map<int,
             lo += std::min<int64_t>(0, span);
             hi += std::max<int64_t>(0, span);
           }
-          const int64_t last = m.buffers[static_cast<size_t>(buffer)].shape[d] - 1;
+          const int64_t last = m.buffers[static_cast<size_t>(x.buffer)].shape[d] - 1;
           if (!known) {
-            (*ranges)[d].add(0, last);
+            of[d].add(0, last);
           } else {
-            (*ranges)[d].add(std::max<int64_t>(lo, 0), std::min(hi, last));
+            of[d].add(std::max<int64_t>(lo, 0), std::min(hi, last));
           }
         }
       });
@@ -104,30 +106,48 @@ void collectReads(const Module& m, const std::vector<Stmt>& stmts, std::map<int,
 }  // namespace
 
 absl::StatusOr<Module> narrowProducers(Module m) {
-  for (size_t b = 0; b < m.buffers.size(); ++b) {
+  // One pass over the kernels for the writers and one for the reads, so
+  // the pass is linear in the module (a program of 65,536 nodes lowers to
+  // thousands of kernels and temporaries).
+  const size_t n = m.buffers.size();
+  std::vector<int> writers(n, 0), writer(n, -1);
+  for (size_t k = 0; k < m.kernels.size(); ++k) {
+    std::vector<int> written;
+    visitStmts(m.kernels[k].body, [&](const Stmt& s) {
+      if (s.kind == StmtKind::kStore || s.kind == StmtKind::kReduce) written.push_back(s.buffer);
+    });
+    std::sort(written.begin(), written.end());
+    written.erase(std::unique(written.begin(), written.end()), written.end());
+    for (int b : written) {
+      ++writers[static_cast<size_t>(b)];
+      writer[static_cast<size_t>(b)] = static_cast<int>(k);
+    }
+  }
+  std::vector<std::vector<Range>> ranges(n);
+  bool any = false;
+  for (size_t b = 0; b < n; ++b) {
     const Buffer& t = m.buffers[b];
-    if (t.role != BufferRole::kTemp || t.shape.empty()) continue;
-    const int buffer = static_cast<int>(b);
-    int writers = 0, writer = -1;
-    for (size_t k = 0; k < m.kernels.size(); ++k) {
-      if (kernelWrites(m.kernels[k], buffer)) {
-        ++writers;
-        writer = static_cast<int>(k);
-      }
+    if (t.role == BufferRole::kTemp && !t.shape.empty() && writers[b] == 1) {
+      ranges[b].resize(t.shape.size());
+      any = true;
     }
-    if (writers != 1) continue;
-    std::optional<Writer> w = writerNest(m, writer);
+  }
+  if (!any) return m;
+  // A writer that reads its own temporary is refused below (writerNest), so
+  // the reads of every kernel count.
+  for (const Kernel& k : m.kernels) {
+    std::map<int, int64_t> extents;
+    collectReads(m, k.body, extents, ranges);
+  }
+  for (size_t b = 0; b < n; ++b) {
+    if (ranges[b].empty()) continue;
+    std::optional<Writer> w = writerNest(m, writer[b]);
     if (!w) continue;
-    std::vector<Range> ranges(t.shape.size());
-    for (size_t k = 0; k < m.kernels.size(); ++k) {
-      if (static_cast<int>(k) == writer) continue;
-      std::map<int, int64_t> extents;
-      collectReads(m, m.kernels[k].body, extents, &ranges, buffer);
-    }
-    for (size_t d = 0; d < t.shape.size(); ++d) {
-      const Range& r = ranges[d];
+    const std::vector<int64_t> shape = m.buffers[b].shape;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      const Range& r = ranges[b][d];
       if (r.lo > r.hi) continue;  // never read: left to dead-code removal elsewhere
-      if (r.lo == 0 && r.hi == t.shape[d] - 1) continue;
+      if (r.lo == 0 && r.hi == shape[d] - 1) continue;
       Stmt* l = w->loop_of_dim[d];
       const int old_var = l->loop.var;
       l->loop.var = m.newVar();
