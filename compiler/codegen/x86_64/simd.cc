@@ -462,34 +462,22 @@ void Simd::gather(Vec d, const x86::Gp& base, Vec offsets) {
   // keeps it apart from the offsets (an instruction whose destination is
   // its index register is undefined).
   zero(d);
-  if (!f32()) {
-    // f64 lanes by 32-bit offsets: the offsets' first half (lanes() of
-    // them) indexes the lanes.
-    const Vec index = width_ == 64 ? Vec(offsets.ymm()) : Vec(offsets.xmm());
-    x86::Mem m = x86::ptr(base, index, 3);
-    m.setSize(8);
-    if (isa_ == Isa::kAvx512) {
-      x86::KReg k = cc_.newKw("all");
-      cc_.kxnorw(k, k, k);
-      cc_.k(k).vgatherdpd(d, m);
-      return;
-    }
-    Vec all = newVec("all");
-    cc_.vpcmpeqd(fit(all), fit(all), fit(all));
-    cc_.vgatherdpd(d, m, fit(all));
-    return;
-  }
-  x86::Mem m = x86::ptr(base, offsets, 2);
-  m.setSize(4);
+  // f64 lanes take 32-bit offsets too: the offsets' first half (lanes() of
+  // them) indexes the lanes.
+  const bool wide = !f32();
+  const Vec index = !wide ? offsets : width_ == 64 ? Vec(offsets.ymm()) : Vec(offsets.xmm());
+  x86::Mem m = x86::ptr(base, index, wide ? 3 : 2);
+  m.setSize(wide ? 8 : 4);
+  const asmjit::InstId inst = wide ? x86::Inst::kIdVgatherdpd : x86::Inst::kIdVgatherdps;
   if (isa_ == Isa::kAvx512) {
     x86::KReg k = cc_.newKw("all");
     cc_.kxnorw(k, k, k);
-    cc_.k(k).vgatherdps(d, m);
+    cc_.k(k).emit(inst, d, m);
     return;
   }
   Vec all = newVec("all");
   cc_.vpcmpeqd(fit(all), fit(all), fit(all));
-  cc_.vgatherdps(d, m, fit(all));
+  cc_.emit(inst, d, m, fit(all));
 }
 
 // k * step in 32-bit lane k, for as many lanes as the width holds (f64
