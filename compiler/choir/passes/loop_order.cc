@@ -286,8 +286,10 @@ std::vector<Kernel> orderKernel(Module& m, Kernel& k) {
     if (flat.coeffOf(loops[i].var) == 1) unit = i;
   }
   if (unit == loops.size()) return {};
-  const std::vector<LoopHeader> before = loops;
+  bool moved = false;
   auto moveTo = [&](size_t from, size_t to) {
+    if (from == to) return;
+    moved = true;
     const LoopHeader h = loops[from];
     loops.erase(loops.begin() + static_cast<std::ptrdiff_t>(from));
     loops.insert(loops.begin() + static_cast<std::ptrdiff_t>(to), h);
@@ -316,11 +318,9 @@ std::vector<Kernel> orderKernel(Module& m, Kernel& k) {
         along = i;
       }
     });
-    if (along && agree && *along != loops.size() - 2) moveTo(*along, loops.size() - 2);
+    if (along && agree) moveTo(*along, loops.size() - 2);
   }
-  bool same = true;
-  for (size_t i = 0; i < loops.size(); ++i) same = same && loops[i].var == before[i].var;
-  if (same) return {};
+  if (!moved) return {};
   Stmt inner = std::move(*s);
   for (size_t i = loops.size(); i-- > 0;) inner = Stmt::loopOf(loops[i], {std::move(inner)});
   k.body[0] = std::move(inner);

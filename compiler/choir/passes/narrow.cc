@@ -22,12 +22,7 @@ struct Range {
 
 // The writer's nest: the loop of each of T's dimensions, or nothing when
 // the kernel is not of the form narrowProducers takes.
-struct Writer {
-  int kernel = -1;
-  std::vector<Stmt*> loop_of_dim;
-};
-
-std::optional<Writer> writerNest(Module& m, int k) {
+std::optional<std::vector<Stmt*>> writerNest(Module& m, int k) {
   Kernel& kernel = m.kernels[static_cast<size_t>(k)];
   if (kernel.body.size() != 1) return std::nullopt;
   std::vector<Stmt*> loops;
@@ -39,8 +34,7 @@ std::optional<Writer> writerNest(Module& m, int k) {
   if ((s->kind != StmtKind::kStore && s->kind != StmtKind::kReduce) || !s->bound.empty()) return std::nullopt;
   const Buffer& t = m.buffers[static_cast<size_t>(s->buffer)];
   if (s->index.size() != t.shape.size() || kernelReads(kernel, s->buffer)) return std::nullopt;
-  Writer w;
-  w.kernel = k;
+  std::vector<Stmt*> loop_of_dim;
   for (size_t d = 0; d < s->index.size(); ++d) {
     const Affine& a = s->index[d];
     if (a.constant != 0 || a.terms.size() != 1 || a.terms[0].coeff != 1) return std::nullopt;
@@ -49,12 +43,10 @@ std::optional<Writer> writerNest(Module& m, int k) {
       if (l->loop.var == a.terms[0].var) found = l;
     }
     if (found == nullptr || found->loop.extent != t.shape[d] || found->loop.tag != LoopTag::kSerial) return std::nullopt;
-    for (Stmt* other : w.loop_of_dim) {
-      if (other == found) return std::nullopt;
-    }
-    w.loop_of_dim.push_back(found);
+    if (std::find(loop_of_dim.begin(), loop_of_dim.end(), found) != loop_of_dim.end()) return std::nullopt;
+    loop_of_dim.push_back(found);
   }
-  return w;
+  return loop_of_dim;
 }
 
 // The loads of every temporary, per dimension, over the extents of the
@@ -141,14 +133,14 @@ absl::StatusOr<Module> narrowProducers(Module m) {
   }
   for (size_t b = 0; b < n; ++b) {
     if (ranges[b].empty()) continue;
-    std::optional<Writer> w = writerNest(m, writer[b]);
-    if (!w) continue;
+    const std::optional<std::vector<Stmt*>> loop_of_dim = writerNest(m, writer[b]);
+    if (!loop_of_dim) continue;
     const std::vector<int64_t> shape = m.buffers[b].shape;
     for (size_t d = 0; d < shape.size(); ++d) {
       const Range& r = ranges[b][d];
       if (r.lo > r.hi) continue;  // never read: left to dead-code removal elsewhere
       if (r.lo == 0 && r.hi == shape[d] - 1) continue;
-      Stmt* l = w->loop_of_dim[d];
+      Stmt* l = (*loop_of_dim)[d];
       const int old_var = l->loop.var;
       l->loop.var = m.newVar();
       l->loop.extent = r.hi - r.lo + 1;

@@ -219,8 +219,9 @@ int KernelEmitter::storeWidth(const Stmt& l, bool parallel) const {
   if (!vectorized || !lanes) return 1;
   // A streamed output is written a whole line per store at the widest
   // vector (the write-combining buffer then empties as soon as the store
-  // retires): y = a x + b over 64 MiB, 5.11 -> 4.81 ms on an Intel Xeon
-  // against 4.77 for the AVX-512 intrinsics loop (docs/PERFORMANCE.md).
+  // retires): y = a x + b over 64 MiB, 5.11 -> 4.92 ms on an Intel Xeon
+  // against 4.90 for the AVX-512 intrinsics loop (docs/PERFORMANCE.md,
+  // "Streamed stores a line at a time").
   if (streams(l)) return l.loop.vector_width;
   return loopWidth(l.loop.vector_width, dtype, st.value);
 }
