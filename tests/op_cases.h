@@ -142,6 +142,14 @@ inline std::vector<OpCase> opCases() {
          Value updates = a[1].gt(b.constant(1, a[1].dtype())).where(b.constant(-0.0, a[1].dtype()), a[1] * 2);
          return scatterAdd(zeros, "p", idx, updates.rename("p", "j"));
        }, -3, 3, false},
+      // Rows of 5 x 256 elements (x broadcast along w): few enough rows
+      // per invocation that a GPU scatters by ranges of rows, a guarded
+      // store per index (choir/lower.h, kScatterInvocations) when p > 13.
+      {"scatter_add_ranges", [](Builder& b, Args a) {
+         Value idx = (a[1].cast(DType::i32) * 9 + 1).rename("p", "j");
+         Value updates = a[1].rename("p", "j").broadcast("w", 256) * 2 + b.iota("w", 256, a[1].dtype());
+         return scatterAdd(a[0].broadcast("w", 256), "p", idx, updates);
+       }, -3, 3, false},
       {"argmax", [](Builder&, Args a) { return a[0].argmax("p"); }, -3, 3, false},
       {"argmin", [](Builder&, Args a) { return a[0].argmin("q"); }, -3, 3, false},
       {"pad", [](Builder&, Args a) { return a[0].pad("p", 2, 1, 0.5); }, -3, 3, false},
@@ -251,7 +259,7 @@ inline std::vector<OpCase> opCases() {
 inline std::optional<ErrorKind> refusedByDesign(const OpCase& c, tensor::DType dtype, int64_t p) {
   static const std::string_view kArithmetic[] = {"add",   "sub",    "mul",         "div",    "pow",
                                                  "neg",   "abs",    "sum",         "mean",   "dot",
-                                                 "where", "transpose", "concat",   "iota",   "scatter_add",  "scatter_add_zeros", "where_rows",
+                                                 "where", "transpose", "concat",   "iota",   "scatter_add",  "scatter_add_zeros", "scatter_add_ranges", "where_rows",
                                                  "conv",  "conv_channels", "dot_two_axes", "blur"};
   const std::string_view name = c.name;
   if (p < 3 && name == "conv_channels") return ErrorKind::kWindowTooLarge;  // recorded before the dot

@@ -190,6 +190,13 @@ struct Stmt {
   // in the index) run serially, in order: such stores are deterministic.
   std::vector<int> bound;
   std::vector<ExprRef> args;
+  // kStore only, may be null: a bool evaluated after `bound`; the store
+  // (its value included) happens only where it is true. The GPU form of
+  // scatter_add (lower.cc) gives each invocation a range of rows this way:
+  // loops whose variables appear in `index`, or in position values
+  // (kIndex) of the guard outside its loads, own distinct elements and run
+  // in parallel; the others run serially, in order (passes/gpu_map.h).
+  ExprRef guard;
 
   static Stmt loopOf(LoopHeader header, std::vector<Stmt> body);
   static Stmt store(int buffer, std::vector<Affine> index, ExprRef value);

@@ -443,6 +443,23 @@ class Lowering {
       if (tensor::axisExtent(x.axes, a.name) == 0) own.push_back(a);
     }
     if (o_.serial_scatter && !own.empty()) return lowerScatterAddSerial(id, own);
+    if (!own.empty() && o_.scatter_range_walk > 0) {
+      const int64_t extent = tensor::axisExtent(x.axes, axis);
+      int64_t columns = 1;
+      for (const tensor::Axis& a : x.axes) {
+        if (a.name != axis) columns *= a.extent;
+      }
+      int64_t walk = 1;
+      for (const tensor::Axis& a : own) walk *= a.extent;
+      const int64_t wanted = std::clamp<int64_t>((kScatterInvocations + columns - 1) / std::max<int64_t>(columns, 1), 1,
+                                                 kMaxScatterRanges);
+      // Fewer ranges than rows (else each row is its own range: the
+      // reduction form's reads, and its walks may cooperate).
+      if (wanted < extent && walk <= o_.scatter_range_walk) {
+        const int64_t chunk = (extent + wanted - 1) / wanted;
+        return lowerScatterAddRanges(id, own, (extent + chunk - 1) / chunk, chunk);
+      }
+    }
     IndexMap idx;
     auto loops = newLoops(n.axes, idx);
     auto domain = newLoops(own, idx);
@@ -471,6 +488,72 @@ class Lowering {
     return absl::OkStatus();
   }
 
+  // scatter_add with indices of their own axes, on a GPU: x's axis cut into
+  // `ranges` ranges of `chunk` rows. One invocation per range and element
+  // of x's other axes (the parallel loops) walks every index in order (the
+  // indices' own axes, innermost: serial) and adds the updates whose index
+  // falls in its range, a store guarded by that test: sums[j] += update,
+  // into zeroed sums; then x + sums. Each element is written by one
+  // invocation, its updates added in index order from +0 as in the other
+  // forms: the same bits, no atomics. It reads ranges x columns x indices
+  // indices, against the reduction form's extent x columns x indices.
+  // Into a positive zero the output itself holds the sums (see below).
+  absl::Status lowerScatterAddRanges(int32_t id, const std::vector<tensor::Axis>& own, int64_t ranges,
+                                     int64_t chunk) {
+    const Node& n = p_.nodes[id];
+    const std::string& axis = n.names[0];
+    const Node& x = p_.nodes[n.operands[0]];
+    const int32_t ind = n.operands[1];
+    const int64_t extent = tensor::axisExtent(x.axes, axis);
+    const std::string name = strCat("k", id, "_scatter_add");
+    const bool into_zero = isPositiveZero(n.operands[0]);
+    const int sums = into_zero ? buffer_of_[id] : addBuffer(strCat("t", id, "_sums"), n, BufferRole::kTemp, -1);
+    emitZero(strCat(name, "_zero"), sums, n.axes);
+    IndexMap idx;
+    LoopHeader range;
+    range.var = m_.newVar();
+    range.extent = ranges;
+    std::vector<tensor::Axis> others;
+    for (const tensor::Axis& a : x.axes) {
+      if (a.name != axis) others.push_back(a);
+    }
+    std::vector<LoopHeader> loops = {range};
+    for (const LoopHeader& h : newLoops(others, idx)) loops.push_back(h);
+    for (const LoopHeader& h : newLoops(own, idx)) loops.push_back(h);
+    const ExprRef raw = access(ind, restrictTo(p_.nodes[ind].axes, idx));
+    const DType d = raw->dtype;
+    const ExprRef no = makeConstant(DType::bool_, 0);
+    const Affine first = Affine::var(range.var, chunk);
+    // first <= raw < first + chunk, and raw < extent (the last range may
+    // be short): an index outside [0, extent) is in no range, dropped.
+    const ExprRef mine = makeOp(
+        OpCode::kWhere, DType::bool_,
+        {makeOp(OpCode::kGe, DType::bool_, {raw, makeIndex(d, first)}),
+         makeOp(OpCode::kWhere, DType::bool_,
+                {makeOp(OpCode::kLt, DType::bool_, {raw, makeIndex(d, add(first, Affine::constantOf(chunk)))}),
+                 makeOp(OpCode::kLt, DType::bool_, {raw, makeConstant(d, static_cast<double>(extent))}), no}),
+         no});
+    const int v = m_.newVar();
+    IndexMap at_sum = idx;
+    at_sum[axis] = Affine::var(v);
+    const std::vector<Affine> index = indexFor(n.axes, at_sum);
+    const ExprRef update = access(n.operands[2], restrictTo(p_.nodes[n.operands[2]].axes, idx));
+    Stmt st = Stmt::store(sums, index, makeOp(OpCode::kAdd, n.dtype, {makeLoad(n.dtype, sums, index), update}));
+    st.bound = {v};
+    st.args = {clampIndex(raw, extent - 1)};
+    st.guard = mine;
+    emitNest(strCat(name, "_scatter"), loops, std::move(st));
+    if (!into_zero) emitXPlusSums(id, sums, name);
+    return absl::OkStatus();
+  }
+
+  void emitZero(std::string name, int buffer, const std::vector<tensor::Axis>& axes) {
+    IndexMap idx;
+    auto loops = newLoops(axes, idx);
+    emitNest(std::move(name), loops,
+             Stmt::store(buffer, indexFor(axes, idx), makeConstant(m_.buffers[buffer].dtype, 0)));
+  }
+
   // scatter_add with indices of their own axes, on the CPU: sums[j] over
   // an extra last row j = extent (where dropped updates go), zeroed; then,
   // serially over the indices' own axes in row-major order and in lanes
@@ -497,12 +580,7 @@ class Lowering {
       if (a.name == axis && !into_zero) a.extent = extent + 1;
     }
     const int sums = into_zero ? buffer_of_[id] : addBuffer(strCat("t", id, "_sums"), sums_node, BufferRole::kTemp, -1);
-    {  // zero
-      IndexMap idx;
-      auto loops = newLoops(sums_node.axes, idx);
-      emitNest(strCat(name, "_zero"), loops,
-               Stmt::store(sums, indexFor(sums_node.axes, idx), makeConstant(n.dtype, 0)));
-    }
+    emitZero(strCat(name, "_zero"), sums, sums_node.axes);
     {  // scatter: the indices' own axes outermost, serial
       std::vector<tensor::Axis> order = own;
       for (const tensor::Axis& a : x.axes) {

@@ -22,7 +22,19 @@ struct LowerOptions {
   // positions under a serial loop over the indices): what CPU targets run.
   // Off, the target-neutral form: a reduction per element over every index.
   bool serial_scatter = false;
+  // GPU targets (serial_scatter off): scatter_add by ranges of rows, one
+  // invocation per range and column walking the indices in order (a
+  // guarded store), when that reads fewer indices than the reduction form
+  // and the walk is at most this long (a device's loop limit: llvmpipe's).
+  // 0: never.
+  int64_t scatter_range_walk = 0;
 };
+
+// The GPU form of scatter_add cuts the rows of x's axis into ranges so that
+// ranges x columns (x's other elements) reaches kScatterInvocations, with at
+// most kMaxScatterRanges ranges.
+inline constexpr int64_t kScatterInvocations = 16384;
+inline constexpr int64_t kMaxScatterRanges = 1024;
 
 absl::StatusOr<Module> lowerProgram(const tensor::Program& program, const LowerOptions& options = {});
 

@@ -47,7 +47,9 @@ absl::StatusOr<Module> compileToChoir(const tensor::Program& program, const Pipe
     ACCY_RETURN_IF_ERROR(after("scan-kernel", m));
     return m;
   }
-  ACCY_ASSIGN_OR_RETURN(Module m, lowerProgram(program, LowerOptions{.serial_scatter = !options.gpu_map}));
+  LowerOptions lower{.serial_scatter = !options.gpu_map};
+  if (options.gpu_map) lower.scatter_range_walk = options.gpu_map->max_serial_domain;
+  ACCY_ASSIGN_OR_RETURN(Module m, lowerProgram(program, lower));
   ACCY_RETURN_IF_ERROR(after("lower", m));
   if (options.fuse) {
     ACCY_ASSIGN_OR_RETURN(m, fuseKernels(std::move(m), options.fuse_limits));

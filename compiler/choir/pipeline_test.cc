@@ -2,6 +2,7 @@
 #include "compiler/choir/pipeline.h"
 
 #include "accy/accy.h"
+#include "compiler/choir/passes/gpu_map.h"
 #include "compiler/choir/printer.h"
 #include "compiler/choir/verifier.h"
 #include "gmock/gmock.h"
@@ -156,6 +157,73 @@ TEST(Pipeline, GpuPipelineMarksDotKernelsForTf32) {
     EXPECT_EQ(marked, tf32 ? 1 : 0) << toText(*m);
     EXPECT_TRUE(verifyModule(*m).ok());
   }
+}
+
+// An embedding gradient on a GPU: the rows of the table cut into ranges,
+// one invocation per range and column walking every index in order, the
+// store guarded by the range (lower.h): work that grows with the ranges,
+// not the vocabulary. A short row set keeps the reduction form, and a walk
+// longer than the device allows (llvmpipe) keeps it too.
+TEST(Pipeline, AGpuScatterIntoManyRowsWalksItsIndicesPerRange) {
+  auto program = [](int64_t vocab, int64_t tokens) {
+    auto p = tensor::define("embedding_grad",
+                            {tensor::spec(DType::i32, {{"token", tokens}}),
+                             tensor::spec(DType::f32, {{"token", tokens}, {"feature", 64}})},
+                            [&](Builder& b, Args a) {
+                              const Value zeros = b.constant(0, DType::f32).broadcast("vocab", vocab).broadcast("feature", 64);
+                              return tensor::scatterAdd(zeros, "vocab", a[0], a[1]);
+                            });
+    EXPECT_TRUE(p.ok()) << p.status();
+    return *p;
+  };
+  auto forms = [](const tensor::Program& p, int64_t max_serial) {
+    PipelineOptions o;
+    o.verify_each_pass = true;
+    o.gpu_map.emplace();
+    o.gpu_map->max_serial_domain = max_serial;
+    auto m = compileToChoir(p, o);
+    EXPECT_TRUE(m.ok()) << m.status();
+    std::vector<std::pair<GpuForm, GpuNest>> out;
+    for (const Kernel& k : m->kernels) {
+      auto d = describeGpuKernel(k);
+      EXPECT_TRUE(d.ok()) << d.status();
+      out.emplace_back(d->form, *d);
+    }
+    return out;
+  };
+  const auto wide = forms(program(100000, 1000), INT64_MAX);
+  ASSERT_EQ(wide.size(), 2u);  // zero the output, then scatter into it
+  EXPECT_EQ(wide[0].first, GpuForm::kElementwise);
+  ASSERT_EQ(wide[1].first, GpuForm::kOrderedStores);
+  const GpuNest& scatter = wide[1].second;
+  // 16384 / 64 columns = 256 ranges of 391 rows, then the 64 columns.
+  ASSERT_EQ(scatter.loops.size(), 2u);
+  EXPECT_EQ(scatter.loops[0].extent, 256);
+  EXPECT_EQ(scatter.loops[1].extent, 64);
+  ASSERT_EQ(scatter.serial.size(), 1u);
+  EXPECT_EQ(scatter.serial[0].extent, 1000);  // every token, in order
+  EXPECT_NE(scatter.leaf->guard, nullptr);
+  // Fewer rows than ranges: the reduction per element.
+  const auto narrow = forms(program(100, 1000), INT64_MAX);
+  for (const auto& [form, nest] : narrow) EXPECT_NE(form, GpuForm::kOrderedStores);
+  // A walk past the device's loop limit: the reduction, whose long walks cooperate.
+  const auto limited = forms(program(100000, 1000), 999);
+  for (const auto& [form, nest] : limited) EXPECT_NE(form, GpuForm::kOrderedStores);
+  // The conformance row scatter_add_ranges at p = 17 (tests/op_cases.h):
+  // indices matched along q, rows of 5 x 256 columns: 9 ranges of 2 rows.
+  auto row = tensor::define("ranges", {tensor::spec(DType::f32, {{"p", 17}, {"q", 5}})}, [](Builder& b, Args a) {
+    Value idx = (a[0].cast(DType::i32) * 9 + 1).rename("p", "j");
+    Value updates = a[0].rename("p", "j").broadcast("w", 256) * 2 + b.iota("w", 256, DType::f32);
+    return tensor::scatterAdd(a[0].broadcast("w", 256), "p", idx, updates);
+  });
+  ASSERT_TRUE(row.ok()) << row.status();
+  int ordered = 0;
+  for (const auto& [form, nest] : forms(*row, INT64_MAX)) {
+    if (form != GpuForm::kOrderedStores) continue;
+    ++ordered;
+    EXPECT_EQ(nest.loops[0].extent, 9);
+  }
+  EXPECT_EQ(ordered, 1);
 }
 
 }  // namespace

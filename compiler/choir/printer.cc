@@ -50,6 +50,7 @@ void printStmts(const Module& m, const std::vector<Stmt>& stmts, int depth, std:
         for (size_t j = 0; j < s.bound.size(); ++j) {
           where += strCat(j == 0 ? " where " : ", ", "i", s.bound[j], " = ", toText(m, s.args[j]));
         }
+        if (s.guard) where += strCat(" if ", toText(m, s.guard));
         strAppend(out, pad, m.buffers[s.buffer].name, indexText(s.index), " = ", toText(m, s.value), where, "\n");
         break;
       }

@@ -6,6 +6,7 @@ void substituteStmt(Stmt& st, const Substitution& s) {
   for (Affine& a : st.index) a = substitute(a, s);
   if (st.value) st.value = substituteExpr(st.value, s);
   for (ExprRef& a : st.args) a = substituteExpr(a, s);
+  if (st.guard) st.guard = substituteExpr(st.guard, s);
 }
 
 void substituteTree(Stmt& st, const Substitution& s) {
@@ -61,6 +62,7 @@ void forEachValue(std::vector<Stmt>& stmts, const std::function<void(ExprRef&)>&
     if (s.kind == StmtKind::kLoop) forEachValue(s.body, f);
     if (s.value) f(s.value);
     for (ExprRef& a : s.args) f(a);
+    if (s.guard) f(s.guard);
   }
 }
 
@@ -81,6 +83,7 @@ bool kernelReads(const Kernel& k, int buffer) {
   visitStmts(k.body, [&](const Stmt& s) {
     if (s.value && readsIn(s.value, buffer)) found = true;
     for (const ExprRef& a : s.args) found = found || readsIn(a, buffer);
+    if (s.guard && readsIn(s.guard, buffer)) found = true;
   });
   return found;
 }
@@ -149,6 +152,11 @@ void dropUnusedTemps(Module& m) {
           if (e.kind == ExprKind::kLoad) used[e.buffer] = true;
         });
       }
+      if (s.guard) {
+        visitExpr(s.guard, [&](const Expr& e) {
+          if (e.kind == ExprKind::kLoad) used[e.buffer] = true;
+        });
+      }
     });
   }
   std::vector<int> remap(m.buffers.size(), -1);
@@ -176,6 +184,7 @@ void dropUnusedTemps(Module& m) {
       if (s.buffer >= 0) s.buffer = remap[s.buffer];
       if (s.value) s.value = renumber(s.value);
       for (ExprRef& a : s.args) a = renumber(a);
+      if (s.guard) s.guard = renumber(s.guard);
     }
   };
   for (Kernel& k : m.kernels) {

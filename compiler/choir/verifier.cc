@@ -185,6 +185,10 @@ class Verifier {
         ACCY_RETURN_IF_ERROR(bindClamped(s.bound, s.args, "store"));  // as a load's
         absl::Status st = access(s.buffer, s.index, "store");
         if (st.ok() && m_.buffers[s.buffer].role == BufferRole::kInput) st = fail("store to an input buffer");
+        if (st.ok() && s.guard) {
+          st = expr(s.guard);
+          if (st.ok() && s.guard->dtype != DType::bool_) st = fail("a store's guard is not a bool");
+        }
         if (st.ok()) st = expr(s.value);
         if (st.ok() && s.value->dtype != m_.buffers[s.buffer].dtype) st = fail("stored dtype differs from buffer");
         for (int v : s.bound) bound_.erase(v);

@@ -242,6 +242,7 @@ void countUses(const std::vector<Stmt>& stmts, int64_t trips, std::vector<Buffer
     };
     visitExpr(s.value, count);
     for (const ExprRef& a : s.args) visitExpr(a, count);
+    if (s.guard) visitExpr(s.guard, count);
   }
 }
 
@@ -384,6 +385,7 @@ absl::StatusOr<Module> fuseKernels(Module m, const FuseLimits& limits) {
     // A kernel that stays: each of its values within the limits.
     visitStmts(m.kernels[k].body, [&](const Stmt& s) {
       if (s.value) fit(s.value);
+      if (s.guard) fit(s.guard);
     });
   }
   Inliner inliner(m, facts, producers);

@@ -1,6 +1,7 @@
 #include "compiler/choir/passes/gpu_map.h"
 
 #include <algorithm>
+#include <functional>
 #include <type_traits>
 
 #include "base/errors.h"
@@ -18,6 +19,25 @@ bool exprUses(const ExprRef& e, int var) {
 }
 
 LoopHeader tagged(const LoopHeader& h, LoopTag tag, int dim) { return LoopHeader{h.var, h.extent, tag, 1, 1, dim}; }
+
+// Whether loop variable `var` picks the element a store at data-dependent
+// positions writes: it appears in the store's index, or in a position value
+// of its guard outside loads (a load's index picks what is read, not where
+// it is written). Loops that do not may write one element more than once.
+bool ownsElements(const Stmt& s, int var) {
+  for (const Affine& a : s.index) {
+    if (a.uses(var)) return true;
+  }
+  if (!s.guard) return false;
+  std::function<bool(const ExprRef&)> positions = [&](const ExprRef& e) {
+    if (e->kind == ExprKind::kLoad) return false;
+    if (e->kind == ExprKind::kIndex && e->index[0].uses(var)) return true;
+    return std::any_of(e->args.begin(), e->args.end(), positions);
+  };
+  return positions(s.guard);
+}
+
+bool positioned(const Stmt& s) { return s.kind == StmtKind::kStore && (!s.bound.empty() || s.guard); }
 
 // The nest's loops and leaf, or an error naming the kernel; K is Kernel
 // (to retag the loops) or const Kernel (to read them).
@@ -107,6 +127,8 @@ const char* gpuFormName(GpuForm form) {
       return "tree reduction";
     case GpuForm::kTiledProduct:
       return "tiled product";
+    case GpuForm::kOrderedStores:
+      return "ordered stores";
   }
   return "?";
 }
@@ -129,7 +151,17 @@ absl::StatusOr<Module> mapToGpu(Module m, const GpuMapOptions& options) {
     k.gpu_tile = 0;
     k.gpu_micro = 0;
     if (s->kind == StmtKind::kStore) {
-      for (Stmt* l : nest) l->loop = tagged(l->loop, LoopTag::kGpuThread, 0);
+      bool serial_seen = false;
+      for (Stmt* l : nest) {
+        const bool parallel = !positioned(*s) || ownsElements(*s, l->loop.var);
+        if (parallel && serial_seen) {
+          return makeError(ErrorKind::kUnimplemented,
+                           strCat("gpu mapping: kernel ", k.name, " has loop i", l->loop.var,
+                                  ", which owns the elements it stores, inside a loop that does not"));
+        }
+        serial_seen = serial_seen || !parallel;
+        l->loop = tagged(l->loop, parallel ? LoopTag::kGpuThread : LoopTag::kSerial, 0);
+      }
       continue;
     }
     int64_t domain = 1;
@@ -201,8 +233,16 @@ absl::StatusOr<GpuNest> describeGpuKernel(const Kernel& kernel) {
     return std::all_of(hs.begin(), hs.end(), [&](const LoopHeader& h) { return h.tag == tag; });
   };
   if (s.kind == StmtKind::kStore) {
-    if (kernel.gpu_tile != 0 || !all(g.loops, LoopTag::kGpuThread)) return bad("a store nest must be all gpu_thread");
-    g.form = GpuForm::kElementwise;
+    if (kernel.gpu_tile != 0) return bad("a store nest is not tiled");
+    // Positioned stores: the serial loops innermost (mapToGpu).
+    size_t threads = 0;
+    while (threads < g.loops.size() && g.loops[threads].tag == LoopTag::kGpuThread) ++threads;
+    g.serial.assign(g.loops.begin() + static_cast<std::ptrdiff_t>(threads), g.loops.end());
+    g.loops.resize(threads);
+    if (!all(g.serial, LoopTag::kSerial) || (!g.serial.empty() && !positioned(s))) {
+      return bad("a store nest must be gpu_thread loops, then serial loops around a store at data-dependent positions");
+    }
+    g.form = g.serial.empty() ? GpuForm::kElementwise : GpuForm::kOrderedStores;
     return g;
   }
   if (kernel.gpu_tile > 0) {

@@ -78,6 +78,14 @@ struct GpuMapOptions {
 //  - Other reductions (kSerialReduce): one invocation per output (output
 //    loops kGpuThread), the domain sequential, a floating sum compensated
 //    (two-sum) whether or not the Stmt asks.
+//  - Stores at data-dependent positions (kOrderedStores: a store with
+//    `bound` values or a `guard`, as scatter_add lowers for a GPU): the
+//    loops whose variables appear in the store's index, or in a position
+//    value (kIndex) of its guard outside loads, own distinct elements:
+//    tagged kGpuThread and flattened as for kElementwise. The others may
+//    write one element more than once: tagged kSerial, each invocation
+//    runs them in order; they must be innermost. With none, the form is
+//    kElementwise.
 // Anything else fails with Unimplemented naming the kernel.
 absl::StatusOr<Module> mapToGpu(Module module, const GpuMapOptions& options);
 
@@ -96,13 +104,14 @@ inline bool compensatesParts(const Stmt& s, DType dtype) { return s.compensated 
 // it. The combining kernel reads them all; the split kernel writes them.
 inline int64_t splitSlotsPerOutput(int64_t split, bool compensated) { return compensated ? 2 * split : split; }
 
-enum class GpuForm : uint8_t { kElementwise, kSerialReduce, kTreeReduce, kTiledProduct };
+enum class GpuForm : uint8_t { kElementwise, kSerialReduce, kTreeReduce, kTiledProduct, kOrderedStores };
 const char* gpuFormName(GpuForm form);
 
 // A mapped kernel, as the emitters see it.
 struct GpuNest {
   GpuForm form = GpuForm::kElementwise;
   std::vector<LoopHeader> loops;  // the output loops, outermost first
+  std::vector<LoopHeader> serial;  // kOrderedStores: the loops each invocation runs in order
   const Stmt* leaf = nullptr;     // the store or the reduction
   // kTiledProduct: positions in `loops` of the row and column loops, the
   // other positions (batch loops, outermost first), and the operands.
@@ -118,7 +127,7 @@ struct GpuNest {
 };
 
 // Reads back what mapToGpu decided for `kernel`; InvalidProgram (naming the
-// kernel) if it is not a mapped kernel of one of the four forms.
+// kernel) if it is not a mapped kernel of one of the five forms.
 absl::StatusOr<GpuNest> describeGpuKernel(const Kernel& kernel);
 
 }  // namespace accy::choir

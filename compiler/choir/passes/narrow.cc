@@ -91,6 +91,7 @@ void collectReads(const Module& m, const std::vector<Stmt>& stmts, std::map<int,
     };
     look(s.value);
     for (const ExprRef& a : s.args) look(a);
+    if (s.guard) look(s.guard);
     for (const LoopHeader& h : s.domain) extents.erase(h.var);
   }
 }

@@ -221,6 +221,7 @@ class Partitioner {
       };
       if (s.value) visitExpr(s.value, visit);
       for (const ExprRef& a : s.args) visitExpr(a, visit);
+      if (s.guard) visitExpr(s.guard, visit);
       scanList(s.body, f);
       for (int v : scoped) ranges_.erase(v);
     }
@@ -277,6 +278,7 @@ class Partitioner {
         scoped.push_back(h.var);
       }
       if (s.value) s.value = fold(s.value);
+      if (s.guard) s.guard = fold(s.guard);
       foldList(s.body);
       for (int v : scoped) ranges_.erase(v);
     }

@@ -71,6 +71,7 @@ class StepCopy {
     for (LoopHeader& h : out.domain) h.var = var(h.var);
     for (int& v : out.bound) v = var(v);
     for (ExprRef& a : out.args) a = expr(a);
+    if (out.guard) out.guard = expr(out.guard);
     if (s.kind == StmtKind::kStore || s.kind == StmtKind::kReduce) {
       out.buffer = places_[s.buffer].buffer;
       out.index = index(s.buffer, s.index);

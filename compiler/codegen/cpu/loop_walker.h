@@ -177,7 +177,9 @@ class LoopWalker {
   // Preloads every buffer `kernel` names, then emits its statements.
   absl::Status walk(const choir::Kernel& kernel) {
     std::set<int> used;
+    bool guarded = false;
     choir::visitStmts(kernel.body, [&](const choir::Stmt& s) {
+      guarded = guarded || s.guard != nullptr;
       if (s.buffer >= 0) used.insert(s.buffer);
       auto loads = [&](const choir::Expr& e) {
         if (e.kind == choir::ExprKind::kLoad) used.insert(e.buffer);
@@ -185,6 +187,8 @@ class LoopWalker {
       if (s.value) choir::visitExpr(s.value, loads);
       for (const choir::ExprRef& a : s.args) choir::visitExpr(a, loads);
     });
+    // Lowering gives guarded stores only to the GPU targets (scatter_add).
+    if (guarded) return unimplemented("a guarded store (the GPU form of scatter_add)");
     for (int b : used) self().preloadBuffer(b);
     return stmts(kernel.body, /*outermost=*/true);
   }

@@ -81,10 +81,7 @@ absl::StatusOr<EmittedKernel> KernelEmitter::run(ProductEngine* engine, bool for
                             " invocations per workgroup, the device allows ", desc.max_workgroup_size));
   }
   const Stmt& leaf = *nest_.leaf;
-  if (!leaf.bound.empty()) {
-    return unimplemented(strCat("kernel ", k_.name, " stores at data-dependent positions (a CPU form of scatter_add)"));
-  }
-  const int64_t outputs = product(nest_.loops), domain = product(leaf.domain);
+  const int64_t outputs = product(nest_.loops), domain = product(leaf.domain) * product(nest_.serial);
   int64_t largest = std::max({outputs, domain, outputs * std::max<int64_t>(nest_.split, 1)});
   for (const choir::Buffer& b : m_.buffers) largest = std::max(largest, b.elements());
   KernelPlan plan;
@@ -97,9 +94,12 @@ absl::StatusOr<EmittedKernel> KernelEmitter::run(ProductEngine* engine, bool for
   }
   std::set<int> used = {leaf.buffer};
   if (nest_.partials >= 0) used.insert(nest_.partials);
-  choir::visitExpr(leaf.value, [&](const Expr& x) {
+  auto loads = [&](const Expr& x) {
     if (x.kind == ExprKind::kLoad) used.insert(x.buffer);
-  });
+  };
+  choir::visitExpr(leaf.value, loads);
+  for (const ExprRef& a : leaf.args) choir::visitExpr(a, loads);
+  if (leaf.guard) choir::visitExpr(leaf.guard, loads);
   plan.used_buffers.assign(used.begin(), used.end());
   wide_ = plan.wide;
   ACCY_RETURN_IF_ERROR(t_.begin(plan));
@@ -108,6 +108,7 @@ absl::StatusOr<EmittedKernel> KernelEmitter::run(ProductEngine* engine, bool for
   switch (nest_.form) {
     case GpuForm::kElementwise:
     case GpuForm::kSerialReduce:
+    case GpuForm::kOrderedStores:
       ACCY_RETURN_IF_ERROR(perOutput(outputs));
       break;
     case GpuForm::kTreeReduce:
@@ -161,16 +162,20 @@ absl::Status KernelEmitter::when(Value cond, const Target::Body& body) {
 }
 
 absl::Status KernelEmitter::domainLoops(const Stmt& s, const Target::IndexBody& body) {
-  const int64_t n = product(s.domain);
+  return loopsOver(s.domain, body);
+}
+
+absl::Status KernelEmitter::loopsOver(const std::vector<LoopHeader>& loops, const Target::IndexBody& body) {
+  const int64_t n = product(loops);
   if (!t_.desc().nested_domain_loops) {
     return strided(t_.index(0), t_.index(n), t_.index(1), [&](Value r) {
-      decompose(r, s.domain);
+      decompose(r, loops);
       return body(r);
     }, n);
   }
   std::function<absl::Status(size_t)> loop = [&](size_t i) -> absl::Status {
-    if (i == s.domain.size()) return body(0);
-    const LoopHeader& h = s.domain[i];
+    if (i == loops.size()) return body(0);
+    const LoopHeader& h = loops[i];
     return strided(t_.index(0), t_.index(h.extent), t_.index(1), [&](Value x) {
       vars_[h.var] = x;
       return loop(i + 1);
@@ -226,6 +231,33 @@ void KernelEmitter::store(int buffer, const std::vector<Affine>& index, Value v)
   t_.store(buffer, affine(choir::flatIndex(m_.buffers[buffer], index)), v);
 }
 
+absl::Status KernelEmitter::bindPositions(const std::vector<int>& vars, const std::vector<ExprRef>& values) {
+  for (size_t j = 0; j < vars.size(); ++j) {
+    ACCY_ASSIGN_OR_RETURN(const Value b, expr(values[j]));
+    const DType as = wide_ ? DType::i64 : DType::i32;
+    vars_[vars[j]] = t_.intAsIndex(convert(b, values[j]->dtype, as));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KernelEmitter::storeLeaf(const Stmt& s) {
+  ACCY_RETURN_IF_ERROR(bindPositions(s.bound, s.args));
+  auto put = [&]() -> absl::Status {
+    ACCY_ASSIGN_OR_RETURN(Value v, expr(s.value));
+    store(s.buffer, s.index, v);
+    return absl::OkStatus();
+  };
+  absl::Status st = absl::OkStatus();
+  if (s.guard) {
+    absl::StatusOr<Value> keep = expr(s.guard);
+    st = keep.ok() ? when(*keep, put) : keep.status();
+  } else {
+    st = put();
+  }
+  for (int var : s.bound) vars_.erase(var);
+  return st;
+}
+
 absl::Status KernelEmitter::storeResult(const Stmt& s, Value acc) {
   const DType d = m_.buffers[s.buffer].dtype;
   if (s.mean_count != 0) acc = binary(OpCode::kDiv, d, acc, t_.constant(d, static_cast<double>(s.mean_count)));
@@ -242,12 +274,10 @@ absl::Status KernelEmitter::perOutput(int64_t outputs) {
   const Stmt& leaf = *nest_.leaf;
   auto body = [&](Value x) -> absl::Status {
     decompose(x, nest_.loops);
-    if (leaf.kind == StmtKind::kStore) {
-      ACCY_ASSIGN_OR_RETURN(Value v, expr(leaf.value));
-      store(leaf.buffer, leaf.index, v);
-      return absl::OkStatus();
-    }
-    return reduceSerial(leaf);
+    if (leaf.kind != StmtKind::kStore) return reduceSerial(leaf);
+    if (nest_.serial.empty()) return storeLeaf(leaf);
+    // kOrderedStores: this invocation's stores, in the serial loops' order.
+    return loopsOver(nest_.serial, [&](Value) { return storeLeaf(leaf); });
   };
   // Enough invocations for every output: one guarded step, no loop.
   if (launched_ * wg_ >= outputs) {
@@ -668,11 +698,7 @@ absl::StatusOr<Value> KernelEmitter::expr(const ExprRef& e) {
     case ExprKind::kLoad: {
       // Variables the load binds (clamped indices read from data) join
       // the loop variables for its address, and only for it.
-      for (size_t j = 0; j < e->bound.size(); ++j) {
-        ACCY_ASSIGN_OR_RETURN(const Value b, expr(e->args[j]));
-        const DType as = wide_ ? DType::i64 : DType::i32;
-        vars_[e->bound[j]] = t_.intAsIndex(convert(b, e->args[j]->dtype, as));
-      }
+      ACCY_RETURN_IF_ERROR(bindPositions(e->bound, e->args));
       v = load(e->buffer, e->index);
       for (int var : e->bound) vars_.erase(var);
       break;

@@ -99,6 +99,11 @@ class KernelEmitter {
   // loops nested or flattened as the target prefers
   // (TargetDesc::nested_domain_loops), the loop variables bound.
   absl::Status domainLoops(const choir::Stmt& s, const Target::IndexBody& body);
+  absl::Status loopsOver(const std::vector<choir::LoopHeader>& loops, const Target::IndexBody& body);
+  // A kStore leaf: its data-dependent positions bound, under its guard.
+  absl::Status storeLeaf(const choir::Stmt& s);
+  // Binds `vars` to the clamped indices `values` (a load's or a store's).
+  absl::Status bindPositions(const std::vector<int>& vars, const std::vector<choir::ExprRef>& values);
   absl::Status addValue(const choir::Stmt& s, Value into);  // into = into (+) value
   // into = into + x, the rounding error added to `error` (Target::twoSum).
   void addCompensated(DType d, Value into, Value error, Value x);
