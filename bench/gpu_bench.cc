@@ -10,7 +10,9 @@
 // Run: tools/bench.sh, or bazel run -c opt //bench:gpu_bench.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -38,7 +40,7 @@ constexpr int64_t kN = int64_t{1} << 22;  // 16 MiB of f32
 // choice against the default in the same run).
 template <typename F>
 void run(benchmark::State& state, std::vector<tensor::Spec> specs, F fn, int64_t bytes_moved, double flops,
-         void (*adjust)(accy::spirv::TargetInfo&) = nullptr) {
+         void (*adjust)(accy::spirv::TargetInfo&) = nullptr, int64_t index_bound = 0) {
   if (!check(state, device().info().available, "no Vulkan device: " + device().info().unavailable_reason)) return;
   auto p = tensor::define("bench", specs, fn);
   if (!ok(state, p, "define")) return;
@@ -49,13 +51,21 @@ void run(benchmark::State& state, std::vector<tensor::Spec> specs, F fn, int64_t
   auto loaded = device().load(*exe);
   if (!ok(state, loaded, "load")) return;
   // Inputs in [-1, 1), small enough that a 512-long dot stays exact to
-  // f32's tolerance.
+  // f32's tolerance; i32 inputs (indices) uniform in [0, index_bound).
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1, 1);
+  std::uniform_int_distribution<int32_t> idx(0, static_cast<int32_t>(std::max<int64_t>(index_bound, 1) - 1));
   std::vector<std::vector<float>> in;
   for (const auto& s : specs) {
     in.emplace_back(s.elementCount());
-    for (float& x : in.back()) x = u(rng);
+    for (float& x : in.back()) {
+      if (s.dtype == tensor::DType::i32) {
+        const int32_t i = idx(rng);
+        std::memcpy(&x, &i, 4);
+      } else {
+        x = u(rng);
+      }
+    }
   }
   std::vector<std::vector<float>> out;
   for (const auto& s : p->outputSpecs()) out.emplace_back(s.elementCount(), NAN);
@@ -153,6 +163,32 @@ void BM_Gpu_Dot512TiledOneOutputPerInvocation(benchmark::State& state) {
       });
 }
 
+// An embedding gradient: 4096 token gradients of 64 features added into a
+// 4096-row table of zeros at their tokens' rows (duplicates in token
+// order). The device's form (ranges of rows: 256 ranges x 64 columns, each
+// invocation walking the 4096 tokens) against the reduction form (each of
+// the 2^18 elements a sum over every token). Bytes: the updates and tokens
+// read, the table written.
+constexpr int64_t kEmbVocab = 4096, kEmbFeatures = 64, kEmbTokens = 4096;
+
+template <bool kRanges>
+void embeddingGradient(benchmark::State& state) {
+  run(
+      state,
+      {tensor::spec(tensor::DType::f32, {{"token", kEmbTokens}, {"feature", kEmbFeatures}}),
+       tensor::spec(tensor::DType::i32, {{"token", kEmbTokens}})},
+      [](tensor::Builder& b, std::span<const tensor::Value> a) {
+        const tensor::Value zeros =
+            b.constant(0, tensor::DType::f32).broadcast("vocab", kEmbVocab).broadcast("feature", kEmbFeatures);
+        return scatterAdd(zeros, "vocab", a[1], a[0]);
+      },
+      kEmbTokens * (kEmbFeatures + 1) * 4 + kEmbVocab * kEmbFeatures * 4, 0,
+      kRanges ? nullptr : +[](accy::spirv::TargetInfo& t) { t.scatter_ranges = false; }, kEmbVocab);
+}
+
+void BM_Gpu_EmbeddingGradient(benchmark::State& state) { embeddingGradient<true>(state); }
+void BM_Gpu_EmbeddingGradientAsReductions(benchmark::State& state) { embeddingGradient<false>(state); }
+
 }  // namespace
 
 // A scan on the device: the damped oscillator over 8 f32 lanes, 1,000
@@ -232,6 +268,8 @@ BENCHMARK(BM_Gpu_SumTreeWithoutSubgroups)->Unit(benchmark::kMillisecond)->UseRea
 BENCHMARK(BM_Gpu_Dot512)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Gpu_Dot512Untiled)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Gpu_Dot512TiledOneOutputPerInvocation)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Gpu_EmbeddingGradient)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Gpu_EmbeddingGradientAsReductions)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 int main(int argc, char** argv) {
   const std::string name =

@@ -48,7 +48,7 @@ absl::StatusOr<Module> compileToChoir(const tensor::Program& program, const Pipe
     return m;
   }
   LowerOptions lower{.serial_scatter = !options.gpu_map};
-  if (options.gpu_map) lower.scatter_range_walk = options.gpu_map->max_serial_domain;
+  if (options.gpu_map && options.gpu_map->scatter_ranges) lower.scatter_range_walk = options.gpu_map->max_serial_domain;
   ACCY_ASSIGN_OR_RETURN(Module m, lowerProgram(program, lower));
   ACCY_RETURN_IF_ERROR(after("lower", m));
   if (options.fuse) {

@@ -1,7 +1,7 @@
 // GPU mapping: chooses, for each kernel, how its loops map onto workgroups
 // and invocations, from device limits. Shared by every GPU target (SPIR-V,
 // PTX); nothing here names an API. Emitters read the decision back through
-// describeGpuKernel() so that all of them implement the same four forms.
+// describeGpuKernel() so that all of them implement the same five forms.
 #ifndef ACCY_COMPILER_CHOIR_PASSES_GPU_MAP_H_
 #define ACCY_COMPILER_CHOIR_PASSES_GPU_MAP_H_
 
@@ -34,6 +34,10 @@ struct GpuMapOptions {
   // into parts (see kTreeReduce below); 0 turns splitting off.
   int64_t min_points_per_invocation_to_split = 32;
   int64_t max_split_workgroups = 1024;  // parts x outputs, at most
+  // scatter_add by ranges of rows (choir::LowerOptions::scatter_range_walk,
+  // which lowering for a GPU takes from max_serial_domain); off, the
+  // reduction form: only to measure what the ranges buy.
+  bool scatter_ranges = true;
 };
 
 // Every kernel must be a perfect loop nest ending in one store or one

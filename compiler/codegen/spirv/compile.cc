@@ -19,6 +19,7 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
   if (!target.cooperative_workgroups) map.min_domain_for_tree = INT64_MAX;
   if (target.max_loop_iterations > 0) map.max_serial_domain = target.max_loop_iterations / 4;
   if (!target.register_blocking) map.micro_tile = 1;
+  map.scatter_ranges = target.scatter_ranges;
   ACCY_ASSIGN_OR_RETURN(const choir::Module m, gpu::mapProgram(program, map, dump, target.max_storage_buffers));
   executable::Executable exe =
       gpu::gpuExecutable("spirv", target.mode == ArithmeticMode::kFast ? "vulkan1.1-fast" : "vulkan1.1", m, program);

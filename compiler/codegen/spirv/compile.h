@@ -67,6 +67,9 @@ struct TargetInfo {
   // invocation's share short, and a kernel that would still pass the limit
   // fails to compile with Unimplemented instead of computing less.
   uint32_t max_loop_iterations = 0;
+  // scatter_add by ranges of rows (passes/gpu_map.h); off only to measure
+  // what it buys over the reduction form.
+  bool scatter_ranges = true;
 };
 
 // `dump` sees the Choir module after each pass (choir/pipeline.h).
