@@ -501,12 +501,8 @@ class Lowering {
   absl::Status lowerScatterAddRanges(int32_t id, const std::vector<tensor::Axis>& own, int64_t ranges,
                                      int64_t chunk) {
     const Node& n = p_.nodes[id];
-    const std::string& axis = n.names[0];
     const Node& x = p_.nodes[n.operands[0]];
-    const int32_t ind = n.operands[1];
-    const int64_t extent = tensor::axisExtent(x.axes, axis);
-    const std::string name = strCat("k", id, "_scatter_add");
-    const bool into_zero = isPositiveZero(n.operands[0]);
+    const auto [axis, ind, extent, name, into_zero] = scatterSite(id);
     const int sums = into_zero ? buffer_of_[id] : addBuffer(strCat("t", id, "_sums"), n, BufferRole::kTemp, -1);
     emitZero(strCat(name, "_zero"), sums, n.axes);
     IndexMap idx;
@@ -569,12 +565,8 @@ class Lowering {
   // to it, or adding it to +0, leaves it as it is.
   absl::Status lowerScatterAddSerial(int32_t id, const std::vector<tensor::Axis>& own) {
     const Node& n = p_.nodes[id];
-    const std::string& axis = n.names[0];
     const Node& x = p_.nodes[n.operands[0]];
-    const int32_t ind = n.operands[1];
-    const int64_t extent = tensor::axisExtent(x.axes, axis);
-    const std::string name = strCat("k", id, "_scatter_add");
-    const bool into_zero = isPositiveZero(n.operands[0]);
+    const auto [axis, ind, extent, name, into_zero] = scatterSite(id);
     tensor::Node sums_node = n;
     for (tensor::Axis& a : sums_node.axes) {
       if (a.name == axis && !into_zero) a.extent = extent + 1;
@@ -611,6 +603,22 @@ class Lowering {
     }
     if (!into_zero) emitXPlusSums(id, sums, name);
     return absl::OkStatus();
+  }
+
+  // What both ordered forms of scatter_add node `id` start from: its axis,
+  // the indices' node, the axis's extent, the kernels' name prefix, and
+  // whether x is +0 (the sums are then accumulated in the output).
+  struct ScatterSite {
+    std::string axis;
+    int32_t ind;
+    int64_t extent;
+    std::string name;
+    bool into_zero;
+  };
+  ScatterSite scatterSite(int32_t id) const {
+    const Node& n = p_.nodes[id];
+    return {n.names[0], n.operands[1], tensor::axisExtent(p_.nodes[n.operands[0]].axes, n.names[0]),
+            strCat("k", id, "_scatter_add"), isPositiveZero(n.operands[0])};
   }
 
   // Whether node `id` is +0 (or integer 0) everywhere: a constant, maybe
