@@ -145,8 +145,18 @@ inline std::vector<OpCase> opCases() {
       // Rows of 5 x 256 elements (x broadcast along w): few enough rows
       // per invocation that a GPU scatters by ranges of rows, a guarded
       // store per index (choir/lower.h, kScatterInvocations) when p > 13.
+      // Indices past both ends, exactly the extent (in the last range's
+      // rows when p is odd, yet dropped), and at i32's extremes where a[1]
+      // is near its bounds (the range test must not wrap).
       {"scatter_add_ranges", [](Builder& b, Args a) {
-         Value idx = (a[1].cast(DType::i32) * 9 + 1).rename("p", "j");
+         const Value spread = a[1].cast(DType::i32) * 9 + 1;
+         const Value at_extent = b.constant(static_cast<double>(a[0].axes()[0].extent), DType::i32);
+         Value idx = a[1].gt(b.constant(2.5, a[1].dtype()))
+                         .where(b.constant(2147483647.0, DType::i32),
+                                a[1].lt(b.constant(-2.5, a[1].dtype()))
+                                    .where(b.constant(-2147483648.0, DType::i32),
+                                           spread.eq(b.constant(-8, DType::i32)).where(at_extent, spread)))
+                         .rename("p", "j");
          Value updates = a[1].rename("p", "j").broadcast("w", 256) * 2 + b.iota("w", 256, a[1].dtype());
          return scatterAdd(a[0].broadcast("w", 256), "p", idx, updates);
        }, -3, 3, false},
