@@ -1673,7 +1673,7 @@ TEST(Accyd, AdversarialIndicesStayInsideSharedBuffers) {
   auto program = tensor::define("wild", specs, [](tensor::Builder&, std::span<const tensor::Value> a) -> std::vector<tensor::Value> {
     // The fourth output's rows are 3 x 1024 elements: the GPU scatters it
     // by ranges of rows (6 ranges wanted of 7 rows: 4 of 2 rows; a guarded
-    // store at each index's position, choir/lower.h), the third the
+    // store at each index's position, choir/lower.h), the second by a
     // reduction per element.
     return {take(a[0], "v", a[1]), scatterAdd(a[0], "v", a[1], a[2]), take(a[0].pad("v", 2, 3, -1), "v", a[1]).sum("f"),
             scatterAdd(a[0].broadcast("w", 1024), "v", a[1], a[2].broadcast("w", 1024))};

@@ -234,11 +234,6 @@ void expectHealthy(const Daemon& d, Client& c, int baseline_fds, long peak_bound
   EXPECT_LE(d.peakKib(), peak_bound_kib) << "peak resident memory, KiB";
 }
 
-// The request of the issue that crashed the daemon (20,000 unit axes
-// through sin), the one that held a core for minutes (40,000 unit axes
-// returned as they are; 3 million in a 40 MB message), and programs at and
-// past every limit of the language: each refused in well under a second,
-// naming the limit, or compiled when within it.
 // Under AddressSanitizer (the daemon built as the test is) freed memory
 // waits in its quarantine (256 MiB by default) before it is given back, and
 // allocations carry redzones: the memory bounds below add the quarantine
@@ -251,6 +246,11 @@ constexpr long kQuarantineKib = 0;
 constexpr long kRedzoneFactor = 1;
 #endif
 
+// The request of the issue that crashed the daemon (20,000 unit axes
+// through sin), the one that held a core for minutes (40,000 unit axes
+// returned as they are; 3 million in a 40 MB message), and programs at and
+// past every limit of the language: each refused in well under a second,
+// naming the limit, or compiled when within it.
 TEST(AccydHostile, ProgramsPastTheLanguagesLimitsAreRefusedAtOnce) {
   {
     std::ifstream cpuinfo("/proc/cpuinfo");
