@@ -543,6 +543,19 @@ class Lowering {
     return absl::OkStatus();
   }
 
+  // 0 <= e < n for an index `e` read from data: on i32, one unsigned
+  // comparison (a negative index, reinterpreted, is past every extent).
+  static ExprRef indexBelow(const ExprRef& e, int64_t n) {
+    if (e->dtype == DType::i32 && n <= int64_t{UINT32_MAX}) {
+      return makeOp(OpCode::kLt, DType::bool_,
+                    {makeOp(OpCode::kBitcast, DType::u32, {e}), makeConstant(DType::u32, static_cast<double>(n))});
+    }
+    return makeOp(OpCode::kWhere, DType::bool_,
+                  {makeOp(OpCode::kGe, DType::bool_, {e, makeConstant(e->dtype, 0)}),
+                   makeOp(OpCode::kLt, DType::bool_, {e, makeConstant(e->dtype, static_cast<double>(n))}),
+                   makeConstant(DType::bool_, 0)});
+  }
+
   void emitZero(std::string name, int buffer, const std::vector<tensor::Axis>& axes) {
     IndexMap idx;
     auto loops = newLoops(axes, idx);
@@ -550,29 +563,24 @@ class Lowering {
              Stmt::store(buffer, indexFor(axes, idx), makeConstant(m_.buffers[buffer].dtype, 0)));
   }
 
-  // scatter_add with indices of their own axes, on the CPU: sums[j] over
-  // an extra last row j = extent (where dropped updates go), zeroed; then,
-  // serially over the indices' own axes in row-major order and in lanes
-  // over x's other axes, sums[clamped index] += update; then x + sums. The
-  // same additions in the same order as the reduction form: the same bits,
-  // at every thread count (only loops over x's other axes run in parallel:
-  // their iterations write different elements).
+  // scatter_add with indices of their own axes, on the CPU: sums zeroed;
+  // then, serially over the indices' own axes in row-major order and in
+  // lanes over x's other axes, sums[index] += update where the index is in
+  // [0, extent) (a guarded store: an update at any other index is dropped,
+  // its row not touched); then x + sums. The same additions in the same
+  // order as the reduction form: the same bits, at every thread count (the
+  // threads split x's other axes, each element written by one thread in the
+  // serial order; passes/parallelize.h). The guard is tested once per index
+  // on the CPU, around the loop over x's other axes.
   //
   // Into a positive zero (a gradient's scatter into zeros, a histogram), the
-  // sums are the result: they are accumulated in the output itself, and a
-  // dropped update adds +0 to the clamped row instead of going to the extra
-  // one. The same bits: a sum that starts at +0 is never -0, so adding +0
-  // to it, or adding it to +0, leaves it as it is.
+  // sums are the result: they are accumulated in the output itself.
   absl::Status lowerScatterAddSerial(int32_t id, const std::vector<tensor::Axis>& own) {
     const Node& n = p_.nodes[id];
     const Node& x = p_.nodes[n.operands[0]];
     const auto [axis, ind, extent, name, into_zero] = scatterSite(id);
-    tensor::Node sums_node = n;
-    for (tensor::Axis& a : sums_node.axes) {
-      if (a.name == axis && !into_zero) a.extent = extent + 1;
-    }
-    const int sums = into_zero ? buffer_of_[id] : addBuffer(strCat("t", id, "_sums"), sums_node, BufferRole::kTemp, -1);
-    emitZero(strCat(name, "_zero"), sums, sums_node.axes);
+    const int sums = into_zero ? buffer_of_[id] : addBuffer(strCat("t", id, "_sums"), n, BufferRole::kTemp, -1);
+    emitZero(strCat(name, "_zero"), sums, n.axes);
     {  // scatter: the indices' own axes outermost, serial
       std::vector<tensor::Axis> order = own;
       for (const tensor::Axis& a : x.axes) {
@@ -581,24 +589,15 @@ class Lowering {
       IndexMap idx;
       auto loops = newLoops(order, idx);
       const ExprRef raw = access(ind, restrictTo(p_.nodes[ind].axes, idx));
-      const DType d = raw->dtype;
-      const ExprRef past = makeConstant(d, static_cast<double>(extent));
-      const ExprRef at_least_0 = makeOp(OpCode::kGe, DType::bool_, {raw, makeConstant(d, 0)});
-      const ExprRef below_past = makeOp(OpCode::kLt, DType::bool_, {raw, past});
-      // x if the index is in [0, extent), else `otherwise`
-      auto inside = [&](const ExprRef& x, const ExprRef& otherwise) {
-        return makeOp(OpCode::kWhere, x->dtype,
-                      {at_least_0, makeOp(OpCode::kWhere, x->dtype, {below_past, x, otherwise}), otherwise});
-      };
       const int v = m_.newVar();
       IndexMap at_sum = idx;
       at_sum[axis] = Affine::var(v);
-      const std::vector<Affine> index = indexFor(sums_node.axes, at_sum);
-      ExprRef update = access(n.operands[2], restrictTo(p_.nodes[n.operands[2]].axes, idx));
-      if (into_zero) update = inside(update, makeConstant(n.dtype, 0));
+      const std::vector<Affine> index = indexFor(n.axes, at_sum);
+      const ExprRef update = access(n.operands[2], restrictTo(p_.nodes[n.operands[2]].axes, idx));
       Stmt st = Stmt::store(sums, index, makeOp(OpCode::kAdd, n.dtype, {makeLoad(n.dtype, sums, index), update}));
       st.bound = {v};
-      st.args = {into_zero ? clampIndex(raw, extent - 1) : clampIndex(inside(raw, past), extent)};
+      st.args = {clampIndex(raw, extent - 1)};
+      st.guard = indexBelow(raw, extent);
       emitNest(strCat(name, "_scatter"), loops, std::move(st));
     }
     if (!into_zero) emitXPlusSums(id, sums, name);

@@ -174,6 +174,8 @@ void visit(const Module& m, std::vector<Stmt>& stmts, const VectorizeOptions& o)
       const int width = lanesFor(o, lane, s.loop.extent);
       bool positions_fixed = true;  // a store's bound positions, the same along the loop
       for (const ExprRef& a : st.args) positions_fixed = positions_fixed && invariantIn(m, a, s.loop.var);
+      // and its guard (a scatter's test of its index), tested once around the loop
+      if (st.guard) positions_fixed = positions_fixed && invariantIn(m, st.guard, s.loop.var);
       if (s.loop.tag == LoopTag::kSerial && (vectorLane(o, lane) || (o.lanes32 && is32(lane))) &&
           s.loop.extent >= width && positions_fixed && flatCoeff(m.buffers[st.buffer], st.index, s.loop.var) == 1 &&
           uniformLanes(m, st.value, s.loop.var, lane, o)) {

@@ -29,6 +29,9 @@
 //     OpenLoop openLoop(Index i, Index limit, int64_t step);
 //     void closeLoop(const OpenLoop&);
 //         for (; i < limit; i += step) between the two
+//     OpenGuard beginGuard(const Value& b);
+//     void endGuard(const OpenGuard&);
+//         if (b) between the two (b a scalar bool: a store's guard)
 //     absl::Status checkLoop(const choir::LoopHeader&);  refuse what the
 //         target cannot count (an extent past its index width)
 //   Memory
@@ -163,6 +166,11 @@ using choir::kCascade;
 // (an elementary function is tens of instructions), writes its blocks of
 // kCascade steps out (reduce()).
 inline constexpr int64_t kStraightNodes = 6;
+// An innermost store loop of at most this many whole vectors is written
+// out step by step (no counter, no branch): a short row's loop overhead is
+// most of its instructions, and a loop over random rows (a scatter's) keeps
+// more rows in flight the fewer instructions each row takes.
+inline constexpr int64_t kStraightStores = 8;
 
 template <class T, class Value, class Index>
 class LoopWalker {
@@ -177,18 +185,15 @@ class LoopWalker {
   // Preloads every buffer `kernel` names, then emits its statements.
   absl::Status walk(const choir::Kernel& kernel) {
     std::set<int> used;
-    bool guarded = false;
     choir::visitStmts(kernel.body, [&](const choir::Stmt& s) {
-      guarded = guarded || s.guard != nullptr;
       if (s.buffer >= 0) used.insert(s.buffer);
       auto loads = [&](const choir::Expr& e) {
         if (e.kind == choir::ExprKind::kLoad) used.insert(e.buffer);
       };
       if (s.value) choir::visitExpr(s.value, loads);
       for (const choir::ExprRef& a : s.args) choir::visitExpr(a, loads);
+      if (s.guard) choir::visitExpr(s.guard, loads);
     });
-    // Lowering gives guarded stores only to the GPU targets (scatter_add).
-    if (guarded) return unimplemented("a guarded store (the GPU form of scatter_add)");
     for (int b : used) self().preloadBuffer(b);
     return stmts(kernel.body, /*outermost=*/true);
   }
@@ -260,6 +265,26 @@ class LoopWalker {
     if constexpr (requires(T& t) { t.prefetch(i, int64_t{0}); }) {
       if (!outermost) ACCY_RETURN_IF_ERROR(prefetchRows(l));
     }
+    // A guard the same along the loop (a scatter's test of its index, with
+    // the index's row hoisted) is tested once, around the whole loop.
+    std::optional<typename T::OpenGuard> around;
+    if (st.guard && hoisted(st.bound) && choir::invariantIn(m_, st.guard, l.loop.var)) {
+      // (cse_ holds the hoisted positions' values, at this same point: the
+      // guard's reads of the index reuse them)
+      ACCY_ASSIGN_OR_RETURN(const Value g, expr(st.guard, Mode{}));
+      around = self().beginGuard(g);
+      guard_outside_ = &st;
+    }
+    const absl::Status body = innermostStoreLoop(l, st, i, limit, parallel);
+    if (around) {
+      self().endGuard(*around);
+      guard_outside_ = nullptr;
+    }
+    endRows();
+    return body;
+  }
+
+  absl::Status innermostStoreLoop(const choir::Stmt& l, const choir::Stmt& st, Index i, Index limit, bool parallel) {
     const Mode scalar{false, l.loop.var, i};
     const int width = self().storeWidth(l, parallel);
     auto step = [&](const Mode& mode) {
@@ -289,12 +314,16 @@ class LoopWalker {
           return storeCopiesAt(st, lanes, copies, width);
         }));
       }
-      if (!parallel && !lanes.stream && copies == 1 && l.loop.extent == width) {
-        // One vector: its step without a loop around it (a scan's carry of
-        // a few lanes, stepped inside one kernel).
-        ACCY_RETURN_IF_ERROR(step(lanes)());
+      if (!parallel && !lanes.stream && copies == 1 && l.loop.extent % width == 0 &&
+          l.loop.extent / width <= kStraightStores) {
+        // A few whole vectors (a scan's carry of a few lanes, a scatter's
+        // row of 64 features): their steps without a loop around them.
+        for (int64_t k = 0; k < l.loop.extent / width; ++k) {
+          Mode at = lanes;
+          at.offset = lanes.offset + k * width;
+          ACCY_RETURN_IF_ERROR(step(at)());
+        }
         self().endVectorStore(lanes);
-        endRows();
         return absl::OkStatus();
       }
       const Index vlimit = self().limitLess(limit, width - 1);
@@ -308,7 +337,6 @@ class LoopWalker {
       ACCY_RETURN_IF_ERROR(counted(i, limit, 1, step(scalar)));
       if constexpr (requires(T& t) { t.endScalarStore(); }) self().endScalarStore();
     }
-    endRows();
     return absl::OkStatus();
   }
 
@@ -320,8 +348,16 @@ class LoopWalker {
       if (mode.vector) return unimplemented("a store at data-dependent positions in a vector loop");
       ACCY_RETURN_IF_ERROR(bindData(s.bound, s.args, mode));
     }
+    // A guard not tested around the loop: tested at this point.
+    std::optional<typename T::OpenGuard> guard;
+    if (s.guard && guard_outside_ != &s) {
+      if (mode.vector) return unimplemented("a store guarded differently along a vector loop");
+      ACCY_ASSIGN_OR_RETURN(const Value g, expr(s.guard, mode));
+      guard = self().beginGuard(g);
+    }
     ACCY_ASSIGN_OR_RETURN(const Value v, expr(s.value, mode));
     self().storeValue(s.buffer, s.index, v, mode);
+    if (guard) self().endGuard(*guard);
     if (bind_here) unbindData(s.bound);
     return absl::OkStatus();
   }
@@ -329,6 +365,7 @@ class LoopWalker {
   // `copies` vector steps of store `s` at once, at offsets 0, width, ...
   absl::Status storeCopiesAt(const choir::Stmt& s, const Mode& lanes, int copies, int width) {
     if (!s.bound.empty() && !hoisted(s.bound)) return unimplemented("a store at data-dependent positions in a vector loop");
+    if (s.guard && guard_outside_ != &s) return unimplemented("a store guarded differently along a vector loop");
     std::vector<Mode> modes(copies, lanes);
     for (int c = 0; c < copies; ++c) modes[c].offset = lanes.offset + int64_t{c} * width;
     ACCY_ASSIGN_OR_RETURN(const Values v, exprs(s.value, modes));
@@ -889,6 +926,7 @@ class LoopWalker {
   };
   std::vector<Around> open_;
   bool rows_active_ = false;
+  const choir::Stmt* guard_outside_ = nullptr;  // the store whose guard is tested around its loop
   choir::ValueNumbering numbers_;         // the CSE keys, for the whole module
   absl::flat_hash_map<int, Values> cse_;  // one evaluation point (its copies)
 

@@ -51,6 +51,13 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, uint32_t, u
   uint32_t end() const { return end_; }
   OpenLoop openLoop(uint32_t i, uint32_t limit, int64_t step);
   void closeLoop(const OpenLoop& l);
+  struct OpenGuard {};
+  OpenGuard beginGuard(uint32_t b) {
+    f_.get(b);
+    f_.ifThen();
+    return {};
+  }
+  void endGuard(const OpenGuard&) { f_.end(); }
   absl::Status checkLoop(const choir::LoopHeader& h);
 
   void preloadBuffer(int buffer);

@@ -1,9 +1,12 @@
 // The x86-64 primitives of the CPU loop-nest walker: registers, addresses,
 // loads and stores, loops, hoisting, and the lanes each loop runs in.
 #include "compiler/codegen/x86_64/kernel_emitter.h"
+
+#include <bit>
 #include "compiler/codegen/x86_64/primitives.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -193,6 +196,13 @@ void KernelEmitter::closeLoop(const OpenLoop& l) {
   cc_.bind(l.done);
 }
 
+KernelEmitter::OpenGuard KernelEmitter::beginGuard(const Val& b) {
+  Label skip = cc_.newLabel();
+  cc_.test(b.g, b.g);
+  cc_.jz(skip);
+  return skip;
+}
+
 Simd KernelEmitter::laneSimd(DType dtype, int width) const {
   return Simd(cc_, isa_, laneOf(dtype), width * static_cast<int>(tensor::dtypeSize(dtype)));
 }
@@ -298,24 +308,55 @@ void KernelEmitter::storeValue(int buffer, const std::vector<Affine>& index, con
   }
 }
 
+// sum of coeff * var, plus the constant, in few instructions: the first
+// term moved (shifted or multiplied), the others added by `lea` where the
+// coefficient is a scale (1, 2, 4, 8), the constant added last (an
+// address computed per random row, a scatter's, is most of its row's
+// instructions).
 x86::Gp KernelEmitter::affineValue(const Affine& a) {
   x86::Gp r = cc_.newInt64("idx");
-  cc_.mov(r, a.constant);
-  for (const Affine::Term& t : a.terms) {
+  auto counter = [&](const Affine::Term& t) {
     auto it = vars_.find(t.var);
     ACCY_CHECK(it != vars_.end(), "variable i%d is not bound", t.var);
-    if (t.coeff == 1) {
-      cc_.add(r, it->second);
+    return it->second;
+  };
+  auto log2Of = [](int64_t c) { return c > 0 && (c & (c - 1)) == 0 ? std::countr_zero(static_cast<uint64_t>(c)) : -1; };
+  // r = v * c
+  auto times = [&](x86::Gp into, x86::Gp v, int64_t c) {
+    if (const int k = log2Of(c); k >= 0) {
+      cc_.mov(into, v);
+      if (k > 0) cc_.shl(into, k);
+    } else if (fitsImm32(c)) {
+      cc_.imul(into, v, c);
+    } else {
+      cc_.mov(into, c);
+      cc_.imul(into, v);
+    }
+  };
+  if (a.terms.empty()) {
+    cc_.mov(r, a.constant);
+    return r;
+  }
+  times(r, counter(a.terms[0]), a.terms[0].coeff);
+  for (size_t j = 1; j < a.terms.size(); ++j) {
+    const Affine::Term& t = a.terms[j];
+    const int k = log2Of(t.coeff);
+    if (k >= 0 && k <= 3) {
+      cc_.lea(r, x86::ptr(r, counter(t), static_cast<uint32_t>(k)));
       continue;
     }
     x86::Gp p = cc_.newInt64("term");
-    if (fitsImm32(t.coeff)) {
-      cc_.imul(p, it->second, t.coeff);
-    } else {
-      cc_.mov(p, t.coeff);
-      cc_.imul(p, it->second);
-    }
+    times(p, counter(t), t.coeff);
     cc_.add(r, p);
+  }
+  if (a.constant != 0) {
+    if (fitsImm32(a.constant)) {
+      cc_.add(r, static_cast<int32_t>(a.constant));
+    } else {
+      x86::Gp c = cc_.newInt64("constant");
+      cc_.mov(c, a.constant);
+      cc_.add(r, c);
+    }
   }
   return r;
 }

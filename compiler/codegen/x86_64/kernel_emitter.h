@@ -55,6 +55,9 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, Val, asmjit
   asmjit::x86::Gp end() const { return end_; }
   OpenLoop openLoop(asmjit::x86::Gp i, asmjit::x86::Gp limit, int64_t step);
   void closeLoop(const OpenLoop& l);
+  using OpenGuard = asmjit::Label;
+  OpenGuard beginGuard(const Val& b);
+  void endGuard(const OpenGuard& skip) { cc_.bind(skip); }
   absl::Status checkLoop(const choir::LoopHeader&) { return absl::OkStatus(); }
   asmjit::x86::Gp indexAhead(asmjit::x86::Gp i, asmjit::x86::Gp limit, int64_t d);
   void prefetch(asmjit::x86::Gp base, int64_t bytes);
