@@ -78,6 +78,10 @@
 //         scalar iterations until the output is aligned (optional: a target
 //         without it never sets stream)
 //     void endVectorStore(const Mode& lanes);
+//     OpenAligned beginAlignedRow(const choir::Stmt& loop, Index i, int width);
+//     void elseAligned(const OpenAligned&); void endAligned(const OpenAligned&);
+//         (optional, with alignStream) if the streamed row at i is aligned
+//         to the vector, the first part, else the second
 //     void beginScalarStore(); void endScalarStore();   (optional)
 //     int reduceWidth(const choir::Stmt& reduce);
 //     void beginReduce(const choir::Stmt& reduce, choir::DType, int width);
@@ -171,6 +175,17 @@ inline constexpr int64_t kStraightNodes = 6;
 // most of its instructions, and a loop over random rows (a scatter's) keeps
 // more rows in flight the fewer instructions each row takes.
 inline constexpr int64_t kStraightStores = 8;
+
+// A target's OpenAligned, where it has one (beginAlignedRow).
+template <class T>
+struct OpenAlignedOf {
+  using type = bool;
+};
+template <class T>
+  requires requires { typename T::OpenAligned; }
+struct OpenAlignedOf<T> {
+  using type = typename T::OpenAligned;
+};
 
 template <class T, class Value, class Index>
 class LoopWalker {
@@ -295,6 +310,35 @@ class LoopWalker {
     };
     if (width > 1) {
       const Mode lanes = self().beginVectorStore(l, width, Mode{true, l.loop.var, i});
+      int copies = 1;
+      if constexpr (requires(T& t) { t.storeCopies(l, width); }) copies = self().storeCopies(l, width);
+      // A few whole vectors (a scan's carry of a few lanes, a scatter's
+      // or a gather's row of 64 features): their steps without a loop
+      // around them; when streamed, only where the row is aligned (else
+      // the loop below aligns it first).
+      const bool straight = !parallel && copies == 1 && l.loop.extent % width == 0 &&
+                            l.loop.extent / width <= kStraightStores;
+      auto straightSteps = [&]() -> absl::Status {
+        for (int64_t k = 0; k < l.loop.extent / width; ++k) {
+          Mode at = lanes;
+          at.offset = lanes.offset + k * width;
+          ACCY_RETURN_IF_ERROR(step(at)());
+        }
+        return absl::OkStatus();
+      };
+      if (straight && !lanes.stream) {
+        ACCY_RETURN_IF_ERROR(straightSteps());
+        self().endVectorStore(lanes);
+        return absl::OkStatus();
+      }
+      std::optional<typename OpenAlignedOf<T>::type> aligned;
+      if constexpr (requires(T& t) { t.beginAlignedRow(l, i, width); }) {
+        if (straight) {
+          aligned = self().beginAlignedRow(l, i, width);
+          ACCY_RETURN_IF_ERROR(straightSteps());
+          self().elseAligned(*aligned);
+        }
+      }
       Mode edge = scalar;  // the aligning steps and the tail
       edge.stream = lanes.stream;
       if (lanes.stream) {
@@ -304,8 +348,6 @@ class LoopWalker {
           return absl::InternalError(strCat(self().emitterName(), ": streamed stores without alignStream"));
         }
       }
-      int copies = 1;
-      if constexpr (requires(T& t) { t.storeCopies(l, width); }) copies = self().storeCopies(l, width);
       if (copies > 1 && l.loop.extent >= int64_t{copies} * width) {
         // Steps of `copies` vectors evaluated together, then single ones.
         const Index ulimit = self().limitLess(limit, copies * width - 1);
@@ -314,22 +356,13 @@ class LoopWalker {
           return storeCopiesAt(st, lanes, copies, width);
         }));
       }
-      if (!parallel && !lanes.stream && copies == 1 && l.loop.extent % width == 0 &&
-          l.loop.extent / width <= kStraightStores) {
-        // A few whole vectors (a scan's carry of a few lanes, a scatter's
-        // row of 64 features): their steps without a loop around them.
-        for (int64_t k = 0; k < l.loop.extent / width; ++k) {
-          Mode at = lanes;
-          at.offset = lanes.offset + k * width;
-          ACCY_RETURN_IF_ERROR(step(at)());
-        }
-        self().endVectorStore(lanes);
-        return absl::OkStatus();
-      }
       const Index vlimit = self().limitLess(limit, width - 1);
       ACCY_RETURN_IF_ERROR(counted(i, vlimit, width, step(lanes)));
       if (parallel || lanes.stream || l.loop.extent % width != 0) {
         ACCY_RETURN_IF_ERROR(counted(i, limit, 1, step(edge)));
+      }
+      if constexpr (requires(T& t) { t.beginAlignedRow(l, i, width); }) {
+        if (aligned) self().endAligned(*aligned);
       }
       self().endVectorStore(lanes);
     } else {

@@ -233,6 +233,11 @@ int KernelEmitter::storeWidth(const Stmt& l, bool parallel) const {
   // against 4.90 for the AVX-512 intrinsics loop (docs/PERFORMANCE.md,
   // "Streamed stores a line at a time").
   if (streams(l)) return l.loop.vector_width;
+  // A row at a data-dependent position (a scatter's) waits on memory, not on
+  // the load ports: fewer, wider steps leave the core's window room for
+  // more rows in flight (an embedding gradient on one thread of the AMD
+  // EPYC, docs/PERFORMANCE.md).
+  if (!st.bound.empty()) return l.loop.vector_width;
   return loopWidth(l.loop.vector_width, dtype, st.value);
 }
 

@@ -94,6 +94,15 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, Val, asmjit
   absl::Status alignStream(const choir::Stmt& loop, asmjit::x86::Gp i, asmjit::x86::Gp limit, int width,
                            const Mode& scalar);
   void endVectorStore(const Mode& lanes);
+  struct OpenAligned {
+    asmjit::Label other, done;
+  };
+  OpenAligned beginAlignedRow(const choir::Stmt& loop, asmjit::x86::Gp i, int width);
+  void elseAligned(const OpenAligned& a) {
+    cc_.jmp(a.done);
+    cc_.bind(a.other);
+  }
+  void endAligned(const OpenAligned& a) { cc_.bind(a.done); }
   void beginScalarStore() { beginHoist({&scalar32_, &scalar64_}); }
   void endScalarStore() { endHoist(); }
   int reduceWidth(const choir::Stmt& reduce) const;

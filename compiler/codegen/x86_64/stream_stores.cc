@@ -28,6 +28,22 @@ bool KernelEmitter::streams(const Stmt& l) const {
          out.elements() * tensor::dtypeSize(out.dtype) > stream_above_;
 }
 
+// A streamed row of a few whole vectors (an embedding gather's 256 bytes)
+// is written straight, without the aligning steps, where it starts
+// aligned: a test per row instead of a loop's.
+KernelEmitter::OpenAligned KernelEmitter::beginAlignedRow(const Stmt& l, x86::Gp i, int width) {
+  const Stmt& st = l.body[0];
+  const DType dtype = m_.buffers[st.buffer].dtype;
+  const x86::Gp row =
+      rowBase(st.buffer, choir::add(choir::flatIndex(m_.buffers[st.buffer], st.index), Affine::var(l.loop.var, -1)));
+  OpenAligned a{cc_.newLabel(), cc_.newLabel()};
+  x86::Gp at = cc_.newIntPtr("at");
+  cc_.lea(at, x86::ptr(row, i, shiftOf(dtype)));
+  cc_.test(at, width * tensor::dtypeSize(dtype) - 1);
+  cc_.jnz(a.other);
+  return a;
+}
+
 absl::Status KernelEmitter::alignStream(const Stmt& l, x86::Gp i, x86::Gp limit, int width, const Mode& scalar) {
   // Scalar iterations until the output is aligned to the vector (the
   // streaming stores need it); an output not aligned to its element size
