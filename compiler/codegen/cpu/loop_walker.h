@@ -176,17 +176,6 @@ inline constexpr int64_t kStraightNodes = 6;
 // more rows in flight the fewer instructions each row takes.
 inline constexpr int64_t kStraightStores = 8;
 
-// A target's OpenAligned, where it has one (beginAlignedRow).
-template <class T>
-struct OpenAlignedOf {
-  using type = bool;
-};
-template <class T>
-  requires requires { typename T::OpenAligned; }
-struct OpenAlignedOf<T> {
-  using type = typename T::OpenAligned;
-};
-
 template <class T, class Value, class Index>
 class LoopWalker {
  public:
@@ -326,44 +315,48 @@ class LoopWalker {
         }
         return absl::OkStatus();
       };
-      if (straight && !lanes.stream) {
-        ACCY_RETURN_IF_ERROR(straightSteps());
-        self().endVectorStore(lanes);
+      // The counted loop: the aligning steps of a streamed row, the
+      // vectors, the tail.
+      auto loopSteps = [&]() -> absl::Status {
+        Mode edge = scalar;
+        edge.stream = lanes.stream;
+        if (lanes.stream) {
+          if constexpr (requires(T& t) { t.alignStream(l, i, limit, width, edge); }) {
+            ACCY_RETURN_IF_ERROR(self().alignStream(l, i, limit, width, edge));
+          } else {
+            return absl::InternalError(strCat(self().emitterName(), ": streamed stores without alignStream"));
+          }
+        }
+        if (copies > 1 && l.loop.extent >= int64_t{copies} * width) {
+          // Steps of `copies` vectors evaluated together, then single ones.
+          const Index ulimit = self().limitLess(limit, copies * width - 1);
+          ACCY_RETURN_IF_ERROR(counted(i, ulimit, copies * width, [&] {
+            cse_.clear();
+            return storeCopiesAt(st, lanes, copies, width);
+          }));
+        }
+        const Index vlimit = self().limitLess(limit, width - 1);
+        ACCY_RETURN_IF_ERROR(counted(i, vlimit, width, step(lanes)));
+        if (parallel || lanes.stream || l.loop.extent % width != 0) {
+          ACCY_RETURN_IF_ERROR(counted(i, limit, 1, step(edge)));
+        }
         return absl::OkStatus();
-      }
-      std::optional<typename OpenAlignedOf<T>::type> aligned;
-      if constexpr (requires(T& t) { t.beginAlignedRow(l, i, width); }) {
-        if (straight) {
-          aligned = self().beginAlignedRow(l, i, width);
-          ACCY_RETURN_IF_ERROR(straightSteps());
-          self().elseAligned(*aligned);
+      };
+      auto steps = [&]() -> absl::Status {
+        if (straight && !lanes.stream) return straightSteps();
+        if constexpr (requires(T& t) { t.beginAlignedRow(l, i, width); }) {
+          if (straight) {
+            const auto aligned = self().beginAlignedRow(l, i, width);
+            ACCY_RETURN_IF_ERROR(straightSteps());
+            self().elseAligned(aligned);
+            ACCY_RETURN_IF_ERROR(loopSteps());
+            self().endAligned(aligned);
+            return absl::OkStatus();
+          }
         }
-      }
-      Mode edge = scalar;  // the aligning steps and the tail
-      edge.stream = lanes.stream;
-      if (lanes.stream) {
-        if constexpr (requires(T& t) { t.alignStream(l, i, limit, width, edge); }) {
-          ACCY_RETURN_IF_ERROR(self().alignStream(l, i, limit, width, edge));
-        } else {
-          return absl::InternalError(strCat(self().emitterName(), ": streamed stores without alignStream"));
-        }
-      }
-      if (copies > 1 && l.loop.extent >= int64_t{copies} * width) {
-        // Steps of `copies` vectors evaluated together, then single ones.
-        const Index ulimit = self().limitLess(limit, copies * width - 1);
-        ACCY_RETURN_IF_ERROR(counted(i, ulimit, copies * width, [&] {
-          cse_.clear();
-          return storeCopiesAt(st, lanes, copies, width);
-        }));
-      }
-      const Index vlimit = self().limitLess(limit, width - 1);
-      ACCY_RETURN_IF_ERROR(counted(i, vlimit, width, step(lanes)));
-      if (parallel || lanes.stream || l.loop.extent % width != 0) {
-        ACCY_RETURN_IF_ERROR(counted(i, limit, 1, step(edge)));
-      }
-      if constexpr (requires(T& t) { t.beginAlignedRow(l, i, width); }) {
-        if (aligned) self().endAligned(*aligned);
-      }
+        return loopSteps();
+      };
+      ACCY_RETURN_IF_ERROR(steps());
       self().endVectorStore(lanes);
     } else {
       if constexpr (requires(T& t) { t.beginScalarStore(); }) self().beginScalarStore();

@@ -1,8 +1,6 @@
 // The x86-64 primitives of the CPU loop-nest walker: registers, addresses,
 // loads and stores, loops, hoisting, and the lanes each loop runs in.
 #include "compiler/codegen/x86_64/kernel_emitter.h"
-
-#include <bit>
 #include "compiler/codegen/x86_64/primitives.h"
 
 #include <algorithm>

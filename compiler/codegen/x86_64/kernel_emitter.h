@@ -116,6 +116,8 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, Val, asmjit
   // than the last-level cache: its stores then bypass the caches
   // (stream_stores.cc).
   bool streams(const choir::Stmt& l) const;
+  // The row base of the store of stride-1 loop `l` (its first element).
+  asmjit::x86::Gp storedRowBase(const choir::Stmt& l);
 
   // A matrix product in the accumulate-in-output form loop_order.cc makes:
   //   for i { for j: C[i, j] = 0;  for k { for j: C[i, j] = C[i, j] + A[i, k] * B[k, j] } }

@@ -28,14 +28,19 @@ bool KernelEmitter::streams(const Stmt& l) const {
          out.elements() * tensor::dtypeSize(out.dtype) > stream_above_;
 }
 
+// The address of the element loop `l`'s store writes at its first
+// iteration (its row, the loop's stride-1 variable at 0).
+x86::Gp KernelEmitter::storedRowBase(const Stmt& l) {
+  const Stmt& st = l.body[0];
+  return rowBase(st.buffer, choir::add(choir::flatIndex(m_.buffers[st.buffer], st.index), Affine::var(l.loop.var, -1)));
+}
+
 // A streamed row of a few whole vectors (an embedding gather's 256 bytes)
 // is written straight, without the aligning steps, where it starts
 // aligned: a test per row instead of a loop's.
 KernelEmitter::OpenAligned KernelEmitter::beginAlignedRow(const Stmt& l, x86::Gp i, int width) {
-  const Stmt& st = l.body[0];
-  const DType dtype = m_.buffers[st.buffer].dtype;
-  const x86::Gp row =
-      rowBase(st.buffer, choir::add(choir::flatIndex(m_.buffers[st.buffer], st.index), Affine::var(l.loop.var, -1)));
+  const DType dtype = m_.buffers[l.body[0].buffer].dtype;
+  const x86::Gp row = storedRowBase(l);
   OpenAligned a{cc_.newLabel(), cc_.newLabel()};
   x86::Gp at = cc_.newIntPtr("at");
   cc_.lea(at, x86::ptr(row, i, shiftOf(dtype)));
@@ -51,8 +56,7 @@ absl::Status KernelEmitter::alignStream(const Stmt& l, x86::Gp i, x86::Gp limit,
   const Stmt& st = l.body[0];
   const DType dtype = m_.buffers[st.buffer].dtype;
   const int64_t size = tensor::dtypeSize(dtype);
-  const x86::Gp row =
-      rowBase(st.buffer, choir::add(choir::flatIndex(m_.buffers[st.buffer], st.index), Affine::var(l.loop.var, -1)));
+  const x86::Gp row = storedRowBase(l);
   Label top = cc_.newLabel(), aligned = cc_.newLabel();
   x86::Gp at = cc_.newIntPtr("at");
   cc_.bind(top);
