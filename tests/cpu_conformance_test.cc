@@ -898,6 +898,44 @@ TEST(CpuConformance, IntegerLanesMatchTheEvaluator) {
   }
 }
 
+// Scalar integer code (i64 loops do not vectorize) with a constant on
+// either side of every operation that takes one as an immediate, at the
+// edges of a 32-bit immediate (which fit, which do not), against the
+// evaluator: the constant's side decides the operand order and, for a
+// comparison, the condition.
+TEST(CpuConformance, ScalarIntegerConstantsOnEitherSideMatch) {
+  const int64_t n = 41;
+  const std::vector<Spec> specs = {tensor::spec(DType::i64, {{"n", n}}), tensor::spec(DType::i32, {{"n", n}})};
+  auto program = tensor::define("constants", specs, [&](Builder& b, std::span<const Value> a) -> std::vector<Value> {
+    // (the evaluator holds i64 in doubles: every value stays below 2^53)
+    const Value x = a[0], w = a[1].cast(DType::i64), small = w.shiftRight(12.0);
+    std::vector<Value> out;
+    for (double k : {0.0, 5.0, -7.0, 2147483647.0, -2147483648.0, 2147483648.0, -4294967296.0}) {
+      const Value c = b.constant(k, DType::i64);
+      out.push_back(c.lt(x).where(x, w) + x.lt(c).where(w, x) + c.le(w).where(c, x) + w.ge(c).where(x, c) +
+                    c.gt(x).where(w, c) + c.eq(w).where(x, w) + x.ne(c).where(c, w));
+      out.push_back((c + x) + (x - c) * 3.0 + (c - w) + c * small + small * c);
+      out.push_back(c.max(x) + x.min(c) * 3.0 + w.max(c) * 5.0 + c.min(w) * 7.0);  // (max + min is x + c)
+      out.push_back(c.bitAnd(x) + x.bitOr(c) + c.bitXor(w) + w.bitAnd(c));
+    }
+    return out;
+  });
+  ASSERT_TRUE(program.ok()) << program.status();
+  std::vector<std::vector<std::byte>> inputs = {std::vector<std::byte>(specs[0].byteSize()),
+                                                std::vector<std::byte>(specs[1].byteSize())};
+  const int64_t edges[] = {0, 5, -7, 4, 6, -8, -6, 2147483647, 2147483646, -2147483648, 2147483648, -4294967296, 1};
+  std::mt19937_64 rng(41);
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t x = k < static_cast<int64_t>(std::size(edges)) ? edges[k] : static_cast<int64_t>(rng()) >> (k % 30 + 30);
+    const int32_t y = static_cast<int32_t>(k < static_cast<int64_t>(std::size(edges)) ? edges[std::size(edges) - 1 - k] : rng());
+    std::memcpy(&inputs[0][8 * k], &x, 8);
+    std::memcpy(&inputs[1][4 * k], &y, 4);
+  }
+  for (x64::Isa isa : hostIsas()) {
+    for (int threads : {1, 2}) EXPECT_TRUE(runAndCompare(*program, inputs, isa, threads)) << "threads=" << threads;
+  }
+}
+
 // f32 sums of 2^24 values on every ISA and thread count, relative error
 // against a double sum of the same values at most PyTorch 1.13's on that
 // data (tests/sum_data.h).

@@ -196,7 +196,8 @@ void KernelEmitter::closeLoop(const OpenLoop& l) {
 
 KernelEmitter::OpenGuard KernelEmitter::beginGuard(const Val& b) {
   Label skip = cc_.newLabel();
-  cc_.test(b.g, b.g);
+  const x86::Gp g = gp(b);
+  cc_.test(g, g);
   cc_.jz(skip);
   return skip;
 }
@@ -340,18 +341,43 @@ x86::Gp KernelEmitter::affineValue(const Affine& a) {
     cc_.mov(r, a.constant);
     return r;
   }
-  times(r, counter(a.terms[0]), a.terms[0].coeff);
-  for (size_t j = 1; j < a.terms.size(); ++j) {
-    const Affine::Term& t = a.terms[j];
-    const int k = log2Of(t.coeff);
-    if (k >= 0 && k <= 3) {
-      cc_.lea(r, x86::ptr(r, counter(t), static_cast<uint32_t>(k)));
+  // The power of two every coefficient shares comes out as one shift at
+  // the end, so that more terms fit lea's scales of 1 to 8: 64 i + 32 t is
+  // lea r, [t + i*2] then shl r, 5. The first term is one a scale cannot
+  // take, if any.
+  int shift = 62;
+  for (const Affine::Term& t : a.terms) {
+    if (t.coeff != 0) shift = std::min(shift, std::countr_zero(static_cast<uint64_t>(t.coeff)));
+  }
+  if (shift == 62) shift = 0;
+  std::vector<Affine::Term> terms = a.terms;
+  for (Affine::Term& t : terms) t.coeff /= int64_t{1} << shift;
+  auto scaled = [&](const Affine::Term& t) { return log2Of(t.coeff) >= 0 && log2Of(t.coeff) <= 3; };
+  if (auto it = std::find_if(terms.begin(), terms.end(), [&](const Affine::Term& t) { return !scaled(t); });
+      it != terms.end()) {
+    std::iter_swap(terms.begin(), it);
+  } else if (auto one = std::find_if(terms.begin(), terms.end(), [](const Affine::Term& t) { return t.coeff == 1; });
+             one != terms.end()) {
+    std::iter_swap(terms.begin(), one);
+  }
+  size_t next = 1;
+  if (terms.size() > 1 && terms[0].coeff == 1) {  // lea r, [first + second * scale]
+    cc_.lea(r, x86::ptr(counter(terms[0]), counter(terms[1]), static_cast<uint32_t>(log2Of(terms[1].coeff))));
+    next = 2;
+  } else {
+    times(r, counter(terms[0]), terms[0].coeff);
+  }
+  for (size_t j = next; j < terms.size(); ++j) {
+    const Affine::Term& t = terms[j];
+    if (scaled(t)) {
+      cc_.lea(r, x86::ptr(r, counter(t), static_cast<uint32_t>(log2Of(t.coeff))));
       continue;
     }
     x86::Gp p = cc_.newInt64("term");
     times(p, counter(t), t.coeff);
     cc_.add(r, p);
   }
+  if (shift > 0) cc_.shl(r, shift);
   if (a.constant != 0) {
     if (fitsImm32(a.constant)) {
       cc_.add(r, static_cast<int32_t>(a.constant));
@@ -393,8 +419,11 @@ void KernelEmitter::prefetch(x86::Gp base, int64_t bytes) {
 x86::Gp KernelEmitter::computeRowBase(int buffer, const Affine& rest) {
   const DType dtype = m_.buffers[buffer].dtype;
   x86::Gp r = cc_.newIntPtr("row");
-  if (rest.terms.empty() && fitsImm32(rest.constant * tensor::dtypeSize(dtype))) {
-    cc_.lea(r, x86::ptr(bufferBase(buffer), static_cast<int32_t>(rest.constant * tensor::dtypeSize(dtype))));
+  const int64_t disp = rest.constant * tensor::dtypeSize(dtype);
+  if (rest.terms.empty() && fitsImm32(disp)) {
+    cc_.lea(r, x86::ptr(bufferBase(buffer), static_cast<int32_t>(disp)));
+  } else if (rest.terms.size() == 1 && rest.terms[0].coeff == 1 && fitsImm32(disp)) {  // base + v * size + disp
+    cc_.lea(r, x86::ptr(bufferBase(buffer), vars_.at(rest.terms[0].var), shiftOf(dtype), static_cast<int32_t>(disp)));
   } else {
     x86::Gp off = affineValue(rest);
     cc_.lea(r, x86::ptr(bufferBase(buffer), off, shiftOf(dtype)));
@@ -481,15 +510,15 @@ void KernelEmitter::storeScalar(DType dtype, const x86::Mem& mem, const Val& v) 
     case DType::i32:
     case DType::u32:
       m.setSize(4);
-      cc_.mov(m, v.g.r32());
+      cc_.mov(m, gp(v).r32());
       return;
     case DType::i64:
       m.setSize(8);
-      cc_.mov(m, v.g);
+      cc_.mov(m, gp(v));
       return;
     case DType::bool_:
       m.setSize(1);
-      cc_.mov(m, v.g.r8());
+      cc_.mov(m, gp(v).r8());
       return;
   }
 }
@@ -610,9 +639,31 @@ Val KernelEmitter::multiplyAdd(DType dtype, const Val& a, const Val& b, const Va
   return v;
 }
 
+std::optional<int32_t> Val::imm32() const {
+  if (!imm || !fitsImm32(*imm)) return std::nullopt;
+  return static_cast<int32_t>(*imm);
+}
+
+x86::Gp KernelEmitter::gp(const Val& v) {
+  if (!v.imm) return v.g;
+  x86::Gp r = cc_.newInt64("k");
+  moveInto(r, v);
+  return r;
+}
+
+void KernelEmitter::moveInto(x86::Gp dst, const Val& v) {
+  if (!v.imm) {
+    cc_.mov(dst, v.g);
+  } else if (*v.imm == 0) {
+    cc_.xor_(dst.r32(), dst.r32());
+  } else {
+    cc_.mov(dst, *v.imm);
+  }
+}
+
 x86::Gp KernelEmitter::valueIndex(const Val& v) {
   x86::Gp r = cc_.newInt64("bound");
-  cc_.mov(r, v.g.r64());
+  moveInto(r, v);
   return r;
 }
 
@@ -621,7 +672,8 @@ Val KernelEmitter::uniformMask(const Val& b) {
   x86::Vec x = vsimd_->newVec("flag");
   vsimd_->zero(x);
   Label off = cc_.newLabel();
-  cc_.test(b.g, b.g);
+  const x86::Gp g = gp(b);
+  cc_.test(g, g);
   cc_.jz(off);
   vsimd_->constant(x, 1.0);
   cc_.bind(off);
@@ -675,7 +727,8 @@ Val KernelEmitter::select(const Val& c, const Val& t, const Val& f, DType type,
     v.kind = Val::Kind::kVec;
     v.v = s.newVec("sel");
     Label use_f = cc_.newLabel(), done = cc_.newLabel();
-    cc_.test(c.g, c.g);
+    const x86::Gp g = gp(c);
+    cc_.test(g, g);
     cc_.jz(use_f);
     s.mov(v.v, t.v);
     cc_.jmp(done);
@@ -685,9 +738,10 @@ Val KernelEmitter::select(const Val& c, const Val& t, const Val& f, DType type,
     return v;
   }
   v.g = cc_.newInt64("sel");
-  cc_.mov(v.g, f.g);
-  cc_.test(c.g, c.g);
-  cc_.cmovnz(v.g, t.g);
+  const x86::Gp g = gp(c), if_true = gp(t);
+  moveInto(v.g, f);
+  cc_.test(g, g);
+  cc_.cmovnz(v.g, if_true);
   return v;
 }
 
@@ -710,7 +764,7 @@ void KernelEmitter::assign(DType dtype, const Val& var, const Val& v, bool vecto
   if (isFloat(dtype)) {
     (vector ? *vsimd_ : scalarSimd(dtype)).mov(var.v, v.v);
   } else {
-    cc_.mov(var.g, v.g);
+    moveInto(var.g, v);
   }
 }
 

@@ -21,12 +21,18 @@
 namespace accy::x64 {
 
 // An emitted scalar or vector value: floats in vector registers, integers
-// and scalar bools in general registers, vector bools as masks.
+// and scalar bools in general registers, vector bools as masks. A scalar
+// integer constant stays out of a register (`imm`) until an instruction
+// needs it in one (KernelEmitter::gp): an add, a multiply, a comparison or
+// a bit operation takes it as its immediate operand instead.
 struct Val {
   enum class Kind { kVec, kGp, kMask } kind = Kind::kGp;
   asmjit::x86::Vec v;
-  asmjit::x86::Gp g;
+  asmjit::x86::Gp g;  // kGp without `imm`
   Mask m;
+  std::optional<int64_t> imm;
+  // The constant when it fits an instruction's 32-bit immediate.
+  std::optional<int32_t> imm32() const;
 };
 
 class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, Val, asmjit::x86::Gp> {
@@ -79,6 +85,10 @@ class KernelEmitter : public codegen::cpu::LoopWalker<KernelEmitter, Val, asmjit
   Val indexValue(const choir::Affine& a);
   choir::DType indexDType() const { return choir::DType::i64; }
   asmjit::x86::Gp valueIndex(const Val& v);
+  // A scalar integer's register: its own, or a new one holding its constant.
+  asmjit::x86::Gp gp(const Val& v);
+  // dst = v (a constant moved in as an immediate).
+  void moveInto(asmjit::x86::Gp dst, const Val& v);
   Val uniformMask(const Val& b);
   Val indexLanes(const choir::Affine& a, choir::DType dtype, const Mode& mode);
   Val accumulator(choir::OpCode combiner, choir::DType dtype, bool vector);

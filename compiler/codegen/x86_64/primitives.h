@@ -51,6 +51,23 @@ inline int shiftOf(choir::DType d) {
 inline bool fitsImm32(int64_t v) {
   return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
 }
+// x < y as y > x, and so on: the comparison with its operands swapped.
+inline codegen::Cmp reversed(codegen::Cmp c) {
+  switch (c) {
+    case codegen::Cmp::kLt:
+      return codegen::Cmp::kGt;
+    case codegen::Cmp::kLe:
+      return codegen::Cmp::kGe;
+    case codegen::Cmp::kGt:
+      return codegen::Cmp::kLt;
+    case codegen::Cmp::kGe:
+      return codegen::Cmp::kLe;
+    case codegen::Cmp::kEq:
+    case codegen::Cmp::kNe:
+      break;
+  }
+  return c;
+}
 inline absl::Status notEmitted(std::string_view what) {
   return makeError(ErrorKind::kUnimplemented, strCat("x86-64 emitter: ", what));
 }
@@ -76,8 +93,7 @@ class KernelEmitter::Prims {
       return vec(vec_->constantBitsValue(static_cast<uint32_t>(tensor::toInt64(c))));
     }
     Val r;
-    r.g = cc_.newInt64("k");
-    cc_.mov(r.g, tensor::toInt64(c));
+    r.imm = tensor::toInt64(c);
     return r;
   }
   Value arith(codegen::Arith a, choir::DType d, const Val& x, const Val& y) {
@@ -119,24 +135,38 @@ class KernelEmitter::Prims {
     }
     Val r;
     r.g = cc_.newInt64("arith");
+    // A constant operand of an add or a multiply goes second, as the
+    // instruction's immediate.
+    const bool swap = a != codegen::Arith::kSub && a != codegen::Arith::kDiv && x.imm32() && !y.imm32();
+    const Val& p = swap ? y : x;
+    const Val& q = swap ? x : y;
+    const std::optional<int32_t> k = q.imm32();
     switch (a) {
       case codegen::Arith::kAdd:
-        cc_.mov(r.g, x.g);
-        cc_.add(r.g, y.g);
+        if (k) {
+          cc_.lea(r.g, x86::ptr(e_.gp(p), *k));
+        } else {
+          e_.moveInto(r.g, p);
+          cc_.add(r.g, e_.gp(q));
+        }
         break;
       case codegen::Arith::kSub:
-        cc_.mov(r.g, x.g);
-        cc_.sub(r.g, y.g);
+        e_.moveInto(r.g, p);
+        k ? cc_.sub(r.g, *k) : cc_.sub(r.g, e_.gp(q));
         break;
       case codegen::Arith::kMul:
-        cc_.mov(r.g, x.g);
-        cc_.imul(r.g, y.g);
+        if (k) {
+          cc_.imul(r.g, e_.gp(p), *k);
+        } else {
+          e_.moveInto(r.g, p);
+          cc_.imul(r.g, e_.gp(q));
+        }
         break;
       case codegen::Arith::kDiv: {  // never by 0 or -1
         asmjit::x86::Gp hi = cc_.newInt64("hi");
-        cc_.mov(r.g, x.g);
+        cc_.mov(r.g, e_.gp(x));
         cc_.cqo(hi, r.g);
-        cc_.idiv(hi, r.g, y.g);
+        cc_.idiv(hi, r.g, e_.gp(y));
         break;
       }
     }
@@ -154,7 +184,7 @@ class KernelEmitter::Prims {
     }
     Val r;
     r.g = cc_.newInt64("neg");
-    cc_.mov(r.g, x.g);
+    cc_.mov(r.g, e_.gp(x));
     cc_.neg(r.g);
     e_.sext32(r.g, d);
     return r;
@@ -170,10 +200,22 @@ class KernelEmitter::Prims {
       r.m = vec_->intCmp(static_cast<Cmp>(c), tensor::isUnsigned(d), x.v, y.v);
       return r;
     }
+    // A constant goes second, as cmp's immediate (the condition reversed
+    // when the operands swap).
+    const bool swap = x.imm32() && !y.imm32();
+    if (swap) c = reversed(c);
+    const Val& p = swap ? y : x;
+    const Val& q = swap ? x : y;
     Val r;
     r.g = cc_.newInt64("cmp");
+    const x86::Gp pg = e_.gp(p);
     cc_.xor_(r.g.r32(), r.g.r32());
-    cc_.cmp(x.g, y.g);
+    if (const std::optional<int32_t> k = q.imm32()) {
+      cc_.cmp(pg, *k);
+    } else {
+      const x86::Gp qg = e_.gp(q);
+      cc_.cmp(pg, qg);
+    }
     switch (c) {
       case codegen::Cmp::kLt:
         cc_.setl(r.g.r8());
@@ -201,11 +243,13 @@ class KernelEmitter::Prims {
   Value logicAnd(const Val& x, const Val& y) { return logic(x, y, true); }
   Value logicOr(const Val& x, const Val& y) { return logic(x, y, false); }
   Value bitAnd(choir::DType d, const Val& x, const Val& y) {
-    return intBinary(d, x, y, &x86::Compiler::and_, &Simd::intAnd);
+    return intBinary(d, x, y, &x86::Compiler::and_, &Simd::intAnd, &x86::Compiler::and_);
   }
-  Value bitOr(choir::DType d, const Val& x, const Val& y) { return intBinary(d, x, y, &x86::Compiler::or_, &Simd::intOr); }
+  Value bitOr(choir::DType d, const Val& x, const Val& y) {
+    return intBinary(d, x, y, &x86::Compiler::or_, &Simd::intOr, &x86::Compiler::or_);
+  }
   Value bitXor(choir::DType d, const Val& x, const Val& y) {
-    return intBinary(d, x, y, &x86::Compiler::xor_, &Simd::intXor);
+    return intBinary(d, x, y, &x86::Compiler::xor_, &Simd::intXor, &x86::Compiler::xor_);
   }
   // An arithmetic shift of the 64-bit register: arithmetic on i32 (held
   // sign-extended) and i64, logical on u32 (held zero-extended).
@@ -218,7 +262,7 @@ class KernelEmitter::Prims {
     }
     Val r;
     r.g = cc_.newInt64("sar");
-    cc_.mov(r.g, x.g);
+    cc_.mov(r.g, e_.gp(x));
     cc_.sar(r.g, n);
     return r;
   }
@@ -232,7 +276,7 @@ class KernelEmitter::Prims {
     }
     Val r;
     r.g = cc_.newInt64("shl");
-    cc_.mov(r.g, x.g);
+    cc_.mov(r.g, e_.gp(x));
     cc_.shl(r.g, n);
     e_.sext32(r.g, d);
     return r;
@@ -249,7 +293,7 @@ class KernelEmitter::Prims {
     if (d != choir::DType::u32) return fail("a rotate of a signed or 64-bit value");
     Val r;
     r.g = cc_.newInt64("rotl");
-    cc_.mov(r.g, x.g);
+    cc_.mov(r.g, e_.gp(x));
     cc_.rol(r.g.r32(), n);  // a 32-bit op: the upper half cleared, as u32 is held
     return r;
   }
@@ -284,15 +328,15 @@ class KernelEmitter::Prims {
     if (isFloat(to)) {
       Val r = vec(e_.scalarSimd(to).newVec("bits"));
       if (wide) {
-        vex ? cc_.vmovq(r.v.xmm(), a.g) : cc_.movq(r.v.xmm(), a.g);
+        vex ? cc_.vmovq(r.v.xmm(), e_.gp(a)) : cc_.movq(r.v.xmm(), e_.gp(a));
       } else {
-        vex ? cc_.vmovd(r.v.xmm(), a.g.r32()) : cc_.movd(r.v.xmm(), a.g.r32());
+        vex ? cc_.vmovd(r.v.xmm(), e_.gp(a).r32()) : cc_.movd(r.v.xmm(), e_.gp(a).r32());
       }
       return r;
     }
     Val r;  // i32 <-> u32
     r.g = cc_.newInt64("bits");
-    cc_.mov(r.g, a.g);
+    cc_.mov(r.g, e_.gp(a));
     e_.sext32(r.g, to);
     return r;
   }
@@ -328,15 +372,15 @@ class KernelEmitter::Prims {
       Val r = vec(e_.scalarSimd(to).newVec("cvt"));
       e_.scalarSimd(to).zero(r.v);
       if (to == choir::DType::f32) {
-        vex ? cc_.vcvtsi2ss(r.v.xmm(), r.v.xmm(), a.g) : cc_.cvtsi2ss(r.v.xmm(), a.g);
+        vex ? cc_.vcvtsi2ss(r.v.xmm(), r.v.xmm(), e_.gp(a)) : cc_.cvtsi2ss(r.v.xmm(), e_.gp(a));
       } else {
-        vex ? cc_.vcvtsi2sd(r.v.xmm(), r.v.xmm(), a.g) : cc_.cvtsi2sd(r.v.xmm(), a.g);
+        vex ? cc_.vcvtsi2sd(r.v.xmm(), r.v.xmm(), e_.gp(a)) : cc_.cvtsi2sd(r.v.xmm(), e_.gp(a));
       }
       return r;
     }
     Val r;
     r.g = cc_.newInt64("cvt");
-    cc_.mov(r.g, a.g);
+    cc_.mov(r.g, e_.gp(a));
     e_.sext32(r.g, to);
     return r;
   }
@@ -348,12 +392,13 @@ class KernelEmitter::Prims {
 
   Value variable(choir::DType d, const Val& init) {
     Val v = init;
+    v.imm.reset();
     if (isFloat(d)) {
       v = vec(simd(d).newVec("var"));
       simd(d).mov(v.v, init.v);
     } else {
       v.g = cc_.newInt64("var");
-      cc_.mov(v.g, init.g);
+      e_.moveInto(v.g, init);
     }
     return v;
   }
@@ -362,15 +407,15 @@ class KernelEmitter::Prims {
     if (isFloat(d)) {
       simd(d).mov(var.v, v.v);
     } else {
-      cc_.mov(var.g, v.g);
+      e_.moveInto(var.g, v);
     }
   }
   absl::Status loopWhile(const std::function<Val()>& cond, const std::function<absl::Status()>& body, int64_t) {
     if (mode_.vector) return notEmitted("a loop in a vector loop");
     asmjit::Label top = cc_.newLabel(), done = cc_.newLabel();
     cc_.bind(top);
-    const Val c = cond();
-    cc_.test(c.g, c.g);
+    const x86::Gp c = e_.gp(cond());
+    cc_.test(c, c);
     cc_.jz(done);
     ACCY_RETURN_IF_ERROR(body());
     cc_.jmp(top);
@@ -446,12 +491,15 @@ class KernelEmitter::Prims {
       return r;
     }
     r.g = cc_.newInt64(both ? "and" : "or");
-    cc_.mov(r.g, x.g);
-    both ? cc_.and_(r.g, y.g) : cc_.or_(r.g, y.g);
+    cc_.mov(r.g, e_.gp(x));
+    both ? cc_.and_(r.g, e_.gp(y)) : cc_.or_(r.g, e_.gp(y));
     return r;
   }
+  // With `op_imm` (a commutative operation) a constant operand is its
+  // immediate.
   Val intBinary(choir::DType d, const Val& x, const Val& y, asmjit::Error (x86::Compiler::*op)(const x86::Gp&, const x86::Gp&),
-                void (Simd::*lanes)(x86::Vec, x86::Vec, x86::Vec)) {
+                void (Simd::*lanes)(x86::Vec, x86::Vec, x86::Vec),
+                asmjit::Error (x86::Compiler::*op_imm)(const x86::Gp&, const asmjit::Imm&) = nullptr) {
     if (mode_.vector) {
       if (!lanes32(d) || lanes == nullptr) return fail(strCat(tensor::dtypeName(d), " bit operation in a vector loop"));
       Val r = vec(vec_->newVec("bits"));
@@ -460,8 +508,15 @@ class KernelEmitter::Prims {
     }
     Val r;
     r.g = cc_.newInt64("bits");
-    cc_.mov(r.g, x.g);
-    (cc_.*op)(r.g, y.g);
+    if (op_imm != nullptr && (x.imm32() || y.imm32())) {
+      const bool swap = !y.imm32();
+      e_.moveInto(r.g, swap ? y : x);
+      (cc_.*op_imm)(r.g, asmjit::Imm(*(swap ? x : y).imm32()));
+      return r;
+    }
+    const x86::Gp yg = e_.gp(y);
+    e_.moveInto(r.g, x);
+    (cc_.*op)(r.g, yg);
     return r;
   }
   Val pick(choir::DType d, const Val& x, const Val& y, bool greater) {
@@ -473,9 +528,21 @@ class KernelEmitter::Prims {
     }
     Val r;
     r.g = cc_.newInt64(greater ? "max" : "min");
-    cc_.mov(r.g, x.g);
-    cc_.cmp(x.g, y.g);
-    greater ? cc_.cmovl(r.g, y.g) : cc_.cmovg(r.g, y.g);
+    // A constant bound: r = k, replaced by x when x is past it.
+    const bool swap = x.imm32() && !y.imm32();
+    const Val& p = swap ? y : x;
+    const Val& q = swap ? x : y;
+    const x86::Gp pg = e_.gp(p);
+    if (const std::optional<int32_t> k = q.imm32()) {
+      e_.moveInto(r.g, q);
+      cc_.cmp(pg, *k);
+      greater ? cc_.cmovg(r.g, pg) : cc_.cmovl(r.g, pg);
+      return r;
+    }
+    const x86::Gp qg = e_.gp(q);
+    cc_.mov(r.g, pg);
+    cc_.cmp(pg, qg);
+    greater ? cc_.cmovl(r.g, qg) : cc_.cmovg(r.g, qg);
     return r;
   }
   Val fail(std::string what) {
