@@ -196,6 +196,10 @@ void KernelEmitter::closeLoop(const OpenLoop& l) {
 
 KernelEmitter::OpenGuard KernelEmitter::beginGuard(const Val& b) {
   Label skip = cc_.newLabel();
+  if (b.flags && cc_.cursor() == b.flags->set) {
+    cc_.j(x86::negateCond(b.flags->cond), skip);
+    return skip;
+  }
   const x86::Gp g = gp(b);
   cc_.test(g, g);
   cc_.jz(skip);

@@ -31,6 +31,14 @@ struct Val {
   asmjit::x86::Gp g;  // kGp without `imm`
   Mask m;
   std::optional<int64_t> imm;
+  // A scalar comparison's result: while the emitter's cursor is still at
+  // `set` (the setcc that wrote it), the flags hold the comparison, and a
+  // guard branches on `cond` without testing the register again.
+  struct Flags {
+    asmjit::BaseNode* set = nullptr;
+    asmjit::x86::CondCode cond;
+  };
+  std::optional<Flags> flags;
   // The constant when it fits an instruction's 32-bit immediate.
   std::optional<int32_t> imm32() const;
 };

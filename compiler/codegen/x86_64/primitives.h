@@ -216,26 +216,15 @@ class KernelEmitter::Prims {
       const x86::Gp qg = e_.gp(q);
       cc_.cmp(pg, qg);
     }
-    switch (c) {
-      case codegen::Cmp::kLt:
-        cc_.setl(r.g.r8());
-        break;
-      case codegen::Cmp::kLe:
-        cc_.setle(r.g.r8());
-        break;
-      case codegen::Cmp::kGt:
-        cc_.setg(r.g.r8());
-        break;
-      case codegen::Cmp::kGe:
-        cc_.setge(r.g.r8());
-        break;
-      case codegen::Cmp::kEq:
-        cc_.sete(r.g.r8());
-        break;
-      case codegen::Cmp::kNe:
-        cc_.setne(r.g.r8());
-        break;
-    }
+    using x86::CondCode;
+    const CondCode cond = c == codegen::Cmp::kLt   ? CondCode::kL
+                          : c == codegen::Cmp::kLe ? CondCode::kLE
+                          : c == codegen::Cmp::kGt ? CondCode::kG
+                          : c == codegen::Cmp::kGe ? CondCode::kGE
+                          : c == codegen::Cmp::kEq ? CondCode::kE
+                                                   : CondCode::kNE;
+    cc_.set(cond, r.g.r8());
+    r.flags = Val::Flags{cc_.cursor(), cond};  // (set leaves the flags as they are)
     return r;
   }
   Value isNan(choir::DType d, const Val& x) { return maskOrBool(d, simd(d).cmp(Cmp::kUnordered, x.v, x.v)); }
@@ -334,10 +323,10 @@ class KernelEmitter::Prims {
       }
       return r;
     }
-    Val r;  // i32 <-> u32
+    Val r;  // i32 <-> u32: the low 32 bits, sign- or zero-extended
     r.g = cc_.newInt64("bits");
-    cc_.mov(r.g, e_.gp(a));
-    e_.sext32(r.g, to);
+    const x86::Gp from_g = e_.gp(a);
+    to == choir::DType::u32 ? cc_.mov(r.g.r32(), from_g.r32()) : cc_.movsxd(r.g, from_g.r32());
     return r;
   }
   Value convert(choir::DType from, choir::DType to, const Val& a) {
@@ -393,6 +382,7 @@ class KernelEmitter::Prims {
   Value variable(choir::DType d, const Val& init) {
     Val v = init;
     v.imm.reset();
+    v.flags.reset();
     if (isFloat(d)) {
       v = vec(simd(d).newVec("var"));
       simd(d).mov(v.v, init.v);
