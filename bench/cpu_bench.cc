@@ -41,6 +41,7 @@
 #include <cstring>
 #include <cstdlib>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <random>
@@ -1742,8 +1743,18 @@ void runBlurAccy(benchmark::State& state, int threads) {
   }
 }
 
+// Halide's blur binary: beside this one (both built in the same output tree
+// by tools/bench.sh), else under bazel-bin, which a later build in another
+// configuration (a fastbuild `bazel test`) may have pointed elsewhere.
+std::string halideBlurPath() {
+  std::error_code ec;
+  const std::filesystem::path beside = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "halide_blur";
+  if (!ec && std::filesystem::exists(beside, ec)) return beside.string();
+  return "bazel-bin/bench/halide_blur";
+}
+
 void runBlurHalide(benchmark::State& state, int threads) {
-  runReferenceCommand(state, "bazel-bin/bench/halide_blur", threads, "not found",
+  runReferenceCommand(state, halideBlurPath(), threads, "not found",
                       "Halide's blur is not built (libhalide14-0-dev: tools/setup.sh --bench)");
 }
 
