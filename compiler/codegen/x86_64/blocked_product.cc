@@ -424,24 +424,15 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
   auto row_blocks = [&](int v_count, Simd& s, x86::Gp k0, x86::Gp k_count, x86::Gp panel,
                         int32_t panel_row) -> absl::Status {
     cc_.mov(i, start);
-    // The rows left: one block of their number when every launch runs all
-    // the rows (a row loop inside others: a convolution's row of pixels),
-    // else one at a time. A block of at most half the rows holds too few
-    // sums to cover the FMA's latency: it and the last whole block run as
-    // two blocks of about half each (a row of 56 pixels: 8 blocks of 6,
-    // then 4 and 4, not 9 of 6 and one of 2).
-    const int left = static_cast<int>(l.loop.extent % rows);
-    if (!rows_shared && left > 0 && 2 * left <= rows && l.loop.extent > rows) {
-      x86::Gp shorter = constantIndex(l.loop.extent - left - 2 * rows + 1);
-      ACCY_RETURN_IF_ERROR(counted(i, shorter, rows, [&] { return micro(rows, v_count, s, k0, k_count, panel, panel_row); }));
-      const int first = (rows + left + 1) / 2;
-      ACCY_RETURN_IF_ERROR(micro(first, v_count, s, k0, k_count, panel, panel_row));
-      cc_.add(i, first);
-      return micro(rows + left - first, v_count, s, k0, k_count, panel, panel_row);
-    }
     ACCY_RETURN_IF_ERROR(counted(i, rows_limit, rows,
                                      [&] { return micro(rows, v_count, s, k0, k_count, panel, panel_row); }));
-    if (!rows_shared) return left == 0 ? absl::OkStatus() : micro(left, v_count, s, k0, k_count, panel, panel_row);
+    // The rows left: one block of their number when every launch runs all
+    // the rows (a row loop inside others: a convolution's row of pixels),
+    // else one at a time.
+    if (!rows_shared) {
+      const int left = static_cast<int>(l.loop.extent % rows);
+      return left == 0 ? absl::OkStatus() : micro(left, v_count, s, k0, k_count, panel, panel_row);
+    }
     return counted(i, limit, 1, [&] { return micro(1, v_count, s, k0, k_count, panel, panel_row); });
   };
   // Column blocks outermost. Whole blocks of `vectors` vectors pack their
@@ -469,10 +460,10 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
   bool dense = n == block && p.b_step == static_cast<int64_t>(steps) * panel_row;
   for (int u = 0; u < steps; ++u) dense = dense && p.terms[static_cast<size_t>(u)].b_disp == u * panel_row;
   const bool in_place = (!outermost && p.b_invariant && k_extent * steps * n * size <= kInPlaceBytes) || dense;
-  // One row (a convolution's border column: one pixel) holds
-  // too few sums per column block to cover the FMA's latency (2 on AVX2,
-  // against 8 FMAs in flight): with B read in place, such rows take every
-  // column at once, up to kWideVectors vectors, each sum still in k order.
+  // One row (a convolution's border column: one pixel) holds too few sums
+  // per column block to cover the FMA's latency (2 on AVX2, against 8 FMAs
+  // in flight): with B read in place, it takes every column at once, up to
+  // kWideVectors vectors, each sum still in k order.
   constexpr int64_t kWideVectors = 8;
   const int64_t wide = n / width;
   if (in_place && !split_columns && !rows_shared && l.loop.extent == 1 && n % width == 0 && wide > vectors &&
