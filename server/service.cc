@@ -7,6 +7,7 @@
 
 #include <malloc.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstring>
@@ -369,6 +370,7 @@ grpc::Status AccydService::ServerInfo(grpc::ServerContext* ctx, const pb::Server
   reply->set_protocol_version(kProtocolVersion);
   reply->set_version(kVersion);
   reply->set_sessions(sessionCount());
+  reply->set_calls_in_flight(static_cast<uint64_t>(std::max<int64_t>(0, callsInFlight() - 1)));
   return finish(ctx, reply, absl::OkStatus());
 }
 

@@ -1625,9 +1625,28 @@ TEST(Accyd, SigtermDrainsACallInFlight) {
   ASSERT_TRUE(h.ok());
   std::vector<float> x(8192, 0.5f), y(8192, 1.0f);
   float out[1] = {0};
+  // A first call sets up the invoke channel and its shared memory, so that
+  // the second one is a single call in the daemon.
+  ASSERT_TRUE(s->invoke(*h, {bytes(x), bytes(y)}, {writableBytes(out)}).ok());
+  out[0] = 0;
   absl::Status call_status;
   std::thread caller([&] { call_status = s->invoke(*h, {bytes(x), bytes(y)}, {writableBytes(out)}); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  // SIGTERM once the daemon reports the call in flight (asked over a
+  // second connection without keep-alives, so that only the invoke, or a
+  // keep-alive it sends while it waits, can be counted), however long the
+  // call takes to get there on a busy machine.
+  RemoteOptions quiet;
+  quiet.keep_alive = false;
+  auto probe = connect(d, quiet);
+  uint64_t in_flight = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (probe && in_flight == 0 && std::chrono::steady_clock::now() < deadline) {
+    auto info = probe->serverInfo();
+    if (!info.ok()) break;
+    in_flight = info->calls_in_flight();
+    if (in_flight == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GE(in_flight, 1u) << "the invoke was not seen in flight before SIGTERM";
   EXPECT_EQ(d.stop(), 0);  // SIGTERM while the call runs
   caller.join();
   EXPECT_TRUE(call_status.ok()) << call_status;  // it was allowed to finish
