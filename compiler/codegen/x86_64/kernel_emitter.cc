@@ -356,7 +356,10 @@ x86::Gp KernelEmitter::affineValue(const Affine& a) {
   if (shift == 62) shift = 0;
   std::vector<Affine::Term> terms = a.terms;
   for (Affine::Term& t : terms) t.coeff /= int64_t{1} << shift;
-  auto scaled = [&](const Affine::Term& t) { return log2Of(t.coeff) >= 0 && log2Of(t.coeff) <= 3; };
+  auto scaled = [&](const Affine::Term& t) {
+    const int k = log2Of(t.coeff);
+    return k >= 0 && k <= 3;
+  };
   if (auto it = std::find_if(terms.begin(), terms.end(), [&](const Affine::Term& t) { return !scaled(t); });
       it != terms.end()) {
     std::iter_swap(terms.begin(), it);

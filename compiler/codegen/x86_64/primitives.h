@@ -137,9 +137,7 @@ class KernelEmitter::Prims {
     r.g = cc_.newInt64("arith");
     // A constant operand of an add or a multiply goes second, as the
     // instruction's immediate.
-    const bool swap = a != codegen::Arith::kSub && a != codegen::Arith::kDiv && x.imm32() && !y.imm32();
-    const Val& p = swap ? y : x;
-    const Val& q = swap ? x : y;
+    const auto [p, q, swapped] = constantSecond(x, y, a != codegen::Arith::kSub && a != codegen::Arith::kDiv);
     const std::optional<int32_t> k = q.imm32();
     switch (a) {
       case codegen::Arith::kAdd:
@@ -164,7 +162,7 @@ class KernelEmitter::Prims {
         break;
       case codegen::Arith::kDiv: {  // never by 0 or -1
         asmjit::x86::Gp hi = cc_.newInt64("hi");
-        cc_.mov(r.g, e_.gp(x));
+        e_.moveInto(r.g, x);
         cc_.cqo(hi, r.g);
         cc_.idiv(hi, r.g, e_.gp(y));
         break;
@@ -184,7 +182,7 @@ class KernelEmitter::Prims {
     }
     Val r;
     r.g = cc_.newInt64("neg");
-    cc_.mov(r.g, e_.gp(x));
+    e_.moveInto(r.g, x);
     cc_.neg(r.g);
     e_.sext32(r.g, d);
     return r;
@@ -202,10 +200,8 @@ class KernelEmitter::Prims {
     }
     // A constant goes second, as cmp's immediate (the condition reversed
     // when the operands swap).
-    const bool swap = x.imm32() && !y.imm32();
-    if (swap) c = reversed(c);
-    const Val& p = swap ? y : x;
-    const Val& q = swap ? x : y;
+    const auto [p, q, swapped] = constantSecond(x, y);
+    if (swapped) c = reversed(c);
     Val r;
     r.g = cc_.newInt64("cmp");
     const x86::Gp pg = e_.gp(p);
@@ -251,7 +247,7 @@ class KernelEmitter::Prims {
     }
     Val r;
     r.g = cc_.newInt64("sar");
-    cc_.mov(r.g, e_.gp(x));
+    e_.moveInto(r.g, x);
     cc_.sar(r.g, n);
     return r;
   }
@@ -265,7 +261,7 @@ class KernelEmitter::Prims {
     }
     Val r;
     r.g = cc_.newInt64("shl");
-    cc_.mov(r.g, e_.gp(x));
+    e_.moveInto(r.g, x);
     cc_.shl(r.g, n);
     e_.sext32(r.g, d);
     return r;
@@ -282,7 +278,7 @@ class KernelEmitter::Prims {
     if (d != choir::DType::u32) return fail("a rotate of a signed or 64-bit value");
     Val r;
     r.g = cc_.newInt64("rotl");
-    cc_.mov(r.g, e_.gp(x));
+    e_.moveInto(r.g, x);
     cc_.rol(r.g.r32(), n);  // a 32-bit op: the upper half cleared, as u32 is held
     return r;
   }
@@ -369,7 +365,7 @@ class KernelEmitter::Prims {
     }
     Val r;
     r.g = cc_.newInt64("cvt");
-    cc_.mov(r.g, e_.gp(a));
+    e_.moveInto(r.g, a);
     e_.sext32(r.g, to);
     return r;
   }
@@ -481,7 +477,7 @@ class KernelEmitter::Prims {
       return r;
     }
     r.g = cc_.newInt64(both ? "and" : "or");
-    cc_.mov(r.g, e_.gp(x));
+    e_.moveInto(r.g, x);
     both ? cc_.and_(r.g, e_.gp(y)) : cc_.or_(r.g, e_.gp(y));
     return r;
   }
@@ -498,10 +494,9 @@ class KernelEmitter::Prims {
     }
     Val r;
     r.g = cc_.newInt64("bits");
-    if (op_imm != nullptr && (x.imm32() || y.imm32())) {
-      const bool swap = !y.imm32();
-      e_.moveInto(r.g, swap ? y : x);
-      (cc_.*op_imm)(r.g, asmjit::Imm(*(swap ? x : y).imm32()));
+    if (const auto [p, q, swapped] = constantSecond(x, y); op_imm != nullptr && q.imm32()) {
+      e_.moveInto(r.g, p);
+      (cc_.*op_imm)(r.g, asmjit::Imm(*q.imm32()));
       return r;
     }
     const x86::Gp yg = e_.gp(y);
@@ -519,9 +514,7 @@ class KernelEmitter::Prims {
     Val r;
     r.g = cc_.newInt64(greater ? "max" : "min");
     // A constant bound: r = k, replaced by x when x is past it.
-    const bool swap = x.imm32() && !y.imm32();
-    const Val& p = swap ? y : x;
-    const Val& q = swap ? x : y;
+    const auto [p, q, swapped] = constantSecond(x, y);
     const x86::Gp pg = e_.gp(p);
     if (const std::optional<int32_t> k = q.imm32()) {
       e_.moveInto(r.g, q);
@@ -534,6 +527,17 @@ class KernelEmitter::Prims {
     cc_.cmp(pg, qg);
     greater ? cc_.cmovl(r.g, qg) : cc_.cmovg(r.g, qg);
     return r;
+  }
+  // A pair of operands ordered so that a constant goes second, as the
+  // instruction's immediate (only where the operation allows the swap).
+  struct Ordered {
+    const Val& p;
+    const Val& q;
+    bool swapped;
+  };
+  static Ordered constantSecond(const Val& x, const Val& y, bool may_swap = true) {
+    const bool swap = may_swap && x.imm32() && !y.imm32();
+    return {swap ? y : x, swap ? x : y, swap};
   }
   Val fail(std::string what) {
     if (error_.ok()) error_ = notEmitted(what);
