@@ -9,6 +9,7 @@
 #include <functional>
 #include <numbers>
 #include <random>
+#include <regex>
 
 #include "accy/accy.h"
 #include "backends/cpu/cpu_program.h"
@@ -346,6 +347,11 @@ TEST(CpuConformance, ScatterAddIsBitwiseRepeatable) {
       }
     }
     EXPECT_TRUE(runAndCompare(*program, inputs, hostIsas().back(), 2)) << row.size() << " row axes";
+    // Each row's index is read straight from its memory operand, without a
+    // row base computed for it first.
+    std::string assembly;
+    ASSERT_TRUE(x64::compileProgram(*program, {.threads = 2, .assembly = &assembly}).ok());
+    EXPECT_TRUE(std::regex_search(assembly, std::regex(R"(movsxd \w+, dword ptr \[\w+\+\w+\*4\])"))) << assembly;
   }
 }
 

@@ -263,7 +263,11 @@ class LoopWalker {
     const Index i = self().newIndex();
     vars_[l.loop.var] = i;
     const bool parallel = outermost && l.loop.tag == choir::LoopTag::kCpuParallel;
-    const Index limit = startLoop(l, i, parallel);
+    if (parallel) {
+      self().setIndex(i, self().begin());
+    } else {
+      self().zeroIndex(i);
+    }
     beginRows();
     prepareRows(st, l.loop.var);
     if constexpr (requires(T& t) { t.prefetch(i, int64_t{0}); }) {
@@ -279,6 +283,14 @@ class LoopWalker {
       around = self().beginGuard(g);
       guard_outside_ = &st;
     }
+    // The limit is emitted where a loop first needs it: a straight row of a
+    // few vectors (below) has none, and every use of it follows the first
+    // in the same branch.
+    std::optional<Index> limit_value;
+    auto limit = [&]() -> Index {
+      if (!limit_value) limit_value = parallel ? self().end() : self().constantIndex(l.loop.extent);
+      return *limit_value;
+    };
     const absl::Status body = innermostStoreLoop(l, st, i, limit, parallel);
     if (around) {
       self().endGuard(*around);
@@ -288,7 +300,8 @@ class LoopWalker {
     return body;
   }
 
-  absl::Status innermostStoreLoop(const choir::Stmt& l, const choir::Stmt& st, Index i, Index limit, bool parallel) {
+  template <class Limit>
+  absl::Status innermostStoreLoop(const choir::Stmt& l, const choir::Stmt& st, Index i, Limit& limit, bool parallel) {
     const Mode scalar{false, l.loop.var, i};
     const int width = self().storeWidth(l, parallel);
     auto step = [&](const Mode& mode) {
@@ -321,24 +334,24 @@ class LoopWalker {
         Mode edge = scalar;
         edge.stream = lanes.stream;
         if (lanes.stream) {
-          if constexpr (requires(T& t) { t.alignStream(l, i, limit, width, edge); }) {
-            ACCY_RETURN_IF_ERROR(self().alignStream(l, i, limit, width, edge));
+          if constexpr (requires(T& t) { t.alignStream(l, i, limit(), width, edge); }) {
+            ACCY_RETURN_IF_ERROR(self().alignStream(l, i, limit(), width, edge));
           } else {
             return absl::InternalError(strCat(self().emitterName(), ": streamed stores without alignStream"));
           }
         }
         if (copies > 1 && l.loop.extent >= int64_t{copies} * width) {
           // Steps of `copies` vectors evaluated together, then single ones.
-          const Index ulimit = self().limitLess(limit, copies * width - 1);
+          const Index ulimit = self().limitLess(limit(), copies * width - 1);
           ACCY_RETURN_IF_ERROR(counted(i, ulimit, copies * width, [&] {
             cse_.clear();
             return storeCopiesAt(st, lanes, copies, width);
           }));
         }
-        const Index vlimit = self().limitLess(limit, width - 1);
+        const Index vlimit = self().limitLess(limit(), width - 1);
         ACCY_RETURN_IF_ERROR(counted(i, vlimit, width, step(lanes)));
         if (parallel || lanes.stream || l.loop.extent % width != 0) {
-          ACCY_RETURN_IF_ERROR(counted(i, limit, 1, step(edge)));
+          ACCY_RETURN_IF_ERROR(counted(i, limit(), 1, step(edge)));
         }
         return absl::OkStatus();
       };
@@ -360,7 +373,7 @@ class LoopWalker {
       self().endVectorStore(lanes);
     } else {
       if constexpr (requires(T& t) { t.beginScalarStore(); }) self().beginScalarStore();
-      ACCY_RETURN_IF_ERROR(counted(i, limit, 1, step(scalar)));
+      ACCY_RETURN_IF_ERROR(counted(i, limit(), 1, step(scalar)));
       if constexpr (requires(T& t) { t.endScalarStore(); }) self().endScalarStore();
     }
     return absl::OkStatus();

@@ -441,8 +441,18 @@ x86::Gp KernelEmitter::computeRowBase(int buffer, const Affine& rest) {
 x86::Mem KernelEmitter::address(int buffer, const std::vector<Affine>& index, const Mode& mode) {
   const DType dtype = m_.buffers[buffer].dtype;
   const auto [rest, c] = splitIndex(buffer, index, mode.inner_var);
+  if (c == 0) {
+    // One point at base + v * size + disp (a scatter's index, read once
+    // per row): the memory operand itself, without a row base's lea,
+    // unless a row base for it is already there.
+    const int64_t at = rest.constant * tensor::dtypeSize(dtype);
+    if (rest.terms.size() == 1 && rest.terms[0].coeff == 1 && fitsImm32(at) &&
+        !(rows_active_ && rows_.contains(codegen::cpu::RowKey{buffer, rest}))) {
+      return x86::ptr(bufferBase(buffer), vars_.at(rest.terms[0].var), shiftOf(dtype), static_cast<int32_t>(at));
+    }
+    return x86::ptr(rowBase(buffer, rest));
+  }
   x86::Gp base = rowBase(buffer, rest);
-  if (c == 0) return x86::ptr(base);
   const int64_t disp = c * mode.offset * tensor::dtypeSize(dtype);
   if (!fitsImm32(disp)) {
     // A stride too large for a displacement: move the index register.
