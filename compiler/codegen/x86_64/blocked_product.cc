@@ -459,7 +459,17 @@ absl::Status KernelEmitter::blockedProduct(const Stmt& l, const Product& p, bool
   // change only its alignment.
   bool dense = n == block && p.b_step == static_cast<int64_t>(steps) * panel_row;
   for (int u = 0; u < steps; ++u) dense = dense && p.terms[static_cast<size_t>(u)].b_disp == u * panel_row;
-  const bool in_place = (!outermost && p.b_invariant && k_extent * steps * n * size <= kInPlaceBytes) || dense;
+  // B whose slice for this call is short and compact, used by few row
+  // blocks (a convolution's weight gradient: 55 rows of the output
+  // gradient 256 bytes apart, for 16 rows of the sum) is read in place as
+  // well: packing would copy it on every call and pay that back over only
+  // those few blocks, while in place a column block's lines (one per step
+  // of k) spread over enough L1 sets to stay there.
+  constexpr int64_t kCompactBytes = int64_t{16} << 10;
+  constexpr int64_t kFewRowBlocks = 8;
+  const bool compact = p.b_step > 0 && k_extent * p.b_step <= kCompactBytes && l.loop.extent <= kFewRowBlocks * rows;
+  const bool in_place =
+      (!outermost && p.b_invariant && k_extent * steps * n * size <= kInPlaceBytes) || dense || compact;
   // One row (a convolution's border column: one pixel) holds too few sums
   // per column block to cover the FMA's latency (2 on AVX2, against 8 FMAs
   // in flight): with B read in place, it takes every column at once, up to
