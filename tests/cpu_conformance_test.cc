@@ -13,6 +13,7 @@
 #include "accy/accy.h"
 #include "backends/cpu/cpu_program.h"
 #include "backends/cpu/cpu_backend.h"
+#include "bench/program_shapes.h"
 #include "compiler/codegen/x86_64/compile.h"
 #include "tests/conformance.h"
 #include "tests/device_suite.h"
@@ -359,6 +360,31 @@ TEST(CpuConformance, ScatterAddIsBitwiseRepeatable) {
     }
     EXPECT_TRUE(index_operand) << assembly;
   }
+}
+
+// A chain of 4,096 ops fused into one kernel (no node limit): one
+// expression 4,096 operations deep. Emitting it walks the expression
+// depth-first; it must not run out of stack (it did: about 3 KiB of stack
+// per level of the walk), and it gives the evaluator's result.
+TEST(CpuConformance, AnExpressionThousandsOfOpsDeepInOneKernel) {
+  auto program = shapes::chain(4096);
+  ASSERT_TRUE(program.ok()) << program.status();
+  std::mt19937 rng(3);
+  const std::vector<std::vector<std::byte>> inputs = {randomBytes(program->inputSpecs()[0], rng, -2, 2)};
+  x64::CompileOptions o;
+  o.fuse_limits.max_nodes = int64_t{1} << 40;
+  EXPECT_TRUE(runAndCompare(*program, inputs, hostIsas().back(), 1, o));
+  // Twice as long, deeper than the walk takes: a clear error that says so.
+  auto deeper = shapes::chain(8192);
+  ASSERT_TRUE(deeper.ok()) << deeper.status();
+  auto exe = x64::compileProgram(*deeper, o);
+  ASSERT_FALSE(exe.ok());
+  EXPECT_NE(exe.status().message().find("an expression more than 4096 operations deep in one kernel"),
+            std::string_view::npos)
+      << exe.status();
+  // Under the default fusion limits it compiles (kernels of at most 256
+  // nodes).
+  EXPECT_TRUE(x64::compileProgram(*deeper, {}).ok());
 }
 
 TEST(CpuConformance, RandomProgramsF32) {

@@ -175,6 +175,12 @@ inline constexpr int64_t kStraightNodes = 6;
 // most of its instructions, and a loop over random rows (a scatter's) keeps
 // more rows in flight the fewer instructions each row takes.
 inline constexpr int64_t kStraightStores = 8;
+// The deepest expression one kernel's walk takes (exprsInto nests a level
+// per operation): far past what fusion makes under its default limits (256
+// nodes per kernel), and within a thread's 8 MiB stack at the walk's frame
+// size (about 600 bytes a level with optimization, 2.4 MiB in all; a few
+// times that under AddressSanitizer). Deeper, a clear error, not a crash.
+inline constexpr int kMaxExprDepth = 4096;
 
 template <class T, class Value, class Index>
 class LoopWalker {
@@ -634,143 +640,218 @@ class LoopWalker {
   // overlaps their dependency chains. A target's primitives depend only on
   // whether a mode is a vector one, so one set serves every copy.
   absl::StatusOr<Values> exprs(const choir::ExprRef& e, std::span<const Mode> modes) {
+    Values v;
+    ACCY_RETURN_IF_ERROR(exprsInto(e, modes, v));
+    return v;
+  }
+  // exprs into `v`. This function is the recursive walk only, and its frame
+  // holds little: operands' values are written in place into the heap
+  // (pushExprs), and what a node computes from them lives in the
+  // out-of-line helpers below. An expression thousands of operations deep
+  // (one fused kernel of a long chain) nests as many levels of it.
+  absl::Status exprsInto(const choir::ExprRef& e, std::span<const Mode> modes, Values& v) {
     choir::countWork();  // a caller's stop check is asked as emitting goes (choir/work.h)
-    const Mode& mode = modes[0];
-    const size_t n = modes.size();
     const int key = numbers_.number(e);
-    if (auto it = cse_.find(key); it != cse_.end()) return it->second;
-    Values v(n);
+    if (auto it = cse_.find(key); it != cse_.end()) {
+      v = it->second;
+      return absl::OkStatus();
+    }
+    if (expr_depth_ >= kMaxExprDepth) {
+      return unimplemented(strCat("an expression more than ", kMaxExprDepth,
+                                  " operations deep in one kernel (FuseLimits::max_nodes bounds a fused kernel's)"));
+    }
+    const DepthScope depth(expr_depth_);
+    std::vector<Values> args;
     switch (e->kind) {
       case choir::ExprKind::kLoad:
-        if (!e->bound.empty() && !hoisted(e->bound)) {
-          // Variables bound to clamped indices read from data join the loop
-          // variables for this load's address (one point at a time: the
-          // vectorizer leaves such loads scalar).
-          if (mode.vector) {
-            // Positions that change along the loop (a take along the vector
-            // axis): the bound values in lanes, the lanes gathered.
-            if constexpr (requires(T& t, const std::vector<Value>& b) { t.gatherLoad(*e, b, mode); }) {
-              std::vector<Values> args;
-              for (const choir::ExprRef& a : e->args) {
-                ACCY_ASSIGN_OR_RETURN(Values av, exprs(a, modes));
-                args.push_back(std::move(av));
-              }
-              for (size_t c = 0; c < n; ++c) {
-                std::vector<Value> lanes;
-                for (const Values& av : args) lanes.push_back(av[c]);
-                v[c] = self().gatherLoad(*e, lanes, modes[c]);
-              }
-              break;
-            } else {
-              return unimplemented("a load at data-dependent positions in a vector loop");
-            }
-          }
-          if (n > 1) return unimplemented("a load at data-dependent positions in copies of a step");
-          ACCY_RETURN_IF_ERROR(bindData(e->bound, e->args, mode));
-          v[0] = self().scalarLoad(*e, mode);
-          unbindData(e->bound);
+        if (!e->bound.empty() && !hoisted(e->bound) && modes[0].vector) {
+          // Positions that change along the loop (a take along the vector
+          // axis): the bound values in lanes, the lanes gathered.
+          for (const choir::ExprRef& a : e->args) ACCY_RETURN_IF_ERROR(pushExprs(a, modes, args));
+          ACCY_RETURN_IF_ERROR(gatheredValues(*e, args, modes, v));
           break;
         }
-        for (size_t c = 0; c < n; ++c) {
-          v[c] = mode.vector ? self().vectorLoad(*e, key, modes[c]) : self().scalarLoad(*e, modes[c]);
-        }
+        ACCY_RETURN_IF_ERROR(loadValues(e, key, modes, v));
         break;
-      case choir::ExprKind::kConstant: {
-        auto p = self().prims(mode);
-        v.assign(n, p.constant(e->dtype, e->constant));  // values are only read
-        ACCY_RETURN_IF_ERROR(p.status());
+      case choir::ExprKind::kConstant:
+      case choir::ExprKind::kIndex:
+        ACCY_RETURN_IF_ERROR(leafValues(e, modes, v));
         break;
-      }
-      case choir::ExprKind::kIndex: {
-        if (mode.vector) {
-          if constexpr (requires(T& t) { t.indexLanes(e->index[0], e->dtype, mode); }) {
-            for (size_t c = 0; c < n; ++c) v[c] = self().indexLanes(e->index[0], e->dtype, modes[c]);
-            break;
-          } else {
-            return unimplemented("index values in a vector loop");
-          }
-        }
-        const Value iv = self().indexValue(e->index[0]);
-        const Mode point;
-        auto p = self().prims(point);
-        OpSemantics<decltype(p)> sem(p, self().emitterName());
-        v.assign(n, sem.convert(iv, self().indexDType(), e->dtype));
-        ACCY_RETURN_IF_ERROR(p.status());
-        ACCY_RETURN_IF_ERROR(sem.status());
-        break;
-      }
       case choir::ExprKind::kOp: {
         // add(mul(a, b), c) in floating point: one fused multiply-add where
         // the target contracts (one rounding instead of two).
-        if constexpr (requires(T& t, const Value& x) { t.multiplyAdd(e->dtype, x, x, x, mode); }) {
-          if (e->op == choir::OpCode::kAdd && self().contractsMultiplyAdd(e->dtype)) {
-            for (int side = 0; side < 2; ++side) {
-              const choir::ExprRef& m = e->args[side];
-              if (m->kind != choir::ExprKind::kOp || m->op != choir::OpCode::kMul) continue;
-              if (cse_.contains(numbers_.number(m))) continue;
-              ACCY_ASSIGN_OR_RETURN(const Values a, exprs(m->args[0], modes));
-              ACCY_ASSIGN_OR_RETURN(const Values b, exprs(m->args[1], modes));
-              ACCY_ASSIGN_OR_RETURN(const Values c, exprs(e->args[1 - side], modes));
-              for (size_t k = 0; k < n; ++k) v[k] = self().multiplyAdd(e->dtype, a[k], b[k], c[k], modes[k]);
-              cse_[key] = v;
-              return v;
-            }
-          }
+        if (const int side = contractedSide(e); side >= 0) {
+          const choir::ExprRef& m = e->args[side];
+          ACCY_RETURN_IF_ERROR(pushExprs(m->args[0], modes, args));
+          ACCY_RETURN_IF_ERROR(pushExprs(m->args[1], modes, args));
+          ACCY_RETURN_IF_ERROR(pushExprs(e->args[1 - side], modes, args));
+          multiplyAddValues(e->dtype, args, modes, v);
+          cse_[key] = v;
+          return absl::OkStatus();
         }
-        std::vector<Values> args;
         args.reserve(e->args.size());
         for (const choir::ExprRef& a : e->args) {
-          if constexpr (requires(T& t, const Value& x) { t.uniformMask(x); }) {
-            // A condition the same in every lane (vectorize.h): evaluated at
-            // the point, apart from the lanes' values, then spread (once
-            // for every copy).
-            if (mode.vector && e->op == choir::OpCode::kWhere && args.empty() &&
-                choir::invariantIn(m_, a, mode.inner_var)) {
-              const absl::StatusOr<Value> c = apartFromCse([&] { return expr(a, Mode{}); });
-              if (!c.ok()) return c.status();
-              args.push_back(Values(n, self().uniformMask(*c)));
-              continue;
-            }
+          // A condition the same in every lane (vectorize.h): evaluated at
+          // the point, apart from the lanes' values, then spread (once for
+          // every copy).
+          if (modes[0].vector && e->op == choir::OpCode::kWhere && args.empty() && spreadsUniformly() &&
+              choir::invariantIn(m_, a, modes[0].inner_var)) {
+            ACCY_RETURN_IF_ERROR(pushUniformMask(a, modes.size(), args));
+            continue;
           }
-          ACCY_ASSIGN_OR_RETURN(Values av, exprs(a, modes));
-          args.push_back(std::move(av));
+          ACCY_RETURN_IF_ERROR(pushExprs(a, modes, args));
         }
-        auto p = self().prims(mode);
-        OpSemantics<decltype(p)> sem(p, self().emitterName());
-        if (e->op == choir::OpCode::kThreefryWord0 || e->op == choir::OpCode::kThreefryWord1) {
-          // One encryption gives both words: the other is kept for this
-          // point under its own key, so a sampler reading both pays once.
-          std::vector<std::array<Value, 4>> in(n);
-          for (size_t c = 0; c < n; ++c) in[c] = {args[0][c], args[1][c], args[2][c], args[3][c]};
-          const std::vector<std::pair<Value, Value>> words = sem.threefryWords(in);
-          const bool second = e->op == choir::OpCode::kThreefryWord1;
-          Values other(n);
-          for (size_t c = 0; c < n; ++c) {
-            v[c] = second ? words[c].second : words[c].first;
-            other[c] = second ? words[c].first : words[c].second;
-          }
-          cse_[numbers_.otherThreefryWord(e)] = other;
-        } else if ((e->op == choir::OpCode::kShiftLeft || e->op == choir::OpCode::kShiftRight) &&
-                   e->args[1]->kind == choir::ExprKind::kConstant) {
-          // A count known now: a shift by an immediate (the only form a
-          // vector loop has: vectorize.h).
-          for (size_t c = 0; c < n; ++c) {
-            v[c] = sem.shiftByConstant(e->op == choir::OpCode::kShiftLeft, e->dtype, args[0][c], e->args[1]->constant);
-          }
-        } else {
-          std::vector<Value> at(args.size());
-          for (size_t c = 0; c < n; ++c) {
-            for (size_t j = 0; j < args.size(); ++j) at[j] = args[j][c];
-            v[c] = sem.op(e->op, e->dtype, e->args.empty() ? e->dtype : e->args[0]->dtype, at);
-          }
-        }
-        ACCY_RETURN_IF_ERROR(p.status());
-        ACCY_RETURN_IF_ERROR(sem.status());
+        ACCY_RETURN_IF_ERROR(opValues(e, args, modes, v));
         break;
       }
     }
     cse_[key] = v;
-    return v;
+    return absl::OkStatus();
+  }
+
+  // The walk's recursion: the values of operand `a`, appended to `into`
+  // (which only this call changes until it returns).
+  absl::Status pushExprs(const choir::ExprRef& a, std::span<const Mode> modes, std::vector<Values>& into) {
+    into.emplace_back();
+    return exprsInto(a, modes, into.back());
+  }
+  static constexpr bool spreadsUniformly() {
+    return requires(T& t, const Value& x) { t.uniformMask(x); };
+  }
+  [[gnu::noinline]] absl::Status pushUniformMask(const choir::ExprRef& a, size_t n, std::vector<Values>& into) {
+    const absl::StatusOr<Value> c = apartFromCse([&] { return expr(a, Mode{}); });
+    if (!c.ok()) return c.status();
+    if constexpr (spreadsUniformly()) into.push_back(Values(n, self().uniformMask(*c)));
+    return absl::OkStatus();
+  }
+  struct DepthScope {
+    explicit DepthScope(int& d) : depth(d) { ++depth; }
+    ~DepthScope() { --depth; }
+    int& depth;
+  };
+
+  // The pieces of exprs that compute a node from its operands' values.
+  // A load: at each copy's position, or at positions read from data (one
+  // point; the vectorizer leaves such loads scalar).
+  [[gnu::noinline]] absl::Status loadValues(const choir::ExprRef& e, int key, std::span<const Mode> modes, Values& v) {
+    const Mode& mode = modes[0];
+    const size_t n = modes.size();
+    v.assign(n, Value());
+    if (!e->bound.empty() && !hoisted(e->bound)) {
+      // Variables bound to clamped indices read from data join the loop
+      // variables for this load's address.
+      if (mode.vector) return unimplemented("a load at data-dependent positions in a vector loop");
+      if (n > 1) return unimplemented("a load at data-dependent positions in copies of a step");
+      ACCY_RETURN_IF_ERROR(bindData(e->bound, e->args, mode));
+      v[0] = self().scalarLoad(*e, mode);
+      unbindData(e->bound);
+      return absl::OkStatus();
+    }
+    for (size_t c = 0; c < n; ++c) {
+      v[c] = mode.vector ? self().vectorLoad(*e, key, modes[c]) : self().scalarLoad(*e, modes[c]);
+    }
+    return absl::OkStatus();
+  }
+  [[gnu::noinline]] absl::Status gatheredValues(const choir::Expr& e, const std::vector<Values>& args,
+                                               std::span<const Mode> modes, Values& v) {
+    if constexpr (requires(T& t, const std::vector<Value>& b) { t.gatherLoad(e, b, modes[0]); }) {
+      v.assign(modes.size(), Value());
+      for (size_t c = 0; c < modes.size(); ++c) {
+        std::vector<Value> lanes;
+        for (const Values& av : args) lanes.push_back(av[c]);
+        v[c] = self().gatherLoad(e, lanes, modes[c]);
+      }
+      return absl::OkStatus();
+    } else {
+      return unimplemented("a load at data-dependent positions in a vector loop");
+    }
+  }
+  [[gnu::noinline]] absl::Status leafValues(const choir::ExprRef& e, std::span<const Mode> modes, Values& v) {
+    const Mode& mode = modes[0];
+    const size_t n = modes.size();
+    v.assign(n, Value());
+    if (e->kind == choir::ExprKind::kConstant) {
+      auto p = self().prims(mode);
+      v.assign(n, p.constant(e->dtype, e->constant));  // values are only read
+      return p.status();
+    }
+    if (mode.vector) {
+      if constexpr (requires(T& t) { t.indexLanes(e->index[0], e->dtype, mode); }) {
+        for (size_t c = 0; c < n; ++c) v[c] = self().indexLanes(e->index[0], e->dtype, modes[c]);
+        return absl::OkStatus();
+      } else {
+        return unimplemented("index values in a vector loop");
+      }
+    }
+    const Value iv = self().indexValue(e->index[0]);
+    const Mode point;
+    auto p = self().prims(point);
+    OpSemantics<decltype(p)> sem(p, self().emitterName());
+    v.assign(n, sem.convert(iv, self().indexDType(), e->dtype));
+    ACCY_RETURN_IF_ERROR(p.status());
+    return sem.status();
+  }
+  // The operand of add(mul(a, b), c) that is the product, when the target
+  // contracts it into one multiply-add (a product already computed is
+  // reused instead); -1 otherwise.
+  int contractedSide(const choir::ExprRef& e) {
+    if constexpr (requires(T& t, const Value& x, const Mode& md) { t.multiplyAdd(e->dtype, x, x, x, md); }) {
+      if (e->op != choir::OpCode::kAdd || !self().contractsMultiplyAdd(e->dtype)) return -1;
+      for (int side = 0; side < 2; ++side) {
+        const choir::ExprRef& m = e->args[side];
+        if (m->kind != choir::ExprKind::kOp || m->op != choir::OpCode::kMul) continue;
+        if (cse_.contains(numbers_.number(m))) continue;
+        return side;
+      }
+    }
+    return -1;
+  }
+  // args: a, b and c of a * b + c.
+  [[gnu::noinline]] void multiplyAddValues(choir::DType dtype, const std::vector<Values>& args,
+                                           std::span<const Mode> modes, Values& v) {
+    v.assign(modes.size(), Value());
+    if constexpr (requires(T& t, const Value& x, const Mode& md) { t.multiplyAdd(dtype, x, x, x, md); }) {
+      for (size_t k = 0; k < modes.size(); ++k) {
+        v[k] = self().multiplyAdd(dtype, args[0][k], args[1][k], args[2][k], modes[k]);
+      }
+    }
+  }
+  [[gnu::noinline]] absl::Status opValues(const choir::ExprRef& e, const std::vector<Values>& args,
+                                         std::span<const Mode> modes, Values& v) {
+    const Mode& mode = modes[0];
+    const size_t n = modes.size();
+    v.assign(n, Value());
+    auto p = self().prims(mode);
+    OpSemantics<decltype(p)> sem(p, self().emitterName());
+    if (e->op == choir::OpCode::kThreefryWord0 || e->op == choir::OpCode::kThreefryWord1) {
+      // One encryption gives both words: the other is kept for this
+      // point under its own key, so a sampler reading both pays once.
+      std::vector<std::array<Value, 4>> in(n);
+      for (size_t c = 0; c < n; ++c) in[c] = {args[0][c], args[1][c], args[2][c], args[3][c]};
+      const std::vector<std::pair<Value, Value>> words = sem.threefryWords(in);
+      const bool second = e->op == choir::OpCode::kThreefryWord1;
+      Values other(n);
+      for (size_t c = 0; c < n; ++c) {
+        v[c] = second ? words[c].second : words[c].first;
+        other[c] = second ? words[c].first : words[c].second;
+      }
+      cse_[numbers_.otherThreefryWord(e)] = other;
+    } else if ((e->op == choir::OpCode::kShiftLeft || e->op == choir::OpCode::kShiftRight) &&
+               e->args[1]->kind == choir::ExprKind::kConstant) {
+      // A count known now: a shift by an immediate (the only form a
+      // vector loop has: vectorize.h).
+      for (size_t c = 0; c < n; ++c) {
+        v[c] = sem.shiftByConstant(e->op == choir::OpCode::kShiftLeft, e->dtype, args[0][c], e->args[1]->constant);
+      }
+    } else {
+      std::vector<Value> at(args.size());
+      for (size_t c = 0; c < n; ++c) {
+        for (size_t j = 0; j < args.size(); ++j) at[j] = args[j][c];
+        v[c] = sem.op(e->op, e->dtype, e->args.empty() ? e->dtype : e->args[0]->dtype, at);
+      }
+    }
+    ACCY_RETURN_IF_ERROR(p.status());
+    return sem.status();
   }
 
   // Starts counter `i` of loop `l`: at this launch's share when `parallel`,
@@ -957,6 +1038,7 @@ class LoopWalker {
   const choir::Module& m_;
   std::map<int, Index> vars_;  // loop variable -> its counter
   absl::flat_hash_map<RowKey, Index, absl::Hash<RowKey>> rows_;  // valid inside one innermost loop
+  int expr_depth_ = 0;  // exprs' nesting
   std::set<int> data_vars_;  // variables a load being emitted binds to data
   std::set<int> hoisted_;    // bound variables computed before the innermost loop
   struct Around {  // an open loop around the statement being emitted
