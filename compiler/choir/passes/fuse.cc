@@ -309,7 +309,9 @@ bool inlinable(const Module& m, const std::vector<BufferFacts>& facts, const Buf
 
 }  // namespace
 
-absl::StatusOr<Module> fuseKernels(Module m, const FuseLimits& limits) {
+absl::StatusOr<Module> fuseKernels(Module m, const FuseLimits& requested) {
+  FuseLimits limits = requested;
+  limits.max_nodes = std::min(limits.max_nodes, kMaxFusedNodes);
   const size_t kernels = m.kernels.size();
   std::vector<BufferFacts> facts(m.buffers.size());
   std::vector<int> last_writer(m.buffers.size(), -1);

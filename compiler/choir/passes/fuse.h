@@ -16,10 +16,17 @@ namespace accy::choir {
 // linear in its size and its fused kernels stay fast: a producer is kept as
 // its own kernel (its result stored and loaded) where inlining it would make
 // an expression larger or needing more live values than these.
+// The most nodes of one inlined value whatever a caller asks for: fusion's
+// inliner and the passes and emitters after it walk an expression
+// depth-first, so this bounds their nesting within a thread's stack, with
+// room for AddressSanitizer's larger frames (4,096 nodes overflowed the
+// inliner's 8 MiB there).
+inline constexpr int64_t kMaxFusedNodes = 1024;
 struct FuseLimits {
   // Nodes of one inlined value, its own inlined producers included: bounds
   // the code of one fused loop (a 4,096-op chain becomes kernels of at most
   // this many ops; docs/PERFORMANCE.md measures the run time of the cut).
+  // At most kMaxFusedNodes: a larger value counts as that.
   int64_t max_nodes = 256;
   // Values live at once to evaluate it (Sethi-Ullman number): beyond what
   // the vector registers of every target hold, inlining spills.

@@ -176,11 +176,11 @@ inline constexpr int64_t kStraightNodes = 6;
 // more rows in flight the fewer instructions each row takes.
 inline constexpr int64_t kStraightStores = 8;
 // The deepest expression one kernel's walk takes (exprsInto nests a level
-// per operation): far past what fusion makes under its default limits (256
-// nodes per kernel), and within a thread's 8 MiB stack at the walk's frame
-// size (about 600 bytes a level with optimization, 2.4 MiB in all; a few
-// times that under AddressSanitizer). Deeper, a clear error, not a crash.
-inline constexpr int kMaxExprDepth = 4096;
+// per operation): twice what fusion makes at most (choir::kMaxFusedNodes),
+// and within a thread's 8 MiB stack at the walk's frame size (about 600
+// bytes a level with optimization; a few times that under
+// AddressSanitizer). Deeper, a clear error, not a crash.
+inline constexpr int kMaxExprDepth = 2048;
 
 template <class T, class Value, class Index>
 class LoopWalker {
