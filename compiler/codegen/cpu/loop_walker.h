@@ -269,11 +269,7 @@ class LoopWalker {
     const Index i = self().newIndex();
     vars_[l.loop.var] = i;
     const bool parallel = outermost && l.loop.tag == choir::LoopTag::kCpuParallel;
-    if (parallel) {
-      self().setIndex(i, self().begin());
-    } else {
-      self().zeroIndex(i);
-    }
+    startIndex(i, parallel);
     beginRows();
     prepareRows(st, l.loop.var);
     if constexpr (requires(T& t) { t.prefetch(i, int64_t{0}); }) {
@@ -294,7 +290,7 @@ class LoopWalker {
     // in the same branch.
     std::optional<Index> limit_value;
     auto limit = [&]() -> Index {
-      if (!limit_value) limit_value = parallel ? self().end() : self().constantIndex(l.loop.extent);
+      if (!limit_value) limit_value = loopLimit(l, parallel);
       return *limit_value;
     };
     const absl::Status body = innermostStoreLoop(l, st, i, limit, parallel);
@@ -658,7 +654,7 @@ class LoopWalker {
     }
     if (expr_depth_ >= kMaxExprDepth) {
       return unimplemented(strCat("an expression more than ", kMaxExprDepth,
-                                  " operations deep in one kernel (FuseLimits::max_nodes bounds a fused kernel's)"));
+                                  " operations deep in one kernel (fusion makes at most choir::kMaxFusedNodes nodes a value)"));
     }
     const DepthScope depth(expr_depth_);
     std::vector<Values> args;
@@ -857,12 +853,18 @@ class LoopWalker {
   // Starts counter `i` of loop `l`: at this launch's share when `parallel`,
   // else at 0. Returns its limit.
   Index startLoop(const choir::Stmt& l, Index i, bool parallel) {
+    startIndex(i, parallel);
+    return loopLimit(l, parallel);
+  }
+  void startIndex(Index i, bool parallel) {
     if (parallel) {
       self().setIndex(i, self().begin());
-      return self().end();
+    } else {
+      self().zeroIndex(i);
     }
-    self().zeroIndex(i);
-    return self().constantIndex(l.loop.extent);
+  }
+  Index loopLimit(const choir::Stmt& l, bool parallel) {
+    return parallel ? self().end() : self().constantIndex(l.loop.extent);
   }
 
   // Row bases: base + (flat index without the inner variable) * size,
