@@ -154,6 +154,10 @@ def tally(testlogs, targets, statuses, out):
                 if outcome == "failed":
                     target_failed += 1
                     where = target if name is None else "%s %s" % (target, name)
+                    if status == "TIMEOUT" and name is None:
+                        # Bazel 4's report of a timed-out binary says only
+                        # "exited with error code 142" (128 + SIGALRM).
+                        reason = "timed out (Bazel's limit for the target's size; its report: %s)" % reason
                     print("FAILED %s: %s" % (where, reason or "failed"), file=out)
                 elif outcome == "skipped":
                     skipped += 1

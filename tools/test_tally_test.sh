@@ -21,7 +21,7 @@ expect_line() {  # the output has this exact line
   fi
 }
 expect_line 'FAILED //t:crashed: Terminated by signal SIGSEGV'
-expect_line 'FAILED //t:timed_out: Timed out'
+expect_line "FAILED //t:timed_out: timed out (Bazel's limit for the target's size; its report: exited with error code 142)"
 expect_line 'FAILED //t:sh_failed: exited with error code 1'
 expect_line 'FAILED //t:gtest_mixed Mixed.Fails: Expected equality of these values: 1 2'
 expect_line 'skipped //t:gtest_mixed Mixed.NeedsADevice: no Vulkan device (vkEnumeratePhysicalDevices found none)'

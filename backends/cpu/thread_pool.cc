@@ -41,13 +41,19 @@ ThreadPool& ThreadPool::shared() {
   return *pool;
 }
 
-void ThreadPool::runClaims(uint32_t generation, int participant) {
-  // The job, count and blocks of `generation` stay in place while any of its
-  // indices is unclaimed: the caller publishes the next generation only
-  // after every index of this one has finished.
+void ThreadPool::runClaims(uint64_t ticket, int participant) {
+  const uint32_t generation = generationOf(ticket);
   const std::function<void(int64_t)>* job = job_.load(std::memory_order_acquire);
   const int64_t count = count_.load(std::memory_order_acquire);
   const int parts = parts_.load(std::memory_order_acquire);
+  // The caller marks the ticket before it rewrites any of these, so if one
+  // of them is already a newer job's, the ticket has moved on too. Then
+  // this job is over (the caller writes a new job only after every index of
+  // the last one finished), and the fields must not be used: read against
+  // this job's cursors, a newer count would claim indices past its blocks.
+  if (ticket_.load(std::memory_order_acquire) != ticket) return;
+  // While the ticket stays, the job, count and blocks stay in place; once
+  // it moves, every claim below fails on the cursors' generation.
   for (int n = 0; n < parts; ++n) {
     const int b = (participant + n) % parts;
     const int64_t end = blockStart(count, parts, b + 1);
@@ -66,27 +72,34 @@ void ThreadPool::runClaims(uint32_t generation, int participant) {
 void ThreadPool::workerLoop(int participant) {
   uint32_t seen = 0;
   while (true) {
-    // Spin for a new generation, then sleep.
-    uint32_t generation = generationOf(ticket_.load(std::memory_order_acquire));
+    // Spin for a new job (a ticket of a new generation, its job written),
+    // then sleep.
+    uint64_t ticket = ticket_.load(std::memory_order_acquire);
     const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
-    for (int n = 0; generation == seen && !stop_.load(std::memory_order_relaxed); ++n) {
+    for (int n = 0; (generationOf(ticket) == seen || (ticket & kWriting) != 0) && !stop_.load(std::memory_order_relaxed);
+         ++n) {
       relax();
-      generation = generationOf(ticket_.load(std::memory_order_acquire));
-      if (generation == seen && n % 64 == 63 && std::chrono::steady_clock::now() > spin_until) {
+      ticket = ticket_.load(std::memory_order_acquire);
+      if (generationOf(ticket) == seen && n % 64 == 63 && std::chrono::steady_clock::now() > spin_until) {
         std::unique_lock<std::mutex> lock(mu_);
         sleepers_.fetch_add(1);
         work_cv_.wait(lock, [&] { return stop_.load() || generationOf(ticket_.load()) != seen; });
         sleepers_.fetch_sub(1);
-        generation = generationOf(ticket_.load(std::memory_order_acquire));
+        ticket = ticket_.load(std::memory_order_acquire);
       }
     }
     if (stop_.load()) return;
-    seen = generation;
-    // Workers 1..parts_ - 1 take part in a generation, each starting
-    // with its own block (the caller takes the others' leftovers, so a
-    // worker that is late or asleep holds nothing up).
+    seen = generationOf(ticket);
+    // Workers 1..parts_ - 1 take part in a job, each starting with its own
+    // block (the caller takes the others' leftovers, so a worker that is
+    // late or asleep holds nothing up). parts_ may already be a newer
+    // job's: a worker that wrongly joins finds the ticket moved, one that
+    // wrongly stays out leaves its block to the caller.
     if (participant >= parts_.load(std::memory_order_acquire)) continue;
-    runClaims(generation, participant);
+    const Hooks* hooks = hooks_.load(std::memory_order_acquire);
+    if (hooks != nullptr && hooks->worker_saw_job) hooks->worker_saw_job();
+    runClaims(ticket, participant);
+    if (hooks != nullptr && hooks->worker_left_job) hooks->worker_left_job();
   }
 }
 
@@ -97,7 +110,11 @@ void ThreadPool::parallelFor(int64_t count, int parallelism, const std::function
     return;
   }
   std::lock_guard<std::mutex> call(call_mu_);
-  const uint32_t generation = generationOf(ticket_.load()) + 1;
+  const uint64_t ticket = uint64_t{generationOf(ticket_.load()) + 1} << 32;
+  // The new generation, marked as being written, before any field changes:
+  // a worker still reading the last job's fields sees the mark and drops
+  // what it read (runClaims).
+  ticket_.store(ticket | kWriting);
   job_.store(&fn, std::memory_order_release);
   count_.store(count, std::memory_order_release);
   finished_.store(0, std::memory_order_release);
@@ -106,17 +123,19 @@ void ThreadPool::parallelFor(int64_t count, int parallelism, const std::function
   const int parts = static_cast<int>(workers_.size()) + 1;
   const int used = static_cast<int>(std::min<int64_t>(std::min(parallelism, parts), count));
   parts_.store(used, std::memory_order_release);
+  const Hooks* hooks = hooks_.load(std::memory_order_acquire);
+  if (hooks != nullptr && hooks->caller_wrote_job) hooks->caller_wrote_job();
   for (int b = 0; b < parts; ++b) {
     const int64_t start = b < used ? blockStart(count, used, b) : count;
-    cursors_[b].store(uint64_t{generation} << 32 | static_cast<uint64_t>(start), std::memory_order_release);
+    cursors_[b].store(ticket | static_cast<uint64_t>(start), std::memory_order_release);
   }
-  ticket_.store(uint64_t{generation} << 32);
+  ticket_.store(ticket);
   if (sleepers_.load() > 0) {
     std::lock_guard<std::mutex> lock(mu_);
     work_cv_.notify_all();
   }
   // The calling thread works too, then waits for the indices workers hold.
-  runClaims(generation, 0);
+  runClaims(ticket, 0);
   for (int n = 0; finished_.load(std::memory_order_acquire) != count; ++n) {
     if (n < 4096) {
       relax();

@@ -46,19 +46,39 @@ class ThreadPool {
   // of the other blocks, so a worker that wakes late delays nothing.
   void parallelFor(int64_t count, int parallelism, const std::function<void(int64_t)>& fn);
 
+  // For tests only: calls that let a test stop a thread at the points where
+  // a job changes hands. `worker_saw_job` runs on a worker after it has
+  // seen a new job's ticket and before it reads the job; `worker_left_job`
+  // after it stopped claiming that job's indices; `caller_wrote_job` on the
+  // caller after it wrote a job's function, count and parts and before it
+  // opened the job's blocks. Set once, before any call of parallelFor; the
+  // hooks must outlive the pool's use of them.
+  struct Hooks {
+    std::function<void()> worker_saw_job;
+    std::function<void()> worker_left_job;
+    std::function<void()> caller_wrote_job;
+  };
+  void setHooksForTest(const Hooks* hooks) { hooks_.store(hooks, std::memory_order_release); }
+
  private:
   // The job's generation in the high 32 bits, an index in the low 32: the
-  // published generation (ticket_) and each block's next index to claim
+  // published ticket (ticket_) and each block's next index to claim
   // (cursors_). Claiming is a compare-and-swap on the whole cursor, so a
   // worker that read an older generation can never take an index of a
   // newer one.
   static uint32_t generationOf(uint64_t ticket) { return static_cast<uint32_t>(ticket >> 32); }
   static int64_t indexOf(uint64_t ticket) { return static_cast<int64_t>(ticket & 0xffffffffu); }
+  // The ticket's low bit while the caller rewrites the job (its function,
+  // count, parts and cursors): set first, cleared last. A worker takes a
+  // job's fields as the job's only when the ticket it saw, clear of this
+  // bit, is still the ticket after it read them; otherwise they may be a
+  // newer job's, read against an older job's cursors.
+  static constexpr uint64_t kWriting = 1;
 
   void workerLoop(int participant);
-  // Runs the indices of generation `generation` left in block `participant`,
-  // then in the others, until none are left.
-  void runClaims(uint32_t generation, int participant);
+  // Runs the indices of the job published as `ticket` left in block
+  // `participant`, then in the others, until none are left.
+  void runClaims(uint64_t ticket, int participant);
   // Block b's indices: [count * b / parts, count * (b + 1) / parts).
   static int64_t blockStart(int64_t count, int parts, int b) { return count * b / parts; }
 
@@ -75,6 +95,7 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable work_cv_;
   std::atomic<int> sleepers_{0};
+  std::atomic<const Hooks*> hooks_{nullptr};
   std::vector<std::thread> workers_;
 };
 

@@ -1,14 +1,19 @@
 // The thread pool: every index runs exactly once per call, no more threads
 // than asked take part, each thread starts with its own block, callers on
 // several threads are served one at a time, and workers that went to sleep
-// wake for the next call.
+// wake for the next call; a worker late for one job takes nothing of the
+// next.
 #include "backends/cpu/thread_pool.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
@@ -16,14 +21,16 @@
 namespace accy::cpu {
 namespace {
 
+// Counts change from one call to the next, as a program's kernels follow
+// each other (a worker that mixed up two calls' counts would show here).
 TEST(ThreadPool, EveryIndexRunsOnceOverManyCalls) {
   ThreadPool pool(3);
-  for (int64_t count : {2, 3, 7, 64, 1000}) {
-    for (int call = 0; call < 200; ++call) {
-      std::vector<std::atomic<int>> runs(count);
-      pool.parallelFor(count, 4, [&](int64_t i) { runs[i].fetch_add(1); });
-      for (int64_t i = 0; i < count; ++i) ASSERT_EQ(runs[i].load(), 1) << "count " << count << " index " << i;
-    }
+  const int64_t counts[] = {2, 1000, 3, 64, 7};
+  for (int call = 0; call < 1000; ++call) {
+    const int64_t count = counts[call % 5];
+    std::vector<std::atomic<int>> runs(count);
+    pool.parallelFor(count, 4, [&](int64_t i) { runs[i].fetch_add(1); });
+    for (int64_t i = 0; i < count; ++i) ASSERT_EQ(runs[i].load(), 1) << "call " << call << " index " << i;
   }
 }
 
@@ -117,6 +124,86 @@ TEST(ThreadPool, CallersOnSeveralThreads) {
   }
   for (std::thread& t : callers) t.join();
   EXPECT_EQ(total.load(), int64_t{4} * 100 * (16 * 17 / 2));
+}
+
+// A worker stopped between seeing a job's ticket and reading the job, while
+// the caller runs that job alone and writes a larger next one. When the
+// worker reads on, it finds the next job's function and count but the
+// finished job's cursors; taking them together it would claim indices past
+// the finished job's blocks and run the next job's indices before their
+// blocks open, so they would run twice and the count of finished indices
+// would overshoot the job's, which the caller then waits for forever (a
+// launch that never returns). The worker must drop what it read.
+TEST(ThreadPool, AWorkerLateForOneJobTakesNothingOfTheNext) {
+  using std::chrono::seconds;
+  std::mutex mu;
+  std::condition_variable cv;
+  int saw = 0, left = 0;
+  bool release = false, second = false;
+  ThreadPool::Hooks hooks;
+  hooks.worker_saw_job = [&] {
+    std::unique_lock<std::mutex> lock(mu);
+    ++saw;
+    cv.notify_all();
+    if (saw == 1) cv.wait_for(lock, seconds(10), [&] { return release; });
+  };
+  hooks.worker_left_job = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    ++left;
+    cv.notify_all();
+  };
+  hooks.caller_wrote_job = [&] {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!second) return;
+    // The second job is written, its blocks not yet open: let the worker
+    // read on, and wait until it is out of the first job.
+    release = true;
+    cv.notify_all();
+    cv.wait_for(lock, seconds(10), [&] { return left >= 1; });
+  };
+  ThreadPool pool(1);
+  pool.setHooksForTest(&hooks);
+
+  // The first job: the caller runs both indices once the worker is held.
+  std::atomic<int> first_runs{0};
+  pool.parallelFor(2, 2, [&](int64_t) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, seconds(10), [&] { return saw >= 1; });
+    first_runs.fetch_add(1);
+  });
+  ASSERT_EQ(first_runs.load(), 2);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(saw, 1) << "the worker was not held in the first job";
+    second = true;
+  }
+
+  // The second, larger job, on a thread of its own: a launch that never
+  // returns fails the test instead of hanging it.
+  constexpr int64_t kCount = 64;
+  std::vector<std::atomic<int>> runs(kCount);
+  std::atomic<bool> done{false};
+  std::thread caller([&] {
+    pool.parallelFor(kCount, 2, [&](int64_t i) { runs[i].fetch_add(1); });
+    done.store(true);
+  });
+  const auto deadline = std::chrono::steady_clock::now() + seconds(20);
+  while (!done.load() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!done.load()) {
+    int twice = 0;
+    for (int64_t i = 0; i < kCount; ++i) twice += runs[i].load() > 1;
+    std::fprintf(stderr, "FAILED: the second launch did not return in 20 s (%d of its %lld indices ran twice)\n", twice,
+                 static_cast<long long>(kCount));
+    std::fflush(stderr);
+    std::_Exit(1);  // the pool's threads are stuck; nothing can be joined
+  }
+  caller.join();
+  for (int64_t i = 0; i < kCount; ++i) EXPECT_EQ(runs[i].load(), 1) << "index " << i;
+  // The worker goes on to the second job (whatever it finds left of it).
+  std::unique_lock<std::mutex> lock(mu);
+  EXPECT_TRUE(cv.wait_for(lock, seconds(10), [&] { return left >= 2; })) << "the worker left " << left << " jobs";
 }
 
 TEST(ThreadPool, InlineWithoutWorkers) {
