@@ -29,7 +29,8 @@ inline constexpr bool kNativeCpuArtifactsSupported = false;
 namespace tensor {
 
 struct CpuOptions {
-  // Threads one launch may use; 0 means every hardware thread.
+  // Threads one launch may use; 0 means every CPU the process may use (its
+  // affinity mask and CPU quota).
   int threads = 0;
   // A scan whose body is loop-free and too small to split across threads
   // runs as one kernel with its step loop inside (carries of one vector

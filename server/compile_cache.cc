@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "base/cpus.h"
 #include "base/errors.h"
 #include "compiler/codegen/arithmetic_mode.h"
 #include "compiler/executable/codec.h"
@@ -252,7 +253,7 @@ void CompileCache::evict() {
 }
 
 int64_t defaultConcurrentCompiles() {
-  return std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()) / 2);
+  return std::max<int64_t>(1, usableCpus() / 2);
 }
 
 absl::Status CompileCache::takeSlot(std::unique_lock<std::mutex>& lock) {

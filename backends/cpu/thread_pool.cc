@@ -4,6 +4,8 @@
 #include <chrono>
 #include <limits>
 
+#include "base/cpus.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -36,8 +38,9 @@ ThreadPool::~ThreadPool() {
 }
 
 ThreadPool& ThreadPool::shared() {
-  static ThreadPool* pool = new ThreadPool(
-      std::max(0, static_cast<int>(std::thread::hardware_concurrency()) - 1));
+  // The CPUs this process may use (its affinity mask and CPU quota), not
+  // every CPU online: workers beyond those only take turns with the others.
+  static ThreadPool* pool = new ThreadPool(usableCpus() - 1);
   return *pool;
 }
 

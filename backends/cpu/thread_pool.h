@@ -30,7 +30,8 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  // The process-wide pool, with one worker per hardware thread minus one.
+  // The process-wide pool, with one worker per CPU this process may use
+  // (base/cpus.h) minus one.
   static ThreadPool& shared();
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }

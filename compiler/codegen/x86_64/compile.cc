@@ -5,13 +5,14 @@
 #include "compiler/choir/pipeline.h"
 #include "compiler/choir/printer.h"
 #include "compiler/codegen/x86_64/emitter.h"
+#include "base/cpus.h"
 #include "base/status_macros.h"
 
 namespace accy::x64 {
 
 int resolveThreads(int threads) {
   if (threads > 0) return threads;
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return usableCpus();
 }
 
 absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& program,

@@ -26,7 +26,8 @@ inline choir::FuseLimits cpuFuseLimits() {
 }
 
 struct CompileOptions {
-  // Threads a launch may use; 0 means every hardware thread. 1 compiles
+  // Threads a launch may use; 0 means every CPU the process may use (its
+  // affinity mask and CPU quota: base/cpus.h). 1 compiles
   // without parallel loops.
   int threads = 0;
   // Instruction set; the host's best when unset.
