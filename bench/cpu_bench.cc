@@ -1636,6 +1636,53 @@ void runEmbeddingGradAccy(benchmark::State& state, int threads) {
 
 void BM_EmbeddingGrad_Accy_1Thread(benchmark::State& state) { runEmbeddingGradAccy(state, 1); }
 void BM_EmbeddingGrad_Accy_2Threads(benchmark::State& state) { runEmbeddingGradAccy(state, 2); }
+
+// The same gradient by hand (references.cc, scatterRowsAvx2), on 1 thread
+// and on 2 split both ways that keep the token order per element: each
+// thread its half of every row (Accy's split), or each thread the rows of
+// its half of the table. Which split scales is a property of the machine
+// (its caches' and prefetchers' handling of two cores writing neighbouring
+// lines of one row), measured here before the compiler takes either.
+void runEmbeddingGradHand(benchmark::State& state, int parts, ref::ScatterSplit split) {
+  if (!ref::hasAvx2()) {
+    state.SkipWithError(ACCY_BENCH_NOT_APPLICABLE "no AVX2 on this CPU");
+    return;
+  }
+  const std::vector<float>& grads = embeddingTable();
+  const std::vector<int32_t>& tokens = embeddingTokens();
+  const AlignedFloats out(kVocab * kFeatures);
+  ref::TwoThreads pool;
+  for (auto _ : state) {
+    state.PauseTiming();
+    std::memset(out.begin(), 0, static_cast<size_t>(kVocab * kFeatures) * 4);
+    state.ResumeTiming();
+    auto part = [&](int p) {
+      ref::scatterRowsAvx2(out.begin(), tokens.data(), grads.data(), kTokens, kFeatures, kVocab, p, parts, split);
+    };
+    if (parts == 1) {
+      part(0);
+    } else {
+      pool.run(part);
+    }
+    benchmark::ClobberMemory();
+  }
+  const int32_t row = tokens[kTokens / 3];
+  float want = 0;
+  for (int64_t t = 0; t < kTokens; ++t) {
+    if (tokens[t] == row) want += grads[t * kFeatures + 5];
+  }
+  if (!check(state, out[row * kFeatures + 5] == want, "wrong row sum")) return;
+  state.SetBytesProcessed(state.iterations() * kTokens * kFeatures * 4);
+}
+void BM_EmbeddingGrad_HandLoop_1Thread(benchmark::State& state) {
+  runEmbeddingGradHand(state, 1, ref::ScatterSplit::kColumns);
+}
+void BM_EmbeddingGrad_HandColumns_2Threads(benchmark::State& state) {
+  runEmbeddingGradHand(state, 2, ref::ScatterSplit::kColumns);
+}
+void BM_EmbeddingGrad_HandRanges_2Threads(benchmark::State& state) {
+  runEmbeddingGradHand(state, 2, ref::ScatterSplit::kRanges);
+}
 void BM_EmbeddingGrad_PyTorch_1Thread(benchmark::State& state) {
   runTorchScript(state, "bench/torch_indexing.py --case=embedding_grad", 1);
 }
@@ -1998,6 +2045,9 @@ BENCHMARK(BM_NoisyAdd_Drawn_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRea
 BENCHMARK(BM_NoisyAdd_FromMemory_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_EmbeddingGrad_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_EmbeddingGrad_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_EmbeddingGrad_HandLoop_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_EmbeddingGrad_HandColumns_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_EmbeddingGrad_HandRanges_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_EmbeddingGrad_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_EmbeddingGrad_PyTorch_2Threads)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_MaxPool_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -128,6 +128,31 @@ __attribute__((target("avx2"))) void gatherRowsAvx2(const float* table, const in
   _mm_sfence();
 }
 
+__attribute__((target("avx2"))) void scatterRowsAvx2(float* out, const int32_t* rows, const float* updates,
+                                                     int64_t tokens, int64_t features, int64_t vocab, int part,
+                                                     int parts, ScatterSplit split) {
+  constexpr int64_t kAhead = 32;
+  const bool ranges = split == ScatterSplit::kRanges;
+  const int64_t lo = ranges ? vocab * part / parts : 0, hi = ranges ? vocab * (part + 1) / parts : vocab;
+  const int64_t from = ranges ? 0 : features * part / parts, to = ranges ? features : features * (part + 1) / parts;
+  const int64_t bytes = (to - from) * 4;
+  for (int64_t t = 0; t < tokens; ++t) {
+    const int64_t ahead = rows[std::min(t + kAhead, tokens - 1)];
+    if (ahead >= lo && ahead < hi) {
+      const char* next = reinterpret_cast<const char*>(out + ahead * features + from);
+      for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(next + b, _MM_HINT_T2);
+      _mm_prefetch(next + bytes - 1, _MM_HINT_T2);
+    }
+    const int64_t r = rows[t];
+    if (r < lo || r >= hi) continue;
+    float* dst = out + r * features;
+    const float* src = updates + t * features;
+    int64_t f = from;
+    for (; f + 8 <= to; f += 8) _mm256_storeu_ps(dst + f, _mm256_add_ps(_mm256_loadu_ps(dst + f), _mm256_loadu_ps(src + f)));
+    for (; f < to; ++f) dst[f] += src[f];
+  }
+}
+
 TwoThreads::TwoThreads() : worker_([this] { work(); }) {}
 
 TwoThreads::~TwoThreads() {

@@ -39,6 +39,16 @@ void affineAvx2(const float* x, float* y, int64_t n, float a, float b, bool stre
 // the best hand-written gather this project found (the next rows
 // prefetched 16 ahead, streaming stores once `out` is 32-byte aligned).
 void gatherRowsAvx2(const float* table, const int32_t* rows, float* out, int64_t tokens, int64_t features);
+// The embedding gradient by hand: out[rows[t], :] += updates[t, :] for
+// t < tokens in order, rows outside [0, vocab) dropped, split for thread
+// `part` of `parts` in one of two ways that both keep each element's
+// additions in token order. kColumns: every token, this part's columns of
+// its row (the split Accy's CPU scatter uses). kRanges: every token whose row
+// falls in this part's range of rows, the whole row. Each prefetches the
+// row (part) it will write 32 tokens ahead, kRanges only rows of its range.
+enum class ScatterSplit { kColumns, kRanges };
+void scatterRowsAvx2(float* out, const int32_t* rows, const float* updates, int64_t tokens, int64_t features,
+                     int64_t vocab, int part, int parts, ScatterSplit split);
 // out[t] = table[clamp(idx[t], 0, n - 1)] * 2 + 1 as a plain loop (what GCC
 // makes of it at -O3 -march=native).
 void gatherElements(const float* table, int64_t n, const int32_t* idx, float* out, int64_t count);
