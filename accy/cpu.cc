@@ -14,6 +14,7 @@ namespace accy::tensor {
 absl::StatusOr<CpuExecutable> CpuExecutable::compile(const Program& program, const CpuOptions& options) {
   x64::CompileOptions o;
   o.threads = options.threads;
+  o.scatter_split = options.scatter_split;
   if (backends::hasLoops(program)) {
     // Loops run as stages: each loop-free stretch compiled here once, each
     // loop's body too, whatever the trip count.

@@ -37,6 +37,11 @@ struct CpuOptions {
   // held in registers; docs/SEMANTICS.md, "Loops"). Off, every scan runs
   // step by step, each step a launch of its body.
   bool scans_in_kernel = true;
+  // How a scatterAdd's loop over its indices is split across threads: each
+  // thread its columns of every row (the default), or the rows of its
+  // range of the scattered axis, whole (docs/SEMANTICS.md, "scatterAdd").
+  // The bits are the same either way, at every thread count.
+  choir::ScatterSplit scatter_split = choir::ScatterSplit::kColumns;
 };
 
 // A program compiled for this CPU: load once, launch many times, from any

@@ -1267,12 +1267,17 @@ void BM_ToneValueAndGrad_Launch(benchmark::State& state) {
 
 // --- Indexing by data and windows (docs/SEMANTICS.md) -----------------------
 
-// Records `fn` over `specs` and compiles it for `threads`.
+// Records `fn` over `specs` and compiles it with `options` (or for `threads`).
 template <typename F>
-absl::StatusOr<tensor::CpuExecutable> compileFor(std::vector<tensor::Spec> specs, int threads, F fn) {
+absl::StatusOr<tensor::CpuExecutable> compileFor(std::vector<tensor::Spec> specs, const tensor::CpuOptions& options,
+                                                 F fn) {
   auto program = tensor::define("bench", specs, fn);
   if (!program.ok()) return program.status();
-  return tensor::CpuExecutable::compile(*program, {.threads = threads});
+  return tensor::CpuExecutable::compile(*program, options);
+}
+template <typename F>
+absl::StatusOr<tensor::CpuExecutable> compileFor(std::vector<tensor::Spec> specs, int threads, F fn) {
+  return compileFor(std::move(specs), tensor::CpuOptions{.threads = threads}, fn);
 }
 
 std::vector<float> randomFloats(size_t n, uint32_t seed) {
@@ -1607,10 +1612,12 @@ void BM_NoisyAdd_FromMemory_Accy_1Thread(benchmark::State& state) { runNoisy(sta
 
 // The gather's gradient: 2^20 rows of 64 added into a zeroed table at the
 // tokens (scatterAdd; duplicates add up in token order).
-void runEmbeddingGradAccy(benchmark::State& state, int threads) {
+void runEmbeddingGradAccy(benchmark::State& state, int threads,
+                          accy::choir::ScatterSplit split = accy::choir::ScatterSplit::kColumns) {
   auto exe = compileFor({tensor::spec(tensor::DType::f32, {{"token", kTokens}, {"feature", kFeatures}}),
                          tensor::spec(tensor::DType::i32, {{"token", kTokens}})},
-                        threads, [](tensor::Builder& b, std::span<const tensor::Value> a) {
+                        tensor::CpuOptions{.threads = threads, .scatter_split = split},
+                        [](tensor::Builder& b, std::span<const tensor::Value> a) {
                           tensor::Value zeros =
                               b.constant(0, tensor::DType::f32).broadcast("vocab", kVocab).broadcast("feature", kFeatures);
                           return scatterAdd(zeros, "vocab", a[1], a[0]);
@@ -1636,6 +1643,11 @@ void runEmbeddingGradAccy(benchmark::State& state, int threads) {
 
 void BM_EmbeddingGrad_Accy_1Thread(benchmark::State& state) { runEmbeddingGradAccy(state, 1); }
 void BM_EmbeddingGrad_Accy_2Threads(benchmark::State& state) { runEmbeddingGradAccy(state, 2); }
+// The other split (CpuOptions::scatter_split): each thread the rows of its
+// half of the table.
+void BM_EmbeddingGrad_AccyRanges_2Threads(benchmark::State& state) {
+  runEmbeddingGradAccy(state, 2, accy::choir::ScatterSplit::kRanges);
+}
 
 // The same gradient by hand (references.cc, scatterRowsAvx2), on 1 thread
 // and on 2 split both ways that keep the token order per element: each
@@ -2045,6 +2057,7 @@ BENCHMARK(BM_NoisyAdd_Drawn_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRea
 BENCHMARK(BM_NoisyAdd_FromMemory_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_EmbeddingGrad_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_EmbeddingGrad_Accy_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_EmbeddingGrad_AccyRanges_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_EmbeddingGrad_HandLoop_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_EmbeddingGrad_HandColumns_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_EmbeddingGrad_HandRanges_2Threads)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -319,48 +319,71 @@ TEST(CpuConformance, KernelsReturnWithCleanUpperVectorHalves) {
 // somewhere; the result also matches the evaluator's.
 TEST(CpuConformance, ScatterAddIsBitwiseRepeatable) {
   // Rows of one axis (split in its vector loop), and of two (split in the
-  // outer of the two, the inner loop inside each part).
-  for (const std::vector<tensor::Axis>& row :
-       {std::vector<tensor::Axis>{{"f", 64}}, std::vector<tensor::Axis>{{"f", 4}, {"g", 16}}}) {
-    std::vector<tensor::Axis> x_axes = {{"v", 64}}, u_axes = {{"t", 1024}};
-    for (const tensor::Axis& a : row) {
-      x_axes.push_back(a);
-      u_axes.push_back(a);
-    }
-    const std::vector<Spec> specs = {tensor::spec(DType::f32, x_axes), tensor::spec(DType::i32, {{"t", 1024}}),
-                                     tensor::spec(DType::f32, u_axes)};
-    auto program = tensor::define("scatter", specs, [](Builder&, std::span<const Value> a) {
-      return scatterAdd(a[0], "v", a[1], a[2]);
-    });
-    ASSERT_TRUE(program.ok()) << program.status();
-    std::mt19937 rng(9);
-    const std::vector<std::vector<std::byte>> inputs = {randomBytes(specs[0], rng, -1, 1),
-                                                        randomBytes(specs[1], rng, -4, 67),
-                                                        randomBytes(specs[2], rng, -1e4, 1e4)};
-    std::vector<std::byte> first;
-    for (int threads : {1, 2, 3, 4}) {
-      auto cpu = tensor::CpuExecutable::compile(*program, {.threads = threads});
-      ASSERT_TRUE(cpu.ok()) << cpu.status();
-      for (int run = 0; run < 3; ++run) {
-        std::vector<std::byte> out(specs[0].byteSize());
-        ASSERT_TRUE(cpu->launch(views(inputs), {std::span<std::byte>(out)}).ok());
-        if (first.empty()) first = out;
-        EXPECT_EQ(out, first) << row.size() << " row axes, " << threads << " threads, run " << run;
+  // outer of the two, the inner loop inside each part); i32 and i64
+  // indices; both splits across threads (each thread its columns of every
+  // row, or the rows of its range): the same bits as one thread, every run.
+  for (const DType index_type : {DType::i32, DType::i64}) {
+    for (const std::vector<tensor::Axis>& row :
+         {std::vector<tensor::Axis>{{"f", 64}}, std::vector<tensor::Axis>{{"f", 4}, {"g", 16}}}) {
+      std::vector<tensor::Axis> x_axes = {{"v", 64}}, u_axes = {{"t", 1024}};
+      for (const tensor::Axis& a : row) {
+        x_axes.push_back(a);
+        u_axes.push_back(a);
       }
+      const std::vector<Spec> specs = {tensor::spec(DType::f32, x_axes), tensor::spec(index_type, {{"t", 1024}}),
+                                       tensor::spec(DType::f32, u_axes)};
+      auto program = tensor::define("scatter", specs, [](Builder&, std::span<const Value> a) {
+        return scatterAdd(a[0], "v", a[1], a[2]);
+      });
+      ASSERT_TRUE(program.ok()) << program.status();
+      std::mt19937 rng(9);
+      const std::vector<std::vector<std::byte>> inputs = {randomBytes(specs[0], rng, -1, 1),
+                                                          randomBytes(specs[1], rng, -4, 67),
+                                                          randomBytes(specs[2], rng, -1e4, 1e4)};
+      const std::string what =
+          std::string(tensor::dtypeName(index_type)) + " indices, " + std::to_string(row.size()) + " row axes";
+      std::vector<std::byte> first;
+      for (const choir::ScatterSplit split : {choir::ScatterSplit::kColumns, choir::ScatterSplit::kRanges}) {
+        for (int threads : {1, 2, 3, 4}) {
+          auto cpu = tensor::CpuExecutable::compile(*program, {.threads = threads, .scatter_split = split});
+          ASSERT_TRUE(cpu.ok()) << cpu.status();
+          for (int run = 0; run < 3; ++run) {
+            std::vector<std::byte> out(specs[0].byteSize());
+            ASSERT_TRUE(cpu->launch(views(inputs), {std::span<std::byte>(out)}).ok());
+            if (first.empty()) first = out;
+            EXPECT_EQ(out, first) << what << ", split " << static_cast<int>(split) << ", " << threads
+                                  << " threads, run " << run;
+          }
+        }
+      }
+      EXPECT_TRUE(runAndCompare(*program, inputs, hostIsas().back(), 2)) << what;
+      // The range split is what ran: its scatter kernel's outermost loop is
+      // over the ranges, parallel, and the store tests the range.
+      std::string ranges_text;
+      ASSERT_TRUE(
+          x64::compileProgram(*program, {.threads = 2, .scatter_split = choir::ScatterSplit::kRanges,
+                                         .choir_text = &ranges_text})
+              .ok());
+      std::string columns_text;
+      ASSERT_TRUE(x64::compileProgram(*program, {.threads = 2, .choir_text = &columns_text}).ok());
+      EXPECT_NE(ranges_text, columns_text) << what;
+      EXPECT_NE(ranges_text.find("[cpu_parallel]"), std::string::npos) << what << "\n" << ranges_text;
+      EXPECT_NE(ranges_text.find("index:"), std::string::npos) << what << "\n" << ranges_text;
+      EXPECT_EQ(columns_text.find("index:"), std::string::npos) << what << "\n" << columns_text;
+      if (index_type != DType::i32) continue;
+      // Each row's index is read straight from its memory operand, without a
+      // row base computed for it first.
+      std::string assembly;
+      ASSERT_TRUE(x64::compileProgram(*program, {.threads = 2, .assembly = &assembly}).ok());
+      bool index_operand = false;  // movsxd r, dword ptr [base+index*4]
+      for (size_t at = assembly.find("movsxd "); at != std::string::npos; at = assembly.find("movsxd ", at + 1)) {
+        const std::string line = assembly.substr(at, assembly.find('\n', at) - at);
+        const size_t open = line.find("dword ptr [");
+        index_operand = index_operand || (open != std::string::npos && line.find('+', open) != std::string::npos &&
+                                          line.find("*4]", open) != std::string::npos);
+      }
+      EXPECT_TRUE(index_operand) << assembly;
     }
-    EXPECT_TRUE(runAndCompare(*program, inputs, hostIsas().back(), 2)) << row.size() << " row axes";
-    // Each row's index is read straight from its memory operand, without a
-    // row base computed for it first.
-    std::string assembly;
-    ASSERT_TRUE(x64::compileProgram(*program, {.threads = 2, .assembly = &assembly}).ok());
-    bool index_operand = false;  // movsxd r, dword ptr [base+index*4]
-    for (size_t at = assembly.find("movsxd "); at != std::string::npos; at = assembly.find("movsxd ", at + 1)) {
-      const std::string line = assembly.substr(at, assembly.find('\n', at) - at);
-      const size_t open = line.find("dword ptr [");
-      index_operand = index_operand || (open != std::string::npos && line.find('+', open) != std::string::npos &&
-                                        line.find("*4]", open) != std::string::npos);
-    }
-    EXPECT_TRUE(index_operand) << assembly;
   }
 }
 

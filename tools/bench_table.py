@@ -74,6 +74,8 @@ CPU_ROWS = [
     ("same, 2 threads", "BM_EmbeddingGrad_Accy_2Threads", ["BM_EmbeddingGrad_PyTorch_2Threads"], "ms"),
     ("its gradient against the hand-written loop (the table zeroed outside its timing), 1 thread",
      "BM_EmbeddingGrad_Accy_1Thread", ["BM_EmbeddingGrad_HandLoop_1Thread"], "ms"),
+    ("same, 2 threads, split by ranges of rows (CpuOptions::scatter_split; reference: the default split)",
+     "BM_EmbeddingGrad_AccyRanges_2Threads", ["BM_EmbeddingGrad_Accy_2Threads"], "ms"),
     ("same, 2 threads (references: each thread its half of every row, or the rows of its half of the table)",
      "BM_EmbeddingGrad_Accy_2Threads",
      ["BM_EmbeddingGrad_HandColumns_2Threads", "BM_EmbeddingGrad_HandRanges_2Threads"], "ms"),

@@ -104,5 +104,48 @@ TEST(Parallelize, AScattersRowsAreSplitAcrossThreads) {
   EXPECT_EQ(narrow->kernels.back().body[0].loop.tag, LoopTag::kSerial) << toText(*narrow);
 }
 
+// ScatterSplit::kRanges: the parts loop over ranges of the scattered axis
+// goes outermost and parallel, the nest inside keeps its whole rows, and the
+// store's guard is the part's range of the index (which also drops indices
+// out of range). A row of one vector, which the column split leaves serial,
+// splits this way; a part count that does not divide the rows is lowered
+// to one that does.
+TEST(Parallelize, AScattersRangesAreSplitAcrossThreads) {
+  auto scatter = [](int64_t features, DType index, int threads) {
+    auto p = tensor::define("scatter",
+                            {tensor::spec(DType::f32, {{"t", 4096}, {"f", features}}), tensor::spec(index, {{"t", 4096}})},
+                            [&](tensor::Builder& b, Args a) {
+                              tensor::Value zeros =
+                                  b.constant(0, DType::f32).broadcast("v", 256).broadcast("f", features);
+                              return scatterAdd(zeros, "v", a[1], a[0]);
+                            });
+    return compileToChoir(
+        *p, PipelineOptions{.vectorize = VectorizeOptions{.vector_bytes = 64, .uniform_conditions = true},
+                            .parallelize = ParallelizeOptions{.threads = threads, .scatter_split = ScatterSplit::kRanges},
+                            .verify_each_pass = true});
+  };
+  for (const DType index : {DType::i32, DType::i64}) {
+    for (const int64_t features : {64, 16}) {
+      for (const int threads : {2, 3, 4}) {
+        auto p = scatter(features, index, threads);
+        ASSERT_TRUE(p.ok()) << p.status();
+        const std::string text = toText(*p);
+        const Kernel& k = p->kernels.back();
+        ASSERT_EQ(k.body[0].kind, StmtKind::kLoop) << text;
+        EXPECT_EQ(k.body[0].loop.tag, LoopTag::kCpuParallel) << text;
+        EXPECT_EQ(k.body[0].loop.extent, threads == 3 ? 2 : threads) << text;  // 256 rows: 2 parts of 128, not 3
+        const Stmt& tokens = k.body[0].body[0];
+        EXPECT_EQ(tokens.loop.tag, LoopTag::kSerial) << text;
+        EXPECT_EQ(tokens.loop.extent, 4096) << text;
+        EXPECT_EQ(tokens.body[0].loop.extent, features) << text;  // whole rows
+        const std::string chunk = std::to_string(256 / k.body[0].loop.extent) + "*i" +
+                                  std::to_string(k.body[0].loop.var);
+        EXPECT_NE(text.find("index:" + std::string(tensor::dtypeName(index)) + "(" + chunk + ")"), std::string::npos)
+            << text;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace accy::choir

@@ -936,6 +936,10 @@ class LoopWalker {
       const std::vector<choir::Affine>* index;
       const std::vector<int>* vars;
       const std::vector<choir::ExprRef>* values;
+      // A guard on the row that depends on the nest's position (a range of
+      // rows per thread: passes/parallelize.h, ScatterSplit::kRanges): a
+      // row outside it is another thread's, not prefetched here.
+      const choir::ExprRef* guard = nullptr;
     };
     std::vector<Row> rows;
     auto consider = [&](int buffer, const std::vector<choir::Affine>& index, const std::vector<int>& vars,
@@ -950,6 +954,11 @@ class LoopWalker {
     };
     const choir::Stmt& st = l.body[0];
     consider(st.buffer, st.index, st.bound, st.args);
+    if (!rows.empty() && st.guard && choir::invariantIn(m_, st.guard, l.loop.var)) {
+      bool positional = false;
+      choir::visitExpr(st.guard, [&](const choir::Expr& x) { positional = positional || x.kind == choir::ExprKind::kIndex; });
+      if (positional) rows.back().guard = &st.guard;
+    }
     choir::visitExpr(st.value, [&](const choir::Expr& x) {
       if (x.kind == choir::ExprKind::kLoad) consider(x.buffer, x.index, x.bound, x.args);
     });
@@ -964,13 +973,24 @@ class LoopWalker {
       const int64_t bytes = ((l.loop.extent - 1) * c + 1) * tensor::dtypeSize(m_.buffers[r.buffer].dtype);
       const int64_t ahead = std::clamp<int64_t>(kPrefetchBytes / bytes, 1, kPrefetchMaxRows);
       vars_[outer.var] = self().indexAhead(outer.i, outer.limit, ahead);
-      const absl::StatusOr<std::vector<Index>> at = apartFromCse([&] { return pointIndices(*r.values); });
+      std::optional<Value> in_guard;
+      const absl::StatusOr<std::vector<Index>> at = apartFromCse([&]() -> absl::StatusOr<std::vector<Index>> {
+        ACCY_ASSIGN_OR_RETURN(std::vector<Index> values, pointIndices(*r.values));
+        if (r.guard != nullptr) {
+          for (size_t j = 0; j < r.vars->size(); ++j) vars_[(*r.vars)[j]] = values[j];
+          ACCY_ASSIGN_OR_RETURN(in_guard, expr(*r.guard, Mode{}));
+        }
+        return values;
+      });
       if (!at.ok()) {
         status = at.status();
         break;
       }
       for (size_t j = 0; j < r.vars->size(); ++j) vars_[(*r.vars)[j]] = (*at)[j];
+      std::optional<typename T::OpenGuard> around;
+      if (in_guard) around = self().beginGuard(*in_guard);
       self().prefetch(self().computeRowBase(r.buffer, rest), bytes);
+      if (around) self().endGuard(*around);
       vars_ = saved;
     }
     vars_ = saved;

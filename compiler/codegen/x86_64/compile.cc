@@ -24,6 +24,7 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
   pipeline.vectorize.lanes32 = true;  // i32 and u32 beside f32 (primitives.h)
   pipeline.vectorize.gathers = isa != Isa::kSse41;  // vgatherdps: positions by data, strides past 1
   pipeline.parallelize.threads = resolveThreads(options.threads);
+  pipeline.parallelize.scatter_split = options.scatter_split;
   pipeline.fuse = options.fuse;
   pipeline.fuse_limits = options.fuse_limits;
   pipeline.dump = options.dump;

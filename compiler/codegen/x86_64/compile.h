@@ -32,6 +32,10 @@ struct CompileOptions {
   int threads = 0;
   // Instruction set; the host's best when unset.
   std::optional<Isa> isa;
+  // How a scatter's loop over its indices is split across threads
+  // (choir/passes/parallelize.h): each thread its columns of every row (the
+  // default), or the rows of its range of the stored axis.
+  choir::ScatterSplit scatter_split = choir::ScatterSplit::kColumns;
   // Fusion: off compiles every op as its own loop (for measuring what
   // fusion buys); the limits bound the fused kernels (choir/passes/fuse.h).
   bool fuse = true;
