@@ -1610,6 +1610,20 @@ void runNoisy(benchmark::State& state, bool drawn) {
 void BM_NoisyAdd_Drawn_Accy_1Thread(benchmark::State& state) { runNoisy(state, true); }
 void BM_NoisyAdd_FromMemory_Accy_1Thread(benchmark::State& state) { runNoisy(state, false); }
 
+// The gradient's check, one row bit for bit (its updates summed in token
+// order), and its bytes.
+void finishEmbeddingGrad(benchmark::State& state, const AlignedFloats& out) {
+  const std::vector<float>& grads = embeddingTable();
+  const std::vector<int32_t>& tokens = embeddingTokens();
+  const int32_t row = tokens[kTokens / 3];
+  float want = 0;
+  for (int64_t t = 0; t < kTokens; ++t) {
+    if (tokens[t] == row) want += grads[t * kFeatures + 5];
+  }
+  if (!check(state, out[row * kFeatures + 5] == want, "wrong row sum")) return;
+  state.SetBytesProcessed(state.iterations() * kTokens * kFeatures * 4);
+}
+
 // The gather's gradient: 2^20 rows of 64 added into a zeroed table at the
 // tokens (scatterAdd; duplicates add up in token order).
 void runEmbeddingGradAccy(benchmark::State& state, int threads,
@@ -1631,14 +1645,7 @@ void runEmbeddingGradAccy(benchmark::State& state, int threads,
     benchmark::ClobberMemory();
     if (!ok(state, st, "launch")) return;
   }
-  // One row, summed in token order.
-  const int32_t row = tokens[kTokens / 3];
-  float want = 0;
-  for (int64_t t = 0; t < kTokens; ++t) {
-    if (tokens[t] == row) want += grads[t * kFeatures + 5];
-  }
-  if (!check(state, out[row * kFeatures + 5] == want, "wrong row sum")) return;
-  state.SetBytesProcessed(state.iterations() * kTokens * kFeatures * 4);
+  finishEmbeddingGrad(state, out);
 }
 
 void BM_EmbeddingGrad_Accy_1Thread(benchmark::State& state) { runEmbeddingGradAccy(state, 1); }
@@ -1678,13 +1685,7 @@ void runEmbeddingGradHand(benchmark::State& state, int parts, ref::ScatterSplit 
     }
     benchmark::ClobberMemory();
   }
-  const int32_t row = tokens[kTokens / 3];
-  float want = 0;
-  for (int64_t t = 0; t < kTokens; ++t) {
-    if (tokens[t] == row) want += grads[t * kFeatures + 5];
-  }
-  if (!check(state, out[row * kFeatures + 5] == want, "wrong row sum")) return;
-  state.SetBytesProcessed(state.iterations() * kTokens * kFeatures * 4);
+  finishEmbeddingGrad(state, out);
 }
 void BM_EmbeddingGrad_HandLoop_1Thread(benchmark::State& state) {
   runEmbeddingGradHand(state, 1, ref::ScatterSplit::kColumns);
