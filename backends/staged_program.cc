@@ -30,6 +30,9 @@ struct StagedProgram::Stage {
   std::vector<size_t> xs_axis;  // kScan: the position of the loop's axis in each xs value
 };
 
+StagedProgram::StagedProgram() = default;
+StagedProgram::~StagedProgram() = default;
+
 namespace {
 
 bool isLoop(OpCode op) { return op == OpCode::kScan || op == OpCode::kWhileLoop; }

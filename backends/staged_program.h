@@ -86,7 +86,11 @@ class StagedProgram final : public LoadedProgram {
   const std::vector<tensor::Spec>& outputSpecs() const { return output_specs_; }
 
   struct Stage;
-  StagedProgram() = default;
+  StagedProgram();
+  // Out of line, where Stage is complete: a translation unit that only
+  // includes this header must not instantiate std::vector<Stage>'s
+  // destructor (clang refuses that for an incomplete type).
+  ~StagedProgram() override;
 
  private:
   // Runs every stage on `slots` (views of the slot buffers).
