@@ -113,6 +113,34 @@ ExprRef clampIndex(ExprRef e, int64_t hi) {
   return makeOp(OpCode::kMin, d, {std::move(low), makeConstant(d, static_cast<double>(hi))});
 }
 
+ExprRef indexBelow(const ExprRef& e, int64_t n) {
+  if (e->dtype == DType::i32 && n <= int64_t{UINT32_MAX}) {
+    return makeOp(OpCode::kLt, DType::bool_,
+                  {makeOp(OpCode::kBitcast, DType::u32, {e}), makeConstant(DType::u32, static_cast<double>(n))});
+  }
+  return makeOp(OpCode::kWhere, DType::bool_,
+                {makeOp(OpCode::kGe, DType::bool_, {e, makeConstant(e->dtype, 0)}),
+                 makeOp(OpCode::kLt, DType::bool_, {e, makeConstant(e->dtype, static_cast<double>(n))}),
+                 makeConstant(DType::bool_, 0)});
+}
+
+bool isIndexBelow(const Expr& g, const ExprRef& e, int64_t n) {
+  auto isConstant = [](const ExprRef& x, DType dtype, double v) {
+    return x->kind == ExprKind::kConstant && x->dtype == dtype && x->constant == v;
+  };
+  auto isOp = [](const Expr& x, OpCode op, size_t args) {
+    return x.kind == ExprKind::kOp && x.op == op && x.args.size() == args;
+  };
+  const double bound = static_cast<double>(n);
+  if (e->dtype == DType::i32 && n <= int64_t{UINT32_MAX}) {
+    return isOp(g, OpCode::kLt, 2) && isOp(*g.args[0], OpCode::kBitcast, 1) && g.args[0]->args[0] == e &&
+           isConstant(g.args[1], DType::u32, bound);
+  }
+  return isOp(g, OpCode::kWhere, 3) && isConstant(g.args[2], DType::bool_, 0) && isOp(*g.args[0], OpCode::kGe, 2) &&
+         g.args[0]->args[0] == e && isConstant(g.args[0]->args[1], e->dtype, 0) && isOp(*g.args[1], OpCode::kLt, 2) &&
+         g.args[1]->args[0] == e && isConstant(g.args[1]->args[1], e->dtype, bound);
+}
+
 int64_t clampBound(const Expr& e) {
   const DType d = e.dtype;
   if (d != DType::i32 && d != DType::i64) return -1;

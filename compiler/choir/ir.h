@@ -114,6 +114,12 @@ ExprRef bindLoad(const ExprRef& load, int var, ExprRef value);
 ExprRef clampIndex(ExprRef e, int64_t hi);
 // The hi of a clampIndex expression, or -1 when `e` is not one.
 int64_t clampBound(const Expr& e);
+// 0 <= e < n for an index `e` read from data: on i32, one unsigned
+// comparison (a negative index, reinterpreted, is past every extent); else
+// two comparisons.
+ExprRef indexBelow(const ExprRef& e, int64_t n);
+// Whether `guard` is indexBelow(e, n) (the same `e` node).
+bool isIndexBelow(const Expr& guard, const ExprRef& e, int64_t n);
 ExprRef makeConstant(DType dtype, double value);
 ExprRef makeIndex(DType dtype, Affine index);
 ExprRef makeOp(OpCode op, DType dtype, std::vector<ExprRef> args);

@@ -543,19 +543,6 @@ class Lowering {
     return absl::OkStatus();
   }
 
-  // 0 <= e < n for an index `e` read from data: on i32, one unsigned
-  // comparison (a negative index, reinterpreted, is past every extent).
-  static ExprRef indexBelow(const ExprRef& e, int64_t n) {
-    if (e->dtype == DType::i32 && n <= int64_t{UINT32_MAX}) {
-      return makeOp(OpCode::kLt, DType::bool_,
-                    {makeOp(OpCode::kBitcast, DType::u32, {e}), makeConstant(DType::u32, static_cast<double>(n))});
-    }
-    return makeOp(OpCode::kWhere, DType::bool_,
-                  {makeOp(OpCode::kGe, DType::bool_, {e, makeConstant(e->dtype, 0)}),
-                   makeOp(OpCode::kLt, DType::bool_, {e, makeConstant(e->dtype, static_cast<double>(n))}),
-                   makeConstant(DType::bool_, 0)});
-  }
-
   void emitZero(std::string name, int buffer, const std::vector<tensor::Axis>& axes) {
     IndexMap idx;
     auto loops = newLoops(axes, idx);

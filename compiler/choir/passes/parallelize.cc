@@ -124,8 +124,8 @@ bool splitRows(Module& m, Kernel& k, int threads) {
 // the index falling in the part's range. Each row is written by the one part
 // whose range holds it, in the serial loop's order. The store must bind one
 // variable to a clamp of an index and be guarded by that index being in the
-// clamp's range (a scatter's test, indexBelow in lower.cc): the parts'
-// ranges cover that range exactly, so the part's test replaces it. The
+// clamp's range (a scatter's test, choir::indexBelow): the parts' ranges
+// cover that range exactly, so the part's test replaces it. The
 // number of parts divides the rows (at most `threads`; none: no split).
 bool splitRanges(Module& m, Kernel& k, int threads) {
   Stmt* s = &k.body[0];
@@ -135,25 +135,9 @@ bool splitRanges(Module& m, Kernel& k, int threads) {
   const int64_t hi = clampBound(*st.args[0]);
   if (hi < 1) return false;
   const int64_t rows = hi + 1;
-  // The clamped index: min(max(raw, 0), hi).
+  // The clamped index: min(max(raw, 0), hi); the guard, 0 <= raw < rows.
   const ExprRef raw = st.args[0]->args[0]->args[0];
-  const DType d = raw->dtype;
-  auto isConstant = [](const ExprRef& e, DType dtype, double v) {
-    return e->kind == ExprKind::kConstant && e->dtype == dtype && e->constant == v;
-  };
-  auto isOp = [](const ExprRef& e, OpCode op, size_t n) {
-    return e->kind == ExprKind::kOp && e->op == op && e->args.size() == n;
-  };
-  // The guard is 0 <= raw < rows, as lowering writes it: one unsigned
-  // comparison on i32, two comparisons otherwise.
-  const ExprRef& g = st.guard;
-  const bool in_range =
-      (isOp(g, OpCode::kLt, 2) && isOp(g->args[0], OpCode::kBitcast, 1) && g->args[0]->args[0] == raw &&
-       isConstant(g->args[1], DType::u32, static_cast<double>(rows))) ||
-      (isOp(g, OpCode::kWhere, 3) && isConstant(g->args[2], DType::bool_, 0) && isOp(g->args[0], OpCode::kGe, 2) &&
-       g->args[0]->args[0] == raw && isConstant(g->args[0]->args[1], d, 0) && isOp(g->args[1], OpCode::kLt, 2) &&
-       g->args[1]->args[0] == raw && isConstant(g->args[1]->args[1], d, static_cast<double>(rows)));
-  if (!in_range) return false;
+  if (!isIndexBelow(*st.guard, raw, rows)) return false;
   int64_t parts = std::min<int64_t>(threads, rows);
   while (parts >= 2 && rows % parts != 0) --parts;
   if (parts < 2) return false;
@@ -162,20 +146,11 @@ bool splitRanges(Module& m, Kernel& k, int threads) {
   part.var = m.newVar();
   part.extent = parts;
   part.tag = LoopTag::kCpuParallel;
-  const Affine first = Affine::var(part.var, chunk);
-  if (d == DType::i32) {
-    // first <= raw < first + chunk as one unsigned comparison (the
-    // difference wraps: an index below first comes out above every chunk).
-    st.guard = makeOp(OpCode::kLt, DType::bool_,
-                      {makeOp(OpCode::kBitcast, DType::u32, {makeOp(OpCode::kSub, d, {raw, makeIndex(d, first)})}),
-                       makeConstant(DType::u32, static_cast<double>(chunk))});
-  } else {
-    st.guard = makeOp(
-        OpCode::kWhere, DType::bool_,
-        {makeOp(OpCode::kGe, DType::bool_, {raw, makeIndex(d, first)}),
-         makeOp(OpCode::kLt, DType::bool_, {raw, makeIndex(d, add(first, Affine::constantOf(chunk)))}),
-         makeConstant(DType::bool_, 0)});
-  }
+  // first <= raw < first + chunk, as 0 <= raw - first < chunk (on i32 one
+  // unsigned comparison; the difference wraps, and an index below first
+  // comes out past every chunk).
+  const DType d = raw->dtype;
+  st.guard = indexBelow(makeOp(OpCode::kSub, d, {raw, makeIndex(d, Affine::var(part.var, chunk))}), chunk);
   Stmt nest = std::move(k.body[0]);
   k.body[0] = Stmt::loopOf(part, {std::move(nest)});
   return true;
