@@ -20,9 +20,13 @@ using tensor::Node;
 using tensor::OpCode;
 
 struct StagedProgram::Stage {
-  enum class Kind { kProgram, kScan, kWhile };
+  // kScanChunks: a scan run as launches of its one-kernel form over `chunk`
+  // steps at a time (`program`), the last `length % chunk` steps by `tail`.
+  enum class Kind { kProgram, kScan, kWhile, kScanChunks };
   Kind kind = Kind::kProgram;
-  std::shared_ptr<const LoadedProgram> program;  // kProgram
+  std::shared_ptr<const LoadedProgram> program;  // kProgram, kScanChunks
+  std::shared_ptr<const LoadedProgram> tail;     // kScanChunks, when length % chunk > 0
+  int64_t chunk = 0;                             // kScanChunks
   std::vector<int32_t> inputs, outputs;          // slots
   std::shared_ptr<const StagedProgram> body, condition;
   int64_t length = 0;
@@ -67,25 +71,45 @@ struct Frame {
 // ordinary stage, fills `results` with its results' slots and returns
 // true; when it answers Unimplemented (the scan does not fit one kernel
 // there), returns false and leaves the plan as it was.
-absl::StatusOr<bool> StagedProgram::loadScanKernel(const tensor::Program& p, int32_t id,
-                                                   std::vector<int32_t>& slot_of, const StageLoader& load,
-                                                   StagedProgram& plan, std::vector<int32_t>& results) {
-  const Node& n = p.nodes[static_cast<size_t>(id)];
-  const tensor::Program& body = p.bodies[static_cast<size_t>(n.ints[0])];
-  if (hasLoops(body) || n.ints[3] < 1) return false;
+namespace {
+
+bool isTranscendental(OpCode op) {
+  switch (op) {
+    case OpCode::kSin: case OpCode::kCos: case OpCode::kExp: case OpCode::kLog: case OpCode::kTanh:
+    case OpCode::kSigmoid: case OpCode::kPow: case OpCode::kLog1p: case OpCode::kExpm1: case OpCode::kErf:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The scan node `n` of `p` alone in a program of its own, over `length`
+// steps: its inputs the scan's operands (xs with the loop's axis of extent
+// `length`), its outputs the scan's results (ys likewise).
+absl::StatusOr<tensor::Program> scanProgram(const tensor::Program& p, const Node& n, int64_t length,
+                                            std::string name) {
   tensor::Program program;
-  program.name = strCat(p.name, "_scan", plan.stages_.size());
+  program.name = std::move(name);
+  const size_t carries = static_cast<size_t>(n.ints[1]), xs = static_cast<size_t>(n.ints[2]);
   Node scan = n;
   scan.operands.clear();
-  for (int32_t o : n.operands) scan.operands.push_back(addInput(program, p.nodes[o]));
+  for (size_t k = 0; k < n.operands.size(); ++k) {
+    Node like = p.nodes[static_cast<size_t>(n.operands[k])];
+    if (k >= carries && k < carries + xs) {
+      for (tensor::Axis& a : like.axes) {
+        if (a.name == n.names[0]) a.extent = length;
+      }
+    }
+    scan.operands.push_back(addInput(program, like));
+  }
   scan.ints[0] = 0;
-  program.bodies.push_back(body);
+  scan.ints[3] = length;
+  program.bodies.push_back(p.bodies[static_cast<size_t>(n.ints[0])]);
   const int32_t at = static_cast<int32_t>(program.nodes.size());
-  program.nodes.push_back(std::move(scan));
-  const size_t count = body.outputs.size();
-  std::vector<tensor::Spec> specs;
-  for (size_t k = 0; k < count; ++k) {
-    ACCY_ASSIGN_OR_RETURN(tensor::Spec spec, tensor::loopResultSpec(p.nodes, n, static_cast<int64_t>(k), p.bodies));
+  program.nodes.push_back(scan);
+  for (size_t k = 0; k < program.bodies[0].outputs.size(); ++k) {
+    ACCY_ASSIGN_OR_RETURN(tensor::Spec spec,
+                          tensor::loopResultSpec(program.nodes, scan, static_cast<int64_t>(k), program.bodies));
     Node r;
     r.op = OpCode::kLoopResult;
     r.dtype = spec.dtype;
@@ -94,15 +118,72 @@ absl::StatusOr<bool> StagedProgram::loadScanKernel(const tensor::Program& p, int
     r.ints = {static_cast<int64_t>(k)};
     program.outputs.push_back(static_cast<int32_t>(program.nodes.size()));
     program.nodes.push_back(std::move(r));
-    specs.push_back(std::move(spec));
   }
+  return program;
+}
+
+}  // namespace
+
+int64_t stepWork(const tensor::Program& body) {
+  int64_t work = 0;
+  for (const Node& n : body.nodes) {
+    if (n.op == OpCode::kInput || n.op == OpCode::kConstant) continue;
+    int64_t elements = n.spec().elementCount();
+    for (int32_t o : n.operands) elements = std::max(elements, body.nodes[static_cast<size_t>(o)].spec().elementCount());
+    const int64_t weight = isTranscendental(n.op) ? 16 : 1;
+    // Saturates: a body this large runs step by step whatever the budget.
+    if (elements > (INT64_MAX - work) / weight) return INT64_MAX;
+    work += elements * weight;
+  }
+  return work;
+}
+
+absl::StatusOr<bool> StagedProgram::loadScanKernel(const tensor::Program& p, int32_t id,
+                                                   std::vector<int32_t>& slot_of, const StageLoader& load,
+                                                   StagedProgram& plan, std::vector<int32_t>& results,
+                                                   int64_t max_work) {
+  const Node& n = p.nodes[static_cast<size_t>(id)];
+  const tensor::Program& body = p.bodies[static_cast<size_t>(n.ints[0])];
+  const int64_t length = n.ints[3];
+  if (hasLoops(body) || length < 1) return false;
+  // Steps per launch: all of them, or as many as fit the work between two
+  // stop checks (none: a single step is more, so run step by step).
+  int64_t chunk = length;
+  if (max_work > 0) {
+    const int64_t step = std::max<int64_t>(1, stepWork(body));
+    if (step > max_work) return false;
+    chunk = std::min(length, max_work / step);
+  }
+  ACCY_ASSIGN_OR_RETURN(tensor::Program program,
+                        scanProgram(p, n, chunk, strCat(p.name, "_scan", plan.stages_.size())));
   auto loaded = load(program);
   if (absl::IsUnimplemented(loaded.status())) return false;
   if (!loaded.ok()) return loaded.status();
   Stage stage;
   stage.program = std::move(*loaded);
+  if (chunk < length) {
+    stage.kind = Stage::Kind::kScanChunks;
+    stage.chunk = chunk;
+    stage.length = length;
+    stage.carries = static_cast<size_t>(n.ints[1]);
+    stage.xs = static_cast<size_t>(n.ints[2]);
+    for (size_t j = 0; j < stage.xs; ++j) {
+      const std::vector<tensor::Axis>& axes = p.nodes[n.operands[stage.carries + j]].axes;
+      size_t at = 0;
+      while (axes[at].name != n.names[0]) ++at;
+      stage.xs_axis.push_back(at);
+    }
+    if (const int64_t rest = length % chunk; rest > 0) {
+      ACCY_ASSIGN_OR_RETURN(tensor::Program tail,
+                            scanProgram(p, n, rest, strCat(p.name, "_scan", plan.stages_.size(), "_tail")));
+      auto loaded_tail = load(tail);
+      if (!loaded_tail.ok()) return loaded_tail.status();
+      stage.tail = std::move(*loaded_tail);
+    }
+  }
   for (int32_t o : n.operands) stage.inputs.push_back(slot_of[o]);
-  for (tensor::Spec& spec : specs) {
+  for (size_t k = 0; k < body.outputs.size(); ++k) {
+    ACCY_ASSIGN_OR_RETURN(tensor::Spec spec, tensor::loopResultSpec(p.nodes, n, static_cast<int64_t>(k), p.bodies));
     plan.slots_.push_back(std::move(spec));
     results.push_back(static_cast<int32_t>(plan.slots_.size() - 1));
   }
@@ -216,7 +297,8 @@ absl::StatusOr<std::shared_ptr<const StagedProgram>> StagedProgram::build(const 
     ACCY_RETURN_IF_ERROR(flush());
     const bool scan = n.op == OpCode::kScan;
     if (scan && options.scans_in_kernel) {
-      ACCY_ASSIGN_OR_RETURN(bool loaded, loadScanKernel(p, id, slot_of, load, *plan, loop_slots[id]));
+      ACCY_ASSIGN_OR_RETURN(bool loaded,
+                            loadScanKernel(p, id, slot_of, load, *plan, loop_slots[id], options.scan_kernel_work));
       if (loaded) continue;
     }
     Stage stage;
@@ -270,6 +352,12 @@ int64_t StagedProgram::memoryBytes() const {
   }
   for (const Stage& s : stages_) {
     if (s.program) bytes += s.program->executable().artifact_plan.scratch_bytes;
+    if (s.tail) bytes += s.tail->executable().artifact_plan.scratch_bytes;
+    if (s.kind == Stage::Kind::kScanChunks) {  // the xs gathered one chunk at a time
+      for (size_t j = 0; j < s.xs; ++j) {
+        if (s.xs_axis[j] != 0) bytes += slots_[s.inputs[s.carries + j]].byteSize() / s.length * s.chunk;
+      }
+    }
     if (s.body) bytes += s.body->memoryBytes();
     if (s.condition) bytes += s.condition->memoryBytes();
     for (size_t i = 0; i < s.carries && s.kind != Stage::Kind::kProgram; ++i) bytes += slots_[s.outputs[i]].byteSize();
@@ -290,6 +378,10 @@ absl::StatusOr<std::string> StagedProgram::planJson(
                            ",\n \"stages\": [");
   for (size_t i = 0; i < stages_.size(); ++i) {
     const Stage& st = stages_[i];
+    if (st.kind == Stage::Kind::kScanChunks) {
+      return makeError(ErrorKind::kUnimplemented,
+                       "a plan whose scans run in chunks (StageOptions::scan_kernel_work) has no JSON form");
+    }
     strAppend(&out, i ? ",\n" : "\n", "{\"kind\": \"",
               st.kind == Stage::Kind::kProgram ? "program" : st.kind == Stage::Kind::kScan ? "scan" : "while",
               "\", \"inputs\": ", list(st.inputs), ", \"outputs\": ", list(st.outputs));
@@ -314,7 +406,7 @@ absl::StatusOr<std::string> StagedProgram::planJson(
 int64_t StagedProgram::loadedStages() const {
   int64_t count = 0;
   for (const Stage& s : stages_) {
-    count += s.program ? 1 : 0;
+    count += (s.program ? 1 : 0) + (s.tail ? 1 : 0);
     if (s.body) count += s.body->loadedStages();
     if (s.condition) count += s.condition->loadedStages();
   }
@@ -324,7 +416,7 @@ int64_t StagedProgram::loadedStages() const {
 int64_t StagedProgram::steppedLoops() const {
   int64_t count = 0;
   for (const Stage& s : stages_) {
-    count += s.kind == Stage::Kind::kProgram ? 0 : 1;
+    count += s.kind == Stage::Kind::kProgram || s.kind == Stage::Kind::kScanChunks ? 0 : 1;
     if (s.body) count += s.body->steppedLoops();
     if (s.condition) count += s.condition->steppedLoops();
   }
@@ -335,6 +427,7 @@ int64_t StagedProgram::codeBytes() const {
   int64_t bytes = 0;
   for (const Stage& s : stages_) {
     if (s.program) bytes += static_cast<int64_t>(s.program->executable().code.size());
+    if (s.tail) bytes += static_cast<int64_t>(s.tail->executable().code.size());
     if (s.body) bytes += s.body->codeBytes();
     if (s.condition) bytes += s.condition->codeBytes();
   }
@@ -456,6 +549,64 @@ const LoadedProgram* StagedProgram::directProgram() const {
   return st.program.get();
 }
 
+absl::Status StagedProgram::runScanChunks(const Stage& st, std::vector<std::span<std::byte>>& v) const {
+  const size_t nc = st.carries, nx = st.xs;
+  const int64_t length = st.length, chunk = st.chunk;
+  const int64_t chunks = (length + chunk - 1) / chunk;
+  std::vector<std::span<const std::byte>> ins(st.inputs.size());
+  std::vector<std::span<std::byte>> outs(st.outputs.size());
+  for (size_t k = nc + nx; k < st.inputs.size(); ++k) ins[k] = v[st.inputs[k]];  // captures
+  // The carries go between the result slots and a second buffer by turns,
+  // the last chunk writing the result.
+  std::vector<std::vector<std::byte>> spare(nc);
+  for (size_t i = 0; i < nc; ++i) spare[i].resize(v[st.outputs[i]].size());
+  // xs sliced along an axis that is not their first: each chunk's steps
+  // gathered into a buffer of their own.
+  std::vector<std::vector<std::byte>> gathered(nx);
+  std::vector<int64_t> outer(nx, 1), inner(nx, 1);
+  for (size_t j = 0; j < nx; ++j) {
+    const tensor::Spec& spec = slots_[st.inputs[nc + j]];
+    for (size_t d = 0; d < spec.axes.size(); ++d) {
+      if (d < st.xs_axis[j]) outer[j] *= spec.axes[d].extent;
+      if (d > st.xs_axis[j]) inner[j] *= spec.axes[d].extent;
+    }
+    inner[j] *= tensor::dtypeSize(spec.dtype);
+    if (st.xs_axis[j] != 0) gathered[j].resize(static_cast<size_t>(outer[j] * chunk * inner[j]));
+  }
+  for (int64_t c = 0; c < chunks; ++c) {
+    ACCY_RETURN_IF_ERROR(checkStop());
+    const int64_t first = c * chunk, steps = std::min(chunk, length - first);
+    const bool to_result = (chunks - 1 - c) % 2 == 0;
+    for (size_t i = 0; i < nc; ++i) {
+      const std::span<std::byte> result = v[st.outputs[i]];
+      const std::span<std::byte> written = to_result ? result : std::span<std::byte>(spare[i]);
+      ins[i] = c == 0 ? std::span<const std::byte>(v[st.inputs[i]])
+                      : std::span<const std::byte>(to_result ? std::span<std::byte>(spare[i]) : result);
+      outs[i] = written;
+    }
+    for (size_t j = 0; j < nx; ++j) {
+      const std::span<std::byte> xs = v[st.inputs[nc + j]];
+      const size_t bytes = static_cast<size_t>(steps * inner[j]);
+      if (st.xs_axis[j] == 0) {
+        ins[nc + j] = std::span<const std::byte>(xs.data() + first * inner[j], bytes);
+      } else {
+        for (int64_t o = 0; o < outer[j]; ++o) {
+          std::memcpy(gathered[j].data() + o * bytes, xs.data() + (o * length + first) * inner[j], bytes);
+        }
+        ins[nc + j] = std::span<const std::byte>(gathered[j].data(), static_cast<size_t>(outer[j]) * bytes);
+      }
+    }
+    for (size_t y = nc; y < st.outputs.size(); ++y) {  // ys: the loop's axis first, a chunk's rows together
+      const std::span<std::byte> ys = v[st.outputs[y]];
+      const size_t row = ys.size() / static_cast<size_t>(length);
+      outs[y] = std::span<std::byte>(ys.data() + first * row, static_cast<size_t>(steps) * row);
+    }
+    const LoadedProgram& program = steps == chunk ? *st.program : *st.tail;
+    ACCY_RETURN_IF_ERROR(program.launchTrusted(ins, outs));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status StagedProgram::run(std::vector<std::span<std::byte>>& v) const {
   auto views = [&](const std::vector<int32_t>& slots, size_t from, size_t to) {
     std::vector<std::span<std::byte>> out;
@@ -470,6 +621,10 @@ absl::Status StagedProgram::run(std::vector<std::span<std::byte>>& v) const {
       for (int32_t s : st.inputs) ins.push_back(v[s]);
       for (int32_t s : st.outputs) outs.push_back(v[s]);
       ACCY_RETURN_IF_ERROR(st.program->launchTrusted(ins, outs));
+      continue;
+    }
+    if (st.kind == Stage::Kind::kScanChunks) {
+      ACCY_RETURN_IF_ERROR(runScanChunks(st, v));
       continue;
     }
     const size_t nc = st.carries;

@@ -45,7 +45,22 @@ struct StageOptions {
   // as an ordinary stage; a loader that answers Unimplemented leaves the
   // scan to run step by step.
   bool scans_in_kernel = false;
+  // With scans_in_kernel: when > 0, no kernel runs more than about this
+  // much of a scan's work (estimated: elements each body node makes or
+  // reads, transcendental functions counted 16 times) without the plan
+  // asking its stop check. A scan whose whole loop is more runs as chunks of
+  // consecutive steps, each chunk one launch of the scan's kernel over that
+  // many steps, the stop check asked between chunks; one whose single step
+  // is more runs step by step (its body's kernels ask the check between
+  // their pieces). accyd sets it, so a call's deadline stops a scan of any
+  // length within milliseconds; 0 runs every scan the loader takes as one
+  // kernel.
+  int64_t scan_kernel_work = 0;
 };
+
+// The work one step of a loop body does, as StageOptions::scan_kernel_work
+// counts it.
+int64_t stepWork(const tensor::Program& body);
 
 class StagedProgram final : public LoadedProgram {
  public:
@@ -95,6 +110,8 @@ class StagedProgram final : public LoadedProgram {
  private:
   // Runs every stage on `slots` (views of the slot buffers).
   absl::Status run(std::vector<std::span<std::byte>>& slots) const;
+  // Runs a scan stage of kind kScanChunks.
+  absl::Status runScanChunks(const Stage& stage, std::vector<std::span<std::byte>>& slots) const;
   // The one loop-free program this plan is, when it reads the plan's
   // inputs and writes its outputs in order (each output a slot of its own,
   // none an input); else null.
@@ -102,7 +119,7 @@ class StagedProgram final : public LoadedProgram {
 
   static absl::StatusOr<bool> loadScanKernel(const tensor::Program& p, int32_t id, std::vector<int32_t>& slot_of,
                                              const StageLoader& load, StagedProgram& plan,
-                                             std::vector<int32_t>& results);
+                                             std::vector<int32_t>& results, int64_t max_work);
 
   std::vector<tensor::Spec> slots_;
   std::vector<int32_t> inputs_, outputs_;  // slots of the program's inputs and outputs

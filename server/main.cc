@@ -88,7 +88,10 @@ int main(int argc, char** argv) {
       {"max-region-bytes-per-identity", "68719476736"}, {"max-compile-ms", "60000"},
       {"gpu-launch-timeout-ms", "600000"}, {"channel-spin-us", "50"},
       {"region-token-seconds", "60"}, {"max-concurrent-compiles", std::to_string(accy::server::defaultConcurrentCompiles())},
-      {"compile-queue-ms", "10000"}, {"max-compile-nodes", "65536"}};
+      {"compile-queue-ms", "10000"}, {"max-compile-nodes", "65536"},
+      {"max-launches-per-identity", std::to_string(accy::server::defaultLaunchesPerIdentity())},
+      {"max-compiles-per-identity", std::to_string(accy::server::defaultLaunchesPerIdentity())},
+      {"max-waiting-calls-per-identity", "64"}, {"max-call-ms", "600000"}};
   std::vector<std::string> listens;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -107,7 +110,8 @@ int main(int argc, char** argv) {
                   " [--max-message-bytes=N] [--max-scratch-bytes=N] [--check-numerics=0|1]\n"
                   "             [--socket-mode=0600|0660] [--devices=cpu[,vulkan][,cuda]] [--channel-spin-us=N]\n"
                   "             [--region-token-seconds=N] [--max-concurrent-compiles=N] [--compile-queue-ms=N]\n"
-                  "             [--max-compile-nodes=N]   (--listen may repeat)\n"
+                  "             [--max-compile-nodes=N] [--max-launches-per-identity=N] [--max-compiles-per-identity=N]\n"
+                  "             [--max-waiting-calls-per-identity=N] [--max-call-ms=N]   (--listen may repeat)\n"
                   "devices: cpu (target x86_64), vulkan (spirv), cuda (ptx; needs the NVIDIA driver's libcuda.so.1\n"
                   "and a GPU); a device that is not available here is refused at start with the reason\n");
       return 0;
@@ -156,6 +160,10 @@ int main(int argc, char** argv) {
       {"max-region-bytes-per-session", 1, INT64_MAX},
       {"max-message-bytes", 1024, INT32_MAX},  // gRPC's message size is an int
       {"max-scratch-bytes", 0, INT64_MAX},
+      {"max-launches-per-identity", 1, 1 << 20},
+      {"max-compiles-per-identity", 1, 4096},
+      {"max-waiting-calls-per-identity", 0, 1 << 20},
+      {"max-call-ms", 0, 86400000},
   };
   std::map<std::string, int64_t> numbers;
   for (const NumberFlag& f : number_flags) {
@@ -253,6 +261,12 @@ int main(int argc, char** argv) {
   limits.max_scratch_bytes = number("max-scratch-bytes");
   limits.check_numerics = flags["check-numerics"] == "1";
   limits.channel_spin_us = number("channel-spin-us");
+  limits.max_launches_per_identity = number("max-launches-per-identity");
+  limits.max_compiles_per_identity = number("max-compiles-per-identity");
+  limits.max_waiting_calls_per_identity = number("max-waiting-calls-per-identity");
+  limits.max_call_ms = number("max-call-ms");
+  limits.max_compile_ms = number("max-compile-ms");
+  limits.compile_queue_ms = number("compile-queue-ms");
   accy::server::AccydService service(cache, regions, limits, std::move(*devices));
   // --access-log=PATH (appended to) or - (standard error): one JSON line per call.
   std::FILE* access_log = nullptr;

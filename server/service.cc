@@ -21,7 +21,9 @@
 #include "absl/time/time.h"
 #include "backends/registry.h"
 #include "accy/version.h"
+#include "base/cpus.h"
 #include "base/errors.h"
+#include "base/status_macros.h"
 #include "base/stop.h"
 #include "base/strings.h"
 #include "compiler/codegen/arithmetic_mode.h"
@@ -36,7 +38,14 @@ namespace pb = accy::v1;
 using Clock = std::chrono::steady_clock;
 
 struct AccydService::ClientSession {
-  std::mutex mu;  // one call at a time per session
+  std::timed_mutex mu;  // one call at a time per session (lockSession)
+  // Set once the session has left the table (closed, or its lease lapsed):
+  // its launch in progress stops, calls waiting for it leave.
+  std::atomic<bool> closed{false};
+  // Guards `channel` and `channel_region` besides `mu` (they change under
+  // both), so that closing the session or unregistering the channel's
+  // region can stop the channel without waiting for the call that holds mu.
+  std::mutex channel_mu;
   std::unique_ptr<session::Session> table;
   std::map<uint64_t, std::shared_ptr<Mapping>> regions;
   uint64_t next_region = 1;
@@ -46,7 +55,8 @@ struct AccydService::ClientSession {
   std::map<uint32_t, std::string> device_of;  // program slot -> the device it was compiled for
   std::string owner;  // the identity that opened it (identityOf)
   std::string id;
-  // The invoke channel, if one is open, and its region (under mu).
+  // The invoke channel, if one is open, and its region (under mu or
+  // channel_mu to read, both to change).
   std::unique_ptr<Channel> channel;
   uint64_t channel_region = 0;
   // What it holds, for the per-identity quotas: programs compiled and not
@@ -70,9 +80,25 @@ struct AccydService::ClientSession {
 class CallEnded {
  public:
   CallEnded(grpc::ServerContext* ctx, ErrorKind kind, std::string_view what) : ctx_(ctx), kind_(kind), what_(what) {}
+  // Also stops when `closed` turns true (the call's session was closed or
+  // its lease lapsed).
+  CallEnded& whenClosed(const std::atomic<bool>* closed) {
+    closed_ = closed;
+    return *this;
+  }
+  // Also stops `limit_ms` after now (0: no limit), saying `why`.
+  CallEnded& within(int64_t limit_ms, std::string why) {
+    if (limit_ms > 0) limit_ = std::chrono::system_clock::now() + std::chrono::milliseconds(limit_ms);
+    why_ = std::move(why);
+    return *this;
+  }
   absl::Status operator()() const {
     const auto now = std::chrono::system_clock::now();
     if (now > ctx_->deadline()) return makeError(kind_, strCat("accyd: the call's deadline passed; the ", what_, " stopped"));
+    if (closed_ != nullptr && closed_->load(std::memory_order_relaxed)) {
+      return makeError(kind_, strCat("accyd: the session was closed (or its lease lapsed); the ", what_, " stopped"));
+    }
+    if (now > limit_) return makeError(kind_, strCat("accyd: ", why_, "; the ", what_, " stopped"));
     const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
     int64_t due = next_ns_.load(std::memory_order_relaxed);
     if (ns < due || !next_ns_.compare_exchange_strong(due, ns + 1000000)) return absl::OkStatus();
@@ -84,6 +110,9 @@ class CallEnded {
   grpc::ServerContext* ctx_;
   ErrorKind kind_;
   std::string_view what_;
+  const std::atomic<bool>* closed_ = nullptr;
+  std::chrono::system_clock::time_point limit_ = std::chrono::system_clock::time_point::max();
+  std::string why_;
   mutable std::atomic<int64_t> next_ns_{0};
 };
 
@@ -210,6 +239,119 @@ class AccydService::CallLog {
   session::Status status_ = session::Status::ok;
 };
 
+// A session's invoke channel: its worker polls the mailbox, serves each
+// request as Invoke would, and writes the reply back.
+class AccydService::Channel {
+ public:
+  Channel(AccydService* service, ClientSession* session, uint64_t region, std::shared_ptr<Mapping> mapping)
+      : service_(service), session_(session), region_(region), mapping_(std::move(mapping)) {
+    // Read before OpenChannel answers: the client's first request may come
+    // before the worker runs.
+    const uint32_t seen = channel::load(box().request_seq);
+    thread_ = std::thread([this, seen] { run(seen); });
+  }
+  ~Channel() { drain(Clock::now()); }
+  // Serves no new request and stops the launch in progress at its next
+  // check, without waiting for it (the session closed, its region went).
+  void stop() {
+    draining_ = true;
+    stopping_ = true;
+    channel::futexWake(box().request_seq);
+  }
+  // Serves no new request; lets the one in flight finish until `deadline`,
+  // then stops its launch (between pieces) and the worker.
+  void drain(Clock::time_point deadline) {
+    if (!thread_.joinable()) return;
+    draining_ = true;
+    // The worker may be about to sleep: wake it until it has gone.
+    for (bool stopped = false; !exited_.load();) {
+      if (!stopped && Clock::now() >= deadline) stopping_ = stopped = true;
+      channel::futexWake(box().request_seq);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    thread_.join();
+  }
+  uint64_t region() const { return region_; }
+
+ private:
+  channel::Mailbox& box() { return *reinterpret_cast<channel::Mailbox*>(mapping_->data()); }
+
+  void run(uint32_t seen) {
+    channel::Mailbox& m = box();
+    const auto spin = std::chrono::microseconds(service_->limits_.channel_spin_us);
+    while (!draining_.load()) {
+      if (!channel::waitForChange(m.request_seq, seen, m.daemon_waiting, spin, std::chrono::milliseconds(100))) {
+        continue;
+      }
+      if (draining_.load()) break;
+      seen = channel::load(m.request_seq);
+      // A private copy: the client cannot change the request under the checks.
+      channel::Request request;
+      std::memcpy(&request, &m.request, sizeof request);
+      channel::Reply reply{};
+      serve(request, &reply);
+      std::memcpy(&m.reply, &reply, offsetof(channel::Reply, message) + reply.message_bytes);
+      channel::publish(m.reply_seq, seen, m.client_waiting);
+    }
+    exited_ = true;
+  }
+
+  void serve(const channel::Request& request, channel::Reply* reply) {
+    ClientSession& s = *session_;
+    CallLog call(service_, "ChannelInvoke", s.id);
+    absl::Status st;
+    if (request.inputs > channel::kMaxBuffers || request.outputs > channel::kMaxBuffers - request.inputs) {
+      st = makeError(ErrorKind::kInvalidBuffer, strCat("accyd: a channel request names ", request.inputs, " inputs and ",
+                                                       request.outputs, " outputs; at most ", channel::kMaxBuffers,
+                                                       " in all"));
+    } else {
+      s.deadline = (Clock::now() + std::chrono::seconds(service_->limits_.lease_seconds)).time_since_epoch().count();
+      // A channel invoke has no deadline of its own: it stops when the
+      // channel closes (the session closed, its lease lapsed, the region
+      // was unregistered, the daemon drains) or past --max-call-ms.
+      const int64_t max_ms = service_->limits_.max_call_ms;
+      const auto limit = max_ms > 0 ? Clock::now() + std::chrono::milliseconds(max_ms) : Clock::time_point::max();
+      const StopCheck closing = [this, limit, max_ms]() -> absl::Status {
+        if (stopping_.load()) {
+          return makeError(ErrorKind::kLaunchFailed, "accyd: the session or its channel closed; the launch stopped");
+        }
+        if (Clock::now() > limit) {
+          return makeError(ErrorKind::kLaunchFailed, strCat("accyd: the call ran past the daemon's limit of ", max_ms,
+                                                            " ms for one call (--max-call-ms); the launch stopped"));
+        }
+        return absl::OkStatus();
+      };
+      std::unique_lock<std::timed_mutex> lock;
+      st = service_->lockSession(s, closing, &lock);
+      if (st.ok()) {
+        std::vector<BufferRef> refs(request.inputs + request.outputs);
+        for (size_t i = 0; i < refs.size(); ++i) {
+          refs[i] = BufferRef{true, request.refs[i].region, request.refs[i].offset, request.refs[i].size, {}};
+        }
+        ScopedStopCheck scoped_stop(&closing);
+        uint64_t run_micros = 0;
+        const std::span<const BufferRef> all(refs);
+        st = service_->invokeLocked(s, session::Handle{request.index, request.generation}, all.first(request.inputs),
+                                    all.subspan(request.inputs), nullptr, call, &run_micros);
+        reply->run_micros = run_micros;
+      }
+    }
+    const session::Status status = session::statusOf(st);
+    call.setStatus(status);
+    reply->status = static_cast<uint32_t>(status);
+    const absl::string_view message = st.message();
+    reply->message_bytes = static_cast<uint32_t>(std::min<size_t>(message.size(), channel::kMaxMessage));
+    std::memcpy(reply->message, message.data(), reply->message_bytes);
+  }
+
+  AccydService* service_;
+  ClientSession* session_;  // owns this channel, so outlives it
+  uint64_t region_;
+  std::shared_ptr<Mapping> mapping_;
+  std::atomic<bool> draining_{false}, stopping_{false}, exited_{false};
+  std::thread thread_;
+};
+
 std::string AccydService::deviceFor(const std::string& target) const {
   for (const auto& d : devices_) {
     for (const std::string& t : d->info().targets) {
@@ -251,6 +393,7 @@ void AccydService::reapLoop() {
         }
       }
     }
+    for (const auto& s : expired) markClosed(*s);
     lock.unlock();
     const bool freed = !expired.empty();
     expired.clear();
@@ -332,6 +475,124 @@ std::shared_ptr<AccydService::ClientSession> AccydService::find(const grpc::Serv
   return it->second;
 }
 
+int64_t defaultLaunchesPerIdentity() { return std::max<int64_t>(1, usableCpus() / 2); }
+
+void AccydService::markClosed(ClientSession& s) {
+  s.closed.store(true);
+  std::lock_guard<std::mutex> g(s.channel_mu);
+  if (s.channel != nullptr) s.channel->stop();
+}
+
+absl::Status AccydService::startWaiting(const std::string& owner) {
+  std::lock_guard<std::mutex> g(load_mu_);
+  IdentityLoad& load = load_[owner];
+  if (load.waiting >= limits_.max_waiting_calls_per_identity) {
+    return makeError(ErrorKind::kTooManyPrograms,
+                     strCat("accyd: ", owner.empty() ? "this caller" : owner, " has ", load.waiting,
+                            " calls waiting (for a busy session or a launch or compile slot), the limit per identity "
+                            "is ",
+                            limits_.max_waiting_calls_per_identity, " (--max-waiting-calls-per-identity)"));
+  }
+  ++load.waiting;
+  return absl::OkStatus();
+}
+
+void AccydService::stopWaiting(const std::string& owner) {
+  std::lock_guard<std::mutex> g(load_mu_);
+  IdentityLoad& load = load_[owner];
+  --load.waiting;
+  if (load.waiting == 0 && load.launches == 0 && load.compiles == 0) load_.erase(owner);
+}
+
+absl::Status AccydService::lockSession(ClientSession& s, const StopCheck& ended,
+                                       std::unique_lock<std::timed_mutex>* lock) {
+  *lock = std::unique_lock<std::timed_mutex>(s.mu, std::try_to_lock);
+  if (!lock->owns_lock()) {
+    // Another call of the session runs (a launch may run for long): wait,
+    // counted, asking every few milliseconds whether this call still may.
+    ACCY_RETURN_IF_ERROR(startWaiting(s.owner));
+    absl::Status st;
+    while (!lock->try_lock_for(std::chrono::milliseconds(2))) {
+      if (s.closed.load()) break;
+      st = ended();
+      if (!st.ok()) break;
+    }
+    stopWaiting(s.owner);
+    ACCY_RETURN_IF_ERROR(st);
+  }
+  if (s.closed.load()) {
+    if (lock->owns_lock()) lock->unlock();
+    return makeError(ErrorKind::kInvalidHandle, "accyd: the session was closed (or its lease lapsed) while the call "
+                                                "waited for it");
+  }
+  return absl::OkStatus();
+}
+
+int64_t AccydService::slotLimit(SlotKind kind) const {
+  const int64_t asked = kind == SlotKind::kLaunch ? limits_.max_launches_per_identity : limits_.max_compiles_per_identity;
+  return asked > 0 ? asked : defaultLaunchesPerIdentity();
+}
+
+absl::Status AccydService::takeSlot(const std::string& owner, SlotKind kind, const StopCheck& ended) {
+  const int64_t limit = slotLimit(kind);
+  auto held = [kind](IdentityLoad& load) -> int64_t& {
+    return kind == SlotKind::kLaunch ? load.launches : load.compiles;
+  };
+  // A compile waits at most --compile-queue-ms for one of its identity's
+  // slots, as for one of the cache's; a launch as long as its call may.
+  const auto give_up = kind == SlotKind::kCompile
+                           ? Clock::now() + std::chrono::milliseconds(limits_.compile_queue_ms)
+                           : Clock::time_point::max();
+  std::unique_lock<std::mutex> g(load_mu_);
+  if (held(load_[owner]) >= limit) {
+    IdentityLoad& load = load_[owner];
+    if (load.waiting >= limits_.max_waiting_calls_per_identity) {
+      return makeError(ErrorKind::kTooManyPrograms,
+                       strCat("accyd: ", owner.empty() ? "this caller" : owner, " has ", load.waiting,
+                              " calls waiting (for a busy session or a launch or compile slot), the limit per "
+                              "identity is ",
+                              limits_.max_waiting_calls_per_identity, " (--max-waiting-calls-per-identity)"));
+    }
+    ++load.waiting;
+    absl::Status st;
+    // Woken when one of the identity's own slots is given back; asks every
+    // few milliseconds whether the call still wants one.
+    while (held(load_[owner]) >= limit) {
+      load_cv_.wait_for(g, std::chrono::milliseconds(2));
+      if (held(load_[owner]) < limit) break;
+      g.unlock();
+      st = ended();
+      if (st.ok() && Clock::now() >= give_up) {
+        st = makeError(ErrorKind::kTooManyPrograms,
+                       strCat("accyd: ", owner.empty() ? "this caller" : owner, " runs ", limit,
+                              " compiles (--max-compiles-per-identity=", limit, "); this one waited ",
+                              limits_.compile_queue_ms, " ms for one of them to end (--compile-queue-ms); try again "
+                              "later"));
+      }
+      g.lock();
+      if (!st.ok()) break;
+    }
+    --load_[owner].waiting;
+    if (!st.ok()) {
+      IdentityLoad& after = load_[owner];
+      if (after.waiting == 0 && after.launches == 0 && after.compiles == 0) load_.erase(owner);
+      return st;
+    }
+  }
+  ++held(load_[owner]);
+  return absl::OkStatus();
+}
+
+void AccydService::giveSlot(const std::string& owner, SlotKind kind) {
+  {
+    std::lock_guard<std::mutex> g(load_mu_);
+    IdentityLoad& load = load_[owner];
+    --(kind == SlotKind::kLaunch ? load.launches : load.compiles);
+    if (load.waiting == 0 && load.launches == 0 && load.compiles == 0) load_.erase(owner);
+  }
+  load_cv_.notify_all();
+}
+
 grpc::Status AccydService::Negotiate(grpc::ServerContext* ctx, const pb::NegotiateRequest* req,
                                      pb::NegotiateReply* reply) {
   CallLog call(this, "Negotiate", std::string());
@@ -404,7 +665,10 @@ grpc::Status AccydService::OpenSession(grpc::ServerContext* ctx, const pb::OpenS
                 all_hit = all_hit && !stage_level.empty();
                 return one;
               },
-              backends::StageOptions{.scans_in_kernel = t == "x86_64"});
+              // A scan's kernel runs at most about 2^22 units of work (a
+              // few milliseconds) between two asks of the call's stop
+              // check, so a deadline stops any scan in time.
+              backends::StageOptions{.scans_in_kernel = t == "x86_64", .scan_kernel_work = int64_t{1} << 22});
           if (!staged.ok()) return staged.status();
           info->cache_hit = all_hit;
           info->cache_level = all_hit ? "stages" : "";
@@ -479,6 +743,7 @@ grpc::Status AccydService::CloseSession(grpc::ServerContext* ctx, const pb::Clos
     closed = std::move(it->second);
     sessions_.erase(it);
   }
+  markClosed(*closed);  // what it runs stops; calls waiting on it leave
   return finish(ctx, reply, absl::OkStatus());
 }
 
@@ -487,7 +752,11 @@ grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRe
   if (req->program().size() >= kTrimAfterBytes) trim_wanted_.store(true);
   auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
-  std::lock_guard<std::mutex> lock(s->mu);
+  const CallEnded waited(ctx, ErrorKind::kCompileFailed, "wait for the session");
+  std::unique_lock<std::timed_mutex> lock;
+  if (absl::Status st = lockSession(*s, [&waited] { return waited(); }, &lock); !st.ok()) {
+    return finish(ctx, reply, st);
+  }
   // The target's registry entry (compiler/codegen/targets.h) decides what
   // is a target and which modes it compiles; the session changes only once
   // the request is valid.
@@ -528,11 +797,22 @@ grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRe
   // its deadline passes; the cache adds its time limit and the limit of
   // compiles at once, and lets other sessions waiting for the same
   // program compile it themselves.
-  const CallEnded ended(ctx, ErrorKind::kCompileFailed, "compile");
+  // --max-compile-ms bounds the whole program here (a program with loops
+  // compiles a module per stage; the cache bounds each module too).
+  CallEnded ended(ctx, ErrorKind::kCompileFailed, "compile");
+  ended.whenClosed(&s->closed).within(limits_.max_compile_ms,
+                                      strCat("the program's compile, all its stages together, took longer than ",
+                                             limits_.max_compile_ms, " ms (--max-compile-ms)"));
   const StopCheck call_ended = [&ended]() { return ended(); };
   ScopedStopCheck scoped_stop(&call_ended);
   session::CompileInfo info;
-  auto handle = s->table->compile(req->program(), &info);
+  absl::StatusOr<session::Handle> handle;
+  if (absl::Status slot = takeSlot(s->owner, SlotKind::kCompile, call_ended); !slot.ok()) {
+    handle = slot;
+  } else {
+    handle = s->table->compile(req->program(), &info);
+    giveSlot(s->owner, SlotKind::kCompile);
+  }
   reply->set_compile_micros(
       std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
   if (!handle.ok()) {
@@ -554,7 +834,11 @@ grpc::Status AccydService::Release(grpc::ServerContext* ctx, const pb::ReleaseRe
   CallLog call(this, "Release", req->session_id());
   auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
-  std::lock_guard<std::mutex> lock(s->mu);
+  const CallEnded waited(ctx, ErrorKind::kTooManyPrograms, "wait for the session");
+  std::unique_lock<std::timed_mutex> lock;
+  if (absl::Status st = lockSession(*s, [&waited] { return waited(); }, &lock); !st.ok()) {
+    return finish(ctx, reply, st);
+  }
   const absl::Status st = s->table->release(session::Handle{req->handle().index(), req->handle().generation()});
   if (st.ok()) {
     std::lock_guard<std::mutex> g(mu_);
@@ -568,7 +852,11 @@ grpc::Status AccydService::RegisterRegion(grpc::ServerContext* ctx, const pb::Re
   CallLog call(this, "RegisterRegion", req->session_id());
   auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
-  std::lock_guard<std::mutex> lock(s->mu);
+  const CallEnded waited(ctx, ErrorKind::kTooManyPrograms, "wait for the session");
+  std::unique_lock<std::timed_mutex> lock;
+  if (absl::Status st = lockSession(*s, [&waited] { return waited(); }, &lock); !st.ok()) {
+    return finish(ctx, reply, st);
+  }
   if (static_cast<int64_t>(s->regions.size()) >= limits_.max_regions_per_session) {
     return finish(ctx, reply,
                   makeError(ErrorKind::kTooManyPrograms,
@@ -622,7 +910,17 @@ grpc::Status AccydService::UnregisterRegion(grpc::ServerContext* ctx, const pb::
   CallLog call(this, "UnregisterRegion", req->session_id());
   auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
-  std::unique_lock<std::mutex> lock(s->mu);
+  // Unregistering the channel's region closes the channel at once: its
+  // launch in progress stops at its next check instead of being waited for.
+  {
+    std::lock_guard<std::mutex> g(s->channel_mu);
+    if (s->channel != nullptr && s->channel_region == req->region()) s->channel->stop();
+  }
+  const CallEnded waited(ctx, ErrorKind::kTooManyPrograms, "wait for the session");
+  std::unique_lock<std::timed_mutex> lock;
+  if (absl::Status st = lockSession(*s, [&waited] { return waited(); }, &lock); !st.ok()) {
+    return finish(ctx, reply, st);
+  }
   auto it = s->regions.find(req->region());
   if (it == s->regions.end()) {
     return finish(ctx, reply, makeError(ErrorKind::kInvalidBuffer, strCat("accyd: no region ", req->region())));
@@ -637,6 +935,7 @@ grpc::Status AccydService::UnregisterRegion(grpc::ServerContext* ctx, const pb::
   // stops after the session's lock is let go (it may be waiting for it).
   std::unique_ptr<Channel> closed;
   if (s->channel != nullptr && s->channel_region == req->region()) {
+    std::lock_guard<std::mutex> g(s->channel_mu);
     closed = std::move(s->channel);
     s->channel_region = 0;
   }
@@ -650,7 +949,11 @@ grpc::Status AccydService::ListRegions(grpc::ServerContext* ctx, const pb::ListR
   CallLog call(this, "ListRegions", req->session_id());
   auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
-  std::lock_guard<std::mutex> lock(s->mu);
+  const CallEnded waited(ctx, ErrorKind::kTooManyPrograms, "wait for the session");
+  std::unique_lock<std::timed_mutex> lock;
+  if (absl::Status st = lockSession(*s, [&waited] { return waited(); }, &lock); !st.ok()) {
+    return finish(ctx, reply, st);
+  }
   for (const auto& [id, m] : s->regions) {
     pb::RegionInfo* r = reply->add_regions();
     r->set_region(id);
@@ -751,6 +1054,14 @@ absl::Status AccydService::invokeLocked(ClientSession& s, session::Handle handle
                             " bytes, more than a reply may carry (--max-message-bytes=", limits_.max_message_bytes,
                             "); place them in shared-memory regions"));
   }
+  // One of the identity's launch slots (fair shares), waited for while
+  // the call may (the stop check its caller installed).
+  ACCY_RETURN_IF_ERROR(takeSlot(s.owner, SlotKind::kLaunch, [] { return checkStop(); }));
+  struct GiveSlot {
+    AccydService* service;
+    const std::string& owner;
+    ~GiveSlot() { service->giveSlot(owner, SlotKind::kLaunch); }
+  } give_slot{this, s.owner};
   // The daemon-wide budgets: refused with the figures, before allocating.
   auto scratch = s.table->scratchBytes(handle);
   if (!scratch.ok()) return scratch.status();
@@ -804,7 +1115,17 @@ grpc::Status AccydService::Invoke(grpc::ServerContext* ctx, const pb::InvokeRequ
   if (req->inputs_size() + req->outputs_size() > 0 && req->ByteSizeLong() >= kTrimAfterBytes) trim_wanted_.store(true);
   auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
-  std::lock_guard<std::mutex> lock(s->mu);
+  // A launch stops between its pieces once the call is cancelled (the
+  // client went away, the daemon drains), its deadline has passed, its
+  // session was closed, or it ran past --max-call-ms; waiting for the
+  // session ends the same way.
+  CallEnded ended(ctx, ErrorKind::kLaunchFailed, "launch");
+  ended.whenClosed(&s->closed).within(limits_.max_call_ms,
+                                      strCat("the call ran past the daemon's limit of ", limits_.max_call_ms,
+                                             " ms for one call (--max-call-ms)"));
+  const StopCheck call_ended = [&ended]() { return ended(); };  // one pointer: no allocation per invoke
+  std::unique_lock<std::timed_mutex> lock;
+  if (absl::Status st = lockSession(*s, call_ended, &lock); !st.ok()) return finish(ctx, reply, st);
   auto refOf = [](const pb::Buffer& b) {
     BufferRef r;
     if (b.has_region()) {
@@ -821,10 +1142,6 @@ grpc::Status AccydService::Invoke(grpc::ServerContext* ctx, const pb::InvokeRequ
   std::vector<BufferRef> inputs, outputs;
   for (const pb::Buffer& b : req->inputs()) inputs.push_back(refOf(b));
   for (const pb::Buffer& b : req->outputs()) outputs.push_back(refOf(b));
-  // A launch stops between its pieces once the call is cancelled (the
-  // client went away, the daemon drains) or its deadline has passed.
-  const CallEnded ended(ctx, ErrorKind::kLaunchFailed, "launch");
-  const StopCheck call_ended = [&ended]() { return ended(); };  // one pointer: no allocation per invoke
   ScopedStopCheck scoped_stop(&call_ended);
   std::vector<std::string> inline_outputs;
   uint64_t run_micros = 0;
@@ -837,98 +1154,6 @@ grpc::Status AccydService::Invoke(grpc::ServerContext* ctx, const pb::InvokeRequ
   }
   return finish(ctx, reply, absl::OkStatus());
 }
-
-// A session's invoke channel: its worker polls the mailbox, serves each
-// request as Invoke would, and writes the reply back.
-class AccydService::Channel {
- public:
-  Channel(AccydService* service, ClientSession* session, uint64_t region, std::shared_ptr<Mapping> mapping)
-      : service_(service), session_(session), region_(region), mapping_(std::move(mapping)) {
-    // Read before OpenChannel answers: the client's first request may come
-    // before the worker runs.
-    const uint32_t seen = channel::load(box().request_seq);
-    thread_ = std::thread([this, seen] { run(seen); });
-  }
-  ~Channel() { drain(Clock::now()); }
-  // Serves no new request; lets the one in flight finish until `deadline`,
-  // then stops its launch (between pieces) and the worker.
-  void drain(Clock::time_point deadline) {
-    if (!thread_.joinable()) return;
-    draining_ = true;
-    // The worker may be about to sleep: wake it until it has gone.
-    for (bool stopped = false; !exited_.load();) {
-      if (!stopped && Clock::now() >= deadline) stopping_ = stopped = true;
-      channel::futexWake(box().request_seq);
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-    thread_.join();
-  }
-  uint64_t region() const { return region_; }
-
- private:
-  channel::Mailbox& box() { return *reinterpret_cast<channel::Mailbox*>(mapping_->data()); }
-
-  void run(uint32_t seen) {
-    channel::Mailbox& m = box();
-    const auto spin = std::chrono::microseconds(service_->limits_.channel_spin_us);
-    while (!draining_.load()) {
-      if (!channel::waitForChange(m.request_seq, seen, m.daemon_waiting, spin, std::chrono::milliseconds(100))) {
-        continue;
-      }
-      if (draining_.load()) break;
-      seen = channel::load(m.request_seq);
-      // A private copy: the client cannot change the request under the checks.
-      channel::Request request;
-      std::memcpy(&request, &m.request, sizeof request);
-      channel::Reply reply{};
-      serve(request, &reply);
-      std::memcpy(&m.reply, &reply, offsetof(channel::Reply, message) + reply.message_bytes);
-      channel::publish(m.reply_seq, seen, m.client_waiting);
-    }
-    exited_ = true;
-  }
-
-  void serve(const channel::Request& request, channel::Reply* reply) {
-    ClientSession& s = *session_;
-    CallLog call(service_, "ChannelInvoke", s.id);
-    absl::Status st;
-    if (request.inputs > channel::kMaxBuffers || request.outputs > channel::kMaxBuffers - request.inputs) {
-      st = makeError(ErrorKind::kInvalidBuffer, strCat("accyd: a channel request names ", request.inputs, " inputs and ",
-                                                       request.outputs, " outputs; at most ", channel::kMaxBuffers,
-                                                       " in all"));
-    } else {
-      s.deadline = (Clock::now() + std::chrono::seconds(service_->limits_.lease_seconds)).time_since_epoch().count();
-      std::lock_guard<std::mutex> lock(s.mu);
-      std::vector<BufferRef> refs(request.inputs + request.outputs);
-      for (size_t i = 0; i < refs.size(); ++i) {
-        refs[i] = BufferRef{true, request.refs[i].region, request.refs[i].offset, request.refs[i].size, {}};
-      }
-      const StopCheck closing = [this]() -> absl::Status {
-        if (!stopping_.load()) return absl::OkStatus();
-        return makeError(ErrorKind::kLaunchFailed, "accyd: the session closed; the launch stopped");
-      };
-      ScopedStopCheck scoped_stop(&closing);
-      uint64_t run_micros = 0;
-      const std::span<const BufferRef> all(refs);
-      st = service_->invokeLocked(s, session::Handle{request.index, request.generation}, all.first(request.inputs),
-                                  all.subspan(request.inputs), nullptr, call, &run_micros);
-      reply->run_micros = run_micros;
-    }
-    const session::Status status = session::statusOf(st);
-    call.setStatus(status);
-    reply->status = static_cast<uint32_t>(status);
-    const absl::string_view message = st.message();
-    reply->message_bytes = static_cast<uint32_t>(std::min<size_t>(message.size(), channel::kMaxMessage));
-    std::memcpy(reply->message, message.data(), reply->message_bytes);
-  }
-
-  AccydService* service_;
-  ClientSession* session_;  // owns this channel, so outlives it
-  uint64_t region_;
-  std::shared_ptr<Mapping> mapping_;
-  std::atomic<bool> draining_{false}, stopping_{false}, exited_{false};
-  std::thread thread_;
-};
 
 AccydService::ClientSession::~ClientSession() {
   channel.reset();  // its worker stops before anything it uses goes
@@ -960,7 +1185,11 @@ grpc::Status AccydService::OpenChannel(grpc::ServerContext* ctx, const pb::OpenC
   CallLog call(this, "OpenChannel", req->session_id());
   auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
-  std::lock_guard<std::mutex> lock(s->mu);
+  const CallEnded waited(ctx, ErrorKind::kTooManyPrograms, "wait for the session");
+  std::unique_lock<std::timed_mutex> lock;
+  if (absl::Status st = lockSession(*s, [&waited] { return waited(); }, &lock); !st.ok()) {
+    return finish(ctx, reply, st);
+  }
   if (s->channel != nullptr) {
     return finish(ctx, reply,
                   makeError(ErrorKind::kTooManyPrograms,
@@ -984,6 +1213,7 @@ grpc::Status AccydService::OpenChannel(grpc::ServerContext* ctx, const pb::OpenC
                             strCat("accyd: region ", req->region(), " is not an invoke channel of version ",
                                    channel::kVersion, " (magic ", absl::Hex(box->magic), ", version ", box->version, ")")));
   }
+  std::lock_guard<std::mutex> g(s->channel_mu);
   s->channel_region = req->region();
   s->channel = std::make_unique<Channel>(this, s.get(), req->region(), mapping);
   reply->set_data_offset(channel::kDataOffset);

@@ -21,6 +21,7 @@
 
 #include "accy/v1/accyd.grpc.pb.h"
 #include "backends/backend.h"
+#include "base/stop.h"
 #include "runtime/session.h"
 #include "server/compile_cache.h"
 #include "server/regions.h"
@@ -54,7 +55,33 @@ struct Limits {
   // How long a session's channel worker spins on its mailbox after a
   // request before it sleeps on the futex (runtime/channel.h).
   int64_t channel_spin_us = 50;
+  // Fair shares per caller identity (docs/ACCYD.md, "Fair shares"): launches
+  // running at once (an identity's further launches wait for one of its own
+  // to end, never for another identity's), compiles running at once, and
+  // calls waiting (for a session busy with another call, or for one of the
+  // identity's launch or compile slots; past it a call is refused at once, so
+  // waiting calls hold at most this many of gRPC's threads per identity).
+  // 0 for launches and compiles means half the usable CPUs, at least one
+  // (defaultLaunchesPerIdentity()).
+  int64_t max_launches_per_identity = 0;
+  int64_t max_compiles_per_identity = 0;
+  int64_t max_waiting_calls_per_identity = 64;
+  // The longest a launch may run (Invoke, a channel invoke), whatever the
+  // client's deadline, which stops it sooner; 0 for no limit.
+  int64_t max_call_ms = 600000;
+  // A program's compile, all of its stages together (a program with loops
+  // compiles a module per stage); the client's deadline stops it sooner.
+  // The cache bounds each module as well (CacheOptions::max_compile_ms).
+  int64_t max_compile_ms = 60000;
+  // How long a compile waits for one of its identity's compile slots
+  // before it is refused (the same flag bounds the wait for the cache's
+  // slots, CacheOptions::compile_queue_ms).
+  int64_t compile_queue_ms = 10000;
 };
+
+// Half the CPUs this process may use, at least one: the default share of
+// one identity's launches and compiles running at once.
+int64_t defaultLaunchesPerIdentity();
 
 // The protocol versions this daemon speaks.
 inline constexpr uint32_t kProtocolVersion = 1;
@@ -136,6 +163,13 @@ class AccydService final : public accy::v1::Accyd::Service {
   struct ClientSession;
   class CallLog;
   class Channel;
+  class SessionLock;
+  class IdentitySlot;
+  // What one identity runs and waits for now (under load_mu_).
+  struct IdentityLoad {
+    int64_t launches = 0, compiles = 0, waiting = 0;
+  };
+  enum class SlotKind { kLaunch, kCompile };
   // One buffer of an invoke: a region reference, or bytes that came inline
   // (`placed` false; for an output, one to return inline).
   struct BufferRef {
@@ -162,6 +196,22 @@ class AccydService final : public accy::v1::Accyd::Service {
   // The device that runs `target` ("" when none does).
   std::string deviceFor(const std::string& target) const;
   void reapLoop();
+  // Marks a session that left the table (closed, its lease lapsed) so that
+  // everything it runs stops and every call waiting on it leaves: its
+  // launch in progress stops at its next check, its channel serves no more.
+  void markClosed(ClientSession& s);
+  // Takes the session's lock for a call, waiting (counted against the
+  // identity's waiting calls) while another call holds it, until `ended`
+  // says stop or the session is closed.
+  absl::Status lockSession(ClientSession& s, const StopCheck& ended, std::unique_lock<std::timed_mutex>* lock);
+  // Counts a waiting call of `owner`, or refuses it over the limit.
+  absl::Status startWaiting(const std::string& owner);
+  void stopWaiting(const std::string& owner);
+  // Takes one of `owner`'s launch or compile slots, waiting for one of its
+  // own to end until `ended` says stop.
+  absl::Status takeSlot(const std::string& owner, SlotKind kind, const StopCheck& ended);
+  void giveSlot(const std::string& owner, SlotKind kind);
+  int64_t slotLimit(SlotKind kind) const;
 
   CompileCache& cache_;
   RegionSocket& regions_;
@@ -181,6 +231,9 @@ class AccydService final : public accy::v1::Accyd::Service {
   std::mutex health_mu_;
   std::vector<bool> serving_;
   std::function<void(const std::string& device, bool serving, const std::string& why)> health_listener_;
+  std::mutex load_mu_;
+  std::condition_variable load_cv_;
+  std::map<std::string, IdentityLoad> load_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<ClientSession>> sessions_;
   mutable std::mutex peers_mu_;

@@ -427,7 +427,7 @@ TEST(AccydHostile, CompilesStopAndTakeAtMostTheirShareOfCores) {
     const std::string s = c.openSession();
     const Client::Answer a = c.compile(s, slow);
     EXPECT_EQ(a.status, 7u) << a.message;
-    EXPECT_THAT(a.message, HasSubstr("took longer than 300 ms (--max-compile-ms); stopped"));
+    EXPECT_THAT(a.message, HasSubstr("took longer than 300 ms (--max-compile-ms)"));
     EXPECT_LT(a.seconds, 0.3 + 0.4);
     std::printf("hostile: a compile over --max-compile-ms=300 answered in %.0f ms\n", a.seconds * 1e3);
   }
@@ -508,7 +508,7 @@ TEST(AccydHostile, CompilesStopAndTakeAtMostTheirShareOfCores) {
   // A compile that finds the slot busy for longer than --compile-queue-ms
   // is refused with RESOURCE_EXHAUSTED.
   {
-    Daemon q({"--max-concurrent-compiles=1", "--compile-queue-ms=100"});
+    Daemon q({"--max-concurrent-compiles=1", "--compile-queue-ms=100", "--max-compiles-per-identity=2"});
     Client a(q), b(q);
     const std::string sa = a.openSession(), sb = b.openSession();
     std::thread busy([&] { a.compile(sa, slow, 1.5); });

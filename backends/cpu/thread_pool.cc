@@ -112,7 +112,14 @@ void ThreadPool::parallelFor(int64_t count, int parallelism, const std::function
     for (int64_t i = 0; i < count; ++i) fn(i);
     return;
   }
-  std::lock_guard<std::mutex> call(call_mu_);
+  // A caller that finds the pool running another caller's loop runs its
+  // own on its thread rather than wait for that loop to end: one long
+  // launch (another session's, another user's) never holds up the rest.
+  std::unique_lock<std::mutex> call(call_mu_, std::try_to_lock);
+  if (!call.owns_lock()) {
+    for (int64_t i = 0; i < count; ++i) fn(i);
+    return;
+  }
   const uint64_t ticket = uint64_t{generationOf(ticket_.load()) + 1} << 32;
   // The new generation, marked as being written, before any field changes:
   // a worker still reading the last job's fields sees the mark and drops

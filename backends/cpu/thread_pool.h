@@ -38,7 +38,8 @@ class ThreadPool {
 
   // Runs fn(i) for every i in [0, count), on the calling thread and up to
   // `parallelism - 1` workers, and returns when all are done. Safe to call
-  // from several threads at once (calls are serialized).
+  // from several threads at once: a call that finds the workers busy with
+  // another caller's loop runs its own on its thread alone.
   //
   // Affinity: participant p (0 the caller, w + 1 the worker w) owns the p-th
   // of `parallelism` contiguous blocks of indices and runs it first, so that

@@ -1,6 +1,7 @@
 // The thread pool: every index runs exactly once per call, no more threads
 // than asked take part, each thread starts with its own block, callers on
-// several threads are served one at a time, and workers that went to sleep
+// several threads all run (one with the workers, the others on their own
+// thread while the workers are busy), and workers that went to sleep
 // wake for the next call; a worker late for one job takes nothing of the
 // next.
 #include "backends/cpu/thread_pool.h"
@@ -124,6 +125,30 @@ TEST(ThreadPool, CallersOnSeveralThreads) {
   }
   for (std::thread& t : callers) t.join();
   EXPECT_EQ(total.load(), int64_t{4} * 100 * (16 * 17 / 2));
+}
+
+// One caller's long loop (a launch that runs for seconds) does not hold up
+// another caller: the second runs its loop on its own thread at once.
+TEST(ThreadPool, ACallerFindingTheWorkersBusyRunsItsLoopOnItsThread) {
+  ThreadPool pool(2);
+  std::atomic<bool> release{false}, first_running{false};
+  std::thread first([&] {
+    pool.parallelFor(3, 3, [&](int64_t) {
+      first_running = true;
+      while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+  });
+  while (!first_running.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const std::thread::id me = std::this_thread::get_id();
+  std::atomic<int> on_me{0}, ran{0};
+  pool.parallelFor(8, 3, [&](int64_t) {
+    ran.fetch_add(1);
+    if (std::this_thread::get_id() == me) on_me.fetch_add(1);
+  });
+  EXPECT_EQ(ran.load(), 8);
+  EXPECT_EQ(on_me.load(), 8) << "the second caller's loop ran on the busy workers";
+  release = true;
+  first.join();
 }
 
 // A worker stopped between seeing a job's ticket and reading the job, while

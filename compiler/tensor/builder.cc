@@ -262,10 +262,10 @@ Value argExtreme(const Value& x, std::string_view axis, bool largest) {
                                                                "' is not an axis of the operand ",
                                                                axesText(x.axes()))));
   }
-  if (extent > int64_t{1} << 31) {
+  if (extent >= int64_t{1} << 31) {  // `extent` itself is the i32 answer when no element matches
     return b->poison(makeError(ErrorKind::kInvalidExtent,
                                strCat(op, ": axis '", axis, "' has extent ", extent,
-                                      "; an i32 index reaches 2^31")));
+                                      "; an i32 position holds at most 2^31 - 1")));
   }
   Value hit;
   if (isFloating(x.dtype())) {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
+#include "base/checked.h"
 #include "base/errors.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
@@ -210,6 +211,40 @@ absl::Status checkCarriesOut(std::string_view op, const Program& body, absl::Spa
   return absl::OkStatus();
 }
 
+// A scalar attribute (a constant's value, pad's fill) of an integer or bool
+// dtype must be a finite number the dtype holds: the same rule for every op,
+// at recording and in the decoder (a NaN index read element 0 before, and
+// 1e300 saturated). Integer dtypes take the integers of their range
+// (fractions are truncated toward zero, as a cast does); bool takes any
+// finite number (nonzero is true).
+absl::Status checkScalarFits(std::string_view op, double value, DType dtype) {
+  if (isFloating(dtype)) return absl::OkStatus();
+  if (!std::isfinite(value)) {
+    return makeError(ErrorKind::kInvalidArgument,
+                     strCat(op, ": value ", value, " is not a ", dtypeName(dtype), " (only floating dtypes hold nan and inf)"));
+  }
+  double low = 0, high = 0;  // the range, as [low, high) of doubles
+  std::string_view range;
+  switch (dtype) {
+    case DType::i32: low = -2147483648.0, high = 2147483648.0, range = "-2147483648 to 2147483647"; break;
+    case DType::u32: low = 0.0, high = 4294967296.0, range = "0 to 4294967295"; break;
+    case DType::i64:
+      low = -9223372036854775808.0, high = 9223372036854775808.0;
+      range = "-9223372036854775808 to 9223372036854775807";
+      break;
+    case DType::bool_:
+    case DType::f32:
+    case DType::f64: return absl::OkStatus();
+  }
+  // Truncated toward zero, as a cast would: -0.5 is 0, which u32 holds.
+  const double whole = std::trunc(value);
+  if (whole < low || whole >= high) {
+    return makeError(ErrorKind::kInvalidArgument, absl::StrFormat("%s: value %.17g is outside the range of %s (%s)", op,
+                                                                  value, std::string(dtypeName(dtype)), range));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status inferLoop(absl::Span<const Node> prior, const Node& node, absl::Span<const Program> bodies) {
   const std::string_view op = opName(node.op);
   if (node.op == OpCode::kScan) {
@@ -217,8 +252,11 @@ absl::Status inferLoop(absl::Span<const Node> prior, const Node& node, absl::Spa
     const std::string& axis = node.names[0];
     ACCY_RETURN_IF_ERROR(checkAxisName(op, axis));
     const int64_t carries = node.ints[1], xs = node.ints[2], length = node.ints[3];
-    if (carries < 0 || xs < 0 || length < 0 ||
-        carries + xs > static_cast<int64_t>(node.operands.size())) {
+    // carries + xs is summed exactly: two counts near 2^62 must not wrap
+    // past the comparison with the operands.
+    const std::optional<int64_t> passed = checkedAdd(carries, xs);
+    if (carries < 0 || xs < 0 || length < 0 || !passed.has_value() ||
+        *passed > static_cast<int64_t>(node.operands.size())) {
       return makeError(ErrorKind::kInvalidArgument,
                        strCat("scan: ", carries, " carries, ", xs, " xs and length ", length, " over ",
                               node.operands.size(), " operands"));
@@ -262,6 +300,11 @@ absl::Status inferLoop(absl::Span<const Node> prior, const Node& node, absl::Spa
       return makeError(ErrorKind::kInvalidArgument,
                        strCat("while_loop: ", carries, " carries over ", node.operands.size(), " operands"));
     }
+    if (carries == 0) {
+      return makeError(ErrorKind::kCarryMismatch,
+                       "while_loop: the loop has no carries; it needs at least one (the condition reads the carries "
+                       "and the body returns them: with none, the loop could only end at once or never)");
+    }
     ACCY_ASSIGN_OR_RETURN(const Program* cond, loopBody(op, bodies, node.ints[0]));
     ACCY_ASSIGN_OR_RETURN(const Program* step, loopBody(op, bodies, node.ints[1]));
     ACCY_RETURN_IF_ERROR(checkBodyInputs("while_loop condition", *cond, prior, node, carries, 0, ""));
@@ -289,7 +332,19 @@ absl::StatusOr<Spec> loopResultSpec(absl::Span<const Node> prior, const Node& lo
     return makeError(ErrorKind::kInvalidProgram, strCat("loop_result: reads ", opName(loop.op), ", not a loop"));
   }
   const bool scan = loop.op == OpCode::kScan;
+  // The loop node itself is checked before its results (validateProgram
+  // checks nodes in order); this function may also be asked of one that was
+  // not, and then refuses it instead of reading past its attributes.
+  if (loop.ints.size() != (scan ? 4u : 3u) || loop.names.size() != (scan ? 1u : 0u)) {
+    return makeError(ErrorKind::kInvalidProgram, strCat("loop_result: reads a ", opName(loop.op), " with ",
+                                                        loop.ints.size(), " integer and ", loop.names.size(),
+                                                        " name attributes"));
+  }
   const int64_t carries = scan ? loop.ints[1] : loop.ints[2];
+  if (carries < 0 || carries > static_cast<int64_t>(loop.operands.size())) {
+    return makeError(ErrorKind::kInvalidProgram, strCat("loop_result: reads a ", opName(loop.op), " of ", carries,
+                                                        " carries over ", loop.operands.size(), " operands"));
+  }
   ACCY_ASSIGN_OR_RETURN(const Program* body, loopBody("loop_result", bodies, scan ? loop.ints[0] : loop.ints[1]));
   const int64_t results = scan ? static_cast<int64_t>(body->outputs.size()) : carries;
   if (k < 0 || k >= results) {
@@ -383,6 +438,7 @@ absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node,
         out.axes = {Axis{node.names[0], node.ints[0]}};
       } else {
         ACCY_RETURN_IF_ERROR(checkAttrs(node, 0, 0));
+        if (node.op == OpCode::kConstant) ACCY_RETURN_IF_ERROR(checkScalarFits("constant", node.scalar, node.dtype));
       }
       break;
     case OpCategory::Unary: {
@@ -638,6 +694,8 @@ absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node,
           if (!at) return unknownAxis(op, node.names[0], a.axes);
           const int64_t extent = a.axes[*at].extent;
           const int64_t start = node.ints[0], stop = node.ints[1], step = node.ints[2];
+          // Any step >= 1: one past the extent takes a single element (lowering
+          // then uses step 1, so views of views never multiply huge steps).
           if (step < 1 || start < 0 || start >= stop || stop > extent) {
             return makeError(ErrorKind::kInvalidSlice,
                              absl::StrFormat("slice: [%d:%d:%d] of axis '%s' (extent %d) needs "
@@ -645,7 +703,7 @@ absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node,
                                              start, stop, step, node.names[0], extent));
           }
           out.axes = a.axes;
-          out.axes[*at].extent = (stop - start + step - 1) / step;
+          out.axes[*at].extent = (stop - start - 1) / step + 1;  // ceil((stop - start) / step), without overflow
           break;
         }
         case OpCode::kConcat: {
@@ -688,10 +746,7 @@ absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node,
                                              "between 0 and 2^40",
                                              before, after, node.names[0]));
           }
-          if (!std::isfinite(node.scalar) && !isFloating(a.dtype)) {
-            return makeError(ErrorKind::kInvalidArgument,
-                             strCat("pad: value ", node.scalar, " is not a ", dtypeName(a.dtype)));
-          }
+          ACCY_RETURN_IF_ERROR(checkScalarFits("pad", node.scalar, a.dtype));
           out.axes = a.axes;
           out.axes[*at].extent += before + after;
           break;
@@ -708,6 +763,8 @@ absl::StatusOr<Spec> inferNode(absl::Span<const Node> prior, const Node& node,
           }
           const int64_t extent = a.axes[*at].extent;
           const int64_t size = node.ints[0], stride = node.ints[1], dilation = node.ints[2];
+          // Any stride and dilation >= 1 (past the extent they take one window,
+          // or one element of it; lowering then uses 1, as for a slice's step).
           if (size < 1 || stride < 1 || dilation < 1) {
             return makeError(ErrorKind::kInvalidArgument,
                              absl::StrFormat("window: size %d, stride %d and dilation %d of axis "
