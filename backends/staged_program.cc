@@ -73,6 +73,9 @@ struct Frame {
 // there), returns false and leaves the plan as it was.
 namespace {
 
+// The most nodes a scan's body may have to run as one kernel.
+constexpr size_t kMaxScanKernelNodes = 256;
+
 bool isTranscendental(OpCode op) {
   switch (op) {
     case OpCode::kSin: case OpCode::kCos: case OpCode::kExp: case OpCode::kLog: case OpCode::kTanh:
@@ -145,7 +148,12 @@ absl::StatusOr<bool> StagedProgram::loadScanKernel(const tensor::Program& p, int
   const Node& n = p.nodes[static_cast<size_t>(id)];
   const tensor::Program& body = p.bodies[static_cast<size_t>(n.ints[0])];
   const int64_t length = n.ints[3];
-  if (hasLoops(body) || length < 1) return false;
+  // A body of many nodes runs step by step: as one kernel it would be one
+  // machine-code function that the emitter's register allocator takes
+  // seconds over with no stop check inside (1,000 transcendental functions:
+  // 1.6 s), where fusion cuts the stepped body's kernels at this size. Its
+  // steps are long enough that running them one by one costs little.
+  if (hasLoops(body) || length < 1 || body.nodes.size() > kMaxScanKernelNodes) return false;
   // Steps per launch: all of them, or as many as fit the work between two
   // stop checks (none: a single step is more, so run step by step).
   int64_t chunk = length;

@@ -43,7 +43,9 @@ struct StageOptions {
   // kernel with the step loop inside (the CPU targets,
   // compiler/choir/passes/scan_kernel.h) returns it, and the plan runs it
   // as an ordinary stage; a loader that answers Unimplemented leaves the
-  // scan to run step by step.
+  // scan to run step by step. A body of more than 256 nodes always runs
+  // step by step (its one kernel would take the emitter seconds to compile
+  // with no stop check inside).
   bool scans_in_kernel = false;
   // With scans_in_kernel: when > 0, no kernel runs more than about this
   // much of a scan's work (estimated: elements each body node makes or

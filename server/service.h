@@ -165,9 +165,14 @@ class AccydService final : public accy::v1::Accyd::Service {
   class Channel;
   class SessionLock;
   class IdentitySlot;
-  // What one identity runs and waits for now (under load_mu_).
+  // What one identity runs and waits for now (under load_mu_), and where
+  // its calls wait for one of its slots: each identity has its own, so a
+  // slot given back wakes only the calls that may take it (one shared by
+  // all woke 62 waiting calls of another identity at each of a tone call's
+  // compile and launch, and made the tone call four times slower).
   struct IdentityLoad {
     int64_t launches = 0, compiles = 0, waiting = 0;
+    std::condition_variable slot_freed;
   };
   enum class SlotKind { kLaunch, kCompile };
   // One buffer of an invoke: a region reference, or bytes that came inline
@@ -182,9 +187,11 @@ class AccydService final : public accy::v1::Accyd::Service {
   // be empty (all inline); outputs not placed are returned in
   // `inline_outputs` (null: refused, every output must be placed). Under
   // the session's lock.
+  // `until`: when the call must end (its deadline or --max-call-ms), the
+  // latest a wait for a launch slot sleeps before it asks again.
   absl::Status invokeLocked(ClientSession& s, session::Handle handle, std::span<const BufferRef> inputs,
                             std::span<const BufferRef> outputs, std::vector<std::string>* inline_outputs,
-                            CallLog& call, uint64_t* run_micros);
+                            CallLog& call, uint64_t* run_micros, std::chrono::system_clock::time_point until);
   // Who is calling: the client certificate's identity under mutual TLS,
   // "uid:N" on the Unix socket, else "".
   std::string identityOf(const grpc::ServerContext* ctx) const;
@@ -202,14 +209,18 @@ class AccydService final : public accy::v1::Accyd::Service {
   void markClosed(ClientSession& s);
   // Takes the session's lock for a call, waiting (counted against the
   // identity's waiting calls) while another call holds it, until `ended`
-  // says stop or the session is closed.
-  absl::Status lockSession(ClientSession& s, const StopCheck& ended, std::unique_lock<std::timed_mutex>* lock);
+  // says stop or the session is closed. A wait sleeps until the lock is
+  // free, `until` (the call's deadline) or 100 ms have passed, then asks
+  // `ended` (cancellation) and the session again.
+  absl::Status lockSession(ClientSession& s, const StopCheck& ended, std::chrono::system_clock::time_point until,
+                           std::unique_lock<std::timed_mutex>* lock);
   // Counts a waiting call of `owner`, or refuses it over the limit.
   absl::Status startWaiting(const std::string& owner);
   void stopWaiting(const std::string& owner);
   // Takes one of `owner`'s launch or compile slots, waiting for one of its
   // own to end until `ended` says stop.
-  absl::Status takeSlot(const std::string& owner, SlotKind kind, const StopCheck& ended);
+  absl::Status takeSlot(const std::string& owner, SlotKind kind, const StopCheck& ended,
+                        std::chrono::system_clock::time_point until);
   void giveSlot(const std::string& owner, SlotKind kind);
   int64_t slotLimit(SlotKind kind) const;
 
@@ -232,8 +243,7 @@ class AccydService final : public accy::v1::Accyd::Service {
   std::vector<bool> serving_;
   std::function<void(const std::string& device, bool serving, const std::string& why)> health_listener_;
   std::mutex load_mu_;
-  std::condition_variable load_cv_;
-  std::map<std::string, IdentityLoad> load_;
+  std::map<std::string, IdentityLoad> load_;  // an entry lives while it counts anything
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<ClientSession>> sessions_;
   mutable std::mutex peers_mu_;

@@ -79,6 +79,10 @@ const double kScalars[] = {0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 3.0, 1e-40, 1e30, -1e
                            9.2233720368547758e18, -9.2233720368547758e18, std::numeric_limits<double>::infinity(),
                            -std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()};
 const int64_t kInts[] = {-1, 0, 1, 2, 3, 4, 5, 7, 8, 16, 17, 64};
+// Counts, extents and strides at the edges of the integers: a client's
+// numbers that a sum or product could wrap.
+const int64_t kExtremes[] = {INT64_MIN, INT64_MIN + 1, -(int64_t{1} << 62), int64_t{1} << 31, (int64_t{1} << 31) - 1,
+                             int64_t{1} << 32, int64_t{1} << 62, INT64_MAX - 1, INT64_MAX};
 
 // Every op of `category` but the leaves.
 std::vector<tensor::OpCode> opsOf(tensor::OpCategory category) {
@@ -148,8 +152,18 @@ std::vector<tensor::OpCode> opsOf(tensor::OpCategory category) {
     case 4:  // an operand now names another earlier node
       if (!n.operands.empty() && id > 0) n.operands[pick(rng, n.operands.size())] = static_cast<int32_t>(pick(rng, id));
       break;
-    case 5:  // an integer attribute
-      if (n.op != tensor::OpCode::kInput && !n.ints.empty()) n.ints[pick(rng, n.ints.size())] = kInts[pick(rng, std::size(kInts))];
+    case 5:  // an integer attribute: a small number, an extreme, or (a loop's counts) two of the same extreme
+      if (n.op != tensor::OpCode::kInput && !n.ints.empty()) {
+        const bool loop = n.op == tensor::OpCode::kScan || n.op == tensor::OpCode::kWhileLoop;
+        const int64_t extreme = kExtremes[pick(rng, std::size(kExtremes))];
+        switch (pick(rng, loop ? 3 : 2)) {
+          case 0: n.ints[pick(rng, n.ints.size())] = kInts[pick(rng, std::size(kInts))]; break;
+          case 1: n.ints[pick(rng, n.ints.size())] = extreme; break;
+          default:  // carries and xs (or any two) both near 2^62: their sum wraps
+            n.ints[pick(rng, n.ints.size())] = extreme;
+            n.ints[pick(rng, n.ints.size())] = extreme;
+        }
+      }
       break;
     case 6:  // an axis-name attribute
       if (!n.names.empty()) {
