@@ -27,7 +27,8 @@ absl::StatusOr<CpuExecutable> CpuExecutable::compile(const Program& program, con
               ACCY_ASSIGN_OR_RETURN(cpu::LoadedExecutable loaded, cpu::LoadedExecutable::load(std::move(exe), threads));
               return std::make_shared<cpu::LoadedExecutable>(std::move(loaded));
             },
-            backends::StageOptions{.scans_in_kernel = options.scans_in_kernel}));
+            backends::StageOptions{.scans_in_kernel = options.scans_in_kernel,
+                                   .scan_kernel_work = options.scan_kernel_work}));
     executable::Executable info;
     info.target = "x86_64";
     info.inputs = program.inputSpecs();

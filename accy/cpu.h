@@ -37,6 +37,11 @@ struct CpuOptions {
   // held in registers; docs/SEMANTICS.md, "Loops"). Off, every scan runs
   // step by step, each step a launch of its body.
   bool scans_in_kernel = true;
+  // With scans_in_kernel: when > 0, a scan runs at most about this much
+  // work (backends::StageOptions::scan_kernel_work) in one launch of its
+  // kernel, the rest in further launches over the steps that follow, with
+  // the thread's stop check asked between them (accyd sets 2^22).
+  int64_t scan_kernel_work = 0;
   // How a scatterAdd's loop over its indices is split across threads: each
   // thread its columns of every row (the default), or the rows of its
   // range of the scattered axis, whole (docs/SEMANTICS.md, "scatterAdd").

@@ -431,6 +431,16 @@ int64_t StagedProgram::steppedLoops() const {
   return count;
 }
 
+int64_t StagedProgram::chunkedScans() const {
+  int64_t count = 0;
+  for (const Stage& s : stages_) {
+    count += s.kind == Stage::Kind::kScanChunks ? 1 : 0;
+    if (s.body) count += s.body->chunkedScans();
+    if (s.condition) count += s.condition->chunkedScans();
+  }
+  return count;
+}
+
 int64_t StagedProgram::codeBytes() const {
   int64_t bytes = 0;
   for (const Stage& s : stages_) {

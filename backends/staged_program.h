@@ -91,6 +91,9 @@ class StagedProgram final : public LoadedProgram {
   // Loops the plan runs step by step (a scan in one kernel is an ordinary
   // stage: StageOptions::scans_in_kernel), bodies' included.
   int64_t steppedLoops() const;
+  // Scans the plan runs as chunks of steps (StageOptions::scan_kernel_work),
+  // bodies' included.
+  int64_t chunkedScans() const;
   // Bytes of code (artifacts) of every loaded stage, bodies' included.
   int64_t codeBytes() const;
   const std::vector<tensor::Spec>& inputSpecs() const { return input_specs_; }

@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "accy/accy.h"
+#include "base/stop.h"
 #include "backends/cpu/cpu_program.h"
 #include "backends/cpu/thread_pool.h"
 #include "bench/bench_util.h"
@@ -612,7 +613,11 @@ bool checkOscillator(benchmark::State& state, const std::vector<float>& x) {
   return true;
 }
 
-void runOscillatorScan(benchmark::State& state, bool in_kernel) {
+// `form`: 0 one kernel, 1 step by step, 2 chunks of one kernel (accyd's
+// budget, 2^22 units of work a launch), 3 step by step under a stop check
+// (as accyd runs a stepped scan: the check asked each step).
+void runOscillatorScan(benchmark::State& state, int form) {
+  const bool in_kernel = form == 0 || form == 2;
   auto program = tensor::define("oscillator", {laneSpec(), laneSpec()}, [](tensor::Builder& b, auto a) {
     return tensor::scan(b, {.length = kLoopSteps}, {a[0], a[1]}, {},
                         [](tensor::Builder&, std::span<const tensor::Value> c, std::span<const tensor::Value>) {
@@ -621,11 +626,15 @@ void runOscillatorScan(benchmark::State& state, bool in_kernel) {
         .carry;
   });
   if (!ok(state, program, "define")) return;
-  auto exe = tensor::CpuExecutable::compile(*program, {.threads = 1, .scans_in_kernel = in_kernel});
+  auto exe = tensor::CpuExecutable::compile(
+      *program, {.threads = 1, .scans_in_kernel = in_kernel, .scan_kernel_work = form == 2 ? int64_t{1} << 22 : 0});
   if (!ok(state, exe, "compile")) return;
   if (!check(state, exe->stages()->steppedLoops() == (in_kernel ? 0 : 1), "the scan's form")) return;
+  if (!check(state, exe->stages()->chunkedScans() == (form == 2 ? 1 : 0), "the scan's chunks")) return;
   const std::vector<float> x0 = oscillatorStart(0), v0 = oscillatorStart(1);
   std::vector<float> x(8), v(8);
+  const accy::StopCheck never = [] { return absl::OkStatus(); };
+  accy::ScopedStopCheck scoped(form == 3 ? &never : nullptr);
   for (auto _ : state) {
     if (!ok(state, exe->launch({accy::bytes(x0), accy::bytes(v0)}, {accy::writableBytes(x), accy::writableBytes(v)}),
             "launch")) {
@@ -638,9 +647,13 @@ void runOscillatorScan(benchmark::State& state, bool in_kernel) {
 }
 
 // The scan as one kernel, its step loop inside and the carries in registers.
-void BM_Loop_Oscillator_Accy_1Thread(benchmark::State& state) { runOscillatorScan(state, true); }
+void BM_Loop_Oscillator_Accy_1Thread(benchmark::State& state) { runOscillatorScan(state, 0); }
 // The scan step by step: each step a launch of its body's compiled stage.
-void BM_Loop_Oscillator_AccyStepByStep_1Thread(benchmark::State& state) { runOscillatorScan(state, false); }
+void BM_Loop_Oscillator_AccyStepByStep_1Thread(benchmark::State& state) { runOscillatorScan(state, 1); }
+// As accyd runs them: the one kernel in chunks of steps (a stop check
+// between them), and step by step with a stop check asked each step.
+void BM_Loop_Oscillator_AccyChunks_1Thread(benchmark::State& state) { runOscillatorScan(state, 2); }
+void BM_Loop_Oscillator_AccyStepByStepStopCheck_1Thread(benchmark::State& state) { runOscillatorScan(state, 3); }
 
 void BM_Loop_Oscillator_BodyLaunchedPerStep_1Thread(benchmark::State& state) {
   auto program = tensor::define("oscillator_step", {laneSpec(), laneSpec()}, [](tensor::Builder&, auto a) {
@@ -1994,6 +2007,8 @@ BENCHMARK(BM_Sampler_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime()
 BENCHMARK(BM_Sampler_PyTorch_1Thread)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 BENCHMARK(BM_Loop_Oscillator_Accy_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Loop_Oscillator_AccyStepByStep_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Loop_Oscillator_AccyChunks_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Loop_Oscillator_AccyStepByStepStopCheck_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Loop_Oscillator_BodyLaunchedPerStep_1Thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Loop_Oscillator_CppLoop)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SinAffine_Accy_AllThreads)->Unit(benchmark::kMillisecond)->UseRealTime();

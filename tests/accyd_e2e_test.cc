@@ -360,6 +360,71 @@ TEST(Accyd, InvokesTravelThroughTheInvokeChannel) {
 // A client that writes the mailbox itself: every check of Invoke holds on
 // the channel (the daemon copies the request before checking it), refused
 // with the same status numbers; OpenChannel refuses what is not a channel.
+// Unregistering the channel's region while the channel runs an endless
+// loop closes the channel at once: the loop stops at its next check and
+// UnregisterRegion answers (it waited for the loop before, forever).
+TEST(Accyd, TheChannelsRegionUnregisteredStopsItsLaunch) {
+  Daemon d({});
+  RemoteOptions o;
+  o.reconnect_seconds = 0;
+  auto s = connect(d, o);
+  ASSERT_TRUE(s);
+  using Args = std::span<const tensor::Value>;
+  const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {})};
+  auto endless = tensor::define("endless", specs, [](tensor::Builder& b, Args a) {
+    return tensor::whileLoop(
+        b, {a[0]},
+        [](tensor::Builder&, Args c) -> absl::StatusOr<tensor::Value> { return c[0].eq(c[0]).bitOr(c[0].ne(c[0])); },
+        [](tensor::Builder&, Args c) -> absl::StatusOr<std::vector<tensor::Value>> {
+          return std::vector<tensor::Value>{c[0] + 1.0f};
+        })[0];
+  });
+  auto twice = tensor::define("twice", specs, [](tensor::Builder&, Args a) { return a[0] * 2.0f; });
+  ASSERT_TRUE(endless.ok() && twice.ok());
+  auto stuck = s->compile(wire::encode(*endless));
+  auto quick = s->compile(wire::encode(*twice));
+  ASSERT_TRUE(stuck.ok() && quick.ok());
+  // Buffers in shared memory, so that both invokes go through the channel.
+  auto x = s->allocateShared(4);
+  auto y = s->allocateShared(4);
+  ASSERT_TRUE(x.ok() && y.ok());
+  reinterpret_cast<float*>((*x)->bytes().data())[0] = 1.0f;
+  ASSERT_TRUE(s->invoke(*quick, {(*x)->bytes()}, {(*y)->bytes()}).ok());
+  ASSERT_EQ(s->channelInvokes(), 1) << s->invokeChannel();
+  // The channel's region: the session's largest (the mailbox and its data).
+  auto stub = accy::v1::Accyd::NewStub(grpc::CreateChannel(d.target(), grpc::InsecureChannelCredentials()));
+  uint64_t channel_region = 0, largest = 0;
+  {
+    grpc::ClientContext ctx;
+    accy::v1::ListRegionsRequest req;
+    req.set_session_id(s->sessionId());
+    accy::v1::ListRegionsReply reply;
+    ASSERT_TRUE(stub->ListRegions(&ctx, req, &reply).ok());
+    for (const auto& r : reply.regions()) {
+      if (r.size() > largest) largest = r.size(), channel_region = r.region();
+    }
+  }
+  absl::Status looped;
+  std::thread loop([&] { looped = s->invoke(*stuck, {(*x)->bytes()}, {(*y)->bytes()}); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  accy::v1::UnregisterRegionRequest req;
+  req.set_session_id(s->sessionId());
+  req.set_region(channel_region);
+  accy::v1::UnregisterRegionReply reply;
+  const auto start = std::chrono::steady_clock::now();
+  const grpc::Status st = stub->UnregisterRegion(&ctx, req, &reply);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  EXPECT_LT(seconds, 1.0) << "UnregisterRegion waited for the launch";
+  loop.join();
+  EXPECT_EQ(number(looped), 8u) << looped;  // launch_failed
+  EXPECT_THAT(looped.message(), HasSubstr("channel closed; the launch stopped"));
+  std::printf("channel: UnregisterRegion of the channel's region beside an endless loop answered in %.1f ms\n",
+              seconds * 1e3);
+}
+
 TEST(Accyd, TheInvokeChannelChecksEveryRequest) {
   Daemon d({});
   RemoteOptions raw;

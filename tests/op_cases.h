@@ -123,7 +123,8 @@ inline std::vector<OpCase> opCases() {
       {"take_extremes", [](Builder& b, Args a) {
          const bool wide = a[0].dtype() == DType::i64;
          const DType index = wide ? DType::i64 : DType::i32;
-         const double top = wide ? 9223372036854775807.0 : 2147483647.0;
+         // The largest double an i64 holds (2^63 - 1 rounds up to 2^63, past it).
+         const double top = wide ? 9223372036854774784.0 : 2147483647.0;
          const double bottom = wide ? -9223372036854775808.0 : -2147483648.0;
          Value idx = a[1].gt(a[0]).where(b.constant(top, index), b.constant(bottom, index));
          return take(a[0], "q", idx.rename("q", "j"));
@@ -186,12 +187,17 @@ inline std::vector<OpCase> opCases() {
       // Constants no integer holds mean what a cast makes of them (NaN is 0,
       // beyond the range saturates): as a shift count known when emitting,
       // as a constant take index, and as a value.
+      // Constants at the edges of their dtypes' ranges (one outside, NaN or
+      // infinite is refused: docs/SEMANTICS.md), as shift counts, an index
+      // past the end (clamped) and operands that wrap.
       {"integer_constants", [](Builder& b, Args a) {
-         const double nan = std::numeric_limits<double>::quiet_NaN();
          const Value x = a[0].cast(DType::i32);
-         const Value shifted = x.shiftLeft(b.constant(nan, DType::i32)) + x.shiftRight(b.constant(1e30, DType::i32));
-         const Value picked = take(a[0], "p", b.constant(nan, DType::i32)).cast(DType::i32);
-         return shifted + picked + b.constant(-3e9, DType::i32).bitAnd(b.constant(nan, DType::i64).cast(DType::i32) + 7);
+         const Value shifted = x.shiftLeft(b.constant(0, DType::i32)) + x.shiftRight(b.constant(31, DType::i32));
+         const Value picked = take(a[0], "p", b.constant(2147483647.0, DType::i32)).cast(DType::i32);
+         return shifted + picked +
+                b.constant(-2147483648.0, DType::i32)
+                    .bitAnd(b.constant(-9223372036854775808.0, DType::i64).cast(DType::i32) + 7) +
+                b.constant(-0.75, DType::i32);
        }, -40, 70, false},
       // u32 from every dtype (wrapping from integers, saturating from
       // floats), then wrapping arithmetic, unsigned division, comparison,

@@ -542,15 +542,18 @@ TEST(Loops, VmapOfGradThroughScan) {
 // Loops compiled for x86-64 (stages: backends/staged_program.h) against
 // the evaluator, on f64 programs (the evaluator's arithmetic exactly, but
 // for the order of sums) and f32 ones (within a few ulps per step).
-// Compiled with scans in one kernel where they fit (in_kernel) or every
-// scan step by step: both match the evaluator, and each other bit for bit
-// (the same body code runs each step).
+// Compiled with scans in one kernel where they fit (in_kernel), in chunks
+// of a few steps per launch of that kernel (as accyd runs them, here with a
+// tiny budget so that every scan of more than a step is chunked, with a
+// last short chunk), or every scan step by step: all match the evaluator,
+// and each other bit for bit (the same body code runs each step).
 void expectCpuMatchesEvaluator(const Program& p, const std::vector<std::vector<double>>& args, double tolerance,
                                const std::string& what) {
   std::vector<std::vector<std::byte>> first;
-  for (bool in_kernel : {true, false}) {
-    SCOPED_TRACE(in_kernel ? "scans in one kernel" : "scans step by step");
-  auto cpu = CpuExecutable::compile(p, {.threads = 2, .scans_in_kernel = in_kernel});
+  for (int mode = 0; mode < 3; ++mode) {
+    const bool in_kernel = mode < 2;
+    SCOPED_TRACE(mode == 0 ? "scans in one kernel" : mode == 1 ? "scans in chunks of steps" : "scans step by step");
+  auto cpu = CpuExecutable::compile(p, {.threads = 2, .scans_in_kernel = in_kernel, .scan_kernel_work = mode == 1 ? 64 : 0});
   ASSERT_TRUE(cpu.ok()) << what << ": " << cpu.status();
   ASSERT_NE(cpu->stages(), nullptr) << what;
   std::vector<std::vector<std::byte>> in_bytes;
@@ -599,6 +602,34 @@ TEST(Loops, CompiledForX86MatchTheEvaluator) {
   std::vector<double> xs(30);
   for (size_t i = 0; i < xs.size(); ++i) xs[i] = std::sin(0.9 * i);
   expectCpuMatchesEvaluator(*running, {{1, -2, 0.5}, xs}, 1e-5, "running");
+  {
+    // The chunked mode chunks it: 5 steps in launches of fewer, the last
+    // one shorter, the xs gathered per chunk along their middle axis.
+    const int64_t step = backends::stepWork(running->bodies[0]);
+    auto chunked = CpuExecutable::compile(*running, {.threads = 2, .scan_kernel_work = 2 * step});
+    ASSERT_TRUE(chunked.ok()) << chunked.status();
+    EXPECT_EQ(chunked->stages()->chunkedScans(), 1);
+    // Two steps a launch (2, 2 and 1) against the evaluator.
+    std::vector<std::vector<std::byte>> in_bytes;
+    const std::vector<std::vector<double>> args = {{1, -2, 0.5}, xs};
+    for (size_t i = 0; i < args.size(); ++i) {
+      const Spec sp = running->inputSpecs()[i];
+      std::vector<std::byte> bytes(sp.byteSize());
+      for (size_t e = 0; e < args[i].size(); ++e) storeElement(sp.dtype, args[i][e], &bytes[e * dtypeSize(sp.dtype)]);
+      in_bytes.push_back(std::move(bytes));
+    }
+    std::vector<std::span<const std::byte>> ins(in_bytes.begin(), in_bytes.end());
+    auto want = evaluate(*running, ins);
+    ASSERT_TRUE(want.ok()) << want.status();
+    std::vector<std::vector<std::byte>> got;
+    for (const Spec& sp : running->outputSpecs()) got.emplace_back(sp.byteSize());
+    std::vector<std::span<std::byte>> outs(got.begin(), got.end());
+    ASSERT_TRUE(chunked->launch(ins, outs).ok());
+    for (size_t k = 0; k < got.size(); ++k) {
+      const auto g = testing::asDoubles(got[k], DType::f32), w = testing::asDoubles((*want)[k], DType::f32);
+      for (size_t e = 0; e < g.size(); ++e) EXPECT_NEAR(g[e], w[e], 1e-5 * (1 + std::abs(w[e]))) << k << " " << e;
+    }
+  }
   // Every step length's parity (the carries alternate between two buffers),
   // zero steps included.
   for (int64_t length : {0, 1, 2, 3, 8}) {
