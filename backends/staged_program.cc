@@ -567,6 +567,46 @@ const LoadedProgram* StagedProgram::directProgram() const {
   return st.program.get();
 }
 
+namespace {
+
+// A scan's xs read a few consecutive steps at a time: each value's slice
+// along the loop's axis, in place when that axis is its first, else
+// gathered into a buffer of its own (made once, for `steps` steps).
+class XsSlices {
+ public:
+  XsSlices(const std::vector<tensor::Spec>& slots, const StagedProgram::Stage& st, int64_t steps)
+      : xs_axis_(st.xs_axis), length_(st.length), outer_(st.xs_axis.size(), 1), inner_(st.xs_axis.size(), 1),
+        gathered_(st.xs_axis.size()) {
+    const std::vector<size_t>& xs_axis = st.xs_axis;
+    for (size_t j = 0; j < xs_axis.size(); ++j) {
+      const tensor::Spec& spec = slots[st.inputs[st.carries + j]];
+      for (size_t d = 0; d < spec.axes.size(); ++d) {
+        if (d < xs_axis[j]) outer_[j] *= spec.axes[d].extent;
+        if (d > xs_axis[j]) inner_[j] *= spec.axes[d].extent;
+      }
+      inner_[j] *= tensor::dtypeSize(spec.dtype);
+      if (xs_axis[j] != 0) gathered_[j].resize(static_cast<size_t>(outer_[j] * steps * inner_[j]));
+    }
+  }
+  // Value j's steps [first, first + count), `xs` its whole buffer.
+  std::span<const std::byte> slice(size_t j, std::span<const std::byte> xs, int64_t first, int64_t count) {
+    const size_t bytes = static_cast<size_t>(count * inner_[j]);
+    if (xs_axis_[j] == 0) return xs.subspan(static_cast<size_t>(first * inner_[j]), bytes);
+    for (int64_t o = 0; o < outer_[j]; ++o) {
+      std::memcpy(gathered_[j].data() + o * bytes, xs.data() + (o * length_ + first) * inner_[j], bytes);
+    }
+    return std::span<const std::byte>(gathered_[j].data(), static_cast<size_t>(outer_[j]) * bytes);
+  }
+
+ private:
+  const std::vector<size_t>& xs_axis_;
+  int64_t length_;
+  std::vector<int64_t> outer_, inner_;
+  std::vector<std::vector<std::byte>> gathered_;
+};
+
+}  // namespace
+
 absl::Status StagedProgram::runScanChunks(const Stage& st, std::vector<std::span<std::byte>>& v) const {
   const size_t nc = st.carries, nx = st.xs;
   const int64_t length = st.length, chunk = st.chunk;
@@ -578,19 +618,7 @@ absl::Status StagedProgram::runScanChunks(const Stage& st, std::vector<std::span
   // the last chunk writing the result.
   std::vector<std::vector<std::byte>> spare(nc);
   for (size_t i = 0; i < nc; ++i) spare[i].resize(v[st.outputs[i]].size());
-  // xs sliced along an axis that is not their first: each chunk's steps
-  // gathered into a buffer of their own.
-  std::vector<std::vector<std::byte>> gathered(nx);
-  std::vector<int64_t> outer(nx, 1), inner(nx, 1);
-  for (size_t j = 0; j < nx; ++j) {
-    const tensor::Spec& spec = slots_[st.inputs[nc + j]];
-    for (size_t d = 0; d < spec.axes.size(); ++d) {
-      if (d < st.xs_axis[j]) outer[j] *= spec.axes[d].extent;
-      if (d > st.xs_axis[j]) inner[j] *= spec.axes[d].extent;
-    }
-    inner[j] *= tensor::dtypeSize(spec.dtype);
-    if (st.xs_axis[j] != 0) gathered[j].resize(static_cast<size_t>(outer[j] * chunk * inner[j]));
-  }
+  XsSlices xs_slices(slots_, st, chunk);
   for (int64_t c = 0; c < chunks; ++c) {
     ACCY_RETURN_IF_ERROR(checkStop());
     const int64_t first = c * chunk, steps = std::min(chunk, length - first);
@@ -602,18 +630,7 @@ absl::Status StagedProgram::runScanChunks(const Stage& st, std::vector<std::span
                       : std::span<const std::byte>(to_result ? std::span<std::byte>(spare[i]) : result);
       outs[i] = written;
     }
-    for (size_t j = 0; j < nx; ++j) {
-      const std::span<std::byte> xs = v[st.inputs[nc + j]];
-      const size_t bytes = static_cast<size_t>(steps * inner[j]);
-      if (st.xs_axis[j] == 0) {
-        ins[nc + j] = std::span<const std::byte>(xs.data() + first * inner[j], bytes);
-      } else {
-        for (int64_t o = 0; o < outer[j]; ++o) {
-          std::memcpy(gathered[j].data() + o * bytes, xs.data() + (o * length + first) * inner[j], bytes);
-        }
-        ins[nc + j] = std::span<const std::byte>(gathered[j].data(), static_cast<size_t>(outer[j]) * bytes);
-      }
-    }
+    for (size_t j = 0; j < nx; ++j) ins[nc + j] = xs_slices.slice(j, v[st.inputs[nc + j]], first, steps);
     for (size_t y = nc; y < st.outputs.size(); ++y) {  // ys: the loop's axis first, a chunk's rows together
       const std::span<std::byte> ys = v[st.outputs[y]];
       const size_t row = ys.size() / static_cast<size_t>(length);
@@ -694,18 +711,7 @@ absl::Status StagedProgram::run(std::vector<std::span<std::byte>>& v) const {
           continue;
         }
       }
-      // xs sliced along an axis that is not their first: gathered per step.
-      std::vector<std::vector<std::byte>> gathered(nx);
-      std::vector<int64_t> outer(nx, 1), inner(nx, 1);
-      for (size_t j = 0; j < nx; ++j) {
-        const tensor::Spec& spec = slots_[st.inputs[nc + j]];
-        for (size_t d = 0; d < spec.axes.size(); ++d) {
-          if (d < st.xs_axis[j]) outer[j] *= spec.axes[d].extent;
-          if (d > st.xs_axis[j]) inner[j] *= spec.axes[d].extent;
-        }
-        inner[j] *= tensor::dtypeSize(spec.dtype);
-        if (st.xs_axis[j] != 0) gathered[j].resize(static_cast<size_t>(outer[j] * inner[j]));
-      }
+      XsSlices xs_slices(slots_, st, 1);
       std::vector<std::span<const std::byte>> ins(nc + nx + captures.size());
       std::vector<std::span<std::byte>> outs(nc + ys.size());
       for (size_t k = 0; k < captures.size(); ++k) ins[nc + nx + k] = captures[k];
@@ -723,18 +729,7 @@ absl::Status StagedProgram::run(std::vector<std::span<std::byte>>& v) const {
                           : std::span<const std::byte>(to_result ? std::span<std::byte>(spare[i]) : result[i]);
           outs[i] = written;
         }
-        for (size_t j = 0; j < nx; ++j) {
-          const int64_t extent = length;
-          if (st.xs_axis[j] == 0) {
-            ins[nc + j] = std::span<const std::byte>(xs[j].data() + t * inner[j], static_cast<size_t>(inner[j]));
-          } else {
-            for (int64_t o = 0; o < outer[j]; ++o) {
-              std::memcpy(gathered[j].data() + o * inner[j], xs[j].data() + (o * extent + t) * inner[j],
-                          static_cast<size_t>(inner[j]));
-            }
-            ins[nc + j] = std::span<const std::byte>(gathered[j]);
-          }
-        }
+        for (size_t j = 0; j < nx; ++j) ins[nc + j] = xs_slices.slice(j, xs[j], t, 1);
         for (size_t y = 0; y < ys.size(); ++y) {
           const size_t slice = ys[y].size() / static_cast<size_t>(length);
           outs[nc + y] = std::span<std::byte>(ys[y].data() + t * slice, slice);

@@ -503,9 +503,7 @@ void AccydService::markClosed(ClientSession& s) {
   if (s.channel != nullptr) s.channel->stop();
 }
 
-absl::Status AccydService::startWaiting(const std::string& owner) {
-  std::lock_guard<std::mutex> g(load_mu_);
-  IdentityLoad& load = load_[owner];
+absl::Status AccydService::countWaiting(const std::string& owner, IdentityLoad& load) {
   if (load.waiting >= limits_.max_waiting_calls_per_identity) {
     return makeError(ErrorKind::kTooManyPrograms,
                      strCat("accyd: ", owner.empty() ? "this caller" : owner, " has ", load.waiting,
@@ -515,6 +513,11 @@ absl::Status AccydService::startWaiting(const std::string& owner) {
   }
   ++load.waiting;
   return absl::OkStatus();
+}
+
+absl::Status AccydService::startWaiting(const std::string& owner) {
+  std::lock_guard<std::mutex> g(load_mu_);
+  return countWaiting(owner, load_[owner]);
 }
 
 void AccydService::stopWaiting(const std::string& owner) {
@@ -567,15 +570,7 @@ absl::Status AccydService::takeSlot(const std::string& owner, SlotKind kind, con
                            : Clock::time_point::max();
   std::unique_lock<std::mutex> g(load_mu_);
   if (held(load_[owner]) >= limit) {
-    IdentityLoad& load = load_[owner];
-    if (load.waiting >= limits_.max_waiting_calls_per_identity) {
-      return makeError(ErrorKind::kTooManyPrograms,
-                       strCat("accyd: ", owner.empty() ? "this caller" : owner, " has ", load.waiting,
-                              " calls waiting (for a busy session or a launch or compile slot), the limit per "
-                              "identity is ",
-                              limits_.max_waiting_calls_per_identity, " (--max-waiting-calls-per-identity)"));
-    }
-    ++load.waiting;
+    ACCY_RETURN_IF_ERROR(countWaiting(owner, load_[owner]));
     absl::Status st;
     // Woken when one of the identity's own slots is given back.
     while (held(load_[owner]) >= limit) {

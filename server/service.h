@@ -214,8 +214,10 @@ class AccydService final : public accy::v1::Accyd::Service {
   // `ended` (cancellation) and the session again.
   absl::Status lockSession(ClientSession& s, const StopCheck& ended, std::chrono::system_clock::time_point until,
                            std::unique_lock<std::timed_mutex>* lock);
-  // Counts a waiting call of `owner`, or refuses it over the limit.
+  // Counts a waiting call of `owner`, or refuses it over the limit
+  // (countWaiting: under load_mu_, `load` being owner's).
   absl::Status startWaiting(const std::string& owner);
+  absl::Status countWaiting(const std::string& owner, IdentityLoad& load);
   void stopWaiting(const std::string& owner);
   // Takes one of `owner`'s launch or compile slots, waiting for one of its
   // own to end until `ended` says stop.

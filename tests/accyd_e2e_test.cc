@@ -39,6 +39,7 @@
 #include "examples/sampler/sampler.h"
 #include "runtime/channel.h"
 #include "tests/accyd_daemon.h"
+#include "tests/loop_programs.h"
 #include "tests/grpc_health.h"
 #include "examples/tone/tone.h"
 #include "gmock/gmock.h"
@@ -371,14 +372,7 @@ TEST(Accyd, TheChannelsRegionUnregisteredStopsItsLaunch) {
   ASSERT_TRUE(s);
   using Args = std::span<const tensor::Value>;
   const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {})};
-  auto endless = tensor::define("endless", specs, [](tensor::Builder& b, Args a) {
-    return tensor::whileLoop(
-        b, {a[0]},
-        [](tensor::Builder&, Args c) -> absl::StatusOr<tensor::Value> { return c[0].eq(c[0]).bitOr(c[0].ne(c[0])); },
-        [](tensor::Builder&, Args c) -> absl::StatusOr<std::vector<tensor::Value>> {
-          return std::vector<tensor::Value>{c[0] + 1.0f};
-        })[0];
-  });
+  auto endless = testing::endlessLoop();
   auto twice = tensor::define("twice", specs, [](tensor::Builder&, Args a) { return a[0] * 2.0f; });
   ASSERT_TRUE(endless.ok() && twice.ok());
   auto stuck = s->compile(wire::encode(*endless));
@@ -1527,14 +1521,7 @@ TEST(Accyd, LoopsRunInOneInvokeAndAnEndlessOneStopsAtItsDeadline) {
   EXPECT_EQ(targets.size(), 2u) << "a daemon started with a vulkan device serves spirv";
   const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {})};
   using Args = std::span<const tensor::Value>;
-  auto endless = tensor::define("endless", specs, [](tensor::Builder& b, Args a) {
-    return tensor::whileLoop(
-        b, {a[0]},
-        [](tensor::Builder&, Args c) -> absl::StatusOr<tensor::Value> { return c[0].eq(c[0]).bitOr(c[0].ne(c[0])); },
-        [](tensor::Builder&, Args c) -> absl::StatusOr<std::vector<tensor::Value>> {
-          return std::vector<tensor::Value>{c[0] + 1.0f};
-        })[0];
-  });
+  auto endless = testing::endlessLoop();
   auto finite = tensor::define("finite", specs, [](tensor::Builder& b, Args a) {
     return tensor::scan(b, {.length = 1000}, {a[0]}, {},
                         [](tensor::Builder&, Args c, Args) -> absl::StatusOr<tensor::ScanStep> {
