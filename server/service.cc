@@ -38,7 +38,7 @@ namespace pb = accy::v1;
 using Clock = std::chrono::steady_clock;
 
 struct AccydService::ClientSession {
-  std::timed_mutex mu;  // one call at a time per session (lockSession)
+  SessionLock mu;  // one call at a time per session (lockSession)
   // Set once the session has left the table (closed, or its lease lapsed):
   // its launch in progress stops, calls waiting for it leave.
   std::atomic<bool> closed{false};
@@ -325,7 +325,7 @@ class AccydService::Channel {
       };
       const auto until = max_ms > 0 ? std::chrono::system_clock::now() + std::chrono::milliseconds(max_ms)
                                     : std::chrono::system_clock::time_point::max();
-      std::unique_lock<std::timed_mutex> lock;
+      std::unique_lock<SessionLock> lock;
       st = service_->lockSession(s, closing, until, &lock);
       if (st.ok()) {
         std::vector<BufferRef> refs(request.inputs + request.outputs);
@@ -529,8 +529,8 @@ void AccydService::stopWaiting(const std::string& owner) {
 
 absl::Status AccydService::lockSession(ClientSession& s, const StopCheck& ended,
                                        std::chrono::system_clock::time_point until,
-                                       std::unique_lock<std::timed_mutex>* lock) {
-  *lock = std::unique_lock<std::timed_mutex>(s.mu, std::try_to_lock);
+                                       std::unique_lock<SessionLock>* lock) {
+  *lock = std::unique_lock<SessionLock>(s.mu, std::try_to_lock);
   if (!lock->owns_lock()) {
     // Another call of the session runs (a launch may run for long): wait,
     // counted (the lock itself wakes it as soon as it is free).
@@ -771,7 +771,7 @@ grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRe
   auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   const CallEnded waited(ctx, ErrorKind::kCompileFailed, "wait for the session");
-  std::unique_lock<std::timed_mutex> lock;
+  std::unique_lock<SessionLock> lock;
   if (absl::Status st = lockSession(*s, [&waited] { return waited(); }, waited.until(), &lock); !st.ok()) {
     return finish(ctx, reply, st);
   }
@@ -817,10 +817,9 @@ grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRe
   // program compile it themselves.
   // --max-compile-ms bounds the whole program here (a program with loops
   // compiles a module per stage; the cache bounds each module too).
+  // The time limit counts from when the compile has its identity's slot.
   CallEnded ended(ctx, ErrorKind::kCompileFailed, "compile");
-  ended.whenClosed(&s->closed).within(limits_.max_compile_ms,
-                                      strCat("the program's compile, all its stages together, took longer than ",
-                                             limits_.max_compile_ms, " ms (--max-compile-ms)"));
+  ended.whenClosed(&s->closed);
   const StopCheck call_ended = [&ended]() { return ended(); };
   ScopedStopCheck scoped_stop(&call_ended);
   session::CompileInfo info;
@@ -828,6 +827,8 @@ grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRe
   if (absl::Status slot = takeSlot(s->owner, SlotKind::kCompile, call_ended, ended.until()); !slot.ok()) {
     handle = slot;
   } else {
+    ended.within(limits_.max_compile_ms, strCat("the program's compile, all its stages together, took longer than ",
+                                                limits_.max_compile_ms, " ms (--max-compile-ms)"));
     handle = s->table->compile(req->program(), &info);
     giveSlot(s->owner, SlotKind::kCompile);
   }
@@ -853,7 +854,7 @@ grpc::Status AccydService::Release(grpc::ServerContext* ctx, const pb::ReleaseRe
   auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   const CallEnded waited(ctx, ErrorKind::kTooManyPrograms, "wait for the session");
-  std::unique_lock<std::timed_mutex> lock;
+  std::unique_lock<SessionLock> lock;
   if (absl::Status st = lockSession(*s, [&waited] { return waited(); }, waited.until(), &lock); !st.ok()) {
     return finish(ctx, reply, st);
   }
@@ -871,7 +872,7 @@ grpc::Status AccydService::RegisterRegion(grpc::ServerContext* ctx, const pb::Re
   auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   const CallEnded waited(ctx, ErrorKind::kTooManyPrograms, "wait for the session");
-  std::unique_lock<std::timed_mutex> lock;
+  std::unique_lock<SessionLock> lock;
   if (absl::Status st = lockSession(*s, [&waited] { return waited(); }, waited.until(), &lock); !st.ok()) {
     return finish(ctx, reply, st);
   }
@@ -935,7 +936,7 @@ grpc::Status AccydService::UnregisterRegion(grpc::ServerContext* ctx, const pb::
     if (s->channel != nullptr && s->channel_region == req->region()) s->channel->stop();
   }
   const CallEnded waited(ctx, ErrorKind::kTooManyPrograms, "wait for the session");
-  std::unique_lock<std::timed_mutex> lock;
+  std::unique_lock<SessionLock> lock;
   if (absl::Status st = lockSession(*s, [&waited] { return waited(); }, waited.until(), &lock); !st.ok()) {
     return finish(ctx, reply, st);
   }
@@ -968,7 +969,7 @@ grpc::Status AccydService::ListRegions(grpc::ServerContext* ctx, const pb::ListR
   auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   const CallEnded waited(ctx, ErrorKind::kTooManyPrograms, "wait for the session");
-  std::unique_lock<std::timed_mutex> lock;
+  std::unique_lock<SessionLock> lock;
   if (absl::Status st = lockSession(*s, [&waited] { return waited(); }, waited.until(), &lock); !st.ok()) {
     return finish(ctx, reply, st);
   }
@@ -1143,7 +1144,7 @@ grpc::Status AccydService::Invoke(grpc::ServerContext* ctx, const pb::InvokeRequ
                                       strCat("the call ran past the daemon's limit of ", limits_.max_call_ms,
                                              " ms for one call (--max-call-ms)"));
   const StopCheck call_ended = [&ended]() { return ended(); };  // one pointer: no allocation per invoke
-  std::unique_lock<std::timed_mutex> lock;
+  std::unique_lock<SessionLock> lock;
   if (absl::Status st = lockSession(*s, call_ended, ended.until(), &lock); !st.ok()) return finish(ctx, reply, st);
   auto refOf = [](const pb::Buffer& b) {
     BufferRef r;
@@ -1205,7 +1206,7 @@ grpc::Status AccydService::OpenChannel(grpc::ServerContext* ctx, const pb::OpenC
   auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   const CallEnded waited(ctx, ErrorKind::kTooManyPrograms, "wait for the session");
-  std::unique_lock<std::timed_mutex> lock;
+  std::unique_lock<SessionLock> lock;
   if (absl::Status st = lockSession(*s, [&waited] { return waited(); }, waited.until(), &lock); !st.ok()) {
     return finish(ctx, reply, st);
   }

@@ -100,6 +100,44 @@ struct ServiceStats {
 using CallObserver = std::function<void(std::string_view method, const std::string& device, session::Status status,
                                         double seconds)>;
 
+// One call at a time: a lock that a waiting call can give up on at a time
+// of its choosing (std::unique_lock's try_lock_until). Made of a mutex and a
+// condition variable rather than std::timed_mutex, whose timed lock
+// (pthread_mutex_clocklock) ThreadSanitizer does not see.
+class SessionLock {
+ public:
+  void lock() {
+    std::unique_lock<std::mutex> g(mu_);
+    freed_.wait(g, [this] { return !held_; });
+    held_ = true;
+  }
+  bool try_lock() {
+    std::lock_guard<std::mutex> g(mu_);
+    if (held_) return false;
+    held_ = true;
+    return true;
+  }
+  template <typename Clock, typename Duration>
+  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& until) {
+    std::unique_lock<std::mutex> g(mu_);
+    if (!freed_.wait_until(g, until, [this] { return !held_; })) return false;
+    held_ = true;
+    return true;
+  }
+  void unlock() {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      held_ = false;
+    }
+    freed_.notify_one();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable freed_;
+  bool held_ = false;
+};
+
 class AccydService final : public accy::v1::Accyd::Service {
  public:
   // `devices` come from backends/registry.h (e.g. just "cpu").
@@ -163,7 +201,6 @@ class AccydService final : public accy::v1::Accyd::Service {
   struct ClientSession;
   class CallLog;
   class Channel;
-  class SessionLock;
   class IdentitySlot;
   // What one identity runs and waits for now (under load_mu_), and where
   // its calls wait for one of its slots: each identity has its own, so a
@@ -213,7 +250,7 @@ class AccydService final : public accy::v1::Accyd::Service {
   // free, `until` (the call's deadline) or 100 ms have passed, then asks
   // `ended` (cancellation) and the session again.
   absl::Status lockSession(ClientSession& s, const StopCheck& ended, std::chrono::system_clock::time_point until,
-                           std::unique_lock<std::timed_mutex>* lock);
+                           std::unique_lock<SessionLock>* lock);
   // Counts a waiting call of `owner`, or refuses it over the limit
   // (countWaiting: under load_mu_, `load` being owner's).
   absl::Status startWaiting(const std::string& owner);
