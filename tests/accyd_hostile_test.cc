@@ -220,84 +220,65 @@ class Client {
       }
     }
   };
-  Answer compile(const std::string& session, const std::string& bytes, double deadline_s = 60,
-                 const std::string& target = "x86_64") {
+  // One unary call of the stub's `method` under a deadline, read into an
+  // Answer.
+  template <typename Request, typename Reply>
+  Answer call(grpc::Status (pb::Accyd::Stub::*method)(grpc::ClientContext*, const Request&, Reply*),
+              const Request& req, Reply* reply, double deadline_s) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(int64_t(deadline_s * 1000)));
+    Answer a;
+    const auto t = Clock::now();
+    a.grpc = (stub_.get()->*method)(&ctx, req, reply);
+    a.seconds = secondsSince(t);
+    a.read(ctx, reply->status(), reply->message());
+    return a;
+  }
+  Answer compile(const std::string& session, const std::string& bytes, double deadline_s = 60,
+                 const std::string& target = "x86_64") {
     pb::CompileRequest req;
     req.set_session_id(session);
     req.set_program(bytes);
     req.set_target(target);
-    Answer a;
-    const auto t = Clock::now();
-    a.grpc = stub_->Compile(&ctx, req, &a.compile);
-    a.seconds = secondsSince(t);
-    a.read(ctx, a.compile.status(), a.compile.message());
+    pb::CompileReply reply;
+    Answer a = call(&pb::Accyd::Stub::Compile, req, &reply, deadline_s);
+    a.compile = std::move(reply);
     return a;
   }
   Answer keepAlive(const std::string& session, double deadline_s = 10) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(int64_t(deadline_s * 1000)));
     pb::KeepAliveRequest req;
     req.set_session_id(session);
     pb::KeepAliveReply reply;
-    Answer a;
-    const auto t = Clock::now();
-    a.grpc = stub_->KeepAlive(&ctx, req, &reply);
-    a.seconds = secondsSince(t);
-    a.read(ctx, reply.status(), reply.message());
-    return a;
+    return call(&pb::Accyd::Stub::KeepAlive, req, &reply, deadline_s);
   }
   // Runs the compiled program `compiled` with `inputs` given inline.
   Answer invoke(const std::string& session, const pb::CompileReply& compiled, const std::vector<std::string>& inputs,
                 double deadline_s) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(int64_t(deadline_s * 1000)));
     pb::InvokeRequest req;
     req.set_session_id(session);
     *req.mutable_handle() = compiled.handle();
     for (const std::string& in : inputs) req.add_inputs()->set_inline_bytes(in);
     pb::InvokeReply reply;
-    Answer a;
-    const auto t = Clock::now();
-    a.grpc = stub_->Invoke(&ctx, req, &reply);
-    a.seconds = secondsSince(t);
-    a.read(ctx, reply.status(), reply.message());
+    Answer a = call(&pb::Accyd::Stub::Invoke, req, &reply, deadline_s);
     a.outputs.assign(reply.inline_outputs().begin(), reply.inline_outputs().end());
     return a;
   }
   // A call that takes the session's lock and does nothing else.
   Answer listRegions(const std::string& session, double deadline_s) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(int64_t(deadline_s * 1000)));
     pb::ListRegionsRequest req;
     req.set_session_id(session);
     pb::ListRegionsReply reply;
-    Answer a;
-    const auto t = Clock::now();
-    a.grpc = stub_->ListRegions(&ctx, req, &reply);
-    a.seconds = secondsSince(t);
-    a.read(ctx, reply.status(), reply.message());
-    return a;
+    return call(&pb::Accyd::Stub::ListRegions, req, &reply, deadline_s);
   }
   Answer closeSession(const std::string& session) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     pb::CloseSessionRequest req;
     req.set_session_id(session);
     pb::CloseSessionReply reply;
-    Answer a;
-    const auto t = Clock::now();
-    a.grpc = stub_->CloseSession(&ctx, req, &reply);
-    a.seconds = secondsSince(t);
-    a.read(ctx, reply.status(), reply.message());
-    return a;
+    return call(&pb::Accyd::Stub::CloseSession, req, &reply, 10);
   }
   pb::ServerInfoReply serverInfo() {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     pb::ServerInfoReply reply;
-    EXPECT_TRUE(stub_->ServerInfo(&ctx, pb::ServerInfoRequest(), &reply).ok());
+    EXPECT_TRUE(call(&pb::Accyd::Stub::ServerInfo, pb::ServerInfoRequest(), &reply, 10).grpc.ok());
     return reply;
   }
   // The tone program compiled in a fresh session and run at guess 2.5.
@@ -599,18 +580,7 @@ TEST(AccydHostile, CompilesStopAndTakeAtMostTheirShareOfCores) {
   // Four slow compiles at once on one slot: the daemon uses one core for
   // them, not four.
   {
-    auto cpu = [&]() {
-      std::ifstream stat("/proc/" + std::to_string(d.pid()) + "/stat");
-      std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-      std::istringstream fields(text.substr(text.rfind(')') + 2));
-      std::string f;
-      long utime = 0, stime = 0;
-      for (int i = 3; i <= 15 && fields >> f; ++i) {
-        if (i == 14) utime = std::atol(f.c_str());
-        if (i == 15) stime = std::atol(f.c_str());
-      }
-      return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-    };
+    auto cpu = [&]() { return cpuSeconds(d.pid()); };
     std::vector<std::thread> clients;
     std::vector<std::unique_ptr<Client>> own;
     for (int k = 0; k < 4; ++k) own.push_back(std::make_unique<Client>(d));
