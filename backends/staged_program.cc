@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
 
+#include "base/checked.h"
 #include "base/errors.h"
 #include "base/stop.h"
 #include "base/status_macros.h"
@@ -133,10 +135,11 @@ int64_t stepWork(const tensor::Program& body) {
     if (n.op == OpCode::kInput || n.op == OpCode::kConstant) continue;
     int64_t elements = n.spec().elementCount();
     for (int32_t o : n.operands) elements = std::max(elements, body.nodes[static_cast<size_t>(o)].spec().elementCount());
-    const int64_t weight = isTranscendental(n.op) ? 16 : 1;
     // Saturates: a body this large runs step by step whatever the budget.
-    if (elements > (INT64_MAX - work) / weight) return INT64_MAX;
-    work += elements * weight;
+    const std::optional<int64_t> node_work = checkedMul(elements, isTranscendental(n.op) ? 16 : 1);
+    const std::optional<int64_t> total = node_work ? checkedAdd(work, *node_work) : std::nullopt;
+    if (!total) return INT64_MAX;
+    work = *total;
   }
   return work;
 }
