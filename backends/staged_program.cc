@@ -78,16 +78,6 @@ namespace {
 // The most nodes a scan's body may have to run as one kernel.
 constexpr size_t kMaxScanKernelNodes = 256;
 
-bool isTranscendental(OpCode op) {
-  switch (op) {
-    case OpCode::kSin: case OpCode::kCos: case OpCode::kExp: case OpCode::kLog: case OpCode::kTanh:
-    case OpCode::kSigmoid: case OpCode::kPow: case OpCode::kLog1p: case OpCode::kExpm1: case OpCode::kErf:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // The scan node `n` of `p` alone in a program of its own, over `length`
 // steps: its inputs the scan's operands (xs with the loop's axis of extent
 // `length`), its outputs the scan's results (ys likewise).
@@ -136,7 +126,8 @@ int64_t stepWork(const tensor::Program& body) {
     int64_t elements = n.spec().elementCount();
     for (int32_t o : n.operands) elements = std::max(elements, body.nodes[static_cast<size_t>(o)].spec().elementCount());
     // Saturates: a body this large runs step by step whatever the budget.
-    const std::optional<int64_t> node_work = checkedMul(elements, isTranscendental(n.op) ? 16 : 1);
+    const int64_t weight = tensor::opCost(n.op) == tensor::OpCost::Expensive ? 16 : 1;
+    const std::optional<int64_t> node_work = checkedMul(elements, weight);
     const std::optional<int64_t> total = node_work ? checkedAdd(work, *node_work) : std::nullopt;
     if (!total) return INT64_MAX;
     work = *total;

@@ -49,7 +49,7 @@ struct StageOptions {
   bool scans_in_kernel = false;
   // With scans_in_kernel: when > 0, no kernel runs more than about this
   // much of a scan's work (estimated: elements each body node makes or
-  // reads, transcendental functions counted 16 times) without the plan
+  // reads, the op table's expensive ops counted 16 times) without the plan
   // asking its stop check. A scan whose whole loop is more runs as chunks of
   // consecutive steps, each chunk one launch of the scan's kernel over that
   // many steps, the stop check asked between chunks; one whose single step

@@ -312,19 +312,18 @@ class AccydService::Channel {
       // channel closes (the session closed, its lease lapsed, the region
       // was unregistered, the daemon drains) or past --max-call-ms.
       const int64_t max_ms = service_->limits_.max_call_ms;
-      const auto limit = max_ms > 0 ? Clock::now() + std::chrono::milliseconds(max_ms) : Clock::time_point::max();
-      const StopCheck closing = [this, limit, max_ms]() -> absl::Status {
+      const auto until = max_ms > 0 ? std::chrono::system_clock::now() + std::chrono::milliseconds(max_ms)
+                                    : std::chrono::system_clock::time_point::max();
+      const StopCheck closing = [this, until, max_ms]() -> absl::Status {
         if (stopping_.load()) {
           return makeError(ErrorKind::kLaunchFailed, "accyd: the session or its channel closed; the launch stopped");
         }
-        if (Clock::now() > limit) {
+        if (std::chrono::system_clock::now() > until) {
           return makeError(ErrorKind::kLaunchFailed, strCat("accyd: the call ran past the daemon's limit of ", max_ms,
                                                             " ms for one call (--max-call-ms); the launch stopped"));
         }
         return absl::OkStatus();
       };
-      const auto until = max_ms > 0 ? std::chrono::system_clock::now() + std::chrono::milliseconds(max_ms)
-                                    : std::chrono::system_clock::time_point::max();
       std::unique_lock<SessionLock> lock;
       st = service_->lockSession(s, closing, until, &lock);
       if (st.ok()) {
@@ -520,11 +519,17 @@ absl::Status AccydService::startWaiting(const std::string& owner) {
   return countWaiting(owner, load_[owner]);
 }
 
+void AccydService::forgetIfIdle(const std::string& owner) {
+  auto it = load_.find(owner);
+  if (it != load_.end() && it->second.waiting == 0 && it->second.launches == 0 && it->second.compiles == 0) {
+    load_.erase(it);
+  }
+}
+
 void AccydService::stopWaiting(const std::string& owner) {
   std::lock_guard<std::mutex> g(load_mu_);
-  IdentityLoad& load = load_[owner];
-  --load.waiting;
-  if (load.waiting == 0 && load.launches == 0 && load.compiles == 0) load_.erase(owner);
+  --load_[owner].waiting;
+  forgetIfIdle(owner);
 }
 
 absl::Status AccydService::lockSession(ClientSession& s, const StopCheck& ended,
@@ -560,26 +565,25 @@ int64_t AccydService::slotLimit(SlotKind kind) const {
 absl::Status AccydService::takeSlot(const std::string& owner, SlotKind kind, const StopCheck& ended,
                                     std::chrono::system_clock::time_point until) {
   const int64_t limit = slotLimit(kind);
-  auto held = [kind](IdentityLoad& load) -> int64_t& {
-    return kind == SlotKind::kLaunch ? load.launches : load.compiles;
-  };
   // A compile waits at most --compile-queue-ms for one of its identity's
   // slots, as for one of the cache's; a launch as long as its call may.
   const auto give_up = kind == SlotKind::kCompile
-                           ? Clock::now() + std::chrono::milliseconds(limits_.compile_queue_ms)
-                           : Clock::time_point::max();
+                           ? std::chrono::system_clock::now() + std::chrono::milliseconds(limits_.compile_queue_ms)
+                           : std::chrono::system_clock::time_point::max();
   std::unique_lock<std::mutex> g(load_mu_);
-  if (held(load_[owner]) >= limit) {
-    ACCY_RETURN_IF_ERROR(countWaiting(owner, load_[owner]));
+  // The entry stays while this call counts in it (forgetIfIdle).
+  IdentityLoad& load = load_[owner];
+  int64_t& held = kind == SlotKind::kLaunch ? load.launches : load.compiles;
+  if (held >= limit) {
+    ACCY_RETURN_IF_ERROR(countWaiting(owner, load));
     absl::Status st;
     // Woken when one of the identity's own slots is given back.
-    while (held(load_[owner]) >= limit) {
-      load_[owner].slot_freed.wait_until(g, nextWake(std::min(until, std::chrono::system_clock::now() +
-                                                          std::chrono::milliseconds(limits_.compile_queue_ms + 1))));
-      if (held(load_[owner]) < limit) break;
+    while (held >= limit) {
+      load.slot_freed.wait_until(g, nextWake(std::min(until, give_up)));
+      if (held < limit) break;
       g.unlock();
       st = ended();
-      if (st.ok() && Clock::now() >= give_up) {
+      if (st.ok() && std::chrono::system_clock::now() >= give_up) {
         st = makeError(ErrorKind::kTooManyPrograms,
                        strCat("accyd: ", owner.empty() ? "this caller" : owner, " runs ", limit,
                               " compiles (--max-compiles-per-identity=", limit, "); this one waited ",
@@ -589,14 +593,13 @@ absl::Status AccydService::takeSlot(const std::string& owner, SlotKind kind, con
       g.lock();
       if (!st.ok()) break;
     }
-    --load_[owner].waiting;
+    --load.waiting;
     if (!st.ok()) {
-      IdentityLoad& after = load_[owner];
-      if (after.waiting == 0 && after.launches == 0 && after.compiles == 0) load_.erase(owner);
+      forgetIfIdle(owner);
       return st;
     }
   }
-  ++held(load_[owner]);
+  ++held;
   return absl::OkStatus();
 }
 
@@ -604,11 +607,8 @@ void AccydService::giveSlot(const std::string& owner, SlotKind kind) {
   std::lock_guard<std::mutex> g(load_mu_);
   IdentityLoad& load = load_[owner];
   --(kind == SlotKind::kLaunch ? load.launches : load.compiles);
-  if (load.waiting == 0 && load.launches == 0 && load.compiles == 0) {
-    load_.erase(owner);
-  } else {
-    load.slot_freed.notify_all();
-  }
+  load.slot_freed.notify_all();
+  forgetIfIdle(owner);
 }
 
 grpc::Status AccydService::Negotiate(grpc::ServerContext* ctx, const pb::NegotiateRequest* req,

@@ -255,6 +255,8 @@ class AccydService final : public accy::v1::Accyd::Service {
   // (countWaiting: under load_mu_, `load` being owner's).
   absl::Status startWaiting(const std::string& owner);
   absl::Status countWaiting(const std::string& owner, IdentityLoad& load);
+  // Drops `owner`'s entry once it counts nothing (under load_mu_).
+  void forgetIfIdle(const std::string& owner);
   void stopWaiting(const std::string& owner);
   // Takes one of `owner`'s launch or compile slots, waiting for one of its
   // own to end until `ended` says stop.
