@@ -54,6 +54,7 @@ struct AccydService::ClientSession {
   backends::CompileOptions compile_options;  // of the Compile call in progress
   std::map<uint32_t, std::string> device_of;  // program slot -> the device it was compiled for
   std::string owner;  // the identity that opened it (identityOf)
+  std::shared_ptr<IdentityLoad> load;  // the owner's (identityLoad)
   std::string id;
   // The invoke channel, if one is open, and its region (under mu or
   // channel_mu to read, both to change).
@@ -502,10 +503,25 @@ void AccydService::markClosed(ClientSession& s) {
   if (s.channel != nullptr) s.channel->stop();
 }
 
-absl::Status AccydService::countWaiting(const std::string& owner, IdentityLoad& load) {
+std::shared_ptr<AccydService::IdentityLoad> AccydService::identityLoad(const std::string& owner) {
+  std::lock_guard<std::mutex> g(load_mu_);
+  for (auto it = loads_.begin(); it != loads_.end();) {  // identities with no session left
+    it = it->second.expired() ? loads_.erase(it) : std::next(it);
+  }
+  std::weak_ptr<IdentityLoad>& entry = loads_[owner];
+  std::shared_ptr<IdentityLoad> load = entry.lock();
+  if (load == nullptr) {
+    load = std::make_shared<IdentityLoad>();
+    load->owner = owner;
+    entry = load;
+  }
+  return load;
+}
+
+absl::Status AccydService::countWaiting(IdentityLoad& load) {
   if (load.waiting >= limits_.max_waiting_calls_per_identity) {
     return makeError(ErrorKind::kTooManyPrograms,
-                     strCat("accyd: ", owner.empty() ? "this caller" : owner, " has ", load.waiting,
+                     strCat("accyd: ", load.owner.empty() ? "this caller" : load.owner, " has ", load.waiting,
                             " calls waiting (for a busy session or a launch or compile slot), the limit per identity "
                             "is ",
                             limits_.max_waiting_calls_per_identity, " (--max-waiting-calls-per-identity)"));
@@ -514,22 +530,14 @@ absl::Status AccydService::countWaiting(const std::string& owner, IdentityLoad& 
   return absl::OkStatus();
 }
 
-absl::Status AccydService::startWaiting(const std::string& owner) {
+absl::Status AccydService::startWaiting(IdentityLoad& load) {
   std::lock_guard<std::mutex> g(load_mu_);
-  return countWaiting(owner, load_[owner]);
+  return countWaiting(load);
 }
 
-void AccydService::forgetIfIdle(const std::string& owner) {
-  auto it = load_.find(owner);
-  if (it != load_.end() && it->second.waiting == 0 && it->second.launches == 0 && it->second.compiles == 0) {
-    load_.erase(it);
-  }
-}
-
-void AccydService::stopWaiting(const std::string& owner) {
+void AccydService::stopWaiting(IdentityLoad& load) {
   std::lock_guard<std::mutex> g(load_mu_);
-  --load_[owner].waiting;
-  forgetIfIdle(owner);
+  --load.waiting;
 }
 
 absl::Status AccydService::lockSession(ClientSession& s, const StopCheck& ended,
@@ -539,14 +547,14 @@ absl::Status AccydService::lockSession(ClientSession& s, const StopCheck& ended,
   if (!lock->owns_lock()) {
     // Another call of the session runs (a launch may run for long): wait,
     // counted (the lock itself wakes it as soon as it is free).
-    ACCY_RETURN_IF_ERROR(startWaiting(s.owner));
+    ACCY_RETURN_IF_ERROR(startWaiting(*s.load));
     absl::Status st;
     while (!lock->try_lock_until(nextWake(until))) {
       if (s.closed.load()) break;
       st = ended();
       if (!st.ok()) break;
     }
-    stopWaiting(s.owner);
+    stopWaiting(*s.load);
     ACCY_RETURN_IF_ERROR(st);
   }
   if (s.closed.load()) {
@@ -562,7 +570,7 @@ int64_t AccydService::slotLimit(SlotKind kind) const {
   return asked > 0 ? asked : defaultLaunchesPerIdentity();
 }
 
-absl::Status AccydService::takeSlot(const std::string& owner, SlotKind kind, const StopCheck& ended,
+absl::Status AccydService::takeSlot(IdentityLoad& load, SlotKind kind, const StopCheck& ended,
                                     std::chrono::system_clock::time_point until) {
   const int64_t limit = slotLimit(kind);
   // A compile waits at most --compile-queue-ms for one of its identity's
@@ -571,11 +579,9 @@ absl::Status AccydService::takeSlot(const std::string& owner, SlotKind kind, con
                            ? std::chrono::system_clock::now() + std::chrono::milliseconds(limits_.compile_queue_ms)
                            : std::chrono::system_clock::time_point::max();
   std::unique_lock<std::mutex> g(load_mu_);
-  // The entry stays while this call counts in it (forgetIfIdle).
-  IdentityLoad& load = load_[owner];
   int64_t& held = kind == SlotKind::kLaunch ? load.launches : load.compiles;
   if (held >= limit) {
-    ACCY_RETURN_IF_ERROR(countWaiting(owner, load));
+    ACCY_RETURN_IF_ERROR(countWaiting(load));
     absl::Status st;
     // Woken when one of the identity's own slots is given back.
     while (held >= limit) {
@@ -585,7 +591,7 @@ absl::Status AccydService::takeSlot(const std::string& owner, SlotKind kind, con
       st = ended();
       if (st.ok() && std::chrono::system_clock::now() >= give_up) {
         st = makeError(ErrorKind::kTooManyPrograms,
-                       strCat("accyd: ", owner.empty() ? "this caller" : owner, " runs ", limit,
+                       strCat("accyd: ", load.owner.empty() ? "this caller" : load.owner, " runs ", limit,
                               " compiles (--max-compiles-per-identity=", limit, "); this one waited ",
                               limits_.compile_queue_ms, " ms for one of them to end (--compile-queue-ms); try again "
                               "later"));
@@ -594,21 +600,19 @@ absl::Status AccydService::takeSlot(const std::string& owner, SlotKind kind, con
       if (!st.ok()) break;
     }
     --load.waiting;
-    if (!st.ok()) {
-      forgetIfIdle(owner);
-      return st;
-    }
+    ACCY_RETURN_IF_ERROR(st);
   }
   ++held;
   return absl::OkStatus();
 }
 
-void AccydService::giveSlot(const std::string& owner, SlotKind kind) {
-  std::lock_guard<std::mutex> g(load_mu_);
-  IdentityLoad& load = load_[owner];
-  --(kind == SlotKind::kLaunch ? load.launches : load.compiles);
+void AccydService::giveSlot(IdentityLoad& load, SlotKind kind) {
+  {
+    std::lock_guard<std::mutex> g(load_mu_);
+    --(kind == SlotKind::kLaunch ? load.launches : load.compiles);
+    if (load.waiting == 0) return;
+  }
   load.slot_freed.notify_all();
-  forgetIfIdle(owner);
 }
 
 grpc::Status AccydService::Negotiate(grpc::ServerContext* ctx, const pb::NegotiateRequest* req,
@@ -708,6 +712,7 @@ grpc::Status AccydService::OpenSession(grpc::ServerContext* ctx, const pb::OpenS
   s->table = std::make_unique<session::Session>(options);
   s->deadline = (Clock::now() + std::chrono::seconds(limits_.lease_seconds)).time_since_epoch().count();
   s->owner = identityOf(ctx);
+  s->load = identityLoad(s->owner);
   s->service = this;
   std::random_device rd;
   std::string id;
@@ -824,13 +829,13 @@ grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRe
   ScopedStopCheck scoped_stop(&call_ended);
   session::CompileInfo info;
   absl::StatusOr<session::Handle> handle;
-  if (absl::Status slot = takeSlot(s->owner, SlotKind::kCompile, call_ended, ended.until()); !slot.ok()) {
+  if (absl::Status slot = takeSlot(*s->load, SlotKind::kCompile, call_ended, ended.until()); !slot.ok()) {
     handle = slot;
   } else {
     ended.within(limits_.max_compile_ms, strCat("the program's compile, all its stages together, took longer than ",
                                                 limits_.max_compile_ms, " ms (--max-compile-ms)"));
     handle = s->table->compile(req->program(), &info);
-    giveSlot(s->owner, SlotKind::kCompile);
+    giveSlot(*s->load, SlotKind::kCompile);
   }
   reply->set_compile_micros(
       std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
@@ -1076,12 +1081,12 @@ absl::Status AccydService::invokeLocked(ClientSession& s, session::Handle handle
   }
   // One of the identity's launch slots (fair shares), waited for while
   // the call may (the stop check its caller installed).
-  ACCY_RETURN_IF_ERROR(takeSlot(s.owner, SlotKind::kLaunch, [] { return checkStop(); }, until));
+  ACCY_RETURN_IF_ERROR(takeSlot(*s.load, SlotKind::kLaunch, [] { return checkStop(); }, until));
   struct GiveSlot {
     AccydService* service;
-    const std::string& owner;
-    ~GiveSlot() { service->giveSlot(owner, SlotKind::kLaunch); }
-  } give_slot{this, s.owner};
+    IdentityLoad& load;
+    ~GiveSlot() { service->giveSlot(load, SlotKind::kLaunch); }
+  } give_slot{this, *s.load};
   // The daemon-wide budgets: refused with the figures, before allocating.
   auto scratch = s.table->scratchBytes(handle);
   if (!scratch.ok()) return scratch.status();

@@ -201,13 +201,15 @@ class AccydService final : public accy::v1::Accyd::Service {
   struct ClientSession;
   class CallLog;
   class Channel;
-  class IdentitySlot;
-  // What one identity runs and waits for now (under load_mu_), and where
-  // its calls wait for one of its slots: each identity has its own, so a
-  // slot given back wakes only the calls that may take it (one shared by
-  // all woke 62 waiting calls of another identity at each of a tone call's
-  // compile and launch, and made the tone call four times slower).
+  // What one identity runs and waits for now (counts under load_mu_), and
+  // where its calls wait for one of its slots: each identity has its own,
+  // so a slot given back wakes only the calls that may take it (one shared
+  // by all woke 62 waiting calls of another identity at each of a tone
+  // call's compile and launch, and made the tone call four times slower).
+  // Each of the identity's sessions holds it, so an invoke finds it without
+  // a lookup (identityLoad).
   struct IdentityLoad {
+    std::string owner;
     int64_t launches = 0, compiles = 0, waiting = 0;
     std::condition_variable slot_freed;
   };
@@ -251,18 +253,18 @@ class AccydService final : public accy::v1::Accyd::Service {
   // `ended` (cancellation) and the session again.
   absl::Status lockSession(ClientSession& s, const StopCheck& ended, std::chrono::system_clock::time_point until,
                            std::unique_lock<SessionLock>* lock);
-  // Counts a waiting call of `owner`, or refuses it over the limit
-  // (countWaiting: under load_mu_, `load` being owner's).
-  absl::Status startWaiting(const std::string& owner);
-  absl::Status countWaiting(const std::string& owner, IdentityLoad& load);
-  // Drops `owner`'s entry once it counts nothing (under load_mu_).
-  void forgetIfIdle(const std::string& owner);
-  void stopWaiting(const std::string& owner);
-  // Takes one of `owner`'s launch or compile slots, waiting for one of its
-  // own to end until `ended` says stop.
-  absl::Status takeSlot(const std::string& owner, SlotKind kind, const StopCheck& ended,
+  // The load record of `owner`, shared by its sessions.
+  std::shared_ptr<IdentityLoad> identityLoad(const std::string& owner);
+  // Counts a waiting call of the identity, or refuses it over the limit
+  // (countWaiting: under load_mu_).
+  absl::Status startWaiting(IdentityLoad& load);
+  absl::Status countWaiting(IdentityLoad& load);
+  void stopWaiting(IdentityLoad& load);
+  // Takes one of the identity's launch or compile slots, waiting for one of
+  // its own to end until `ended` says stop.
+  absl::Status takeSlot(IdentityLoad& load, SlotKind kind, const StopCheck& ended,
                         std::chrono::system_clock::time_point until);
-  void giveSlot(const std::string& owner, SlotKind kind);
+  void giveSlot(IdentityLoad& load, SlotKind kind);
   int64_t slotLimit(SlotKind kind) const;
 
   CompileCache& cache_;
@@ -284,7 +286,7 @@ class AccydService final : public accy::v1::Accyd::Service {
   std::vector<bool> serving_;
   std::function<void(const std::string& device, bool serving, const std::string& why)> health_listener_;
   std::mutex load_mu_;
-  std::map<std::string, IdentityLoad> load_;  // an entry lives while it counts anything
+  std::map<std::string, std::weak_ptr<IdentityLoad>> loads_;  // an identity's, while a session holds it
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<ClientSession>> sessions_;
   mutable std::mutex peers_mu_;
