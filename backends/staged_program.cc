@@ -117,6 +117,20 @@ absl::StatusOr<tensor::Program> scanProgram(const tensor::Program& p, const Node
   return program;
 }
 
+// Fills a scan stage's counts from the scan node `n` of `p`: carries, xs,
+// length, and the position of the loop's axis in each xs value.
+void describeScan(const tensor::Program& p, const Node& n, StagedProgram::Stage& stage) {
+  stage.carries = static_cast<size_t>(n.ints[1]);
+  stage.xs = static_cast<size_t>(n.ints[2]);
+  stage.length = n.ints[3];
+  for (size_t j = 0; j < stage.xs; ++j) {
+    const std::vector<tensor::Axis>& axes = p.nodes[n.operands[stage.carries + j]].axes;
+    size_t at = 0;
+    while (axes[at].name != n.names[0]) ++at;
+    stage.xs_axis.push_back(at);
+  }
+}
+
 }  // namespace
 
 int64_t stepWork(const tensor::Program& body) {
@@ -125,8 +139,8 @@ int64_t stepWork(const tensor::Program& body) {
     if (n.op == OpCode::kInput || n.op == OpCode::kConstant) continue;
     int64_t elements = n.spec().elementCount();
     for (int32_t o : n.operands) elements = std::max(elements, body.nodes[static_cast<size_t>(o)].spec().elementCount());
-    // Saturates: a body this large runs step by step whatever the budget.
     const int64_t weight = tensor::opCost(n.op) == tensor::OpCost::Expensive ? 16 : 1;
+    // Saturates: a body this large runs step by step whatever the budget.
     const std::optional<int64_t> node_work = checkedMul(elements, weight);
     const std::optional<int64_t> total = node_work ? checkedAdd(work, *node_work) : std::nullopt;
     if (!total) return INT64_MAX;
@@ -166,15 +180,7 @@ absl::StatusOr<bool> StagedProgram::loadScanKernel(const tensor::Program& p, int
   if (chunk < length) {
     stage.kind = Stage::Kind::kScanChunks;
     stage.chunk = chunk;
-    stage.length = length;
-    stage.carries = static_cast<size_t>(n.ints[1]);
-    stage.xs = static_cast<size_t>(n.ints[2]);
-    for (size_t j = 0; j < stage.xs; ++j) {
-      const std::vector<tensor::Axis>& axes = p.nodes[n.operands[stage.carries + j]].axes;
-      size_t at = 0;
-      while (axes[at].name != n.names[0]) ++at;
-      stage.xs_axis.push_back(at);
-    }
+    describeScan(p, n, stage);
     if (const int64_t rest = length % chunk; rest > 0) {
       ACCY_ASSIGN_OR_RETURN(tensor::Program tail,
                             scanProgram(p, n, rest, strCat(p.name, "_scan", plan.stages_.size(), "_tail")));
@@ -307,15 +313,7 @@ absl::StatusOr<std::shared_ptr<const StagedProgram>> StagedProgram::build(const 
     stage.kind = scan ? Stage::Kind::kScan : Stage::Kind::kWhile;
     for (int32_t o : n.operands) stage.inputs.push_back(slot_of[o]);
     if (scan) {
-      stage.carries = static_cast<size_t>(n.ints[1]);
-      stage.xs = static_cast<size_t>(n.ints[2]);
-      stage.length = n.ints[3];
-      for (size_t j = 0; j < stage.xs; ++j) {
-        const std::vector<tensor::Axis>& axes = p.nodes[n.operands[stage.carries + j]].axes;
-        size_t at = 0;
-        while (axes[at].name != n.names[0]) ++at;
-        stage.xs_axis.push_back(at);
-      }
+      describeScan(p, n, stage);
       ACCY_ASSIGN_OR_RETURN(stage.body, build(p.bodies[n.ints[0]], load, options));
     } else {
       stage.carries = static_cast<size_t>(n.ints[2]);
