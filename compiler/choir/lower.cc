@@ -22,14 +22,6 @@ using tensor::Node;
 using tensor::OpCategory;
 using IndexMap = std::map<std::string, Affine, std::less<>>;
 
-// The extent of `n`'s axis `name` (0 when it has none).
-int64_t extentOf(const Node& n, std::string_view name) {
-  for (const tensor::Axis& a : n.axes) {
-    if (a.name == name) return a.extent;
-  }
-  return 0;
-}
-
 bool isView(const Node& n) {
   switch (n.op) {
     case OpCode::kTranspose: case OpCode::kRename: case OpCode::kBroadcast: case OpCode::kSlice:
@@ -185,7 +177,7 @@ class Lowering {
       case OpCode::kSlice: {
         // A step that takes one element is 1 here: any step >= 1 is valid,
         // and a huge one (2^62) would overflow the products of views of views.
-        const int64_t step = extentOf(n, n.names[0]) == 1 ? 1 : n.ints[2];
+        const int64_t step = tensor::axisExtent(n.axes, n.names[0]) == 1 ? 1 : n.ints[2];
         for (const tensor::Axis& a : p_.nodes[src].axes) {
           inner[a.name] = a.name == n.names[0]
                               ? add(Affine::constantOf(n.ints[0]), scale(at(a.name), step))
@@ -203,7 +195,7 @@ class Lowering {
       case OpCode::kWindow: {
         // As a slice's step: a stride that gives one window, or a dilation
         // of a one-element window, is 1 here.
-        const int64_t stride = extentOf(n, n.names[0]) == 1 ? 1 : n.ints[1];
+        const int64_t stride = tensor::axisExtent(n.axes, n.names[0]) == 1 ? 1 : n.ints[1];
         const int64_t dilation = n.ints[0] == 1 ? 1 : n.ints[2];
         for (const tensor::Axis& a : p_.nodes[src].axes) {
           inner[a.name] = a.name == n.names[0]
