@@ -295,7 +295,7 @@ int main(int argc, char** argv) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   for (const auto& [address, credentials] : ports) builder.AddListeningPort(address, credentials);
-  builder.RegisterService(&service);
+  builder.RegisterService(service.grpcService());
   builder.SetMaxReceiveMessageSize(static_cast<int>(limits.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(limits.max_message_bytes));
   // Unix sockets are accepted here, not by gRPC: each connection's peer

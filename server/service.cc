@@ -14,6 +14,7 @@
 
 #include <openssl/sha.h>
 
+#include <optional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -38,7 +39,7 @@ namespace pb = accy::v1;
 using Clock = std::chrono::steady_clock;
 
 struct AccydService::ClientSession {
-  SessionLock mu;  // one call at a time per session (lockSession)
+  Gate mu;  // one call at a time per session (lockSession)
   // Set once the session has left the table (closed, or its lease lapsed):
   // its launch in progress stops, calls waiting for it leave.
   std::atomic<bool> closed{false};
@@ -80,7 +81,7 @@ struct AccydService::ClientSession {
 // 16.9 ms through Invoke against 7.7 ms through the invoke channel.
 class CallEnded {
  public:
-  CallEnded(grpc::ServerContext* ctx, ErrorKind kind, std::string_view what) : ctx_(ctx), kind_(kind), what_(what) {}
+  CallEnded(grpc::ServerContextBase* ctx, ErrorKind kind, std::string_view what) : ctx_(ctx), kind_(kind), what_(what) {}
   // Also stops when `closed` turns true (the call's session was closed or
   // its lease lapsed).
   CallEnded& whenClosed(const std::atomic<bool>* closed) {
@@ -110,7 +111,7 @@ class CallEnded {
   }
 
  private:
-  grpc::ServerContext* ctx_;
+  grpc::ServerContextBase* ctx_;
   ErrorKind kind_;
   std::string_view what_;
   const std::atomic<bool>* closed_ = nullptr;
@@ -140,6 +141,19 @@ namespace {
 // The status the current call ends with, for its access-log line.
 thread_local session::Status* call_status = nullptr;
 
+// What a call admitted through grpcService() holds as its handler runs on
+// a worker: its session's lock and perhaps one of its identity's slots,
+// taken while it waited without a thread. lockSession and takeSlot adopt
+// them; what the handler did not take is given back after it.
+struct Admission {
+  const void* session = nullptr;  // ClientSession
+  bool lock_held = false;
+  const void* slots = nullptr;  // the Gate of the slot held
+  bool slot_held = false;
+  std::chrono::steady_clock::time_point start;  // when the call came
+};
+thread_local Admission* admission = nullptr;
+
 // Requests of this size or more have the daemon give freed memory back to
 // the system soon after (reapLoop).
 constexpr size_t kTrimAfterBytes = size_t{4} << 20;
@@ -148,7 +162,7 @@ constexpr size_t kTrimAfterBytes = size_t{4} << 20;
 constexpr size_t kMaxReplyMessageBytes = 1024;
 
 template <typename Reply>
-grpc::Status finish(grpc::ServerContext* ctx, Reply* reply, const absl::Status& st) {
+grpc::Status finish(grpc::ServerContextBase* ctx, Reply* reply, const absl::Status& st) {
   const session::Status s = session::statusOf(st);
   if (call_status != nullptr) *call_status = s;
   reply->set_status(static_cast<uint32_t>(s));
@@ -196,7 +210,7 @@ void describe(std::span<const session::Descriptor> ds, google::protobuf::Repeate
 class AccydService::CallLog {
  public:
   CallLog(AccydService* service, const char* method, const std::string& session_id)
-      : service_(service), method_(method), start_(Clock::now()) {
+      : service_(service), method_(method), start_(admission != nullptr ? admission->start : Clock::now()) {
     service_->calls_in_flight_.fetch_add(1);
     if (service_->access_log_ == nullptr && !service_->call_observer_) return;
     if (service_->access_log_ != nullptr) session_ = shortId(session_id);
@@ -325,7 +339,7 @@ class AccydService::Channel {
         }
         return absl::OkStatus();
       };
-      std::unique_lock<SessionLock> lock;
+      std::unique_lock<Gate> lock;
       st = service_->lockSession(s, closing, until, &lock);
       if (st.ok()) {
         std::vector<BufferRef> refs(request.inputs + request.outputs);
@@ -368,13 +382,18 @@ std::string AccydService::deviceFor(const std::string& target) const {
 AccydService::AccydService(CompileCache& cache, RegionSocket& regions, const Limits& limits,
                            std::vector<std::unique_ptr<backends::Backend>> devices)
     : cache_(cache), regions_(regions), limits_(limits), devices_(std::move(devices)) {
+  workers_ = std::make_unique<WorkerPool>();
+  callbacks_ = std::make_unique<Callbacks>(this);
   reaper_ = std::thread([this] { reapLoop(); });
+  watcher_ = std::thread([this] { watchLoop(); });
 }
 
 AccydService::~AccydService() {
   stopping_ = true;
   reap_cv_.notify_all();
   reaper_.join();
+  pokeWatcher();
+  watcher_.join();
 }
 
 void AccydService::reapLoop() {
@@ -437,7 +456,7 @@ void AccydService::notePeer(int fd, uid_t uid) {
 // The client certificate's identity under mutual TLS (its subject
 // alternative names or common name, as gRPC reports them); on the Unix
 // socket the connecting process's uid, as the kernel gave it at accept.
-std::string AccydService::identityOf(const grpc::ServerContext* ctx) const {
+std::string AccydService::identityOf(const grpc::ServerContextBase* ctx) const {
   const std::shared_ptr<const grpc::AuthContext> auth = ctx->auth_context();
   if (auth != nullptr && auth->IsPeerAuthenticated()) {
     std::string identity;
@@ -469,7 +488,7 @@ int64_t AccydService::regionBytesOf(const std::string& owner) const {
   return n;
 }
 
-std::shared_ptr<AccydService::ClientSession> AccydService::find(const grpc::ServerContext* ctx, const std::string& id) {
+std::shared_ptr<AccydService::ClientSession> AccydService::find(const grpc::ServerContextBase* ctx, const std::string& id) {
   std::lock_guard<std::mutex> g(mu_);
   auto it = sessions_.find(id);
   if (it == sessions_.end()) return nullptr;
@@ -493,12 +512,24 @@ Clock::time_point nextWake(std::chrono::system_clock::time_point until) {
   return Clock::now() + std::max<std::chrono::system_clock::duration>(until - now, std::chrono::system_clock::duration(0));
 }
 
+absl::Status closedWhileWaiting() {
+  return makeError(ErrorKind::kInvalidHandle, "accyd: the session was closed (or its lease lapsed) while the call "
+                                              "waited for it");
+}
+
 }  // namespace
 
 int64_t defaultLaunchesPerIdentity() { return std::max<int64_t>(1, usableCpus() / 2); }
 
+void AccydService::stopChannelIn(ClientSession& s, uint64_t region) {
+  std::lock_guard<std::mutex> g(s.channel_mu);
+  if (s.channel != nullptr && s.channel_region == region) s.channel->stop();
+}
+
 void AccydService::markClosed(ClientSession& s) {
   s.closed.store(true);
+  s.mu.poke();    // calls waiting for it on their threads leave
+  pokeWatcher();  // and those queued through grpcService()
   std::lock_guard<std::mutex> g(s.channel_mu);
   if (s.channel != nullptr) s.channel->stop();
 }
@@ -511,8 +542,7 @@ std::shared_ptr<AccydService::IdentityLoad> AccydService::identityLoad(const std
   std::weak_ptr<IdentityLoad>& entry = loads_[owner];
   std::shared_ptr<IdentityLoad> load = entry.lock();
   if (load == nullptr) {
-    load = std::make_shared<IdentityLoad>();
-    load->owner = owner;
+    load = std::make_shared<IdentityLoad>(owner, slotLimit(SlotKind::kLaunch), slotLimit(SlotKind::kCompile));
     entry = load;
   }
   return load;
@@ -541,26 +571,29 @@ void AccydService::stopWaiting(IdentityLoad& load) {
 }
 
 absl::Status AccydService::lockSession(ClientSession& s, const StopCheck& ended,
-                                       std::chrono::system_clock::time_point until,
-                                       std::unique_lock<SessionLock>* lock) {
-  *lock = std::unique_lock<SessionLock>(s.mu, std::try_to_lock);
-  if (!lock->owns_lock()) {
+                                       std::chrono::system_clock::time_point until, std::unique_lock<Gate>* lock) {
+  if (admission != nullptr && admission->session == &s && admission->lock_held) {
+    admission->lock_held = false;
+    *lock = std::unique_lock<Gate>(s.mu, std::adopt_lock);
+  } else if (s.mu.tryTake()) {
+    *lock = std::unique_lock<Gate>(s.mu, std::adopt_lock);
+  } else {
     // Another call of the session runs (a launch may run for long): wait,
-    // counted (the lock itself wakes it as soon as it is free).
+    // counted, in the lock's queue (first come, first served).
     ACCY_RETURN_IF_ERROR(startWaiting(*s.load));
-    absl::Status st;
-    while (!lock->try_lock_until(nextWake(until))) {
-      if (s.closed.load()) break;
-      st = ended();
-      if (!st.ok()) break;
-    }
+    const absl::Status st = s.mu.take(
+        [&]() -> absl::Status {
+          if (s.closed.load()) return closedWhileWaiting();
+          return ended();
+        },
+        [&] { return s.closed.load() ? Clock::now() : nextWake(until); });
     stopWaiting(*s.load);
     ACCY_RETURN_IF_ERROR(st);
+    *lock = std::unique_lock<Gate>(s.mu, std::adopt_lock);
   }
   if (s.closed.load()) {
-    if (lock->owns_lock()) lock->unlock();
-    return makeError(ErrorKind::kInvalidHandle, "accyd: the session was closed (or its lease lapsed) while the call "
-                                                "waited for it");
+    lock->unlock();
+    return closedWhileWaiting();
   }
   return absl::OkStatus();
 }
@@ -570,52 +603,43 @@ int64_t AccydService::slotLimit(SlotKind kind) const {
   return asked > 0 ? asked : defaultLaunchesPerIdentity();
 }
 
+absl::Status AccydService::compileQueueTimedOut(const IdentityLoad& load) const {
+  const int64_t limit = slotLimit(SlotKind::kCompile);
+  return makeError(ErrorKind::kTooManyPrograms,
+                   strCat("accyd: ", load.owner.empty() ? "this caller" : load.owner, " runs ", limit,
+                          " compiles (--max-compiles-per-identity=", limit, "); this one waited ",
+                          limits_.compile_queue_ms, " ms for one of them to end (--compile-queue-ms); try again later"));
+}
+
 absl::Status AccydService::takeSlot(IdentityLoad& load, SlotKind kind, const StopCheck& ended,
                                     std::chrono::system_clock::time_point until) {
-  const int64_t limit = slotLimit(kind);
+  Gate& gate = slots(load, kind);
+  if (admission != nullptr && admission->slots == &gate && admission->slot_held) {
+    admission->slot_held = false;
+    return absl::OkStatus();
+  }
+  if (gate.tryTake()) return absl::OkStatus();
   // A compile waits at most --compile-queue-ms for one of its identity's
   // slots, as for one of the cache's; a launch as long as its call may.
+  // Woken when one of the identity's own slots is given back.
   const auto give_up = kind == SlotKind::kCompile
                            ? std::chrono::system_clock::now() + std::chrono::milliseconds(limits_.compile_queue_ms)
                            : std::chrono::system_clock::time_point::max();
-  std::unique_lock<std::mutex> g(load_mu_);
-  int64_t& held = kind == SlotKind::kLaunch ? load.launches : load.compiles;
-  if (held >= limit) {
-    ACCY_RETURN_IF_ERROR(countWaiting(load));
-    absl::Status st;
-    // Woken when one of the identity's own slots is given back.
-    while (held >= limit) {
-      load.slot_freed.wait_until(g, nextWake(std::min(until, give_up)));
-      if (held < limit) break;
-      g.unlock();
-      st = ended();
-      if (st.ok() && std::chrono::system_clock::now() >= give_up) {
-        st = makeError(ErrorKind::kTooManyPrograms,
-                       strCat("accyd: ", load.owner.empty() ? "this caller" : load.owner, " runs ", limit,
-                              " compiles (--max-compiles-per-identity=", limit, "); this one waited ",
-                              limits_.compile_queue_ms, " ms for one of them to end (--compile-queue-ms); try again "
-                              "later"));
-      }
-      g.lock();
-      if (!st.ok()) break;
-    }
-    --load.waiting;
-    ACCY_RETURN_IF_ERROR(st);
-  }
-  ++held;
-  return absl::OkStatus();
+  ACCY_RETURN_IF_ERROR(startWaiting(load));
+  const absl::Status st = gate.take(
+      [&]() -> absl::Status {
+        ACCY_RETURN_IF_ERROR(ended());
+        if (std::chrono::system_clock::now() >= give_up) return compileQueueTimedOut(load);
+        return absl::OkStatus();
+      },
+      [&] { return nextWake(std::min(until, give_up)); });
+  stopWaiting(load);
+  return st;
 }
 
-void AccydService::giveSlot(IdentityLoad& load, SlotKind kind) {
-  {
-    std::lock_guard<std::mutex> g(load_mu_);
-    --(kind == SlotKind::kLaunch ? load.launches : load.compiles);
-    if (load.waiting == 0) return;
-  }
-  load.slot_freed.notify_all();
-}
+void AccydService::giveSlot(IdentityLoad& load, SlotKind kind) { slots(load, kind).give(); }
 
-grpc::Status AccydService::Negotiate(grpc::ServerContext* ctx, const pb::NegotiateRequest* req,
+grpc::Status AccydService::Negotiate(grpc::ServerContextBase* ctx, const pb::NegotiateRequest* req,
                                      pb::NegotiateReply* reply) {
   CallLog call(this, "Negotiate", std::string());
   for (uint32_t v : req->versions()) {
@@ -629,7 +653,7 @@ grpc::Status AccydService::Negotiate(grpc::ServerContext* ctx, const pb::Negotia
                           strCat("accyd: speaks protocol version ", kProtocolVersion, "; the client offered none of it")));
 }
 
-grpc::Status AccydService::ServerInfo(grpc::ServerContext* ctx, const pb::ServerInfoRequest*,
+grpc::Status AccydService::ServerInfo(grpc::ServerContextBase* ctx, const pb::ServerInfoRequest*,
                                       pb::ServerInfoReply* reply) {
   CallLog call(this, "ServerInfo", std::string());
   const executable::BuildRecord& record = executable::buildRecord();
@@ -657,7 +681,7 @@ grpc::Status AccydService::ServerInfo(grpc::ServerContext* ctx, const pb::Server
   return finish(ctx, reply, absl::OkStatus());
 }
 
-grpc::Status AccydService::OpenSession(grpc::ServerContext* ctx, const pb::OpenSessionRequest*,
+grpc::Status AccydService::OpenSession(grpc::ServerContextBase* ctx, const pb::OpenSessionRequest*,
                                        pb::OpenSessionReply* reply) {
   CallLog call(this, "OpenSession", std::string());
   auto s = std::make_shared<ClientSession>();
@@ -746,14 +770,14 @@ grpc::Status AccydService::OpenSession(grpc::ServerContext* ctx, const pb::OpenS
   return finish(ctx, reply, absl::OkStatus());
 }
 
-grpc::Status AccydService::KeepAlive(grpc::ServerContext* ctx, const pb::KeepAliveRequest* req,
+grpc::Status AccydService::KeepAlive(grpc::ServerContextBase* ctx, const pb::KeepAliveRequest* req,
                                      pb::KeepAliveReply* reply) {
   CallLog call(this, "KeepAlive", req->session_id());
   if (!find(ctx, req->session_id())) return finish(ctx, reply, noSession(req->session_id()));
   return finish(ctx, reply, absl::OkStatus());
 }
 
-grpc::Status AccydService::CloseSession(grpc::ServerContext* ctx, const pb::CloseSessionRequest* req,
+grpc::Status AccydService::CloseSession(grpc::ServerContextBase* ctx, const pb::CloseSessionRequest* req,
                                         pb::CloseSessionReply* reply) {
   CallLog call(this, "CloseSession", req->session_id());
   std::shared_ptr<ClientSession> closed;  // freed after the lock
@@ -770,13 +794,13 @@ grpc::Status AccydService::CloseSession(grpc::ServerContext* ctx, const pb::Clos
   return finish(ctx, reply, absl::OkStatus());
 }
 
-grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRequest* req, pb::CompileReply* reply) {
+grpc::Status AccydService::Compile(grpc::ServerContextBase* ctx, const pb::CompileRequest* req, pb::CompileReply* reply) {
   CallLog call(this, "Compile", req->session_id());
   if (req->program().size() >= kTrimAfterBytes) trim_wanted_.store(true);
   auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   const CallEnded waited(ctx, ErrorKind::kCompileFailed, "wait for the session");
-  std::unique_lock<SessionLock> lock;
+  std::unique_lock<Gate> lock;
   if (absl::Status st = lockSession(*s, [&waited] { return waited(); }, waited.until(), &lock); !st.ok()) {
     return finish(ctx, reply, st);
   }
@@ -854,12 +878,12 @@ grpc::Status AccydService::Compile(grpc::ServerContext* ctx, const pb::CompileRe
   return finish(ctx, reply, absl::OkStatus());
 }
 
-grpc::Status AccydService::Release(grpc::ServerContext* ctx, const pb::ReleaseRequest* req, pb::ReleaseReply* reply) {
+grpc::Status AccydService::Release(grpc::ServerContextBase* ctx, const pb::ReleaseRequest* req, pb::ReleaseReply* reply) {
   CallLog call(this, "Release", req->session_id());
   auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   const CallEnded waited(ctx, ErrorKind::kTooManyPrograms, "wait for the session");
-  std::unique_lock<SessionLock> lock;
+  std::unique_lock<Gate> lock;
   if (absl::Status st = lockSession(*s, [&waited] { return waited(); }, waited.until(), &lock); !st.ok()) {
     return finish(ctx, reply, st);
   }
@@ -871,13 +895,13 @@ grpc::Status AccydService::Release(grpc::ServerContext* ctx, const pb::ReleaseRe
   return finish(ctx, reply, st);
 }
 
-grpc::Status AccydService::RegisterRegion(grpc::ServerContext* ctx, const pb::RegisterRegionRequest* req,
+grpc::Status AccydService::RegisterRegion(grpc::ServerContextBase* ctx, const pb::RegisterRegionRequest* req,
                                           pb::RegisterRegionReply* reply) {
   CallLog call(this, "RegisterRegion", req->session_id());
   auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   const CallEnded waited(ctx, ErrorKind::kTooManyPrograms, "wait for the session");
-  std::unique_lock<SessionLock> lock;
+  std::unique_lock<Gate> lock;
   if (absl::Status st = lockSession(*s, [&waited] { return waited(); }, waited.until(), &lock); !st.ok()) {
     return finish(ctx, reply, st);
   }
@@ -929,19 +953,14 @@ grpc::Status AccydService::RegisterRegion(grpc::ServerContext* ctx, const pb::Re
   return finish(ctx, reply, absl::OkStatus());
 }
 
-grpc::Status AccydService::UnregisterRegion(grpc::ServerContext* ctx, const pb::UnregisterRegionRequest* req,
+grpc::Status AccydService::UnregisterRegion(grpc::ServerContextBase* ctx, const pb::UnregisterRegionRequest* req,
                                             pb::UnregisterRegionReply* reply) {
   CallLog call(this, "UnregisterRegion", req->session_id());
   auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
-  // Unregistering the channel's region closes the channel at once: its
-  // launch in progress stops at its next check instead of being waited for.
-  {
-    std::lock_guard<std::mutex> g(s->channel_mu);
-    if (s->channel != nullptr && s->channel_region == req->region()) s->channel->stop();
-  }
+  stopChannelIn(*s, req->region());
   const CallEnded waited(ctx, ErrorKind::kTooManyPrograms, "wait for the session");
-  std::unique_lock<SessionLock> lock;
+  std::unique_lock<Gate> lock;
   if (absl::Status st = lockSession(*s, [&waited] { return waited(); }, waited.until(), &lock); !st.ok()) {
     return finish(ctx, reply, st);
   }
@@ -968,13 +987,13 @@ grpc::Status AccydService::UnregisterRegion(grpc::ServerContext* ctx, const pb::
   return finish(ctx, reply, absl::OkStatus());
 }
 
-grpc::Status AccydService::ListRegions(grpc::ServerContext* ctx, const pb::ListRegionsRequest* req,
+grpc::Status AccydService::ListRegions(grpc::ServerContextBase* ctx, const pb::ListRegionsRequest* req,
                                        pb::ListRegionsReply* reply) {
   CallLog call(this, "ListRegions", req->session_id());
   auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   const CallEnded waited(ctx, ErrorKind::kTooManyPrograms, "wait for the session");
-  std::unique_lock<SessionLock> lock;
+  std::unique_lock<Gate> lock;
   if (absl::Status st = lockSession(*s, [&waited] { return waited(); }, waited.until(), &lock); !st.ok()) {
     return finish(ctx, reply, st);
   }
@@ -1135,7 +1154,7 @@ absl::Status AccydService::invokeLocked(ClientSession& s, session::Handle handle
   return st;
 }
 
-grpc::Status AccydService::Invoke(grpc::ServerContext* ctx, const pb::InvokeRequest* req, pb::InvokeReply* reply) {
+grpc::Status AccydService::Invoke(grpc::ServerContextBase* ctx, const pb::InvokeRequest* req, pb::InvokeReply* reply) {
   CallLog call(this, "Invoke", req->session_id());
   if (req->inputs_size() + req->outputs_size() > 0 && req->ByteSizeLong() >= kTrimAfterBytes) trim_wanted_.store(true);
   auto s = find(ctx, req->session_id());
@@ -1149,7 +1168,7 @@ grpc::Status AccydService::Invoke(grpc::ServerContext* ctx, const pb::InvokeRequ
                                       strCat("the call ran past the daemon's limit of ", limits_.max_call_ms,
                                              " ms for one call (--max-call-ms)"));
   const StopCheck call_ended = [&ended]() { return ended(); };  // one pointer: no allocation per invoke
-  std::unique_lock<SessionLock> lock;
+  std::unique_lock<Gate> lock;
   if (absl::Status st = lockSession(*s, call_ended, ended.until(), &lock); !st.ok()) return finish(ctx, reply, st);
   auto refOf = [](const pb::Buffer& b) {
     BufferRef r;
@@ -1205,13 +1224,13 @@ void AccydService::drain(std::chrono::steady_clock::time_point deadline) {
   }
 }
 
-grpc::Status AccydService::OpenChannel(grpc::ServerContext* ctx, const pb::OpenChannelRequest* req,
+grpc::Status AccydService::OpenChannel(grpc::ServerContextBase* ctx, const pb::OpenChannelRequest* req,
                                        pb::OpenChannelReply* reply) {
   CallLog call(this, "OpenChannel", req->session_id());
   auto s = find(ctx, req->session_id());
   if (!s) return finish(ctx, reply, noSession(req->session_id()));
   const CallEnded waited(ctx, ErrorKind::kTooManyPrograms, "wait for the session");
-  std::unique_lock<SessionLock> lock;
+  std::unique_lock<Gate> lock;
   if (absl::Status st = lockSession(*s, [&waited] { return waited(); }, waited.until(), &lock); !st.ok()) {
     return finish(ctx, reply, st);
   }
@@ -1244,5 +1263,317 @@ grpc::Status AccydService::OpenChannel(grpc::ServerContext* ctx, const pb::OpenC
   reply->set_data_offset(channel::kDataOffset);
   return finish(ctx, reply, absl::OkStatus());
 }
+
+// One call through grpcService() that needs its session: it waits for the
+// session's lock and then (Compile, Invoke) for one of its identity's
+// slots as a ticket in each one's queue, holding no thread; once it holds
+// them, its handler runs on one of the service's workers, which adopts
+// them (Admission). The watcher sends it away when its wait ends first.
+class AccydService::Pending final : public grpc::ServerUnaryReactor {
+ public:
+  using Handler = std::function<grpc::Status()>;
+  using Refusal = std::function<grpc::Status(const absl::Status&)>;
+  Pending(AccydService* service, grpc::CallbackServerContext* ctx, const char* method, std::string session_id,
+          std::shared_ptr<ClientSession> session, std::optional<SlotKind> slot, ErrorKind kind, bool launch,
+          Handler handler, Refusal refusal)
+      : service_(service),
+        ctx_(ctx),
+        method_(method),
+        session_id_(std::move(session_id)),
+        s_(std::move(session)),
+        slot_(slot),
+        handler_(std::move(handler)),
+        refusal_(std::move(refusal)),
+        start_(Clock::now()),
+        waited_(ctx, kind, launch ? "launch" : "wait for the session") {
+    if (launch) {
+      waited_.within(service->limits_.max_call_ms, strCat("the call ran past the daemon's limit of ",
+                                                          service->limits_.max_call_ms,
+                                                          " ms for one call (--max-call-ms)"));
+    }
+  }
+
+  static void start(const std::shared_ptr<Pending>& p) {
+    p->self_ = p;
+    p->service_->calls_waiting_.fetch_add(1);
+    std::unique_lock<std::mutex> g(p->mu_);
+    p->queue(&p->s_->mu, &g);
+  }
+
+  void OnCancel() override { service_->pokeWatcher(); }
+  void OnDone() override {
+    std::shared_ptr<Pending> self = std::move(self_);  // this may go with it
+  }
+
+  // Asked by the watcher: false once the call no longer waits (it runs, or
+  // it left now because its wait ended). `wake` comes no later than when
+  // it must next be asked.
+  bool check(Clock::time_point* wake) {
+    absl::Status why;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (stage_ != Stage::kLock && stage_ != Stage::kSlot) return false;
+      if (s_->closed.load()) {
+        why = closedWhileWaiting();
+      } else {
+        why = waited_();
+      }
+      const auto now = std::chrono::system_clock::now();
+      if (why.ok() && stage_ == Stage::kSlot && now >= give_up_) why = service_->compileQueueTimedOut(*s_->load);
+      if (why.ok()) {
+        const auto until = std::min(waited_.until(), stage_ == Stage::kSlot ? give_up_ : waited_.until());
+        if (until - now < *wake - Clock::now()) *wake = Clock::now() + std::max(until - now, decltype(until - now)(0));
+        return true;
+      }
+      if (!gate_->withdraw(ticket_)) return false;  // granted as it was asked: it goes on
+      stage_ = Stage::kDone;
+    }
+    leave(why);
+    return false;
+  }
+
+ private:
+  enum class Stage { kLock, kSlot, kRunning, kDone };
+
+  // Takes a place in `gate` now, or queues for one (counted among the
+  // identity's waiting calls, or refused over their limit). Under mu_,
+  // which it releases.
+  void queue(Gate* gate, std::unique_lock<std::mutex>* g) {
+    stage_ = gate == &s_->mu ? Stage::kLock : Stage::kSlot;
+    if (gate->tryTake()) {
+      g->unlock();
+      granted();
+      return;
+    }
+    if (!counted_) {
+      if (absl::Status st = service_->startWaiting(*s_->load); !st.ok()) {
+        stage_ = Stage::kDone;
+        g->unlock();
+        leave(st);
+        return;
+      }
+      counted_ = true;
+    }
+    if (stage_ == Stage::kSlot && slot_ == SlotKind::kCompile) {
+      give_up_ = std::chrono::system_clock::now() + std::chrono::milliseconds(service_->limits_.compile_queue_ms);
+    }
+    gate_ = gate;
+    ticket_ = std::make_shared<Gate::Ticket>();
+    ticket_->granted = [this] { granted(); };
+    const bool taken = gate->takeOrQueue(ticket_);
+    g->unlock();
+    if (taken) {
+      granted();
+    } else {
+      service_->watch(self_);
+    }
+  }
+
+  // It holds the place it waited for: on to the slot, or to a worker.
+  void granted() {
+    std::unique_lock<std::mutex> g(mu_);
+    (stage_ == Stage::kLock ? holds_lock_ : holds_slot_) = true;
+    if (s_->closed.load()) {  // closed as it waited: it says so, as one woken by the watcher would
+      stage_ = Stage::kDone;
+      g.unlock();
+      leave(closedWhileWaiting());
+      return;
+    }
+    if (stage_ == Stage::kLock && slot_.has_value()) {
+      queue(&slots(*s_->load, *slot_), &g);
+      return;
+    }
+    stage_ = Stage::kRunning;
+    g.unlock();
+    if (counted_) service_->stopWaiting(*s_->load);
+    service_->calls_waiting_.fetch_sub(1);
+    service_->workers_->run([self = self_] { self->run(); });
+  }
+
+  void run() {
+    Admission held{s_.get(), true, slot_.has_value() ? &slots(*s_->load, *slot_) : nullptr, slot_.has_value(), start_};
+    admission = &held;
+    const grpc::Status status = handler_();
+    admission = nullptr;
+    if (held.slot_held) service_->giveSlot(*s_->load, *slot_);
+    if (held.lock_held) s_->mu.give();
+    Finish(status);
+  }
+
+  // Answers `why` without running the handler; gives back the session's
+  // lock if it held it (it waited for a slot).
+  void leave(const absl::Status& why) {
+    if (counted_) service_->stopWaiting(*s_->load);
+    if (holds_slot_) service_->giveSlot(*s_->load, *slot_);
+    if (holds_lock_) s_->mu.give();
+    service_->calls_waiting_.fetch_sub(1);
+    Admission timing{.start = start_};
+    admission = &timing;
+    grpc::Status status;
+    {
+      CallLog call(service_, method_, session_id_);
+      status = refusal_(why);
+    }
+    admission = nullptr;
+    Finish(status);
+  }
+
+  AccydService* service_;
+  grpc::CallbackServerContext* ctx_;
+  const char* method_;
+  std::string session_id_;
+  std::shared_ptr<ClientSession> s_;
+  std::optional<SlotKind> slot_;
+  Handler handler_;
+  Refusal refusal_;
+  Clock::time_point start_;
+  std::shared_ptr<Pending> self_;  // until gRPC is done with the call
+  std::mutex mu_;
+  Stage stage_ = Stage::kLock;
+  bool counted_ = false;  // among the identity's waiting calls
+  bool holds_lock_ = false, holds_slot_ = false;  // the session's lock, the identity's slot
+  Gate* gate_ = nullptr;  // the one it queues in now
+  std::shared_ptr<Gate::Ticket> ticket_;
+  CallEnded waited_;
+  std::chrono::system_clock::time_point give_up_ = std::chrono::system_clock::time_point::max();
+};
+
+void AccydService::watch(const std::shared_ptr<Pending>& call) {
+  {
+    std::lock_guard<std::mutex> g(watch_mu_);
+    watched_.push_back(call);
+    ++watch_pokes_;  // its deadline may come before the watcher's next wake
+  }
+  watch_cv_.notify_one();
+}
+
+void AccydService::pokeWatcher() {
+  {
+    std::lock_guard<std::mutex> g(watch_mu_);
+    ++watch_pokes_;
+  }
+  watch_cv_.notify_one();
+}
+
+void AccydService::watchLoop() {
+  std::unique_lock<std::mutex> g(watch_mu_);
+  while (!stopping_.load()) {
+    const uint64_t pokes = watch_pokes_;
+    Clock::time_point wake = Clock::now() + std::chrono::milliseconds(100);
+    std::vector<std::shared_ptr<Pending>> calls;
+    calls.reserve(watched_.size());
+    for (const std::weak_ptr<Pending>& w : watched_) {
+      if (std::shared_ptr<Pending> p = w.lock()) calls.push_back(std::move(p));
+    }
+    g.unlock();
+    std::vector<const Pending*> still;
+    for (const std::shared_ptr<Pending>& p : calls) {
+      if (p->check(&wake)) still.push_back(p.get());
+    }
+    g.lock();
+    // Calls watched since the scan began stay; those that no longer wait go.
+    std::erase_if(watched_, [&](const std::weak_ptr<Pending>& w) {
+      std::shared_ptr<Pending> p = w.lock();
+      if (p == nullptr) return true;
+      const bool scanned = std::find_if(calls.begin(), calls.end(), [&](const auto& c) { return c == p; }) != calls.end();
+      return scanned && std::find(still.begin(), still.end(), p.get()) == still.end();
+    });
+    g.unlock();
+    calls.clear();  // a call answered meanwhile may go here, outside the lock
+    g.lock();
+    watch_cv_.wait_until(g, wake, [&] { return stopping_.load() || watch_pokes_ != pokes; });
+  }
+}
+
+// accyd's gRPC service: calls that need no session answer at once; the
+// others queue for their session (Pending).
+class AccydService::Callbacks final : public pb::Accyd::CallbackService {
+ public:
+  explicit Callbacks(AccydService* service) : s_(service) {}
+
+  grpc::ServerUnaryReactor* Negotiate(grpc::CallbackServerContext* ctx, const pb::NegotiateRequest* req,
+                                      pb::NegotiateReply* reply) override {
+    return now(ctx, s_->Negotiate(ctx, req, reply));
+  }
+  grpc::ServerUnaryReactor* ServerInfo(grpc::CallbackServerContext* ctx, const pb::ServerInfoRequest* req,
+                                       pb::ServerInfoReply* reply) override {
+    return now(ctx, s_->ServerInfo(ctx, req, reply));
+  }
+  grpc::ServerUnaryReactor* OpenSession(grpc::CallbackServerContext* ctx, const pb::OpenSessionRequest* req,
+                                        pb::OpenSessionReply* reply) override {
+    return now(ctx, s_->OpenSession(ctx, req, reply));
+  }
+  grpc::ServerUnaryReactor* KeepAlive(grpc::CallbackServerContext* ctx, const pb::KeepAliveRequest* req,
+                                      pb::KeepAliveReply* reply) override {
+    return now(ctx, s_->KeepAlive(ctx, req, reply));
+  }
+  grpc::ServerUnaryReactor* CloseSession(grpc::CallbackServerContext* ctx, const pb::CloseSessionRequest* req,
+                                         pb::CloseSessionReply* reply) override {
+    return now(ctx, s_->CloseSession(ctx, req, reply));
+  }
+  grpc::ServerUnaryReactor* Compile(grpc::CallbackServerContext* ctx, const pb::CompileRequest* req,
+                                    pb::CompileReply* reply) override {
+    return admit(ctx, req, reply, &AccydService::Compile, "Compile", SlotKind::kCompile, ErrorKind::kCompileFailed);
+  }
+  grpc::ServerUnaryReactor* Release(grpc::CallbackServerContext* ctx, const pb::ReleaseRequest* req,
+                                    pb::ReleaseReply* reply) override {
+    return admit(ctx, req, reply, &AccydService::Release, "Release", std::nullopt, ErrorKind::kTooManyPrograms);
+  }
+  grpc::ServerUnaryReactor* RegisterRegion(grpc::CallbackServerContext* ctx, const pb::RegisterRegionRequest* req,
+                                           pb::RegisterRegionReply* reply) override {
+    return admit(ctx, req, reply, &AccydService::RegisterRegion, "RegisterRegion", std::nullopt,
+                 ErrorKind::kTooManyPrograms);
+  }
+  grpc::ServerUnaryReactor* UnregisterRegion(grpc::CallbackServerContext* ctx, const pb::UnregisterRegionRequest* req,
+                                             pb::UnregisterRegionReply* reply) override {
+    // The channel's region closes the channel before the call waits for
+    // the session, which its launch holds.
+    if (std::shared_ptr<ClientSession> session = s_->find(ctx, req->session_id())) {
+      s_->stopChannelIn(*session, req->region());
+    }
+    return admit(ctx, req, reply, &AccydService::UnregisterRegion, "UnregisterRegion", std::nullopt,
+                 ErrorKind::kTooManyPrograms);
+  }
+  grpc::ServerUnaryReactor* ListRegions(grpc::CallbackServerContext* ctx, const pb::ListRegionsRequest* req,
+                                        pb::ListRegionsReply* reply) override {
+    return admit(ctx, req, reply, &AccydService::ListRegions, "ListRegions", std::nullopt, ErrorKind::kTooManyPrograms);
+  }
+  grpc::ServerUnaryReactor* Invoke(grpc::CallbackServerContext* ctx, const pb::InvokeRequest* req,
+                                   pb::InvokeReply* reply) override {
+    return admit(ctx, req, reply, &AccydService::Invoke, "Invoke", SlotKind::kLaunch, ErrorKind::kLaunchFailed);
+  }
+  grpc::ServerUnaryReactor* OpenChannel(grpc::CallbackServerContext* ctx, const pb::OpenChannelRequest* req,
+                                        pb::OpenChannelReply* reply) override {
+    return admit(ctx, req, reply, &AccydService::OpenChannel, "OpenChannel", std::nullopt, ErrorKind::kTooManyPrograms);
+  }
+
+ private:
+  static grpc::ServerUnaryReactor* now(grpc::CallbackServerContext* ctx, const grpc::Status& status) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(status);
+    return reactor;
+  }
+
+  template <typename Request, typename Reply>
+  grpc::ServerUnaryReactor* admit(grpc::CallbackServerContext* ctx, const Request* req, Reply* reply,
+                                  grpc::Status (AccydService::*handler)(grpc::ServerContextBase*, const Request*,
+                                                                        Reply*),
+                                  const char* method, std::optional<SlotKind> slot, ErrorKind kind) {
+    std::shared_ptr<ClientSession> session = s_->find(ctx, req->session_id());
+    // No such session of this caller: the handler says so at once.
+    if (session == nullptr) return now(ctx, (s_->*handler)(ctx, req, reply));
+    AccydService* s = s_;
+    auto call = std::make_shared<Pending>(
+        s, ctx, method, req->session_id(), std::move(session), slot, kind, slot == SlotKind::kLaunch,
+        [s, handler, ctx, req, reply] { return (s->*handler)(ctx, req, reply); },
+        [ctx, reply](const absl::Status& why) { return finish(ctx, reply, why); });
+    Pending::start(call);
+    return call.get();
+  }
+
+  AccydService* s_;
+};
+
+grpc::Service* AccydService::grpcService() { return callbacks_.get(); }
 
 }  // namespace accy::server

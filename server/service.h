@@ -24,6 +24,7 @@
 #include "base/stop.h"
 #include "runtime/session.h"
 #include "server/compile_cache.h"
+#include "server/gate.h"
 #include "server/regions.h"
 
 namespace accy::server {
@@ -100,50 +101,21 @@ struct ServiceStats {
 using CallObserver = std::function<void(std::string_view method, const std::string& device, session::Status status,
                                         double seconds)>;
 
-// One call at a time: a lock that a waiting call can give up on at a time
-// of its choosing (std::unique_lock's try_lock_until). Made of a mutex and a
-// condition variable rather than std::timed_mutex, whose timed lock
-// (pthread_mutex_clocklock) ThreadSanitizer does not see.
-class SessionLock {
- public:
-  void lock() {
-    std::unique_lock<std::mutex> g(mu_);
-    freed_.wait(g, [this] { return !held_; });
-    held_ = true;
-  }
-  bool try_lock() {
-    std::lock_guard<std::mutex> g(mu_);
-    if (held_) return false;
-    held_ = true;
-    return true;
-  }
-  template <typename Clock, typename Duration>
-  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& until) {
-    std::unique_lock<std::mutex> g(mu_);
-    if (!freed_.wait_until(g, until, [this] { return !held_; })) return false;
-    held_ = true;
-    return true;
-  }
-  void unlock() {
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      held_ = false;
-    }
-    freed_.notify_one();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable freed_;
-  bool held_ = false;
-};
-
-class AccydService final : public accy::v1::Accyd::Service {
+// The handlers take any gRPC server context: accyd serves them through
+// gRPC's callback API (grpcService()), where a call that waits (for its
+// session, for one of its identity's slots) holds no thread; tests and the
+// fuzzer call them directly, each on a thread of its own that waits.
+class AccydService final {
  public:
   // `devices` come from backends/registry.h (e.g. just "cpu").
   AccydService(CompileCache& cache, RegionSocket& regions, const Limits& limits,
                std::vector<std::unique_ptr<backends::Backend>> devices);
-  ~AccydService() override;
+  ~AccydService();
+
+  // The service to register with grpc::ServerBuilder: every call through it
+  // that must wait queues (docs/ACCYD.md, "Waiting calls") and runs, once
+  // admitted, on one of the service's own threads.
+  grpc::Service* grpcService();
 
   // `listener` hears each device's health now (every one serving) and
   // again whenever one changes: a device left unable to run work (a GPU in
@@ -164,29 +136,29 @@ class AccydService final : public accy::v1::Accyd::Service {
   // is "uid:<uid>". Called before the connection is handed to gRPC.
   void notePeer(int fd, uid_t uid);
 
-  grpc::Status Negotiate(grpc::ServerContext*, const accy::v1::NegotiateRequest*, accy::v1::NegotiateReply*) override;
-  grpc::Status ServerInfo(grpc::ServerContext*, const accy::v1::ServerInfoRequest*, accy::v1::ServerInfoReply*) override;
-  grpc::Status OpenSession(grpc::ServerContext*, const accy::v1::OpenSessionRequest*,
-                           accy::v1::OpenSessionReply*) override;
-  grpc::Status KeepAlive(grpc::ServerContext*, const accy::v1::KeepAliveRequest*, accy::v1::KeepAliveReply*) override;
-  grpc::Status CloseSession(grpc::ServerContext*, const accy::v1::CloseSessionRequest*,
-                            accy::v1::CloseSessionReply*) override;
-  grpc::Status Compile(grpc::ServerContext*, const accy::v1::CompileRequest*, accy::v1::CompileReply*) override;
-  grpc::Status Release(grpc::ServerContext*, const accy::v1::ReleaseRequest*, accy::v1::ReleaseReply*) override;
-  grpc::Status RegisterRegion(grpc::ServerContext*, const accy::v1::RegisterRegionRequest*,
-                              accy::v1::RegisterRegionReply*) override;
-  grpc::Status UnregisterRegion(grpc::ServerContext*, const accy::v1::UnregisterRegionRequest*,
-                                accy::v1::UnregisterRegionReply*) override;
-  grpc::Status ListRegions(grpc::ServerContext*, const accy::v1::ListRegionsRequest*,
-                           accy::v1::ListRegionsReply*) override;
-  grpc::Status Invoke(grpc::ServerContext*, const accy::v1::InvokeRequest*, accy::v1::InvokeReply*) override;
-  grpc::Status OpenChannel(grpc::ServerContext*, const accy::v1::OpenChannelRequest*,
-                           accy::v1::OpenChannelReply*) override;
+  grpc::Status Negotiate(grpc::ServerContextBase*, const accy::v1::NegotiateRequest*, accy::v1::NegotiateReply*);
+  grpc::Status ServerInfo(grpc::ServerContextBase*, const accy::v1::ServerInfoRequest*, accy::v1::ServerInfoReply*);
+  grpc::Status OpenSession(grpc::ServerContextBase*, const accy::v1::OpenSessionRequest*,
+                           accy::v1::OpenSessionReply*);
+  grpc::Status KeepAlive(grpc::ServerContextBase*, const accy::v1::KeepAliveRequest*, accy::v1::KeepAliveReply*);
+  grpc::Status CloseSession(grpc::ServerContextBase*, const accy::v1::CloseSessionRequest*,
+                            accy::v1::CloseSessionReply*);
+  grpc::Status Compile(grpc::ServerContextBase*, const accy::v1::CompileRequest*, accy::v1::CompileReply*);
+  grpc::Status Release(grpc::ServerContextBase*, const accy::v1::ReleaseRequest*, accy::v1::ReleaseReply*);
+  grpc::Status RegisterRegion(grpc::ServerContextBase*, const accy::v1::RegisterRegionRequest*,
+                              accy::v1::RegisterRegionReply*);
+  grpc::Status UnregisterRegion(grpc::ServerContextBase*, const accy::v1::UnregisterRegionRequest*,
+                                accy::v1::UnregisterRegionReply*);
+  grpc::Status ListRegions(grpc::ServerContextBase*, const accy::v1::ListRegionsRequest*,
+                           accy::v1::ListRegionsReply*);
+  grpc::Status Invoke(grpc::ServerContextBase*, const accy::v1::InvokeRequest*, accy::v1::InvokeReply*);
+  grpc::Status OpenChannel(grpc::ServerContextBase*, const accy::v1::OpenChannelRequest*,
+                           accy::v1::OpenChannelReply*);
 
   size_t sessionCount() const;
   // Handlers running now (every call this service answers, channel invokes
   // included).
-  int64_t callsInFlight() const { return calls_in_flight_.load(); }
+  int64_t callsInFlight() const { return calls_in_flight_.load() + calls_waiting_.load(); }
   // At shutdown, after the gRPC server has drained: closes every session;
   // an invoke in flight on a channel may finish until `deadline`, then its
   // launch is stopped.
@@ -201,6 +173,8 @@ class AccydService final : public accy::v1::Accyd::Service {
   struct ClientSession;
   class CallLog;
   class Channel;
+  class Callbacks;
+  class Pending;
   // What one identity runs and waits for now (counts under load_mu_), and
   // where its calls wait for one of its slots: each identity has its own,
   // so a slot given back wakes only the calls that may take it (one shared
@@ -209,9 +183,11 @@ class AccydService final : public accy::v1::Accyd::Service {
   // Each of the identity's sessions holds it, so an invoke finds it without
   // a lookup (identityLoad).
   struct IdentityLoad {
+    IdentityLoad(std::string who, int64_t launches, int64_t compiles)
+        : owner(std::move(who)), launch_slots(launches), compile_slots(compiles) {}
     std::string owner;
-    int64_t launches = 0, compiles = 0, waiting = 0;
-    std::condition_variable slot_freed;
+    int64_t waiting = 0;  // under load_mu_
+    Gate launch_slots, compile_slots;
   };
   enum class SlotKind { kLaunch, kCompile };
   // One buffer of an invoke: a region reference, or bytes that came inline
@@ -233,12 +209,12 @@ class AccydService final : public accy::v1::Accyd::Service {
                             CallLog& call, uint64_t* run_micros, std::chrono::system_clock::time_point until);
   // Who is calling: the client certificate's identity under mutual TLS,
   // "uid:N" on the Unix socket, else "".
-  std::string identityOf(const grpc::ServerContext* ctx) const;
+  std::string identityOf(const grpc::ServerContextBase* ctx) const;
   // What the sessions of `owner` hold together (under mu_).
   int64_t programsOf(const std::string& owner) const;
   int64_t regionBytesOf(const std::string& owner) const;
   // The session `id` when the caller is its owner; null otherwise.
-  std::shared_ptr<ClientSession> find(const grpc::ServerContext* ctx, const std::string& id);
+  std::shared_ptr<ClientSession> find(const grpc::ServerContextBase* ctx, const std::string& id);
   // The device that runs `target` ("" when none does).
   std::string deviceFor(const std::string& target) const;
   void reapLoop();
@@ -246,13 +222,17 @@ class AccydService final : public accy::v1::Accyd::Service {
   // everything it runs stops and every call waiting on it leaves: its
   // launch in progress stops at its next check, its channel serves no more.
   void markClosed(ClientSession& s);
-  // Takes the session's lock for a call, waiting (counted against the
-  // identity's waiting calls) while another call holds it, until `ended`
-  // says stop or the session is closed. A wait sleeps until the lock is
-  // free, `until` (the call's deadline) or 100 ms have passed, then asks
-  // `ended` (cancellation) and the session again.
+  // Unregistering the channel's region closes the channel at once: its
+  // launch in progress stops at its next check instead of being waited for.
+  void stopChannelIn(ClientSession& s, uint64_t region);
+  // Takes the session's lock for a call, waiting on this thread (counted
+  // against the identity's waiting calls) while another call holds it,
+  // until `ended` says stop or the session is closed. A wait sleeps until
+  // the lock is free, `until` (the call's deadline) or 100 ms have passed,
+  // then asks `ended` (cancellation) and the session again. A call admitted
+  // through grpcService() holds the lock already: it adopts it.
   absl::Status lockSession(ClientSession& s, const StopCheck& ended, std::chrono::system_clock::time_point until,
-                           std::unique_lock<SessionLock>* lock);
+                           std::unique_lock<Gate>* lock);
   // The load record of `owner`, shared by its sessions.
   std::shared_ptr<IdentityLoad> identityLoad(const std::string& owner);
   // Counts a waiting call of the identity, or refuses it over the limit
@@ -261,11 +241,23 @@ class AccydService final : public accy::v1::Accyd::Service {
   absl::Status countWaiting(IdentityLoad& load);
   void stopWaiting(IdentityLoad& load);
   // Takes one of the identity's launch or compile slots, waiting for one of
-  // its own to end until `ended` says stop.
+  // its own to end until `ended` says stop (an admitted call holds it
+  // already).
   absl::Status takeSlot(IdentityLoad& load, SlotKind kind, const StopCheck& ended,
                         std::chrono::system_clock::time_point until);
   void giveSlot(IdentityLoad& load, SlotKind kind);
   int64_t slotLimit(SlotKind kind) const;
+  static Gate& slots(IdentityLoad& load, SlotKind kind) {
+    return kind == SlotKind::kLaunch ? load.launch_slots : load.compile_slots;
+  }
+  absl::Status compileQueueTimedOut(const IdentityLoad& load) const;
+  // The calls waiting through grpcService(): one thread wakes at the
+  // earliest of their deadlines, at least every 100 ms, and whenever poked
+  // (a call cancelled, a session closed), and sends away those whose wait
+  // has ended.
+  void watch(const std::shared_ptr<Pending>& call);
+  void pokeWatcher();
+  void watchLoop();
 
   CompileCache& cache_;
   RegionSocket& regions_;
@@ -296,6 +288,14 @@ class AccydService final : public accy::v1::Accyd::Service {
   std::mutex reap_mu_;
   std::condition_variable reap_cv_;
   std::thread reaper_;
+  std::atomic<int64_t> calls_waiting_{0};  // through grpcService(), not yet running
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  uint64_t watch_pokes_ = 0;
+  std::vector<std::weak_ptr<Pending>> watched_;
+  std::thread watcher_;
+  std::unique_ptr<WorkerPool> workers_;  // before callbacks_: outlived by nothing it runs
+  std::unique_ptr<Callbacks> callbacks_;
 };
 
 // The gRPC code that corresponds one to one to a session status number.

@@ -109,7 +109,7 @@ void check(const grpc::Status& st, const Reply& reply, const char* method) {
 // Sends one request to the handler `method` and checks its reply.
 template <typename Request, typename Reply>
 grpc::Status send(AccydService& service,
-                  grpc::Status (AccydService::*method)(grpc::ServerContext*, const Request*, Reply*),
+                  grpc::Status (AccydService::*method)(grpc::ServerContextBase*, const Request*, Reply*),
                   const Request& request, Reply* reply, const char* name) {
   grpc::ServerContext ctx;
   const grpc::Status st = (service.*method)(&ctx, &request, reply);
