@@ -4,8 +4,12 @@
 #include <fstream>
 #include <sstream>
 
+#include "backends/compile_program.h"
+#include "backends/cpu/cpu_program.h"
+#include "backends/staged_program.h"
 #include "base/errors.h"
 #include "base/status_macros.h"
+#include "compiler/codegen/x86_64/compile.h"
 #include "base/strings.h"
 #include "compiler/executable/saved_program.h"
 
@@ -14,31 +18,40 @@ namespace accy::tensor {
 absl::StatusOr<CpuExecutable> CpuExecutable::compile(const Program& program, const CpuOptions& options) {
   x64::CompileOptions o;
   o.threads = options.threads;
-  o.scatter_split = options.scatter_split;
-  if (backends::hasLoops(program)) {
-    // Loops run as stages: each loop-free stretch compiled here once, each
-    // loop's body too, whatever the trip count.
-    const int threads = x64::resolveThreads(options.threads);
-    ACCY_ASSIGN_OR_RETURN(
-        std::shared_ptr<const backends::StagedProgram> staged,
-        backends::StagedProgram::build(
-            program, [&](const Program& stage) -> absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> {
-              ACCY_ASSIGN_OR_RETURN(executable::Executable exe, x64::compileProgram(stage, o));
-              ACCY_ASSIGN_OR_RETURN(cpu::LoadedExecutable loaded, cpu::LoadedExecutable::load(std::move(exe), threads));
-              return std::make_shared<cpu::LoadedExecutable>(std::move(loaded));
-            },
-            backends::StageOptions{.scans_in_kernel = options.scans_in_kernel,
+  o.scatter_split = options.scatter_split == ScatterSplit::kRanges ? choir::ScatterSplit::kRanges
+                                                                  : choir::ScatterSplit::kColumns;
+  const int threads = x64::resolveThreads(options.threads);
+  // The one compile path: a program with loops runs as stages, each
+  // loop-free stretch compiled here once, each loop's body too, whatever
+  // the trip count.
+  ACCY_ASSIGN_OR_RETURN(
+      std::shared_ptr<const backends::LoadedProgram> compiled,
+      backends::compileProgram(
+          program, "x86_64",
+          [&](const Program& stage) -> absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> {
+            ACCY_ASSIGN_OR_RETURN(executable::Executable exe, x64::compileProgram(stage, o));
+            ACCY_ASSIGN_OR_RETURN(cpu::LoadedExecutable loaded, cpu::LoadedExecutable::load(std::move(exe), threads));
+            return std::make_shared<cpu::LoadedExecutable>(std::move(loaded));
+          },
+          backends::ProgramOptions{.scans_in_kernel = options.scans_in_kernel,
                                    .scan_kernel_work = options.scan_kernel_work}));
+  if (auto staged = std::dynamic_pointer_cast<const backends::StagedProgram>(compiled)) {
     executable::Executable info;
     info.target = "x86_64";
     info.inputs = program.inputSpecs();
     info.outputs = program.outputSpecs();
     return CpuExecutable(std::move(staged), std::move(info));
   }
-  ACCY_ASSIGN_OR_RETURN(executable::Executable exe, x64::compileProgram(program, o));
-  ACCY_ASSIGN_OR_RETURN(cpu::LoadedExecutable loaded,
-                        cpu::LoadedExecutable::load(std::move(exe), x64::resolveThreads(options.threads)));
-  return CpuExecutable(std::move(loaded));
+  return CpuExecutable(std::static_pointer_cast<const cpu::LoadedExecutable>(std::move(compiled)));
+}
+
+absl::Status CpuExecutable::launch(absl::Span<const std::span<const std::byte>> inputs,
+                                   absl::Span<const std::span<std::byte>> outputs) const {
+  return staged_ ? staged_->launch(inputs, outputs) : loaded_->launch(inputs, outputs);
+}
+
+const executable::Executable& CpuExecutable::executable() const {
+  return staged_ ? staged_info_ : loaded_->executable();
 }
 
 absl::StatusOr<std::string> saveExecutable(const executable::Executable& exe) {
@@ -111,7 +124,7 @@ absl::StatusOr<CpuExecutable> CpuExecutable::load(executable::Executable exe, co
   }
   ACCY_ASSIGN_OR_RETURN(cpu::LoadedExecutable loaded,
                         cpu::LoadedExecutable::load(std::move(exe), x64::resolveThreads(options.threads)));
-  return CpuExecutable(std::move(loaded));
+  return CpuExecutable(std::make_shared<const cpu::LoadedExecutable>(std::move(loaded)));
 }
 
 absl::Status runCpu(const Program& program, absl::Span<const std::span<const std::byte>> inputs,

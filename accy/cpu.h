@@ -11,12 +11,16 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "backends/cpu/cpu_program.h"
-#include "backends/staged_program.h"
-#include "compiler/codegen/x86_64/compile.h"
+#include "compiler/executable/executable.h"
 #include "compiler/tensor/program.h"
 
 namespace accy {
+namespace cpu {
+class LoadedExecutable;
+}
+namespace backends {
+class StagedProgram;
+}
 namespace target {
 // True where compileCpu and runCpu generate code that runs in process.
 #if defined(__x86_64__)
@@ -27,6 +31,13 @@ inline constexpr bool kNativeCpuArtifactsSupported = false;
 }  // namespace target
 
 namespace tensor {
+
+// How a scatterAdd's loop over its indices is split across threads
+// (CpuOptions::scatter_split).
+enum class ScatterSplit {
+  kColumns,  // each thread its columns of every row
+  kRanges,   // each thread the rows of its range of the scattered axis, whole
+};
 
 struct CpuOptions {
   // Threads one launch may use; 0 means every CPU the process may use (its
@@ -46,7 +57,7 @@ struct CpuOptions {
   // thread its columns of every row (the default), or the rows of its
   // range of the scattered axis, whole (docs/SEMANTICS.md, "scatterAdd").
   // The bits are the same either way, at every thread count.
-  choir::ScatterSplit scatter_split = choir::ScatterSplit::kColumns;
+  ScatterSplit scatter_split = ScatterSplit::kColumns;
 };
 
 // A program compiled for this CPU: load once, launch many times, from any
@@ -58,15 +69,14 @@ class CpuExecutable {
   // Runs on the caller's buffers in place; see cpu::LoadedExecutable::launch
   // for the checks (InvalidBuffer).
   absl::Status launch(absl::Span<const std::span<const std::byte>> inputs,
-                      absl::Span<const std::span<std::byte>> outputs) const {
-    return staged_ ? staged_->launch(inputs, outputs) : loaded_->launch(inputs, outputs);
-  }
+                      absl::Span<const std::span<std::byte>> outputs) const;
 
   // The compiled code and plans. A program with loops runs as stages
   // (backends/staged_program.h): then this holds only its target, inputs
   // and outputs, and stages() the rest.
-  const executable::Executable& executable() const { return staged_ ? staged_info_ : loaded_->executable(); }
-  // The staged plan of a program with loops; null for one without.
+  const executable::Executable& executable() const;
+  // The staged plan of a program with loops (backends/staged_program.h);
+  // null for one without.
   const backends::StagedProgram* stages() const { return staged_.get(); }
 
   // The compiled program as bytes that restore() turns back into an
@@ -91,10 +101,10 @@ class CpuExecutable {
   static absl::StatusOr<CpuExecutable> load(executable::Executable exe, const CpuOptions& options = {});
 
  private:
-  explicit CpuExecutable(cpu::LoadedExecutable loaded) : loaded_(std::move(loaded)) {}
+  explicit CpuExecutable(std::shared_ptr<const cpu::LoadedExecutable> loaded) : loaded_(std::move(loaded)) {}
   CpuExecutable(std::shared_ptr<const backends::StagedProgram> staged, executable::Executable info)
       : staged_(std::move(staged)), staged_info_(std::move(info)) {}
-  std::optional<cpu::LoadedExecutable> loaded_;
+  std::shared_ptr<const cpu::LoadedExecutable> loaded_;
   std::shared_ptr<const backends::StagedProgram> staged_;
   executable::Executable staged_info_;
 };

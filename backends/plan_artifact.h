@@ -24,12 +24,22 @@ absl::StatusOr<std::string> planArtifactJson(
     const std::function<absl::StatusOr<executable::Executable>(const tensor::Program& stage)>& compile,
     const std::function<absl::StatusOr<std::string>(const executable::Executable&)>& artifact);
 
-// The executables of every loop-free stage of `program` (bodies' and
-// conditions' included), compiled by `compile` and not loaded: what a
-// device that loads many executables at once (the MSL shim) takes before
-// the program runs as a StagedProgram.
+// Every loop-free stage of `program` (bodies' and conditions' included), in
+// the order the one compile path (compile_program.h) makes them for
+// `target`, with its executable compiled by `compile` and not loaded: what
+// `accy compile --emit` writes for a program with loops, and what a device
+// that loads many executables at once (the MSL shim) takes before the
+// program runs as a StagedProgram.
+struct CompiledStage {
+  tensor::Program program;
+  executable::Executable exe;
+};
+absl::StatusOr<std::vector<CompiledStage>> compiledStages(
+    const tensor::Program& program, std::string_view target,
+    const std::function<absl::StatusOr<executable::Executable>(const tensor::Program& stage)>& compile);
+// Their executables alone.
 absl::StatusOr<std::vector<executable::Executable>> stageExecutables(
-    const tensor::Program& program,
+    const tensor::Program& program, std::string_view target,
     const std::function<absl::StatusOr<executable::Executable>(const tensor::Program& stage)>& compile);
 
 }  // namespace accy::backends

@@ -54,6 +54,7 @@
 #include "base/stop.h"
 #include "backends/cpu/cpu_program.h"
 #include "backends/cpu/thread_pool.h"
+#include "backends/staged_program.h"
 #include "bench/bench_util.h"
 #include "bench/program_shapes.h"
 #include "bench/references.h"
@@ -1640,7 +1641,7 @@ void finishEmbeddingGrad(benchmark::State& state, const AlignedFloats& out) {
 // The gather's gradient: 2^20 rows of 64 added into a zeroed table at the
 // tokens (scatterAdd; duplicates add up in token order).
 void runEmbeddingGradAccy(benchmark::State& state, int threads,
-                          accy::choir::ScatterSplit split = accy::choir::ScatterSplit::kColumns) {
+                          tensor::ScatterSplit split = tensor::ScatterSplit::kColumns) {
   auto exe = compileFor({tensor::spec(tensor::DType::f32, {{"token", kTokens}, {"feature", kFeatures}}),
                          tensor::spec(tensor::DType::i32, {{"token", kTokens}})},
                         tensor::CpuOptions{.threads = threads, .scatter_split = split},
@@ -1666,7 +1667,7 @@ void BM_EmbeddingGrad_Accy_2Threads(benchmark::State& state) { runEmbeddingGradA
 // The other split (CpuOptions::scatter_split): each thread the rows of its
 // half of the table.
 void BM_EmbeddingGrad_AccyRanges_2Threads(benchmark::State& state) {
-  runEmbeddingGradAccy(state, 2, accy::choir::ScatterSplit::kRanges);
+  runEmbeddingGradAccy(state, 2, tensor::ScatterSplit::kRanges);
 }
 
 // The same gradient by hand (references.cc, scatterRowsAvx2), on 1 thread

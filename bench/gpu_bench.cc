@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "accy/accy.h"
+#include "backends/compile_program.h"
 #include "backends/staged_program.h"
 #include "backends/vulkan/vulkan_backend.h"
 #include "bench/bench_util.h"
@@ -228,8 +229,8 @@ void runOscillator(benchmark::State& state, bool one_command_buffer) {
         .carry;
   });
   if (!ok(state, p, "define")) return;
-  auto plan = accy::backends::StagedProgram::build(
-      *p, [&](const tensor::Program& stage) -> absl::StatusOr<std::shared_ptr<const accy::backends::LoadedProgram>> {
+  auto plan = accy::backends::compileProgram(
+      *p, "spirv", [&](const tensor::Program& stage) -> absl::StatusOr<std::shared_ptr<const accy::backends::LoadedProgram>> {
         auto exe = device().compile(stage, "spirv");
         if (!exe.ok()) return exe.status();
         auto loaded = device().load(std::move(*exe));

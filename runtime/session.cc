@@ -5,7 +5,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "base/errors.h"
-#include "backends/staged_program.h"
+#include "backends/compile_program.h"
 #include "compiler/tensor/evaluate.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
@@ -43,19 +43,18 @@ absl::Status Session::fail(Status as, const absl::Status& cause) {
 }
 
 absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> Session::compileForCpu(
-    const tensor::Program& program) const {
-  std::shared_ptr<backends::Backend> cpu = backends::makeCpuBackend(backends::BackendOptions{options_.threads});
-  auto compileOne = [cpu](const tensor::Program& p) -> absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> {
-    ACCY_ASSIGN_OR_RETURN(executable::Executable exe, cpu->compile(p, "x86_64"));
-    return cpu->load(std::move(exe));
-  };
-  // A program with loops runs as stages, each compiled as any program.
-  if (backends::hasLoops(program)) {
-    ACCY_ASSIGN_OR_RETURN(std::shared_ptr<const backends::StagedProgram> staged,
-                          backends::StagedProgram::build(program, compileOne, backends::StageOptions{.scans_in_kernel = true}));
-    return std::shared_ptr<const backends::LoadedProgram>(std::move(staged));
+    const tensor::Program& program, const CompileSpec& spec) const {
+  if (spec.target != "x86_64") {
+    return makeError(ErrorKind::kCompileFailed, strCat("session: target '", spec.target,
+                                                       "' is not compiled in process; this session compiles for x86_64"));
   }
-  return compileOne(program);
+  std::shared_ptr<backends::Backend> cpu = backends::makeCpuBackend(backends::BackendOptions{options_.threads});
+  return backends::compileProgram(
+      program, spec.target,
+      [&](const tensor::Program& p) -> absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> {
+        ACCY_ASSIGN_OR_RETURN(executable::Executable exe, cpu->compile(p, spec.target, spec.options));
+        return cpu->load(std::move(exe));
+      });
 }
 
 absl::StatusOr<uint32_t> Session::indexOf(Handle handle) const {
@@ -68,7 +67,7 @@ absl::StatusOr<uint32_t> Session::indexOf(Handle handle) const {
   return handle.index;
 }
 
-absl::StatusOr<Handle> Session::compile(std::string_view bytes, CompileInfo* info) {
+absl::StatusOr<Handle> Session::compile(std::string_view bytes, const CompileSpec& spec, CompileInfo* info) {
   const uint32_t slots = std::clamp<uint32_t>(options_.max_programs, 1, kMaxPrograms);
   uint32_t index = slots;
   for (uint32_t i = 0; i < slots; ++i) {
@@ -99,8 +98,8 @@ absl::StatusOr<Handle> Session::compile(std::string_view bytes, CompileInfo* inf
                 program.status());
   }
   CompileInfo ignored;
-  auto loaded = options_.compiler ? options_.compiler(*program, bytes, info ? info : &ignored)
-                                  : compileForCpu(*program);
+  auto loaded = options_.compiler ? options_.compiler(*program, bytes, spec, info ? info : &ignored)
+                                  : compileForCpu(*program, spec);
   if (!loaded.ok()) {
     // Out of memory, and no compile slot free (too_many_programs), say so;
     // every other failure is the compile's.

@@ -55,10 +55,18 @@ struct CompileInfo {
   std::string cache_level;  // "memory", "disk" or "" for a fresh compile
 };
 
-// Turns a decoded program (and its wire bytes) into a loaded executable.
-// The default compiles for this CPU; accyd plugs in its cached compiler.
+// What a program is compiled for: the target (its registry name,
+// compiler/codegen/targets.h) and the compile's options.
+struct CompileSpec {
+  std::string target = "x86_64";
+  backends::CompileOptions options;
+};
+
+// Turns a decoded program (and its wire bytes) into a loaded executable for
+// `spec`. The default compiles for this CPU (x86_64 only); accyd plugs in
+// its compile cache around backends::compileProgram.
 using Compiler = std::function<absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>>(
-    const tensor::Program& program, std::string_view bytes, CompileInfo* info)>;
+    const tensor::Program& program, std::string_view bytes, const CompileSpec& spec, CompileInfo* info)>;
 
 struct SessionOptions {
   // Threads one run may use; 0 means every hardware thread.
@@ -90,7 +98,11 @@ class Session {
   // Decodes, compiles and loads `bytes` into a free slot. The caller may
   // free `bytes` when this returns. Errors: invalid_program,
   // unsupported_version, compile_failed, out_of_memory, too_many_programs.
-  absl::StatusOr<Handle> compile(std::string_view bytes, CompileInfo* info = nullptr);
+  absl::StatusOr<Handle> compile(std::string_view bytes, const CompileSpec& spec, CompileInfo* info = nullptr);
+  // For this CPU (x86_64, exact).
+  absl::StatusOr<Handle> compile(std::string_view bytes, CompileInfo* info = nullptr) {
+    return compile(bytes, CompileSpec{}, info);
+  }
 
   // Descriptors stay valid until the program is released. invalid_handle
   // for a stale or unknown handle.
@@ -119,7 +131,8 @@ class Session {
   struct Entry;
   absl::StatusOr<uint32_t> indexOf(Handle handle) const;
   absl::Status fail(Status as, const absl::Status& cause);
-  absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> compileForCpu(const tensor::Program& program) const;
+  absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> compileForCpu(const tensor::Program& program,
+                                                                               const CompileSpec& spec) const;
 
   SessionOptions options_;
   std::array<std::unique_ptr<Entry>, kMaxPrograms> entries_;

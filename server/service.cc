@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "backends/compile_program.h"
 #include "backends/registry.h"
 #include "accy/version.h"
 #include "base/cpus.h"
@@ -51,8 +52,6 @@ struct AccydService::ClientSession {
   std::map<uint64_t, std::shared_ptr<Mapping>> regions;
   uint64_t next_region = 1;
   std::atomic<int64_t> deadline;  // Clock ticks
-  std::string target;             // of the Compile call in progress
-  backends::CompileOptions compile_options;  // of the Compile call in progress
   std::map<uint32_t, std::string> device_of;  // program slot -> the device it was compiled for
   std::string owner;  // the identity that opened it (identityOf)
   std::shared_ptr<IdentityLoad> load;  // the owner's (identityLoad)
@@ -690,48 +689,50 @@ grpc::Status AccydService::OpenSession(grpc::ServerContextBase* ctx, const pb::O
   options.max_scratch_bytes = limits_.max_scratch_bytes;
   options.check_numerics = limits_.check_numerics;
   options.max_compile_nodes = limits_.max_compile_nodes;
-  // Programs compile on the device serving the requested target (set per
-  // Compile call in `target`), through the shared cache.
-  options.compiler = [this, s = s.get()](const tensor::Program& program, std::string_view bytes,
-                                         session::CompileInfo* info)
+  // Programs compile on the device serving the requested target, through
+  // the one compile path (backends::compileProgram) with the shared cache
+  // in front of each module: a program with loops compiles a module per
+  // loop-free stage and per body, each cached on its own, and one Invoke
+  // runs the whole loop, the call's deadline and cancellation asked between
+  // steps.
+  options.compiler = [this](const tensor::Program& program, std::string_view bytes, const session::CompileSpec& spec,
+                            session::CompileInfo* info)
       -> absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> {
+    const backends::Backend* device = nullptr;
     for (const auto& d : devices_) {
       for (const std::string& t : d->info().targets) {
-        if (t != s->target) continue;
-        std::string level;
-        if (backends::hasLoops(program)) {
-          // Loops run as stages (one Invoke runs the whole loop), each
-          // stage compiled through the cache; the call's deadline and
-          // cancellation stop it between steps.
-          bool all_hit = true;
-          auto staged = backends::StagedProgram::build(
-              program, [&](const tensor::Program& stage) {
-                std::string stage_level;
-                auto one = cache_.get(stage, wire::encode(stage), *d, t, s->compile_options, &stage_level);
-                all_hit = all_hit && !stage_level.empty();
-                return one;
-              },
-              // A scan's kernel runs at most about 2^22 units of work (a
-              // few milliseconds) between two asks of the call's stop
-              // check, so a deadline stops any scan in time.
-              backends::StageOptions{.scans_in_kernel = t == "x86_64", .scan_kernel_work = int64_t{1} << 22});
-          if (!staged.ok()) return staged.status();
-          info->cache_hit = all_hit;
-          info->cache_level = all_hit ? "stages" : "";
-          return std::shared_ptr<const backends::LoadedProgram>(std::move(*staged));
-        }
-        auto loaded = cache_.get(program, bytes, *d, t, s->compile_options, &level);
-        info->cache_hit = !level.empty();
-        info->cache_level = level;
-        return loaded;
+        if (t == spec.target && device == nullptr) device = d.get();
       }
     }
-    std::string targets;
-    for (const auto& d : devices_) {
-      for (const std::string& t : d->info().targets) targets += (targets.empty() ? "" : ", ") + t;
+    if (device == nullptr) {
+      std::string targets;
+      for (const auto& d : devices_) {
+        for (const std::string& t : d->info().targets) targets += (targets.empty() ? "" : ", ") + t;
+      }
+      return makeError(ErrorKind::kCompileFailed,
+                       strCat("accyd: target '", spec.target, "' is not served here; targets: ", targets));
     }
-    return makeError(ErrorKind::kCompileFailed,
-                     strCat("accyd: target '", s->target, "' is not served here; targets: ", targets));
+    bool all_hit = true;
+    std::string level;
+    auto loaded = backends::compileProgram(
+        program, spec.target,
+        [&](const tensor::Program& stage) {
+          // The program itself comes with its bytes; a stage is encoded.
+          auto one = &stage == &program ? cache_.get(stage, bytes, *device, spec.target, spec.options, &level)
+                                        : cache_.get(stage, wire::encode(stage), *device, spec.target, spec.options,
+                                                     &level);
+          all_hit = all_hit && !level.empty();
+          return one;
+        },
+        // A scan's kernel runs at most about 2^22 units of work (a few
+        // milliseconds) between two asks of the call's stop check, so a
+        // deadline stops any scan in time.
+        backends::ProgramOptions{.scan_kernel_work = int64_t{1} << 22});
+    if (!loaded.ok()) return loaded.status();
+    const bool staged = dynamic_cast<const backends::StagedProgram*>(loaded->get()) != nullptr;
+    info->cache_hit = all_hit;
+    info->cache_level = !all_hit ? "" : staged ? "stages" : level;
+    return loaded;
   };
   s->table = std::make_unique<session::Session>(options);
   s->deadline = (Clock::now() + std::chrono::seconds(limits_.lease_seconds)).time_since_epoch().count();
@@ -836,9 +837,7 @@ grpc::Status AccydService::Compile(grpc::ServerContextBase* ctx, const pb::Compi
     }
     ++s->programs;
   }
-  s->target = target;
-  s->compile_options = options;
-  call.setDevice(deviceFor(s->target));
+  call.setDevice(deviceFor(target));
   const auto start = Clock::now();
   // The compile stops, within milliseconds, once its call is cancelled or
   // its deadline passes; the cache adds its time limit and the limit of
@@ -858,7 +857,7 @@ grpc::Status AccydService::Compile(grpc::ServerContextBase* ctx, const pb::Compi
   } else {
     ended.within(limits_.max_compile_ms, strCat("the program's compile, all its stages together, took longer than ",
                                                 limits_.max_compile_ms, " ms (--max-compile-ms)"));
-    handle = s->table->compile(req->program(), &info);
+    handle = s->table->compile(req->program(), session::CompileSpec{target, options}, &info);
     giveSlot(*s->load, SlotKind::kCompile);
   }
   reply->set_compile_micros(
@@ -868,7 +867,7 @@ grpc::Status AccydService::Compile(grpc::ServerContextBase* ctx, const pb::Compi
     --s->programs;
     return finish(ctx, reply, handle.status());
   }
-  s->device_of[handle->index] = deviceFor(s->target);
+  s->device_of[handle->index] = deviceFor(target);
   reply->mutable_handle()->set_index(handle->index);
   reply->mutable_handle()->set_generation(handle->generation);
   describe(*s->table->inputDescriptors(*handle), reply->mutable_inputs());

@@ -343,7 +343,7 @@ TEST(CpuConformance, ScatterAddIsBitwiseRepeatable) {
       const std::string what =
           std::string(tensor::dtypeName(index_type)) + " indices, " + std::to_string(row.size()) + " row axes";
       std::vector<std::byte> first;
-      for (const choir::ScatterSplit split : {choir::ScatterSplit::kColumns, choir::ScatterSplit::kRanges}) {
+      for (const tensor::ScatterSplit split : {tensor::ScatterSplit::kColumns, tensor::ScatterSplit::kRanges}) {
         for (int threads : {1, 2, 3, 4}) {
           auto cpu = tensor::CpuExecutable::compile(*program, {.threads = threads, .scatter_split = split});
           ASSERT_TRUE(cpu.ok()) << cpu.status();

@@ -12,6 +12,7 @@
 #include <random>
 #include <string>
 
+#include "backends/compile_program.h"
 #include "backends/plan_artifact.h"
 #include "backends/staged_program.h"
 #include "base/strings.h"
@@ -55,25 +56,22 @@ static ::testing::AssertionResult runAndCompareCompiled(const GpuUnderTest& gpu,
   // A program with loops runs as stages, each compiled and loaded as any
   // program is (backends/staged_program.h).
   std::shared_ptr<const backends::LoadedProgram> loaded;
-  std::shared_ptr<const backends::StagedProgram> staged;
   if (backends::hasLoops(program) && gpu.load_with_loops) {
     auto whole = gpu.load_with_loops(program);
     if (!whole.ok()) return ::testing::AssertionFailure() << whole.status();
     loaded = *whole;
-  } else if (backends::hasLoops(program)) {
-    auto plan = backends::StagedProgram::build(
-        program, [&](const tensor::Program& stage) -> absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> {
-          auto exe = gpu.compile_for_gpu(stage);
+  } else {
+    // The one compile path (backends/compile_program.h); a program without
+    // loops compiled ahead (prepare) is loaded as it is.
+    auto one = backends::compileProgram(
+        program, gpu.target,
+        [&](const tensor::Program& stage) -> absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> {
+          absl::StatusOr<executable::Executable> exe =
+              compiled != nullptr && &stage == &program ? absl::StatusOr<executable::Executable>(*compiled)
+                                                         : gpu.compile_for_gpu(stage);
           if (!exe.ok()) return exe.status();
           return gpu.backend->load(*exe);
         });
-    if (!plan.ok()) return ::testing::AssertionFailure() << plan.status();
-    staged = *plan;
-  } else {
-    absl::StatusOr<executable::Executable> exe =
-        compiled != nullptr ? absl::StatusOr<executable::Executable>(*compiled) : gpu.compile_for_gpu(program);
-    if (!exe.ok()) return ::testing::AssertionFailure() << exe.status();
-    auto one = gpu.backend->load(*exe);
     if (!one.ok()) return ::testing::AssertionFailure() << one.status();
     loaded = *one;
   }
@@ -82,7 +80,7 @@ static ::testing::AssertionResult runAndCompareCompiled(const GpuUnderTest& gpu,
   for (const Spec& s : program.outputSpecs()) outs.push_back(poisonedOutput(s));
   for (auto& o : outs) out_views.emplace_back(o.data(), o.size());
   auto in = views(inputs);
-  if (auto st = staged ? staged->launch(in, out_views) : loaded->launch(in, out_views); !st.ok()) {
+  if (auto st = loaded->launch(in, out_views); !st.ok()) {
     return ::testing::AssertionFailure() << st;
   }
   auto expected = tensor::evaluate(program, in);
@@ -109,7 +107,7 @@ void runAndCompareEach(const GpuUnderTest& gpu, const std::vector<ProgramCase>& 
         // stages from here.
         if (gpu.load_with_loops) continue;
         absl::StatusOr<std::vector<executable::Executable>> stages =
-            backends::stageExecutables(cases[i].program, gpu.compile_for_gpu);
+            backends::stageExecutables(cases[i].program, gpu.target, gpu.compile_for_gpu);
         if (stages.ok()) exes.insert(exes.end(), stages->begin(), stages->end());
         continue;
       }

@@ -34,6 +34,8 @@
 #include "accy/cpu.h"
 #include "accy/version.h"
 #include "backends/backend.h"
+#include "backends/compile_program.h"
+#include "base/status_macros.h"
 #include "backends/plan_artifact.h"
 #include "backends/staged_program.h"
 #include "backends/registry.h"
@@ -391,26 +393,98 @@ const char* withoutOutput(codegen::EmitForm form) {
   return nullptr;
 }
 
+// `path` with ".stage<k>" before its extension (OUT.wasm: OUT.stage2.wasm).
+std::string stagePath(const std::string& path, size_t k) {
+  const size_t slash = path.rfind('/');
+  const size_t dot = path.rfind('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash) || dot == 0 ||
+      (slash != std::string::npos && dot == slash + 1)) {
+    return strCat(path, ".stage", k);
+  }
+  return strCat(path.substr(0, dot), ".stage", k, path.substr(dot));
+}
+
+// How a line of `form`'s text is made a comment: the stage headers of a
+// program with loops written to stdout.
+std::string_view commentOf(codegen::EmitForm form) {
+  switch (form) {
+    case codegen::EmitForm::kWat:
+      return ";;";
+    case codegen::EmitForm::kCode:
+      return "//";  // WGSL, MSL, PTX
+    case codegen::EmitForm::kChoir:
+    case codegen::EmitForm::kAssembly:
+    case codegen::EmitForm::kModule:
+    case codegen::EmitForm::kKernelFiles:
+    case codegen::EmitForm::kArtifact:
+      return "#";
+  }
+  return "#";
+}
+
+std::optional<Failure> writeEmitOne(const Args& args, const codegen::TargetEntry& target, const codegen::Emit& emit,
+                                    const tensor::Program& program, codegen::CompileRequest request,
+                                    const std::optional<std::string>& out);
+
 // Compiles `program` for `target` and writes `emit` in its form (to `out`,
 // or stdout for text without it).
 std::optional<Failure> writeEmit(const Args& args, const codegen::TargetEntry& target, const codegen::Emit& emit,
                                  const tensor::Program& program, codegen::CompileRequest request,
                                  const std::optional<std::string>& out) {
   using F = codegen::EmitForm;
+  if (!backends::hasLoops(program) || target.loops_whole) return writeEmitOne(args, target, emit, program, request, out);
+  auto compile = [&](const tensor::Program& stage) {
+    codegen::CompileRequest plain = request;
+    plain.dump = nullptr;
+    plain.assembly = nullptr;
+    return codegen::compileFor(std::string(target.name), stage, plain);
+  };
   // A program with loops for a target whose host reads an artifact (wgsl,
   // wasm, msl): the plan artifact (accy-plan-1, docs/WEB.md), each loop-free
   // stage compiled as a program is.
-  if (emit.form == F::kArtifact && target.artifact != nullptr && backends::hasLoops(program)) {
-    absl::StatusOr<std::string> plan = backends::planArtifactJson(
-        program, target.name,
-        [&](const tensor::Program& stage) { return codegen::compileFor(std::string(target.name), stage, request); },
-        target.artifact);
+  if (emit.form == F::kArtifact && target.artifact != nullptr) {
+    absl::StatusOr<std::string> plan = backends::planArtifactJson(program, target.name, compile, target.artifact);
     if (!plan.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(plan.status())));
     if (absl::Status st = files::writeFile(*out, *plan); !st.ok()) return inputError(messageOf(st));
     std::printf("wrote %s: %zu bytes (a plan of %s stages: the program has loops)\n", out->c_str(), plan->size(),
                 std::string(target.name).c_str());
     return std::nullopt;
   }
+  if (emit.form == F::kArtifact) {
+    return runError(strCat(args.file, ": --emit=artifact: ", program.name, " has loops, and a saved ", target.name,
+                           " program holds one module; `accy run ", args.file,
+                           "` runs it from its wire file (each loop-free stage compiled once)"));
+  }
+  // Every other form: each stage the one compile path makes (loop-free
+  // stretches, loop bodies, scans run as one kernel), in order, written as
+  // that form of a program without loops: to stdout one after another under
+  // a comment naming the stage, or to OUT.stage<k>.
+  absl::StatusOr<std::vector<backends::CompiledStage>> stages =
+      backends::compiledStages(program, target.name, compile);
+  if (!stages.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(stages.status())));
+  for (size_t k = 0; k < stages->size(); ++k) {
+    const tensor::Program& stage = (*stages)[k].program;
+    std::optional<std::string> stage_out;
+    if (out) stage_out = stagePath(*out, k);
+    if (!out) {
+      std::printf("%s stage %zu of %zu: %s (%zu nodes)\n", std::string(commentOf(emit.form)).c_str(), k + 1,
+                  stages->size(), stage.name.c_str(), stage.nodes.size());
+      std::fflush(stdout);
+    }
+    if (auto f = writeEmitOne(args, target, emit, stage, request, stage_out)) return f;
+    if (out && (emit.form == F::kChoir || emit.form == F::kAssembly || emit.form == F::kCode ||
+                emit.form == F::kModule || emit.form == F::kWat)) {
+      std::printf("wrote %s: stage %zu of %zu (%s)\n", stage_out->c_str(), k + 1, stages->size(), stage.name.c_str());
+    }
+  }
+  return std::nullopt;
+}
+
+// writeEmit for a program the target compiles as one module.
+std::optional<Failure> writeEmitOne(const Args& args, const codegen::TargetEntry& target, const codegen::Emit& emit,
+                                    const tensor::Program& program, codegen::CompileRequest request,
+                                    const std::optional<std::string>& out) {
+  using F = codegen::EmitForm;
   // The Choir module as the pipeline's last pass leaves it: what
   // --dump-after of that pass prints.
   PassDump last_pass;
@@ -539,6 +613,24 @@ std::optional<Failure> compile(std::span<const std::string> argv) {
   // it where there is one.
   codegen::CompileRequest request{.mode = *mode, .device = *std::move(device)};
   if ((*entry)->flags.empty()) request.device = localDevice(**entry);
+  if (dump && backends::hasLoops(*program) && !(*entry)->loops_whole) {
+    // Each stage's module after the pass, as --emit=choir writes them.
+    absl::StatusOr<std::vector<backends::CompiledStage>> stages = backends::compiledStages(
+        *program, target, [&](const tensor::Program& stage) { return codegen::compileFor(target, stage, request); });
+    if (!stages.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(stages.status())));
+    for (size_t k = 0; k < stages->size(); ++k) {
+      PassDump one{.pass = dump->pass};
+      codegen::CompileRequest hooked = request;
+      hooked.dump = one.hook();
+      const absl::Status st = codegen::compileFor(target, (*stages)[k].program, hooked).status();
+      if (!out) {
+        std::printf("# stage %zu of %zu: %s\n", k + 1, stages->size(), (*stages)[k].program.name.c_str());
+        std::fflush(stdout);
+      }
+      if (auto f = one.finish(args, out ? std::optional<std::string>(stagePath(*out, k)) : std::nullopt, st)) return f;
+    }
+    return std::nullopt;
+  }
   if (dump) {
     request.dump = dump->hook();
     return dump->finish(args, out, codegen::compileFor(target, *program, request).status());
@@ -627,19 +719,51 @@ std::optional<Failure> runOn(const Args& args, const codegen::TargetEntry& targe
     if (!chosen.ok()) return failed(chosen.status());
     device = std::move(chosen->front());
   }
-  absl::StatusOr<executable::Executable> exe;
+  absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> loaded;
   if (restored != nullptr) {
-    exe = *restored;
+    loaded = device->load(*restored);
+    if (!loaded.ok()) return failed(loaded.status());
   } else {
     absl::StatusOr<std::any> described = describeDevice(target, given);
     if (!described.ok()) return usageError(strCat("run: ", messageOf(described.status())));
     codegen::CompileRequest request{.mode = mode, .device = *std::move(described)};
     if (!request.device.has_value()) request.device = device->deviceDescription();
-    exe = codegen::compileFor(target.name, *program, request);
-    if (!exe.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(exe.status())));
+    // Compile failures (the program's) and load failures (the device's)
+    // are told apart: the stage compiler marks which one it met.
+    bool compiled = true;
+    auto compile = [&](const tensor::Program& stage) -> absl::StatusOr<executable::Executable> {
+      absl::StatusOr<executable::Executable> exe = codegen::compileFor(target.name, stage, request);
+      compiled = exe.ok();
+      return exe;
+    };
+    const bool loops = backends::hasLoops(*program);
+    auto* page = dynamic_cast<webgpu::PageBackend*>(device.get());
+    if (loops && page != nullptr) {
+      // A web page (or node) runs the whole plan itself (web/accy_plan.js):
+      // one launch a run, the loops inside the page.
+      loaded = page->loadWithLoops(*program, compile);
+    } else {
+      if (auto* shim = dynamic_cast<mslshim::ShimBackend*>(device.get()); loops && shim != nullptr) {
+        // Every stage's kernels in one clang++ run, before they load.
+        absl::StatusOr<std::vector<executable::Executable>> exes =
+            backends::stageExecutables(*program, target.name, compile);
+        if (!exes.ok()) return runError(strCat(args.file, ": compile failed: ", messageOf(exes.status())));
+        if (absl::Status st = shim->preload(*exes); !st.ok()) return failed(st);
+      }
+      // The one compile path (backends/compile_program.h): a program with
+      // loops runs as stages on the device, each compiled once.
+      loaded = backends::compileProgram(
+          *program, target,
+          [&](const tensor::Program& stage) -> absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> {
+            ACCY_ASSIGN_OR_RETURN(executable::Executable exe, compile(stage));
+            return device->load(std::move(exe));
+          });
+    }
+    if (!loaded.ok()) {
+      if (!compiled) return runError(strCat(args.file, ": compile failed: ", messageOf(loaded.status())));
+      return failed(loaded.status());
+    }
   }
-  absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> loaded = device->load(*std::move(exe));
-  if (!loaded.ok()) return failed(loaded.status());
   if (absl::Status st = (*loaded)->launch(in, out); !st.ok()) return failed(st);
   return std::nullopt;
 }

@@ -177,6 +177,72 @@ done
 expect 2 "--threads is for --target=x86_64" -- "$ACCY" run "$WIRE8" --target=spirv --threads=2 --input 0="$WORK/guesses.npy"
 expect 1 "target wgsl has no tf32 mode" -- "$ACCY" run "$WIRE8" --target=wgsl --mode=tf32 --input 0="$WORK/guesses.npy"
 
+# Programs with loops (tools/testdata/loop_wires.cc): rnn (an embedding
+# take, a windowed product, a 62-step scan with a captured weight matrix)
+# and nested (a whileLoop whose body runs a scan that captures an outer
+# value) run on every target through the one compile path and agree with
+# the reference evaluator's outputs.
+"$PWD/tools/loop_wires" "$WORK" || fail "loop_wires could not write the programs"
+tokens=""
+for i in $(seq 0 63); do tokens="$tokens $(( (i * 7 + 3) % 16 ))"; done
+table=""
+for i in $(seq 0 127); do table="$table $("$PY" -c "import math; print(math.sin($i * 0.37))")"; done
+weights=""
+for i in $(seq 0 63); do weights="$weights $("$PY" -c "import math; print(0.4 * math.cos($i * 0.91))")"; done
+write_npy "$WORK/tokens.npy" "<i4" "(64,)" $tokens
+write_npy "$WORK/table.npy" "<f4" "(16, 8)" $table
+write_npy "$WORK/filter.npy" "<f4" "(3,)" 0.25 0.5 0.25
+write_npy "$WORK/weights.npy" "<f4" "(8, 8)" $weights
+write_npy "$WORK/nx.npy" "<f4" "(4,)" 1 2 3 -4
+write_npy "$WORK/nc.npy" "<f4" "()" 0.75
+run_loops() {  # TARGET: runs both programs, outputs named *_TARGET.npy
+  (
+    cd "$WORK" && "$ACCY" run rnn.wire --target=$1 --input 0=tokens.npy --input 1=table.npy --input 2=filter.npy \
+      --input 3=weights.npy --output 0=rnn_h_$1.npy --output 1=rnn_ys_$1.npy &&
+      "$ACCY" run nested.wire --target=$1 --input 0=nx.npy --input 1=nc.npy --output 0=nested_$1.npy
+  ) >"$WORK/loops_$1.txt" 2>&1
+}
+# max_diff A B: the largest |a - b| over two f32 .npy files of one size.
+max_diff() {
+  paste <(read_npy_f32 "$1") <(read_npy_f32 "$2") |
+    "$PY" -c "import sys; print(max([abs(float(a) - float(b)) for a, b in (l.split() for l in sys.stdin)] or [1e9]))"
+}
+checks=$((checks + 1))
+if ! run_loops reference; then
+  fail "accy run --target=reference of the loop programs:"
+  cat "$WORK/loops_reference.txt"
+fi
+for t in x86_64 spirv wgsl wasm msl ptx; do
+  run_loops $t
+  rc=$?
+  if [ $rc -ne 0 ] && grep -qE "is not available|no Chromium|clang\+\+ not found|no node" "$WORK/loops_$t.txt"; then
+    echo "skipped: accy run --target=$t of the loop programs: $(head -1 "$WORK/loops_$t.txt")"
+    continue
+  fi
+  checks=$((checks + 1))
+  if [ $rc -ne 0 ]; then
+    fail "accy run --target=$t of the loop programs exited $rc:"
+    cat "$WORK/loops_$t.txt"
+    continue
+  fi
+  for o in rnn_h rnn_ys nested; do
+    d=$(max_diff "$WORK/${o}_reference.npy" "$WORK/${o}_$t.npy")
+    near "$d" 0 0.00001 || fail "--target=$t: $o differs from the reference evaluator's by $d"
+  done
+done
+# accy compile writes every stage of a program with loops, in each form.
+expect 0 "# stage 2 of 2: rnn_scan1" -- "$ACCY" compile "$WORK/rnn.wire" --target=x86_64 --emit=asm
+expect 0 "# stage 3 of 4: while_loop body_scan0" -- "$ACCY" compile "$WORK/nested.wire" --target=x86_64 --emit=choir
+expect 0 "// stage 2 of 2: scan body_stage0" -- "$ACCY" compile "$WORK/rnn.wire" --target=wgsl --emit=wgsl
+expect 0 "// stage 2 of 2: scan body_stage0" -- "$ACCY" compile "$WORK/rnn.wire" --target=msl --emit=msl
+expect 0 ".visible .entry" -- "$ACCY" compile "$WORK/rnn.wire" --target=ptx --emit=ptx
+expect 0 ";; stage 2 of 2: rnn_scan1" -- "$ACCY" compile "$WORK/rnn.wire" --target=wasm --emit=wat
+expect 0 "wrote $WORK/rnn.stage1.wasm: stage 2 of 2" -- "$ACCY" compile "$WORK/rnn.wire" --target=wasm --emit=wasm -o "$WORK/rnn.wasm"
+expect 0 "wrote $WORK/rnn_spv.stage1.0.spv: kernel" -- "$ACCY" compile "$WORK/rnn.wire" --target=spirv --emit=spirv -o "$WORK/rnn_spv"
+expect 0 "# stage 2 of 2: scan body_stage0" -- "$ACCY" compile "$WORK/rnn.wire" --target=spirv --dump-after=fuse
+expect 0 "a plan of wgsl stages" -- "$ACCY" compile "$WORK/rnn.wire" --target=wgsl --emit=artifact -o "$WORK/rnn_plan.json"
+expect 1 "rnn has loops, and a saved x86_64 program holds one module" -- "$ACCY" compile "$WORK/rnn.wire" --target=x86_64 --emit=artifact -o "$WORK/rnn.saved"
+
 # The version: the file VERSION, in one place.
 expect 0 "accy $(tr -d ' \n' <"$VERSION_FILE") (build " -- "$ACCY" --version
 

@@ -142,6 +142,7 @@ const std::vector<TargetEntry>& all() {
        .emits = {{"choir", F::kChoir}, {"asm", F::kAssembly}, {"artifact", F::kArtifact}},
        .modes = {M::kExact, M::kFast},
        .device = "cpu",
+       .scans_in_kernel = true,
 #if defined(__x86_64__)
        .available = true,
 #else
@@ -191,6 +192,7 @@ const std::vector<TargetEntry>& all() {
        .code_emit = "wasm",
        .modes = {M::kExact, M::kFast},
        .device = "node",
+       .scans_in_kernel = true,
        .compile = compileWasm,
        .artifact = wasm::artifactJson,
        .flags = {"--threads"},
@@ -200,6 +202,7 @@ const std::vector<TargetEntry>& all() {
        .emits = {{"artifact", F::kArtifact}},
        .modes = {M::kExact, M::kFast},
        .device = "null",
+       .loops_whole = true,
        .compile = compileReference},
   };
   return kTargets;

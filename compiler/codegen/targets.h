@@ -81,6 +81,14 @@ struct TargetEntry {
   // "msl-shim": the CPU check of tools/msl (msl).
   std::string_view device;
   bool gpu = false;                   // mapped onto workgroups (choir::pipelinePasses(true))
+  // How a program with loops compiles for it (backends::compileProgram):
+  // `loops_whole`: the target takes such a program as it is (the reference
+  // evaluator runs loops itself); otherwise it runs as stages of loop-free
+  // programs, and with `scans_in_kernel` a scan whose body is loop-free is
+  // offered to the target whole, to run as one kernel with its step loop
+  // inside (the CPU targets, compiler/choir/passes/scan_kernel.h).
+  bool loops_whole = false;
+  bool scans_in_kernel = false;
   bool available = true;              // compiled into this build for this host
   absl::StatusOr<executable::Executable> (*compile)(const tensor::Program& program,
                                                     const CompileRequest& request) = nullptr;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "accy/accy.h"
+#include "backends/staged_program.h"
 #include "compiler/tensor/testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
