@@ -8,7 +8,7 @@
 #include "base/errors.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
-#include "compiler/codegen/gpu/artifact_json.h"
+#include "compiler/executable/artifact_json.h"
 
 namespace accy::backends {
 namespace {
@@ -72,11 +72,11 @@ absl::StatusOr<std::string> planArtifactJson(
   }
   ACCY_ASSIGN_OR_RETURN(const std::string body,
                         plan->planJson([&](const LoadedProgram& p) { return artifact(p.executable()); }));
-  std::string out = strCat("{\"format\": \"accy-plan-1\", \"target\": ", gpu::jsonString(target), ",\n\"inputs\": [");
-  for (size_t i = 0; i < plan->inputSpecs().size(); ++i) strAppend(&out, i ? ", " : "", gpu::specJson(plan->inputSpecs()[i]));
+  std::string out = strCat("{\"format\": \"accy-plan-1\", \"target\": ", executable::jsonString(target), ",\n\"inputs\": [");
+  for (size_t i = 0; i < plan->inputSpecs().size(); ++i) strAppend(&out, i ? ", " : "", executable::specJson(plan->inputSpecs()[i]));
   strAppend(&out, "],\n\"outputs\": [");
   for (size_t i = 0; i < plan->outputSpecs().size(); ++i) {
-    strAppend(&out, i ? ", " : "", gpu::specJson(plan->outputSpecs()[i]));
+    strAppend(&out, i ? ", " : "", executable::specJson(plan->outputSpecs()[i]));
   }
   return strCat(out, "],\n\"plan\": ", body, "}\n");
 }

@@ -14,7 +14,7 @@
 #include "base/stop.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
-#include "compiler/codegen/gpu/artifact_json.h"
+#include "compiler/executable/artifact_json.h"
 
 namespace accy::backends {
 
@@ -373,7 +373,7 @@ absl::StatusOr<std::string> StagedProgram::planJson(
     return out + "]";
   };
   std::string slots = "[";
-  for (size_t s = 0; s < slots_.size(); ++s) strAppend(&slots, s ? ",\n   " : "", gpu::specJson(slots_[s]));
+  for (size_t s = 0; s < slots_.size(); ++s) strAppend(&slots, s ? ",\n   " : "", executable::specJson(slots_[s]));
   std::string out = strCat("{\"slots\": ", slots, "],\n \"inputs\": ", list(inputs_), ", \"outputs\": ", list(outputs_),
                            ",\n \"stages\": [");
   for (size_t i = 0; i < stages_.size(); ++i) {

@@ -54,4 +54,17 @@ ErrorKind errorKind(const absl::Status& status) {
   return ErrorKind::kNone;
 }
 
+std::string withoutKindPrefix(ErrorKind kind, std::string_view message) {
+  const std::string_view name = errorKindName(kind);
+  if (message.size() >= name.size() + 2 && message.substr(0, name.size()) == name &&
+      message.substr(name.size(), 2) == ": ") {
+    message.remove_prefix(name.size() + 2);
+  }
+  return std::string(message);
+}
+
+std::string messageWithoutKind(const absl::Status& status) {
+  return withoutKindPrefix(errorKind(status), std::string_view(status.message().data(), status.message().size()));
+}
+
 }  // namespace accy

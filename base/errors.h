@@ -31,6 +31,12 @@ std::string_view errorKindName(ErrorKind kind);
 // message is "<KindName>: <message>".
 absl::Status makeError(ErrorKind kind, std::string_view message);
 
+// `message` without a leading "<KindName>: " of `kind` (makeError's prefix),
+// for a message passed on under another kind or another context.
+std::string withoutKindPrefix(ErrorKind kind, std::string_view message);
+// The message of `status` without its own kind's prefix.
+std::string messageWithoutKind(const absl::Status& status);
+
 }  // namespace accy
 
 #endif  // ACCY_BASE_ERRORS_H_

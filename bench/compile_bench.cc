@@ -33,7 +33,7 @@
 #include "accy/accy.h"
 #include "backends/cpu/cpu_program.h"
 #include "bench/bench_util.h"
-#include "bench/program_shapes.h"
+#include "tests/program_shapes.h"
 #include "compiler/choir/lower.h"
 #include "compiler/choir/passes/fuse.h"
 #include "compiler/choir/passes/loop_order.h"

@@ -56,7 +56,7 @@
 #include "backends/cpu/thread_pool.h"
 #include "backends/staged_program.h"
 #include "bench/bench_util.h"
-#include "bench/program_shapes.h"
+#include "tests/program_shapes.h"
 #include "bench/references.h"
 #include "compiler/codegen/x86_64/compile.h"
 #include "examples/digits/digits.h"

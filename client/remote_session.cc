@@ -68,9 +68,7 @@ struct RemoteCore {
     const ErrorKind kind =
         status.has_value() && *status != session::Status::ok ? session::kindOf(*status) : ErrorKind::kLaunchFailed;
     // The daemon's message already starts with the kind's name.
-    const std::string prefix = strCat(errorKindName(kind), ": ");
-    if (message.rfind(prefix, 0) == 0) message = message.substr(prefix.size());
-    return makeError(kind, message);
+    return makeError(kind, withoutKindPrefix(kind, message));
   }
 
   // Negotiates the protocol and opens a new session (each call within

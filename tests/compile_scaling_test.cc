@@ -16,7 +16,7 @@
 #include <string>
 
 #include "accy/accy.h"
-#include "bench/program_shapes.h"
+#include "tests/program_shapes.h"
 #include "compiler/choir/lower.h"
 #include "compiler/choir/pipeline.h"
 #include "compiler/codegen/targets.h"

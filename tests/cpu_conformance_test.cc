@@ -13,7 +13,7 @@
 #include "accy/accy.h"
 #include "backends/cpu/cpu_program.h"
 #include "backends/cpu/cpu_backend.h"
-#include "bench/program_shapes.h"
+#include "tests/program_shapes.h"
 #include "compiler/choir/ir.h"
 #include "compiler/codegen/x86_64/compile.h"
 #include "compiler/codegen/x86_64/emitter.h"

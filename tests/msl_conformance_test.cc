@@ -14,7 +14,7 @@
 
 #include "base/errors.h"
 #include "base/strings.h"
-#include "compiler/codegen/gpu/artifact_json.h"
+#include "compiler/executable/artifact_json.h"
 #include "compiler/codegen/msl/artifact.h"
 #include "compiler/codegen/msl/compile.h"
 #include "compiler/codegen/targets.h"

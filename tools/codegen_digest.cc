@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "accy/accy.h"
-#include "bench/program_shapes.h"
+#include "tests/program_shapes.h"
 #include "compiler/codegen/wasm/compile.h"
 #include "compiler/codegen/x86_64/compile.h"
 #include "tests/op_cases.h"

@@ -14,10 +14,7 @@ absl::Status unavailable(std::string what) { return makeError(ErrorKind::kUnimpl
 
 // `status` as Unimplemented, its message without its kind prefix, after `context`.
 absl::Status unavailableBecause(const std::string& context, const absl::Status& status) {
-  std::string message(status.message());
-  const std::string prefix = strCat(errorKindName(errorKind(status)), ": ");
-  if (message.rfind(prefix, 0) == 0) message.erase(0, prefix.size());
-  return unavailable(strCat(context, message));
+  return unavailable(strCat(context, messageWithoutKind(status)));
 }
 
 std::string versionText(int v) { return strCat(v / 1000, ".", v % 1000 / 10); }

@@ -157,11 +157,8 @@ absl::StatusOr<std::shared_ptr<const CudaProgram>> CudaProgram::load(std::shared
     const absl::Status error = cudaError(loaded, "cuModuleLoadDataEx", __FILE__, __LINE__, &cu);
     std::string log = logText(error_log);
     if (log.empty()) log = logText(info_log);
-    std::string message(error.message());
-    const std::string prefix = strCat(errorKindName(errorKind(error)), ": ");
-    if (message.rfind(prefix, 0) == 0) message.erase(0, prefix.size());
     return makeError(errorKind(error),
-                     strCat("the driver's JIT refused the PTX module: ", message,
+                     strCat("the driver's JIT refused the PTX module: ", messageWithoutKind(error),
                             log.empty() ? std::string("; it wrote no log") : strCat("; its log:\n", log)));
   }
   program->module_ = module;  // unloaded by ~CudaProgram from here on

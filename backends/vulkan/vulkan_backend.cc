@@ -20,11 +20,7 @@ class VulkanBackend final : public Backend {
     info_.min_buffer_alignment = 1;  // buffers are copied; each needs its element size
     absl::StatusOr<std::shared_ptr<vulkan::VulkanDevice>> device = vulkan::VulkanDevice::open(library_path);
     if (!device.ok()) {
-      // The message without its "Unimplemented: " kind prefix.
-      std::string reason(device.status().message());
-      const std::string prefix = strCat(errorKindName(errorKind(device.status())), ": ");
-      if (reason.rfind(prefix, 0) == 0) reason.erase(0, prefix.size());
-      info_.unavailable_reason = reason;
+      info_.unavailable_reason = messageWithoutKind(device.status());
       return;
     }
     (*device)->setLaunchTimeout(std::chrono::milliseconds(std::max<int64_t>(options.launch_timeout_ms, 0)));

@@ -538,16 +538,7 @@ class Lowering {
                 {makeOp(OpCode::kLt, DType::bool_, {raw, makeIndex(d, add(first, Affine::constantOf(chunk)))}),
                  makeOp(OpCode::kLt, DType::bool_, {raw, makeConstant(d, static_cast<double>(extent))}), no}),
          no});
-    const int v = m_.newVar();
-    IndexMap at_sum = idx;
-    at_sum[axis] = Affine::var(v);
-    const std::vector<Affine> index = indexFor(n.axes, at_sum);
-    const ExprRef update = access(n.operands[2], restrictTo(p_.nodes[n.operands[2]].axes, idx));
-    Stmt st = Stmt::store(sums, index, makeOp(OpCode::kAdd, n.dtype, {makeLoad(n.dtype, sums, index), update}));
-    st.bound = {v};
-    st.args = {clampIndex(raw, extent - 1)};
-    st.guard = mine;
-    emitNest(strCat(name, "_scatter"), loops, std::move(st));
+    emitNest(strCat(name, "_scatter"), loops, scatterStore(id, sums, idx, raw, mine));
     if (!into_zero) emitXPlusSums(id, sums, name);
     return absl::OkStatus();
   }
@@ -585,19 +576,28 @@ class Lowering {
       IndexMap idx;
       auto loops = newLoops(order, idx);
       const ExprRef raw = access(ind, restrictTo(p_.nodes[ind].axes, idx));
-      const int v = m_.newVar();
-      IndexMap at_sum = idx;
-      at_sum[axis] = Affine::var(v);
-      const std::vector<Affine> index = indexFor(n.axes, at_sum);
-      const ExprRef update = access(n.operands[2], restrictTo(p_.nodes[n.operands[2]].axes, idx));
-      Stmt st = Stmt::store(sums, index, makeOp(OpCode::kAdd, n.dtype, {makeLoad(n.dtype, sums, index), update}));
-      st.bound = {v};
-      st.args = {clampIndex(raw, extent - 1)};
-      st.guard = indexBelow(raw, extent);
-      emitNest(strCat(name, "_scatter"), loops, std::move(st));
+      emitNest(strCat(name, "_scatter"), loops, scatterStore(id, sums, idx, raw, indexBelow(raw, extent)));
     }
     if (!into_zero) emitXPlusSums(id, sums, name);
     return absl::OkStatus();
+  }
+
+  // The store both ordered forms of scatter_add node `id` make, under the
+  // loops of `idx`: sums[.., raw, ..] += update where `guard` holds (the
+  // index bound to a variable of its own, clamped into the axis).
+  Stmt scatterStore(int32_t id, int sums, const IndexMap& idx, const ExprRef& raw, ExprRef guard) {
+    const Node& n = p_.nodes[id];
+    const ScatterSite site = scatterSite(id);
+    const int v = m_.newVar();
+    IndexMap at_sum = idx;
+    at_sum[site.axis] = Affine::var(v);
+    const std::vector<Affine> index = indexFor(n.axes, at_sum);
+    const ExprRef update = access(n.operands[2], restrictTo(p_.nodes[n.operands[2]].axes, idx));
+    Stmt st = Stmt::store(sums, index, makeOp(OpCode::kAdd, n.dtype, {makeLoad(n.dtype, sums, index), update}));
+    st.bound = {v};
+    st.args = {clampIndex(raw, site.extent - 1)};
+    st.guard = std::move(guard);
+    return st;
   }
 
   // What both ordered forms of scatter_add node `id` start from: its axis,

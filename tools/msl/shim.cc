@@ -22,7 +22,7 @@
 #include "backends/buffer_checks.h"
 #include "base/errors.h"
 #include "base/strings.h"
-#include "compiler/codegen/gpu/artifact_json.h"
+#include "compiler/executable/artifact_json.h"
 #include "compiler/codegen/msl/artifact.h"
 #include "compiler/codegen/msl/compile.h"
 #include "compiler/codegen/targets.h"
@@ -435,7 +435,7 @@ absl::StatusOr<Unit> unitOf(const executable::Executable& exe, std::string_view 
       return makeError(ErrorKind::kInvalidArgument,
                        strCat("MSL kernel ", step.kernel, ": ", step.group_size, " threads per threadgroup (1 to 1024)"));
     }
-    const std::string_view source = gpu::kernelSource(exe, k);
+    const std::string_view source = executable::kernelSource(exe, k);
     absl::StatusOr<msl::KernelInfo> info = msl::kernelInfo(source);
     if (!info.ok()) return info.status();
     std::string args;

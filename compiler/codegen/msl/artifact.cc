@@ -5,7 +5,7 @@
 #include "base/errors.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
-#include "compiler/codegen/gpu/artifact_json.h"
+#include "compiler/executable/artifact_json.h"
 #include "compiler/codegen/msl/compile.h"
 
 namespace accy::msl {
@@ -96,7 +96,7 @@ absl::StatusOr<KernelInfo> kernelInfo(std::string_view source) {
 
 absl::StatusOr<std::string> artifactJson(const executable::Executable& exe) {
   const bool fast = exe.isa == "metal-fast";
-  return gpu::artifactJson(
+  return executable::artifactJson(
       exe, "msl", "accy-msl-1", [&](size_t, std::string_view text) -> absl::StatusOr<std::string> {
         ACCY_ASSIGN_OR_RETURN(const KernelInfo info, kernelInfo(text));
         std::string bindings, arrays;
@@ -108,7 +108,7 @@ absl::StatusOr<std::string> artifactJson(const executable::Executable& exe) {
         return strCat(", \"function\": \"", kEntryName, "\", \"math_mode\": \"", fast ? "fast" : "safe",
                       "\", \"bindings\": [", bindings, "], \"threadgroup\": [", arrays,
                       "], \"simdgroups\": ", info.simdgroups ? "true" : "false", ",\n     \"msl\": ",
-                      gpu::jsonString(text));
+                      executable::jsonString(text));
       });
 }
 

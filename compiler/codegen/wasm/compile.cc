@@ -8,10 +8,10 @@
 #include "base/status_macros.h"
 #include "base/strings.h"
 #include "compiler/choir/rewrite.h"
-#include "compiler/codegen/gpu/artifact_json.h"
+#include "compiler/executable/artifact_json.h"
 #include "compiler/codegen/wasm/encoder.h"
 #include "compiler/codegen/wasm/kernel_emitter.h"
-#include "compiler/codegen/x86_64/compile.h"
+#include "compiler/codegen/cpu/fuse_limits.h"
 
 namespace accy::wasm {
 
@@ -21,7 +21,7 @@ absl::StatusOr<executable::Executable> compileProgram(const tensor::Program& pro
   pipeline.vectorize.vector_bytes = kVectorBytes;
   pipeline.vectorize.int32 = true;  // i32x4
   pipeline.parallelize.threads = std::max(1, target.threads);
-  pipeline.fuse_limits = x64::cpuFuseLimits();
+  pipeline.fuse_limits = codegen::cpuFuseLimits();
   pipeline.dump = dump;
   ACCY_ASSIGN_OR_RETURN(const choir::Module module, choir::compileToChoir(program, pipeline));
   for (const choir::Buffer& b : module.buffers) {
@@ -71,13 +71,13 @@ int threadsOf(const executable::Executable& exe) {
 absl::StatusOr<std::string> artifactJson(const executable::Executable& exe) {
   std::string module;
   absl::Base64Escape(absl::string_view(reinterpret_cast<const char*>(exe.code.data()), exe.code.size()), &module);
-  return gpu::artifactJson(
+  return executable::artifactJson(
       exe, "wasm", "accy-wasm-1",
       [&](size_t k, std::string_view) -> absl::StatusOr<std::string> {
         return strCat(", \"export\": \"k", k, "\", \"parallel_extent\": ", exe.launch_plan.steps[k].parallel_extent);
       },
       strCat(",\n  \"threads\": ", threadsOf(exe),
-             ",\n  \"module\": ", gpu::jsonString(module)));
+             ",\n  \"module\": ", executable::jsonString(module)));
 }
 
 }  // namespace accy::wasm

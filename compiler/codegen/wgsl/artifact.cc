@@ -6,13 +6,13 @@
 #include <string_view>
 
 #include "base/strings.h"
-#include "compiler/codegen/gpu/artifact_json.h"
+#include "compiler/executable/artifact_json.h"
 #include "compiler/codegen/wgsl/compile.h"
 
 namespace accy::wgsl {
 
 absl::StatusOr<std::string> artifactJson(const executable::Executable& exe) {
-  return gpu::artifactJson(
+  return executable::artifactJson(
       exe, "wgsl", "accy-wgsl-1", [](size_t, std::string_view text) -> absl::StatusOr<std::string> {
         std::string_view with_subgroups;
         if (const size_t at = text.find(kSubgroupsMarker); at != std::string_view::npos) {
@@ -26,8 +26,8 @@ absl::StatusOr<std::string> artifactJson(const executable::Executable& exe) {
         }
         std::string list;
         for (int b : bindings) strAppend(&list, list.empty() ? "" : ", ", b);
-        return strCat(", \"bindings\": [", list, "],\n     \"wgsl\": ", gpu::jsonString(text),
-                      with_subgroups.empty() ? "" : strCat(",\n     \"wgsl_subgroups\": ", gpu::jsonString(with_subgroups)));
+        return strCat(", \"bindings\": [", list, "],\n     \"wgsl\": ", executable::jsonString(text),
+                      with_subgroups.empty() ? "" : strCat(",\n     \"wgsl_subgroups\": ", executable::jsonString(with_subgroups)));
       });
 }
 

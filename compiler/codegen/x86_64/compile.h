@@ -9,21 +9,15 @@
 #include "absl/status/statusor.h"
 #include "compiler/choir/passes/fuse.h"
 #include "compiler/choir/pipeline.h"
+#include "compiler/codegen/cpu/fuse_limits.h"
 #include "compiler/codegen/x86_64/simd.h"
 #include "compiler/executable/executable.h"
 #include "compiler/tensor/program.h"
 
 namespace accy::x64 {
 
-// The fusion limits of this target: the defaults, and a cheap producer read
-// under a broadcast (an operand of a product) is stored once its
-// recomputation passes 64 nodes per element, so that products read plain
-// loads and take the blocked microkernel (kernel_emitter.h, Product).
-inline choir::FuseLimits cpuFuseLimits() {
-  choir::FuseLimits limits;
-  limits.max_recomputed_nodes = 64;
-  return limits;
-}
+// The fusion limits of this target: the CPU targets' (cpu/fuse_limits.h).
+using codegen::cpuFuseLimits;
 
 struct CompileOptions {
   // Threads a launch may use; 0 means every CPU the process may use (its

@@ -2,8 +2,8 @@
 // (bench/compile_bench.cc) and for the tests that count compile work
 // (tests/compile_scaling_test.cc). N is about the node count of the
 // recorded program.
-#ifndef ACCY_BENCH_PROGRAM_SHAPES_H_
-#define ACCY_BENCH_PROGRAM_SHAPES_H_
+#ifndef ACCY_TESTS_PROGRAM_SHAPES_H_
+#define ACCY_TESTS_PROGRAM_SHAPES_H_
 
 #include "absl/status/statusor.h"
 #include "accy/accy.h"
@@ -25,4 +25,4 @@ tensor::Function mlpLoss(int layers);
 
 }  // namespace accy::shapes
 
-#endif  // ACCY_BENCH_PROGRAM_SHAPES_H_
+#endif  // ACCY_TESTS_PROGRAM_SHAPES_H_

@@ -3,8 +3,8 @@
 // (docs/WEB.md, docs/GPU.md): the format, the ISA, the buffers, one entry
 // per kernel (its name, workgroups and workgroup size, then the target's
 // own fields), and the inputs' and outputs' specs.
-#ifndef ACCY_COMPILER_CODEGEN_GPU_ARTIFACT_JSON_H_
-#define ACCY_COMPILER_CODEGEN_GPU_ARTIFACT_JSON_H_
+#ifndef ACCY_COMPILER_EXECUTABLE_ARTIFACT_JSON_H_
+#define ACCY_COMPILER_EXECUTABLE_ARTIFACT_JSON_H_
 
 #include <functional>
 #include <string>
@@ -14,7 +14,7 @@
 #include "compiler/executable/executable.h"
 #include "compiler/tensor/program.h"
 
-namespace accy::gpu {
+namespace accy::executable {
 
 // `s` as a JSON string, quoted and escaped.
 std::string jsonString(std::string_view s);
@@ -34,6 +34,6 @@ absl::StatusOr<std::string> artifactJson(
     const std::function<absl::StatusOr<std::string>(size_t k, std::string_view source)>& kernel_fields,
     std::string_view extra_fields = "");
 
-}  // namespace accy::gpu
+}  // namespace accy::executable
 
-#endif  // ACCY_COMPILER_CODEGEN_GPU_ARTIFACT_JSON_H_
+#endif  // ACCY_COMPILER_EXECUTABLE_ARTIFACT_JSON_H_

@@ -1,4 +1,4 @@
-#include "compiler/codegen/gpu/artifact_json.h"
+#include "compiler/executable/artifact_json.h"
 
 #include "absl/strings/str_format.h"
 #include "base/errors.h"
@@ -6,7 +6,7 @@
 #include "base/strings.h"
 #include "compiler/tensor/dtype.h"
 
-namespace accy::gpu {
+namespace accy::executable {
 namespace {
 
 const char* roleName(choir::BufferRole r) {
@@ -95,4 +95,4 @@ absl::StatusOr<std::string> artifactJson(
   return out;
 }
 
-}  // namespace accy::gpu
+}  // namespace accy::executable

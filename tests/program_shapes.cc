@@ -1,4 +1,4 @@
-#include "bench/program_shapes.h"
+#include "tests/program_shapes.h"
 
 #include <algorithm>
 #include <cstdio>
