@@ -1,10 +1,12 @@
 // The one interface every device runtime implements.
 //
-// A Backend describes its device, compiles programs into executables for
-// its targets, and loads executables (validated once, at load) into
-// LoadedPrograms that launch on caller buffers any number of times, from
-// any number of threads. Backends are created from one explicit list in
-// backends/registry.cc; nothing registers itself.
+// A Backend describes its device and loads executables (validated once, at
+// load) into LoadedPrograms that launch on caller buffers any number of
+// times, from any number of threads. It compiles nothing and knows no
+// emitter (as IREE's HAL drivers never link the compiler): compiling for a
+// device is backends::compileOn (compile_program.h), which hands the
+// device's description to the target registry. Backends are created from
+// one explicit list in backends/registry.cc; nothing registers itself.
 #ifndef ACCY_BACKENDS_BACKEND_H_
 #define ACCY_BACKENDS_BACKEND_H_
 
@@ -110,13 +112,6 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual const DeviceInfo& info() const = 0;
-  // Compiles for `target` (one of info().targets) in `options.mode`.
-  virtual absl::StatusOr<executable::Executable> compile(const tensor::Program& program, const std::string& target,
-                                                         const CompileOptions& options) const = 0;
-  // The same in exact mode.
-  absl::StatusOr<executable::Executable> compile(const tensor::Program& program, const std::string& target) const {
-    return compile(program, target, CompileOptions{});
-  }
   virtual absl::StatusOr<std::shared_ptr<const LoadedProgram>> load(executable::Executable exe) const = 0;
   // The optional host-memory capability: a handle that keeps [data, data +
   // size) registered with the device (so launches whose buffers lie in it
@@ -128,12 +123,11 @@ class Backend {
   virtual absl::StatusOr<std::shared_ptr<void>> registerHostMemory(void* /*data*/, size_t /*size*/) const {
     return std::shared_ptr<void>();
   }
-  // The description of this device that compile() hands its target
+  // The description of this device that a compile for it hands its target
   // (codegen::CompileRequest::device in compiler/codegen/targets.h: the
-  // device's limits and features, e.g. an spirv::TargetInfo), for callers
-  // that compile for the device through the target registry themselves
-  // (accy compile). Empty (the target's defaults) where the device has
-  // nothing to describe (the default) or is unavailable.
+  // device's limits and features, e.g. an spirv::TargetInfo; backends::
+  // compileOn). Empty (the target's defaults) where the device has nothing
+  // to describe (the default) or is unavailable.
   virtual std::any deviceDescription() const { return std::any(); }
   // OK while the device can run launches; otherwise why it cannot (a GPU
   // left in a sticky error state, a lost device), which every launch then

@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -52,10 +53,18 @@ absl::StatusOr<std::shared_ptr<const LoadedProgram>> compileProgram(const tensor
                                                                     const StageCompiler& compile_stage,
                                                                     const ProgramOptions& options = {});
 
-// A StageCompiler that compiles with the target registry
-// (codegen::compileFor, `request`) and loads on `device`.
-StageCompiler compileAndLoadOn(const codegen::TargetEntry& target, const codegen::CompileRequest& request,
-                               const Backend& device);
+// Compiles `program` (loop-free, or a scan the target runs as one kernel)
+// for `target` on `device`: the device must serve the target (else
+// CompileFailed naming what it serves), the target must compile the mode
+// (codegen::checkMode), and the device must be available (else
+// Unimplemented with its reason); its description (deviceDescription) goes
+// to the target registry's compile.
+absl::StatusOr<executable::Executable> compileOn(const Backend& device, const tensor::Program& program,
+                                                 const std::string& target, const CompileOptions& options = {});
+
+// A StageCompiler that compiles each stage with compileOn and loads it on
+// `device` (which must outlive it).
+StageCompiler compileAndLoadOn(const Backend& device, std::string target, CompileOptions options = {});
 
 }  // namespace accy::backends
 

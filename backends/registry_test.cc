@@ -1,4 +1,5 @@
 #include "backends/registry.h"
+#include "backends/compile_program.h"
 
 #include "accy/accy.h"
 #include "examples/tone/tone.h"
@@ -57,9 +58,9 @@ TEST(Registry, CpuBackendCompilesLoadsAndLaunches) {
   auto cpu = std::move(makeBackends(BackendOptions{.threads = 1})[0]);
   const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", 4}})};
   auto p = tensor::define("t", specs, [](tensor::Builder&, std::span<const tensor::Value> a) { return a[0] * 3; });
-  auto exe = cpu->compile(*p, "x86_64");
+  auto exe = compileOn(*cpu, *p, "x86_64");
   ASSERT_TRUE(exe.ok()) << exe.status();
-  EXPECT_EQ(errorKind(cpu->compile(*p, "ptx").status()), ErrorKind::kCompileFailed);
+  EXPECT_EQ(errorKind(compileOn(*cpu, *p, "ptx").status()), ErrorKind::kCompileFailed);
   auto loaded = cpu->load(*exe);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   float x[4] = {1, 2, 3, 4}, y[4];

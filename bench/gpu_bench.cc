@@ -231,7 +231,7 @@ void runOscillator(benchmark::State& state, bool one_command_buffer) {
   if (!ok(state, p, "define")) return;
   auto plan = accy::backends::compileProgram(
       *p, "spirv", [&](const tensor::Program& stage) -> absl::StatusOr<std::shared_ptr<const accy::backends::LoadedProgram>> {
-        auto exe = device().compile(stage, "spirv");
+        auto exe = accy::backends::compileOn(device(), stage, "spirv");
         if (!exe.ok()) return exe.status();
         auto loaded = device().load(std::move(*exe));
         if (!loaded.ok() || one_command_buffer) return loaded;

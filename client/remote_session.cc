@@ -19,7 +19,6 @@
 #include "absl/strings/match.h"
 #include "base/strings.h"
 #include "compiler/codegen/arithmetic_mode.h"
-#include "compiler/codegen/targets.h"
 #include "runtime/channel.h"
 #include "runtime/statuses.h"
 
@@ -276,10 +275,9 @@ absl::Status RemoteSession::fail(const absl::Status& st) {
 absl::StatusOr<session::Handle> RemoteSession::compile(std::string_view wire, std::string_view target,
                                                        session::CompileInfo* info, const backends::CompileOptions& options) {
   if (target == "x86_64" && options_.cpu_in_process) {
-    // In process, like accyd's cpu device: exact (fast is the same code);
-    // tf32 is refused the same way.
-    if (absl::Status st = codegen::checkMode(target, options.mode); !st.ok()) return fail(st);
-    return local_.compile(wire, info);
+    // In process, like accyd's cpu device (fast is the same code as exact;
+    // tf32 is refused the same way, by the one compile path).
+    return local_.compile(wire, session::CompileSpec{std::string(target), options}, info);
   }
   return withReconnect([&] { return compileRemote(wire, target, info, options, std::nullopt); });
 }

@@ -52,7 +52,7 @@ absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> Session::compileF
   return backends::compileProgram(
       program, spec.target,
       [&](const tensor::Program& p) -> absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> {
-        ACCY_ASSIGN_OR_RETURN(executable::Executable exe, cpu->compile(p, spec.target, spec.options));
+        ACCY_ASSIGN_OR_RETURN(executable::Executable exe, backends::compileOn(*cpu, p, spec.target, spec.options));
         return cpu->load(std::move(exe));
       });
 }

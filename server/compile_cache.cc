@@ -1,5 +1,7 @@
 #include "server/compile_cache.h"
 
+#include "backends/compile_program.h"
+
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -370,7 +372,9 @@ absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> CompileCache::get
       *level = "disk";
     } else {
       level->clear();
-      ACCY_ASSIGN_OR_RETURN(executable::Executable fresh, backend.compile(program, target, options));
+      ACCY_ASSIGN_OR_RETURN(executable::Executable fresh,
+                            options_.compile ? options_.compile(backend, program, target, options)
+                                             : backends::compileOn(backend, program, target, options));
       if (disk_enabled) writeDisk(key, fresh);
       exe = std::move(fresh);
     }

@@ -58,6 +58,11 @@ struct CacheOptions {
   int64_t max_compile_ms = 60000;
   int64_t max_concurrent_compiles = 1;
   int64_t compile_queue_ms = 10000;
+  // How a miss compiles; null: backends::compileOn (tests count or slow it).
+  std::function<absl::StatusOr<executable::Executable>(const backends::Backend& device, const tensor::Program& program,
+                                                       const std::string& target,
+                                                       const backends::CompileOptions& options)>
+      compile;
 };
 
 // Half the machine's cores, at least one: hostile compiles never take

@@ -3,6 +3,8 @@
 // hitting, and an unstamped build refusing the disk.
 #include "server/compile_cache.h"
 
+#include "backends/compile_program.h"
+
 #include <openssl/sha.h>
 #include <sys/stat.h>
 
@@ -38,24 +40,19 @@ executable::BuildRecord stamped(const std::string& source) {
 struct Fixture {
   tensor::Program program;
   std::string wire;
-  // A CPU backend that counts its compiles.
-  struct Counting final : backends::Backend {
-    std::unique_ptr<backends::Backend> cpu = backends::makeCpuBackend(backends::BackendOptions{1});
-    int* compiles;
-    explicit Counting(int* c) : compiles(c) {}
-    const backends::DeviceInfo& info() const override { return cpu->info(); }
-    using Backend::compile;
-    absl::StatusOr<executable::Executable> compile(const tensor::Program& p, const std::string& t,
-                                                   const backends::CompileOptions&) const override {
-      ++*compiles;
-      return cpu->compile(p, t);
-    }
-    absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> load(executable::Executable e) const override {
-      return cpu->load(std::move(e));
-    }
-  };
+  // A CPU backend; the cache's compiles of it are counted (counted()).
+  std::unique_ptr<backends::Backend> cpu = backends::makeCpuBackend(backends::BackendOptions{1});
+  backends::Backend& backend = *cpu;
   int compiles = 0;
-  Counting backend{&compiles};
+  // `o` with its compiles counted in `compiles`.
+  CacheOptions counted(CacheOptions o) {
+    o.compile = [this](const backends::Backend& b, const tensor::Program& p, const std::string& t,
+                       const backends::CompileOptions& options) {
+      ++compiles;
+      return backends::compileOn(b, p, t, options);
+    };
+    return o;
+  }
   Fixture() {
     program = *tensor::define("mismatch", tone::specs(), tone::mismatch);
     wire = wire::encode(program);
@@ -78,7 +75,7 @@ TEST(CompileCache, RestartHitsTheDiskCorruptionRecompilesOtherBuildsMiss) {
   const std::string dir = tempDir();
   std::string level;
   {
-    CompileCache cache(diskAt(dir), stamped("a"));
+    CompileCache cache(f.counted(diskAt(dir)), stamped("a"));
     ASSERT_TRUE(cache.stats().disk_enabled);
     ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", {}, &level).ok());
     EXPECT_EQ(level, "");
@@ -88,7 +85,7 @@ TEST(CompileCache, RestartHitsTheDiskCorruptionRecompilesOtherBuildsMiss) {
     EXPECT_EQ(cache.stats().disk_entries, 1u);
   }
   {  // a restarted daemon, same build: served from disk without compiling
-    CompileCache cache(diskAt(dir), stamped("a"));
+    CompileCache cache(f.counted(diskAt(dir)), stamped("a"));
     auto loaded = cache.get(f.program, f.wire, f.backend, "x86_64", {}, &level);
     ASSERT_TRUE(loaded.ok());
     EXPECT_EQ(level, "disk");
@@ -99,7 +96,7 @@ TEST(CompileCache, RestartHitsTheDiskCorruptionRecompilesOtherBuildsMiss) {
     EXPECT_NEAR(v[0], 8.656, 5e-4);
   }
   {  // a corrupted entry is detected, deleted and recompiled
-    CompileCache cache(diskAt(dir), stamped("a"));
+    CompileCache cache(f.counted(diskAt(dir)), stamped("a"));
     const std::string path = cache.pathFor(cache.keyFor(f.wire, "cpu/x86_64", "mode=exact"));
     std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
     file.seekp(60);
@@ -111,7 +108,7 @@ TEST(CompileCache, RestartHitsTheDiskCorruptionRecompilesOtherBuildsMiss) {
     EXPECT_EQ(cache.stats().corrupt_entries, 1u);
   }
   {  // another build record never hits
-    CompileCache cache(diskAt(dir), stamped("b"));
+    CompileCache cache(f.counted(diskAt(dir)), stamped("b"));
     ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", {}, &level).ok());
     EXPECT_EQ(level, "");
     EXPECT_EQ(f.compiles, 3);
@@ -122,7 +119,7 @@ TEST(CompileCache, RestartHitsTheDiskCorruptionRecompilesOtherBuildsMiss) {
 TEST(CompileCache, UnstampedBuildsRefuseTheDiskButCacheInMemory) {
   Fixture f;
   const std::string dir = tempDir();
-  CompileCache cache(diskAt(dir), executable::BuildRecord{});
+  CompileCache cache(f.counted(diskAt(dir)), executable::BuildRecord{});
   EXPECT_FALSE(cache.stats().disk_enabled);
   EXPECT_THAT(cache.stats().disk_disabled_reason, ::testing::HasSubstr("UnrecordedCompilerBuild"));
   std::string level;
@@ -142,7 +139,7 @@ TEST(CompileCache, DiskIsKeptUnderItsByteBound) {
   CacheOptions tiny;
   tiny.disk_dir = dir;
   tiny.disk_max_bytes = 1;
-  CompileCache cache(tiny, stamped("a"));
+  CompileCache cache(f.counted(tiny), stamped("a"));
   std::string level;
   ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", {.mode = codegen::ArithmeticMode::kExact}, &level).ok());
   ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", {.mode = codegen::ArithmeticMode::kFast}, &level).ok());
@@ -157,7 +154,7 @@ TEST(CompileCache, APlantedEntryWithAPlainChecksumIsRefusedAndRecompiled) {
   Fixture f;
   const std::string dir = tempDir();
   std::string level;
-  CompileCache cache(diskAt(dir), stamped("a"));
+  CompileCache cache(f.counted(diskAt(dir)), stamped("a"));
   ASSERT_TRUE(cache.stats().disk_enabled) << cache.stats().disk_disabled_reason;
   // The key file: 0600, beside the entries.
   struct stat st;
@@ -165,7 +162,7 @@ TEST(CompileCache, APlantedEntryWithAPlainChecksumIsRefusedAndRecompiled) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   // An attacker who can write the directory but not read the key plants an
   // executable with a correct plain SHA-256 (what version 01 trusted).
-  absl::StatusOr<executable::Executable> exe = f.backend.cpu->compile(f.program, "x86_64");
+  absl::StatusOr<executable::Executable> exe = backends::compileOn(f.backend, f.program, "x86_64");
   ASSERT_TRUE(exe.ok());
   const std::string payload = executable::serializeExecutable(*exe);
   unsigned char digest[32];
@@ -206,14 +203,14 @@ TEST(CompileCache, ASymbolicLinkIsNotAnEntry) {
   std::string level;
   std::string path;
   {
-    CompileCache cache(diskAt(dir), stamped("a"));
+    CompileCache cache(f.counted(diskAt(dir)), stamped("a"));
     ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", {}, &level).ok());
     path = cache.pathFor(cache.keyFor(f.wire, "cpu/x86_64", "mode=exact"));
   }
   // A valid entry moved aside, and a link to it in its place.
   std::filesystem::rename(path, dir + "/elsewhere");
   std::filesystem::create_symlink(dir + "/elsewhere", path);
-  CompileCache cache(diskAt(dir), stamped("a"));
+  CompileCache cache(f.counted(diskAt(dir)), stamped("a"));
   ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", {}, &level).ok());
   EXPECT_EQ(level, "");
   EXPECT_EQ(cache.stats().corrupt_entries, 1u);
@@ -261,13 +258,13 @@ TEST(CompileCache, StaleTemporariesAreRemovedAtStart) {
 TEST(CompileCache, MemoryKeepsTheMostRecentlyUsedUnderItsByteBound) {
   Fixture f;
   CacheOptions o;
-  CompileCache probe(o, executable::BuildRecord{});
+  CompileCache probe(f.counted(o), executable::BuildRecord{});
   std::string level;
   auto one = probe.get(f.program, f.wire, f.backend, "x86_64", {}, &level);
   ASSERT_TRUE(one.ok());
   // Room for two programs of this size, not three.
   o.memory_max_bytes = static_cast<int64_t>((*one)->executable().code.size()) * 2 + 2000;
-  CompileCache cache(o, executable::BuildRecord{});
+  CompileCache cache(f.counted(o), executable::BuildRecord{});
   const backends::CompileOptions exact{}, fast{.mode = codegen::ArithmeticMode::kFast};
   const std::string other_wire = f.wire + " ";  // another key, the same program
   ASSERT_TRUE(cache.get(f.program, f.wire, f.backend, "x86_64", exact, &level).ok());       // A
@@ -283,23 +280,17 @@ TEST(CompileCache, MemoryKeepsTheMostRecentlyUsedUnderItsByteBound) {
 }
 
 TEST(CompileCache, ACompileThatThrowsLeavesNothingStuck) {
-  struct Throwing final : backends::Backend {
-    std::unique_ptr<backends::Backend> cpu = backends::makeCpuBackend(backends::BackendOptions{1});
-    mutable std::atomic<int> calls{0};
-    const backends::DeviceInfo& info() const override { return cpu->info(); }
-    using Backend::compile;
-    absl::StatusOr<executable::Executable> compile(const tensor::Program& p, const std::string& t,
-                                                   const backends::CompileOptions&) const override {
-      if (calls.fetch_add(1) == 0) throw std::runtime_error("out of something");
-      return cpu->compile(p, t);
-    }
-    absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> load(executable::Executable e) const override {
-      return cpu->load(std::move(e));
-    }
+  // The first compile throws.
+  std::atomic<int> calls{0};
+  CacheOptions throwing;
+  throwing.compile = [&calls](const backends::Backend& b, const tensor::Program& p, const std::string& t,
+                              const backends::CompileOptions& options) {
+    if (calls.fetch_add(1) == 0) throw std::runtime_error("out of something");
+    return backends::compileOn(b, p, t, options);
   };
   Fixture f;
-  Throwing backend;
-  CompileCache cache(CacheOptions{}, executable::BuildRecord{});
+  backends::Backend& backend = f.backend;
+  CompileCache cache(throwing, executable::BuildRecord{});
   std::string level;
   EXPECT_THROW((void)cache.get(f.program, f.wire, backend, "x86_64", {}, &level), std::runtime_error);
   // The key is free again: the next request compiles (it would wait forever
@@ -310,51 +301,48 @@ TEST(CompileCache, ACompileThatThrowsLeavesNothingStuck) {
   });
   ASSERT_EQ(next.wait_for(std::chrono::seconds(30)), std::future_status::ready);
   EXPECT_TRUE(next.get());
-  EXPECT_EQ(backend.calls.load(), 2);
+  EXPECT_EQ(calls.load(), 2);
 }
 
 // A slow compile holds up only the requests for the same program: another
 // program compiles and loads meanwhile, and the requests that share the
 // slow key wait for its one compile.
 TEST(CompileCache, ASlowCompileDelaysOnlyItsOwnKey) {
-  struct Gated final : backends::Backend {
+  // Compiles of the program "slow" wait until `open`.
+  struct Gating {
     std::unique_ptr<backends::Backend> cpu = backends::makeCpuBackend(backends::BackendOptions{1});
-    mutable std::mutex mu;
-    mutable std::condition_variable cv;
-    mutable bool open = false;
-    mutable std::atomic<int> slow_compiles{0};
-    const backends::DeviceInfo& info() const override { return cpu->info(); }
-    using Backend::compile;
-    absl::StatusOr<executable::Executable> compile(const tensor::Program& p, const std::string& t,
-                                                   const backends::CompileOptions&) const override {
-      if (p.name == "slow") {
-        ++slow_compiles;
-        std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return open; });
-      }
-      return cpu->compile(p, t);
-    }
-    absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> load(executable::Executable e) const override {
-      return cpu->load(std::move(e));
-    }
+    std::mutex mu;
+    std::condition_variable cv;
+    bool open = false;
+    std::atomic<int> slow_compiles{0};
   } backend;
+  CacheOptions gated{.max_concurrent_compiles = 2};  // the fast key takes its own slot
+  gated.compile = [&backend](const backends::Backend& b, const tensor::Program& p, const std::string& t,
+                             const backends::CompileOptions& options) {
+    if (p.name == "slow") {
+      ++backend.slow_compiles;
+      std::unique_lock<std::mutex> lock(backend.mu);
+      backend.cv.wait(lock, [&] { return backend.open; });
+    }
+    return backends::compileOn(b, p, t, options);
+  };
   const tensor::Spec specs[] = {tensor::spec(tensor::DType::f32, {{"i", 4}})};
   auto slow = tensor::define("slow", specs, [](tensor::Builder&, std::span<const tensor::Value> a) { return a[0] * 2; });
   auto fast = tensor::define("fast", specs, [](tensor::Builder&, std::span<const tensor::Value> a) { return a[0] * 3; });
   const std::string slow_wire = wire::encode(*slow), fast_wire = wire::encode(*fast);
-  CompileCache cache(CacheOptions{.max_concurrent_compiles = 2}, stamped("a"));  // the fast key takes its own slot
+  CompileCache cache(gated, stamped("a"));
   std::vector<std::thread> waiting;
   std::vector<std::string> levels(3);
   std::atomic<int> done{0};
   for (int i = 0; i < 3; ++i) {
     waiting.emplace_back([&, i] {
-      EXPECT_TRUE(cache.get(*slow, slow_wire, backend, "x86_64", {}, &levels[i]).ok());
+      EXPECT_TRUE(cache.get(*slow, slow_wire, *backend.cpu, "x86_64", {}, &levels[i]).ok());
       ++done;
     });
   }
   while (backend.slow_compiles.load() == 0) std::this_thread::yield();
   std::string level;
-  EXPECT_TRUE(cache.get(*fast, fast_wire, backend, "x86_64", {}, &level).ok());  // not blocked
+  EXPECT_TRUE(cache.get(*fast, fast_wire, *backend.cpu, "x86_64", {}, &level).ok());  // not blocked
   EXPECT_EQ(level, "");
   EXPECT_EQ(done.load(), 0);
   {

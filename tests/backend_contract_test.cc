@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "accy/accy.h"
+#include "backends/compile_program.h"
 #include "backends/backend.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/cuda_backend.h"
@@ -136,7 +137,7 @@ class BackendContract : public ::testing::TestWithParam<BackendCase> {
   const std::string& target() const { return GetParam().target; }
 
   Executable compile(const tensor::Program& p) const {
-    absl::StatusOr<Executable> exe = backend_->compile(p, target());
+    absl::StatusOr<Executable> exe = backends::compileOn(*backend_, p, target());
     EXPECT_TRUE(exe.ok()) << exe.status();
     return exe.ok() ? *std::move(exe) : Executable{};
   }
@@ -236,13 +237,13 @@ TEST_P(BackendContract, LoadRefusesExecutablesItCannotRun) {
 }
 
 TEST_P(BackendContract, CompilesOnlyItsTarget) {
-  absl::StatusOr<Executable> exe = backend().compile(axpb(), "nonesuch");
+  absl::StatusOr<Executable> exe = backends::compileOn(backend(), axpb(), "nonesuch");
   EXPECT_EQ(errorKind(exe.status()), ErrorKind::kCompileFailed) << exe.status();
   EXPECT_THAT(std::string(exe.status().message()), HasSubstr(strCat("no target nonesuch; it compiles ", target())));
 }
 
 TEST_P(BackendContract, Tf32IsForPtxOnly) {
-  absl::StatusOr<Executable> exe = backend().compile(axpb(), target(), CompileOptions{codegen::ArithmeticMode::kTf32});
+  absl::StatusOr<Executable> exe = backends::compileOn(backend(), axpb(), target(), CompileOptions{codegen::ArithmeticMode::kTf32});
   if (target() == "ptx") {
     EXPECT_TRUE(exe.ok()) << exe.status();  // no dot: nothing runs on tensor cores
     return;

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/compile_program.h"
 #include "compiler/codegen/ptx/compile.h"
 #include "gtest/gtest.h"
 #include "tests/conformance.h"
@@ -45,7 +46,7 @@ TEST(CudaConformance, TheBackendSaysWhyItIsUnavailable) {
   EXPECT_FALSE(cuda().info().unavailable_reason.empty());
   Spec s[] = {tensor::spec(DType::f32, {{"i", 4}})};
   auto p = tensor::define("p", s, [](tensor::Builder&, std::span<const tensor::Value> a) { return a[0] * 2; });
-  auto exe = cuda().compile(*p, "ptx");
+  auto exe = backends::compileOn(cuda(), *p, "ptx");
   EXPECT_EQ(errorKind(exe.status()), ErrorKind::kUnimplemented);
 }
 

@@ -318,7 +318,7 @@ void checkTreeReductions(const GpuUnderTest& gpu) {
 void checkReductionsAsTheDeviceChooses(const GpuUnderTest& gpu) {
   std::mt19937 rng(14);
   GpuUnderTest own = gpu;
-  own.compile_for_gpu = [&gpu](const tensor::Program& program) { return gpu.backend->compile(program, gpu.target); };
+  own.compile_for_gpu = [&gpu](const tensor::Program& program) { return backends::compileOn(*gpu.backend, program, gpu.target); };
   for (DType d : {DType::f32, DType::f64}) {
     if (d == DType::f64 && !gpu.float64) continue;
     for (int64_t p : {int64_t{256}, int64_t{70000}, int64_t{1} << 22}) {
@@ -455,7 +455,7 @@ void checkTheThreeToneTests(const GpuUnderTest& gpu) {
   const tone::Samples data = tone::samples();
   auto mismatch = [](double f) { return tone::referenceMismatch(f); };
   auto run = [&](const tensor::Program& p) {
-    auto exe = gpu.backend->compile(p, gpu.target);
+    auto exe = backends::compileOn(*gpu.backend, p, gpu.target);
     EXPECT_TRUE(exe.ok()) << exe.status();
     auto loaded = gpu.backend->load(*exe);
     EXPECT_TRUE(loaded.ok()) << loaded.status();
@@ -502,7 +502,7 @@ void checkAccurateSums(const GpuUnderTest& gpu) {
   auto compiles = gpu.sum_compiles;
   if (compiles.empty()) {
     compiles.push_back({"as the device chooses",
-                        [&gpu](const tensor::Program& p) { return gpu.backend->compile(p, gpu.target); }, false});
+                        [&gpu](const tensor::Program& p) { return backends::compileOn(*gpu.backend, p, gpu.target); }, false});
   }
   constexpr int64_t kRows = kSumRows, kRow = kSumValues / kRows;
   const Spec flat[] = {tensor::spec(DType::f32, {{"n", kSumValues}})};

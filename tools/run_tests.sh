@@ -27,6 +27,9 @@ if [ -z "$targets" ]; then
   echo "failed bazel query 'tests(//...)' found no test targets" >>"$extra"
 fi
 
+# The layering rules of docs/LAYERS.md (bazel query), one line each.
+tools/layers_check.sh >>"$extra" 2>&1 || echo "failed layers: tools/layers_check.sh exited $?" >>"$extra"
+
 # The daemon's disk cache and saved programs need a stamped build: build
 # one, keep copies (a later unstamped build replaces bazel-bin's), and run
 # the daemon's restart test and the saved-program cases against them.

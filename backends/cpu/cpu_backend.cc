@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "backends/cpu/cpu_program.h"
-#include "compiler/codegen/targets.h"
 #include "compiler/codegen/x86_64/compile.h"
 #include "base/errors.h"
 #include "base/status_macros.h"
@@ -25,20 +24,14 @@ class CpuBackend final : public Backend {
   }
   const DeviceInfo& info() const override { return info_; }
 
-  using Backend::compile;
-  absl::StatusOr<executable::Executable> compile(const tensor::Program& program, const std::string& target,
-                                                 const CompileOptions& options) const override {
-    if (target != "x86_64") {
-      return makeError(ErrorKind::kCompileFailed, "cpu backend: no target " + target + "; it compiles x86_64");
-    }
-    ACCY_RETURN_IF_ERROR(codegen::checkMode(target, options.mode));
-    // kFast: the x86-64 target has only its accurate sequences.
-    // Large kernels get a parallel loop even for one thread: a launch runs
-    // it in pieces where its caller may ask it to stop (base/stop.h:
-    // accyd's cancelled or late calls), and as one call otherwise.
+  // Large kernels get a parallel loop even for one thread: a launch runs
+  // it in pieces where its caller may ask it to stop (base/stop.h:
+  // accyd's cancelled or late calls), and as one call otherwise. (kFast:
+  // the x86-64 target has only its accurate sequences.)
+  std::any deviceDescription() const override {
     x64::CompileOptions o;
     o.threads = std::max(threads_, 2);
-    return codegen::compileFor(target, program, codegen::CompileRequest{.mode = options.mode, .device = o});
+    return o;
   }
 
   absl::StatusOr<std::shared_ptr<const LoadedProgram>> load(executable::Executable exe) const override {

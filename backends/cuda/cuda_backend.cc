@@ -6,7 +6,6 @@
 #include "base/errors.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
-#include "compiler/codegen/targets.h"
 
 namespace accy::backends {
 namespace {
@@ -38,17 +37,6 @@ class CudaBackend final : public Backend {
   }
 
   const DeviceInfo& info() const override { return info_; }
-
-  using Backend::compile;
-  absl::StatusOr<executable::Executable> compile(const tensor::Program& program, const std::string& target,
-                                                 const CompileOptions& options) const override {
-    if (target != "ptx") {
-      return makeError(ErrorKind::kCompileFailed, "cuda backend: no target " + target + "; it compiles ptx");
-    }
-    ACCY_RETURN_IF_ERROR(codegen::checkMode(target, options.mode));
-    ACCY_RETURN_IF_ERROR(requireDevice());
-    return codegen::compileFor(target, program, codegen::CompileRequest{.mode = options.mode, .device = target_});
-  }
 
   // cuMemHostRegister (see cuda::HostRegistration).
   absl::StatusOr<std::shared_ptr<void>> registerHostMemory(void* data, size_t size) const override {

@@ -7,6 +7,7 @@
 // test on the real driver skips, giving info().unavailable_reason, where it
 // is unavailable; what the backend says then is tested too.
 #include "backends/cuda/cuda_backend.h"
+#include "backends/compile_program.h"
 
 #include <dlfcn.h>
 
@@ -214,7 +215,7 @@ TEST(CudaBackendInfo, WithoutAGpuItIsUnavailableAndSaysWhy) {
   const absl::Status loaded = b->load(axpbExecutable()).status();
   EXPECT_EQ(errorKind(loaded), ErrorKind::kUnimplemented);
   EXPECT_THAT(message(loaded), HasSubstr("device cuda is not available: " + b->info().unavailable_reason));
-  EXPECT_EQ(errorKind(b->compile(tensor::Program{}, "ptx").status()), ErrorKind::kUnimplemented);
+  EXPECT_EQ(errorKind(compileOn(*b, tensor::Program{}, "ptx").status()), ErrorKind::kUnimplemented);
   EXPECT_EQ(cudaDeviceName(*b), "");
 }
 
@@ -231,7 +232,7 @@ TEST(CudaBackendInfo, AMissingDriverMakesItUnavailableWithAReason) {
   absl::StatusOr<std::shared_ptr<const LoadedProgram>> loaded = b->load(Executable{});
   EXPECT_EQ(errorKind(loaded.status()), ErrorKind::kUnimplemented);
   EXPECT_THAT(message(loaded.status()), HasSubstr(kMissing));
-  absl::StatusOr<Executable> compiled = b->compile(tensor::Program{}, "ptx");
+  absl::StatusOr<Executable> compiled = compileOn(*b, tensor::Program{}, "ptx");
   EXPECT_EQ(errorKind(compiled.status()), ErrorKind::kUnimplemented);
   std::vector<float> memory(16);
   // Nothing to register on an unavailable device: a null handle, no error.

@@ -7,7 +7,6 @@
 #include "base/errors.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
-#include "compiler/codegen/targets.h"
 #include "compiler/tensor/evaluate.h"
 #include "compiler/wire/wire.h"
 
@@ -55,15 +54,6 @@ class NullBackend final : public Backend {
     info_.available = true;
   }
   const DeviceInfo& info() const override { return info_; }
-
-  using Backend::compile;
-  absl::StatusOr<executable::Executable> compile(const tensor::Program& program, const std::string& target,
-                                                 const CompileOptions& options) const override {
-    if (target != kTarget) {
-      return makeError(ErrorKind::kCompileFailed, strCat("null backend: no target ", target, "; it compiles ", kTarget));
-    }
-    return codegen::compileFor(kTarget, program, codegen::CompileRequest{.mode = options.mode});
-  }
 
   absl::StatusOr<std::shared_ptr<const LoadedProgram>> load(executable::Executable exe) const override {
     if (exe.target != kTarget) {

@@ -7,7 +7,6 @@
 #include "base/errors.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
-#include "compiler/codegen/targets.h"
 
 namespace accy::backends {
 namespace {
@@ -41,17 +40,6 @@ class VulkanBackend final : public Backend {
 
   const DeviceInfo& info() const override { return info_; }
   absl::Status health() const override { return device_ != nullptr ? device_->health() : absl::OkStatus(); }
-
-  using Backend::compile;
-  absl::StatusOr<executable::Executable> compile(const tensor::Program& program, const std::string& target,
-                                                 const CompileOptions& options) const override {
-    if (target != "spirv") {
-      return makeError(ErrorKind::kCompileFailed, "vulkan backend: no target " + target + "; it compiles spirv");
-    }
-    ACCY_RETURN_IF_ERROR(codegen::checkMode(target, options.mode));
-    ACCY_RETURN_IF_ERROR(requireDevice());
-    return codegen::compileFor(target, program, codegen::CompileRequest{.mode = options.mode, .device = target_});
-  }
 
   absl::StatusOr<std::shared_ptr<const LoadedProgram>> load(executable::Executable exe) const override {
     ACCY_RETURN_IF_ERROR(requireDevice());

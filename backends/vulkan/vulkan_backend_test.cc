@@ -4,6 +4,7 @@
 // concurrent launches, and a compiled program run end to end. Every test
 // that needs a device skips, saying why, where the backend is unavailable.
 #include "backends/vulkan/vulkan_backend.h"
+#include "backends/compile_program.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -164,7 +165,7 @@ TEST(VulkanBackendInfo, AMissingLoaderMakesItUnavailableWithAReason) {
   absl::StatusOr<std::shared_ptr<const LoadedProgram>> loaded = b->load(Executable{});
   EXPECT_EQ(errorKind(loaded.status()), ErrorKind::kUnimplemented);
   EXPECT_THAT(std::string(loaded.status().message()), HasSubstr(kLibrary));
-  absl::StatusOr<Executable> compiled = b->compile(tensor::Program{}, "spirv");
+  absl::StatusOr<Executable> compiled = compileOn(*b, tensor::Program{}, "spirv");
   EXPECT_EQ(errorKind(compiled.status()), ErrorKind::kUnimplemented);
 }
 
@@ -277,7 +278,7 @@ TEST_F(VulkanBackendTest, AScanRunsInOneCommandBuffer) {
     ASSERT_TRUE(p.ok()) << p.status();
     std::vector<std::shared_ptr<const LoadedProgram>> loaded;
     auto plan = StagedProgram::build(*p, [&](const tensor::Program& stage) -> absl::StatusOr<std::shared_ptr<const LoadedProgram>> {
-      ACCY_ASSIGN_OR_RETURN(Executable exe, backend().compile(stage, "spirv"));
+      ACCY_ASSIGN_OR_RETURN(Executable exe, compileOn(backend(), stage, "spirv"));
       ACCY_ASSIGN_OR_RETURN(std::shared_ptr<const LoadedProgram> one, backend().load(std::move(exe)));
       loaded.push_back(one);
       return one;
@@ -335,7 +336,7 @@ TEST_F(VulkanBackendTest, KernelsBindOnlyTheirOwnBuffers) {
     return out;
   });
   ASSERT_TRUE(apart.ok()) << apart.status();
-  absl::StatusOr<Executable> exe = backend().compile(*apart, "spirv");
+  absl::StatusOr<Executable> exe = compileOn(backend(), *apart, "spirv");
   ASSERT_TRUE(exe.ok()) << exe.status();
   ASSERT_GT(exe->artifact_plan.buffers.size(), limit) << "the program must hold more buffers than a stage allows";
   std::shared_ptr<const LoadedProgram> p = load(*exe);
@@ -366,7 +367,7 @@ TEST_F(VulkanBackendTest, KernelsBindOnlyTheirOwnBuffers) {
     return sum;
   });
   ASSERT_TRUE(together.ok()) << together.status();
-  absl::StatusOr<Executable> split = backend().compile(*together, "spirv");
+  absl::StatusOr<Executable> split = compileOn(backend(), *together, "spirv");
   ASSERT_TRUE(split.ok()) << split.status();
   EXPECT_GT(split->launch_plan.steps.size(), 1u) << "one kernel cannot bind all " << n + 1 << " buffers";
   std::shared_ptr<const LoadedProgram> runs = load(*split);
@@ -427,7 +428,7 @@ TEST(VulkanLaunchTimeout, AHungLaunchMarksTheDeviceLost) {
     return a[0].sin().cos().exp().sin().cos().exp().sin();
   });
   ASSERT_TRUE(p.ok());
-  auto exe = backend->compile(*p, "spirv");
+  auto exe = compileOn(*backend, *p, "spirv");
   ASSERT_TRUE(exe.ok()) << exe.status();
   auto loaded = backend->load(*std::move(exe));
   ASSERT_TRUE(loaded.ok()) << loaded.status();

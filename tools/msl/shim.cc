@@ -617,14 +617,6 @@ ShimBackend::ShimBackend(std::string work_dir) : work_dir_(std::move(work_dir)) 
   if (!info_.available) info_.unavailable_reason = "clang++ not found (/usr/bin/clang++ or ACCY_CLANG)";
 }
 
-absl::StatusOr<executable::Executable> ShimBackend::compile(const tensor::Program& program, const std::string& target,
-                                                            const backends::CompileOptions& options) const {
-  if (target != "msl") {
-    return makeError(ErrorKind::kInvalidArgument, strCat("the MSL shim runs target msl, not ", target));
-  }
-  return codegen::compileFor(target, program, codegen::CompileRequest{.mode = options.mode});
-}
-
 absl::StatusOr<std::shared_ptr<Library>> ShimBackend::compileLibrary(const std::string& units) const {
   const std::string clang = clangPath();
   if (clang.empty()) return makeError(ErrorKind::kUnimplemented, strCat("MSL shim: ", info_.unavailable_reason));

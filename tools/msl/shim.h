@@ -50,9 +50,6 @@ class ShimBackend final : public backends::Backend {
  public:
   explicit ShimBackend(std::string work_dir);
   const backends::DeviceInfo& info() const override { return info_; }
-  using Backend::compile;
-  absl::StatusOr<executable::Executable> compile(const tensor::Program& program, const std::string& target,
-                                                 const backends::CompileOptions& options) const override;
   // CompileFailed with clang's first error lines when the source does not
   // compile (the source is kept in the work directory and named).
   absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> load(executable::Executable exe) const override;

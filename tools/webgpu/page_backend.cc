@@ -55,11 +55,6 @@ PageBackend::PageBackend(std::string target, std::string device, Opener open, st
   info_.available = true;
 }
 
-absl::StatusOr<executable::Executable> PageBackend::compile(const tensor::Program& program, const std::string& target,
-                                                            const backends::CompileOptions& options) const {
-  return codegen::compileFor(target, program, codegen::CompileRequest{.mode = options.mode});
-}
-
 absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> PageBackend::load(executable::Executable exe) const {
   if (exe.target != target_) {
     return makeError(ErrorKind::kInvalidArgument, strCat(info_.name, " runs ", target_, " executables, not ", exe.target));

@@ -23,9 +23,6 @@ class PageBackend final : public backends::Backend {
   // `options`: a JSON object for web/accy.js's loadProgram, or empty.
   PageBackend(std::string target, std::string device, Opener open, std::string options = "");
   const backends::DeviceInfo& info() const override { return info_; }
-  using Backend::compile;
-  absl::StatusOr<executable::Executable> compile(const tensor::Program& program, const std::string& target,
-                                                 const backends::CompileOptions& options) const override;
   absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> load(executable::Executable exe) const override;
   // A program with loops, whole: its plan artifact (accy-plan-1,
   // backends/plan_artifact.h), each loop-free stage compiled by `compile`,
