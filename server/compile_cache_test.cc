@@ -175,7 +175,7 @@ TEST(CompileCache, APlantedEntryWithAPlainChecksumIsRefusedAndRecompiled) {
       planted.write(reinterpret_cast<const char*>(digest), 32);
       planted.write(payload.data(), static_cast<std::streamsize>(payload.size()));
     }
-    CompileCache fresh(diskAt(dir), stamped("a"));
+    CompileCache fresh(f.counted(diskAt(dir)), stamped("a"));
     const int before = f.compiles;
     ASSERT_TRUE(fresh.get(f.program, f.wire, f.backend, "x86_64", {}, &level).ok());
     EXPECT_EQ(level, "") << "the planted entry was loaded (" << magic << ")";
