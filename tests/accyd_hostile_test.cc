@@ -606,7 +606,12 @@ TEST(AccydHostile, CompilesStopAndTakeAtMostTheirShareOfCores) {
     Client a(q), b(q);
     const std::string sa = a.openSession(), sb = b.openSession();
     std::thread busy([&] { a.compile(sa, slow, 1.5); });
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    // The slow compile has the daemon's slot before the other asks (a
+    // sanitizer build decodes it for longer than a fixed wait).
+    for (int i = 0; i < 200 && b.serverInfo().calls_in_flight() == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
     const Client::Answer refused = b.compile(sb, toneWire(), 10);
     busy.join();
     EXPECT_EQ(refused.grpc.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.message;

@@ -177,12 +177,15 @@ done
 expect 2 "--threads is for --target=x86_64" -- "$ACCY" run "$WIRE8" --target=spirv --threads=2 --input 0="$WORK/guesses.npy"
 expect 1 "target wgsl has no tf32 mode" -- "$ACCY" run "$WIRE8" --target=wgsl --mode=tf32 --input 0="$WORK/guesses.npy"
 
-# Programs with loops (tools/testdata/loop_wires.cc): rnn (an embedding
+# Programs with loops (tools/testdata/program_wires.cc): rnn (an embedding
 # take, a windowed product, a 62-step scan with a captured weight matrix)
 # and nested (a whileLoop whose body runs a scan that captures an outer
 # value) run on every target through the one compile path and agree with
 # the reference evaluator's outputs.
-"$PWD/tools/loop_wires" "$WORK" || fail "loop_wires could not write the programs"
+"$PWD/tools/program_wires" "$WORK" >"$WORK/program_wires.txt" 2>&1 || {
+  fail "program_wires could not write the programs:"
+  cat "$WORK/program_wires.txt"
+}
 tokens=""
 for i in $(seq 0 63); do tokens="$tokens $(( (i * 7 + 3) % 16 ))"; done
 table=""
@@ -242,6 +245,53 @@ expect 0 "wrote $WORK/rnn_spv.stage1.0.spv: kernel" -- "$ACCY" compile "$WORK/rn
 expect 0 "# stage 2 of 2: scan body_stage0" -- "$ACCY" compile "$WORK/rnn.wire" --target=spirv --dump-after=fuse
 expect 0 "a plan of wgsl stages" -- "$ACCY" compile "$WORK/rnn.wire" --target=wgsl --emit=artifact -o "$WORK/rnn_plan.json"
 expect 1 "rnn has loops, and a saved x86_64 program holds one module" -- "$ACCY" compile "$WORK/rnn.wire" --target=x86_64 --emit=artifact -o "$WORK/rnn.saved"
+
+# An example's program as a wire file (tools/testdata/program_wires.cc): the
+# N-body example (64 bodies, 200 leapfrog steps in f64, one scan) run by
+# `accy run` gives the outputs the example computes in process (positions,
+# velocities, the energy before and after, the momentum).
+# npy_max_diff A B: the largest |a - b| / max(1, |b|) over two .npy files of
+# one dtype (f32 or f64) and size.
+npy_max_diff() {
+  "$PY" - "$1" "$2" <<'EOF'
+import struct, sys
+def values(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<H", b[8:10])[0]
+    header = b[10:10 + n].decode("latin1")
+    fmt = "<d" if "'<f8'" in header else "<f"
+    return [v for (v,) in struct.iter_unpack(fmt, b[10 + n:])]
+a, b = values(sys.argv[1]), values(sys.argv[2])
+print(max([abs(x - y) / max(1.0, abs(y)) for x, y in zip(a, b)] or [0.0]) if len(a) == len(b) else 1e9)
+EOF
+}
+if [ -f "$WORK/nbody_expected4.npy" ]; then
+  for t in x86_64 reference spirv; do
+    (
+      cd "$WORK" && "$ACCY" run nbody.wire --target=$t --input 0=nbody_in0.npy --input 1=nbody_in1.npy \
+        --input 2=nbody_in2.npy --output 0=nbody_$t.0.npy --output 1=nbody_$t.1.npy --output 2=nbody_$t.2.npy \
+        --output 3=nbody_$t.3.npy --output 4=nbody_$t.4.npy
+    ) >"$WORK/nbody_$t.txt" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ] && grep -qE "is not available" "$WORK/nbody_$t.txt"; then
+      echo "skipped: accy run --target=$t of the N-body example: $(head -1 "$WORK/nbody_$t.txt")"
+      continue
+    fi
+    checks=$((checks + 1))
+    if [ $rc -ne 0 ]; then
+      fail "accy run --target=$t of the N-body example exited $rc:"
+      cat "$WORK/nbody_$t.txt"
+      continue
+    fi
+    for k in 0 1 2 3 4; do
+      d=$(npy_max_diff "$WORK/nbody_$t.$k.npy" "$WORK/nbody_expected$k.npy")
+      near "$d" 0 1e-9 || fail "--target=$t: the N-body example's output $k differs from the example's by $d"
+    done
+  done
+else
+  checks=$((checks + 1))
+  fail "program_wires wrote no N-body example (see its failure above)"
+fi
 
 # The version: the file VERSION, in one place.
 expect 0 "accy $(tr -d ' \n' <"$VERSION_FILE") (build " -- "$ACCY" --version
