@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backends/cuda/cuda_program.h"
+#include "backends/device_backend.h"
 #include "base/errors.h"
 #include "base/status_macros.h"
 #include "base/strings.h"
@@ -10,20 +11,11 @@
 namespace accy::backends {
 namespace {
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public DeviceBackend<cuda::CudaDevice, cuda::CudaProgram, ptx::TargetInfo> {
  public:
-  CudaBackend(const std::string& library_path, const BackendOptions& options) {
-    info_.name = "cuda";
-    info_.targets = {"ptx"};
-    info_.min_buffer_alignment = 1;  // buffers are copied; each needs its element size
-    absl::StatusOr<std::shared_ptr<cuda::CudaDevice>> device = cuda::CudaDevice::open(library_path);
-    if (!device.ok()) {
-      info_.unavailable_reason = messageWithoutKind(device.status());
-      return;
-    }
-    (*device)->setLaunchTimeout(std::chrono::milliseconds(std::max<int64_t>(options.launch_timeout_ms, 0)));
-    device_ = *std::move(device);
-    info_.available = true;
+  CudaBackend(const std::string& library_path, const BackendOptions& options)
+      : DeviceBackend("cuda", "ptx", cuda::CudaDevice::open(library_path), options) {
+    if (device_ == nullptr) return;
     const cuda::DeviceLimits& l = device_->limits();
     target_.sm = l.sm;
     target_.ptx_version = std::min(cuda::maxPtxVersionForDriver(device_->driverVersion()),
@@ -36,8 +28,6 @@ class CudaBackend final : public Backend {
                           " SMs, ", l.total_memory >> 30, " GiB, driver ", v / 1000, ".", v % 1000 / 10, ")");
   }
 
-  const DeviceInfo& info() const override { return info_; }
-
   // cuMemHostRegister (see cuda::HostRegistration).
   absl::StatusOr<std::shared_ptr<void>> registerHostMemory(void* data, size_t size) const override {
     if (!info_.available) return std::shared_ptr<void>();
@@ -45,32 +35,6 @@ class CudaBackend final : public Backend {
                           cuda::registerHostMemory(device_, data, size));
     return std::shared_ptr<void>(std::move(registration));
   }
-
-  absl::StatusOr<std::shared_ptr<const LoadedProgram>> load(executable::Executable exe) const override {
-    ACCY_RETURN_IF_ERROR(requireDevice());
-    ACCY_ASSIGN_OR_RETURN(std::shared_ptr<const cuda::CudaProgram> loaded,
-                          cuda::CudaProgram::load(device_, std::move(exe)));
-    return std::shared_ptr<const LoadedProgram>(std::move(loaded));
-  }
-
-  absl::Status health() const override { return device_ != nullptr ? device_->health() : absl::OkStatus(); }
-
-  absl::Status requireDevice() const {
-    if (device_ != nullptr) return absl::OkStatus();
-    return makeError(ErrorKind::kUnimplemented, strCat("device cuda is not available: ", info_.unavailable_reason));
-  }
-
-  std::any deviceDescription() const override { return device_ != nullptr ? std::any(target_) : std::any(); }
-
-  const ptx::TargetInfo& targetInfo() const { return target_; }
-  const std::string& deviceName() const { return device_name_; }
-  const std::shared_ptr<const cuda::CudaDevice>& device() const { return device_; }
-
- private:
-  DeviceInfo info_;
-  std::shared_ptr<const cuda::CudaDevice> device_;
-  ptx::TargetInfo target_;
-  std::string device_name_;
 };
 
 }  // namespace
