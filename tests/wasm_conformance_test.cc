@@ -27,7 +27,7 @@
 #include "tests/op_cases.h"
 #include "tests/random_programs.h"
 #include "tools/webgpu/page_backend.h"
-#include "tools/webgpu/page_runner.h"
+#include "web/page_runner.h"
 
 namespace accy::testing {
 namespace {

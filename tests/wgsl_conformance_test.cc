@@ -3,7 +3,7 @@
 // runs it) through the page runtime web/accy.js, against the reference
 // evaluator with the tolerances of docs/CONFORMANCE.md.
 //
-// One page load serves the whole suite (tools/webgpu/page_runner.h: the
+// One page load serves the whole suite (web/page_runner.h: the
 // page stays open and takes each launch, the artifact and its inputs, as
 // one line of JSON). Without Chromium the suite is skipped, saying so.
 #include <cstdio>
@@ -26,7 +26,7 @@
 #include "tests/device_suite.h"
 #include "tests/gpu_conformance.h"
 #include "tools/webgpu/page_backend.h"
-#include "tools/webgpu/page_runner.h"
+#include "web/page_runner.h"
 
 namespace accy::testing {
 namespace {

@@ -49,11 +49,11 @@
 #include "compiler/executable/saved_program.h"
 #include "compiler/tensor/program.h"
 #include "compiler/wire/wire.h"
-#include "tools/files.h"
+#include "base/files.h"
 #include "tools/msl/shim.h"
 #include "tools/npy.h"
 #include "tools/webgpu/page_backend.h"
-#include "tools/webgpu/page_runner.h"
+#include "web/page_runner.h"
 
 namespace accy::cli {
 namespace {

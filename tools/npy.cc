@@ -6,7 +6,7 @@
 
 #include "compiler/tensor/program.h"
 #include "base/strings.h"
-#include "tools/files.h"
+#include "base/files.h"
 
 namespace accy::npy {
 namespace {

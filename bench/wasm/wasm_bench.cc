@@ -24,7 +24,7 @@
 #include "base/strings.h"
 #include "bench/bench_util.h"
 #include "compiler/codegen/wasm/compile.h"
-#include "tools/webgpu/page_runner.h"
+#include "web/page_runner.h"
 
 namespace accy {
 namespace {

@@ -9,7 +9,7 @@
 #include "accy/accy.h"
 #include "compiler/codegen/wgsl/artifact.h"
 #include "compiler/codegen/wgsl/compile.h"
-#include "tools/files.h"
+#include "base/files.h"
 
 namespace tensor = accy::tensor;
 

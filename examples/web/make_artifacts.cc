@@ -28,7 +28,7 @@
 #include "compiler/codegen/wgsl/compile.h"
 #include "examples/digits/digits.h"
 #include "examples/tone/tone.h"
-#include "tools/files.h"
+#include "base/files.h"
 
 namespace tensor = accy::tensor;
 

@@ -14,7 +14,7 @@
 
 #include "accy/accy.h"
 #include "examples/tone/tone.h"
-#include "tools/files.h"
+#include "base/files.h"
 
 namespace tensor = accy::tensor;
 using tensor::Builder;

@@ -29,7 +29,7 @@
 
 #include "accy/accy.h"
 #include "examples/nbody/nbody.h"
-#include "tools/files.h"
+#include "base/files.h"
 #include "tools/npy.h"
 #include "base/status_macros.h"
 #include "base/strings.h"

@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "backends/backend.h"
-#include "tools/webgpu/page_runner.h"
+#include "web/page_runner.h"
 
 namespace accy::webgpu {
 

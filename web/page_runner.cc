@@ -1,4 +1,4 @@
-#include "tools/webgpu/page_runner.h"
+#include "web/page_runner.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

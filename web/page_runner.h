@@ -3,8 +3,8 @@
 // tools/webgpu/run_page.py --serve), wasm in node (tools/wasm/run_node.mjs
 // over web/accy_wasm.js). Used by `accy run --target=wgsl|wasm` and by
 // tests/wgsl_conformance_test.cc and tests/wasm_conformance_test.cc.
-#ifndef ACCY_TOOLS_WEBGPU_PAGE_RUNNER_H_
-#define ACCY_TOOLS_WEBGPU_PAGE_RUNNER_H_
+#ifndef ACCY_WEB_PAGE_RUNNER_H_
+#define ACCY_WEB_PAGE_RUNNER_H_
 
 #include <cstddef>
 #include <cstdio>
@@ -70,4 +70,4 @@ class PageRunner {
 
 }  // namespace accy::webgpu
 
-#endif  // ACCY_TOOLS_WEBGPU_PAGE_RUNNER_H_
+#endif  // ACCY_WEB_PAGE_RUNNER_H_

@@ -1,7 +1,8 @@
-// Whole-file reads and writes for the accy tool, with errors that name the
-// file and say what went wrong (NotFound, InvalidArgument, ...).
-#ifndef ACCY_TOOLS_FILES_H_
-#define ACCY_TOOLS_FILES_H_
+// Whole-file reads and writes (the accy tool, the generators of test data
+// and benchmark artifacts), with errors that name the file and say what went
+// wrong (NotFound, InvalidArgument, ...).
+#ifndef ACCY_BASE_FILES_H_
+#define ACCY_BASE_FILES_H_
 
 #include <cstdint>
 #include <string>
@@ -21,4 +22,4 @@ absl::Status writeFile(const std::string& path, std::string_view bytes);
 
 }  // namespace accy::files
 
-#endif  // ACCY_TOOLS_FILES_H_
+#endif  // ACCY_BASE_FILES_H_

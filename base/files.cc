@@ -1,4 +1,4 @@
-#include "tools/files.h"
+#include "base/files.h"
 
 #include <sys/stat.h>
 
