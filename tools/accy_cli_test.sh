@@ -246,10 +246,10 @@ expect 0 "# stage 2 of 2: scan body_stage0" -- "$ACCY" compile "$WORK/rnn.wire" 
 expect 0 "a plan of wgsl stages" -- "$ACCY" compile "$WORK/rnn.wire" --target=wgsl --emit=artifact -o "$WORK/rnn_plan.json"
 expect 1 "rnn has loops, and a saved x86_64 program holds one module" -- "$ACCY" compile "$WORK/rnn.wire" --target=x86_64 --emit=artifact -o "$WORK/rnn.saved"
 
-# An example's program as a wire file (tools/testdata/program_wires.cc): the
-# N-body example (64 bodies, 200 leapfrog steps in f64, one scan) run by
-# `accy run` gives the outputs the example computes in process (positions,
-# velocities, the energy before and after, the momentum).
+# Examples' programs as wire files (tools/testdata/program_wires.cc): the
+# N-body example (64 bodies, 200 leapfrog steps in f64, one scan) and the
+# digits example's first epoch, run by `accy run`, give the outputs the
+# example computes in process from the same inputs.
 # npy_max_diff A B: the largest |a - b| / max(1, |b|) over two .npy files of
 # one dtype (f32 or f64) and size.
 npy_max_diff() {
@@ -265,32 +265,46 @@ a, b = values(sys.argv[1]), values(sys.argv[2])
 print(max([abs(x - y) / max(1.0, abs(y)) for x, y in zip(a, b)] or [0.0]) if len(a) == len(b) else 1e9)
 EOF
 }
-if [ -f "$WORK/nbody_expected4.npy" ]; then
-  for t in x86_64 reference spirv; do
-    (
-      cd "$WORK" && "$ACCY" run nbody.wire --target=$t --input 0=nbody_in0.npy --input 1=nbody_in1.npy \
-        --input 2=nbody_in2.npy --output 0=nbody_$t.0.npy --output 1=nbody_$t.1.npy --output 2=nbody_$t.2.npy \
-        --output 3=nbody_$t.3.npy --output 4=nbody_$t.4.npy
-    ) >"$WORK/nbody_$t.txt" 2>&1
+# run_example NAME INPUTS OUTPUTS TOLERANCE TARGET...: `accy run` of the
+# example NAME.wire with NAME_in<k>.npy on each target gives
+# NAME_expected<k>.npy (within TOLERANCE, relative).
+run_example() {
+  local name=$1 inputs=$2 outputs=$3 tol=$4 t k d args
+  shift 4
+  for t in "$@"; do
+    args=()
+    for ((k = 0; k < inputs; k++)); do args+=(--input "$k=${name}_in$k.npy"); done
+    for ((k = 0; k < outputs; k++)); do args+=(--output "$k=${name}_$t.$k.npy"); done
+    (cd "$WORK" && "$ACCY" run "$name.wire" --target=$t "${args[@]}") >"$WORK/${name}_$t.txt" 2>&1
     rc=$?
-    if [ $rc -ne 0 ] && grep -qE "is not available" "$WORK/nbody_$t.txt"; then
-      echo "skipped: accy run --target=$t of the N-body example: $(head -1 "$WORK/nbody_$t.txt")"
+    if [ $rc -ne 0 ] && grep -qE "is not available" "$WORK/${name}_$t.txt"; then
+      echo "skipped: accy run --target=$t of the $name example: $(head -1 "$WORK/${name}_$t.txt")"
       continue
     fi
     checks=$((checks + 1))
     if [ $rc -ne 0 ]; then
-      fail "accy run --target=$t of the N-body example exited $rc:"
-      cat "$WORK/nbody_$t.txt"
+      fail "accy run --target=$t of the $name example exited $rc:"
+      cat "$WORK/${name}_$t.txt"
       continue
     fi
-    for k in 0 1 2 3 4; do
-      d=$(npy_max_diff "$WORK/nbody_$t.$k.npy" "$WORK/nbody_expected$k.npy")
-      near "$d" 0 1e-9 || fail "--target=$t: the N-body example's output $k differs from the example's by $d"
+    for ((k = 0; k < outputs; k++)); do
+      d=$(npy_max_diff "$WORK/${name}_$t.$k.npy" "$WORK/${name}_expected$k.npy")
+      near "$d" 0 "$tol" || fail "--target=$t: the $name example's output $k differs from the example's by $d"
     done
   done
+}
+if [ -f "$WORK/nbody_expected4.npy" ]; then
+  run_example nbody 3 5 1e-9 x86_64 reference spirv
 else
   checks=$((checks + 1))
   fail "program_wires wrote no N-body example (see its failure above)"
+fi
+# The digits example's first epoch (45 SGD steps on scikit-learn's digits;
+# the weights after it and each step's loss), where the datasets are there.
+if [ -f "$WORK/digits_expected4.npy" ]; then
+  run_example digits 7 5 1e-5 x86_64 spirv
+else
+  echo "skipped: accy run of the digits example: $(grep -h 'no digits example' "$WORK/program_wires.txt" | head -1)"
 fi
 
 # The version: the file VERSION, in one place.
