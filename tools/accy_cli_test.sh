@@ -247,9 +247,9 @@ expect 0 "a plan of wgsl stages" -- "$ACCY" compile "$WORK/rnn.wire" --target=wg
 expect 1 "rnn has loops, and a saved x86_64 program holds one module" -- "$ACCY" compile "$WORK/rnn.wire" --target=x86_64 --emit=artifact -o "$WORK/rnn.saved"
 
 # Examples' programs as wire files (tools/testdata/program_wires.cc): the
-# N-body example (64 bodies, 200 leapfrog steps in f64, one scan) and the
-# digits example's first epoch, run by `accy run`, give the outputs the
-# example computes in process from the same inputs.
+# N-body example (64 bodies, 200 leapfrog steps in f64, one scan), the
+# digits example's first epoch and the sampler, run by `accy run`, give the
+# outputs the example computes in process from the same inputs.
 # npy_max_diff A B: the largest |a - b| / max(1, |b|) over two .npy files of
 # one dtype (f32 or f64) and size.
 npy_max_diff() {
@@ -305,6 +305,13 @@ if [ -f "$WORK/digits_expected4.npy" ]; then
   run_example digits 7 5 1e-5 x86_64 spirv
 else
   echo "skipped: accy run of the digits example: $(grep -h 'no digits example' "$WORK/program_wires.txt" | head -1)"
+fi
+# The sampler example, shortened (2 chains of 20 + 50 draws; the draws and
+# their acceptances): every accept decision must come out the same.
+if [ -f "$WORK/hmc_expected1.npy" ]; then
+  run_example hmc 2 2 1e-9 x86_64 spirv wasm
+else
+  echo "skipped: accy run of the sampler example: $(grep -h 'no sampler example' "$WORK/program_wires.txt" | head -1)"
 fi
 
 # The version: the file VERSION, in one place.

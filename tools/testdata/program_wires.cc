@@ -29,6 +29,12 @@
 //   weights and the key of epoch 0; digits_in<k>.npy, digits_expected<k>.npy
 //   (the weights after the epoch and each step's loss) as for nbody. Left
 //   out, saying so, when the datasets are not installed.
+// hmc.wire: the sampler example (examples/sampler/sampler.h: Bayesian
+//   logistic regression on scikit-learn's breast-cancer table, HMC chains
+//   vmapped over keys split from the seed, each a scan of draws whose
+//   trajectories are scans of leapfrog steps), shortened to 2 chains of 20
+//   warm-up and 50 kept draws of 10 leapfrog steps; hmc_in<k>.npy,
+//   hmc_expected<k>.npy (the draws and their acceptances) as for nbody.
 #include <cstdio>
 #include <span>
 #include <string>
@@ -37,6 +43,7 @@
 #include "accy/accy.h"
 #include "examples/digits/digits.h"
 #include "examples/nbody/nbody.h"
+#include "examples/sampler/sampler.h"
 #include "base/files.h"
 #include "tools/npy.h"
 #include "base/status_macros.h"
@@ -168,6 +175,23 @@ int main(int argc, char** argv) {
   const absl::Status st = e.ok() ? writeExample(dir, "digits", *e, buffers.inputs) : e.status();
   if (!st.ok()) {
     std::fprintf(stderr, "digits: %s\n", std::string(st.message()).c_str());
+    return 1;
+  }
+  const absl::StatusOr<sampler::Data> cancer = sampler::breastCancer();
+  if (!cancer.ok()) {
+    std::printf("no sampler example: %s\n", std::string(cancer.status().message()).c_str());
+    return 0;
+  }
+  sampler::Options h;
+  h.chains = 2;
+  h.warmup = 20;
+  h.draws = 50;
+  h.leapfrog = 10;
+  const absl::StatusOr<tensor::Program> hmc = sampler::program(h, cancer->obs, cancer->coefs);
+  const std::span<const std::byte> hmc_inputs[] = {accy::bytes(cancer->x), accy::bytes(cancer->y)};
+  const absl::Status hst = hmc.ok() ? writeExample(dir, "hmc", *hmc, hmc_inputs) : hmc.status();
+  if (!hst.ok()) {
+    std::fprintf(stderr, "hmc: %s\n", std::string(hst.message()).c_str());
     return 1;
   }
   return 0;
