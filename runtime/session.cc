@@ -49,12 +49,7 @@ absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> Session::compileF
                                                        "' is not compiled in process; this session compiles for x86_64"));
   }
   std::shared_ptr<backends::Backend> cpu = backends::makeCpuBackend(backends::BackendOptions{options_.threads});
-  return backends::compileProgram(
-      program, spec.target,
-      [&](const tensor::Program& p) -> absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> {
-        ACCY_ASSIGN_OR_RETURN(executable::Executable exe, backends::compileOn(*cpu, p, spec.target, spec.options));
-        return cpu->load(std::move(exe));
-      });
+  return backends::compileProgram(program, spec.target, backends::compileAndLoadOn(*cpu, spec.target, spec.options));
 }
 
 absl::StatusOr<uint32_t> Session::indexOf(Handle handle) const {

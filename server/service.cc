@@ -369,13 +369,18 @@ class AccydService::Channel {
   std::thread thread_;
 };
 
-std::string AccydService::deviceFor(const std::string& target) const {
+const backends::Backend* AccydService::deviceServing(const std::string& target) const {
   for (const auto& d : devices_) {
     for (const std::string& t : d->info().targets) {
-      if (t == target) return d->info().name;
+      if (t == target) return d.get();
     }
   }
-  return "";
+  return nullptr;
+}
+
+std::string AccydService::deviceFor(const std::string& target) const {
+  const backends::Backend* d = deviceServing(target);
+  return d != nullptr ? d->info().name : "";
 }
 
 AccydService::AccydService(CompileCache& cache, RegionSocket& regions, const Limits& limits,
@@ -698,12 +703,7 @@ grpc::Status AccydService::OpenSession(grpc::ServerContextBase* ctx, const pb::O
   options.compiler = [this](const tensor::Program& program, std::string_view bytes, const session::CompileSpec& spec,
                             session::CompileInfo* info)
       -> absl::StatusOr<std::shared_ptr<const backends::LoadedProgram>> {
-    const backends::Backend* device = nullptr;
-    for (const auto& d : devices_) {
-      for (const std::string& t : d->info().targets) {
-        if (t == spec.target && device == nullptr) device = d.get();
-      }
-    }
+    const backends::Backend* device = deviceServing(spec.target);
     if (device == nullptr) {
       std::string targets;
       for (const auto& d : devices_) {

@@ -215,7 +215,8 @@ class AccydService final {
   int64_t regionBytesOf(const std::string& owner) const;
   // The session `id` when the caller is its owner; null otherwise.
   std::shared_ptr<ClientSession> find(const grpc::ServerContextBase* ctx, const std::string& id);
-  // The device that runs `target` ("" when none does).
+  // The device that runs `target` (null when none does), and its name ("").
+  const backends::Backend* deviceServing(const std::string& target) const;
   std::string deviceFor(const std::string& target) const;
   void reapLoop();
   // Marks a session that left the table (closed, its lease lapsed) so that
